@@ -1,0 +1,278 @@
+//! The node's configuration, read once from the `DMLC_*` / `PS_*` environment variables
+//! (the names ps-lite and the dmlc tracker use) into a typed, validated struct.
+
+use crate::node::Role;
+use std::collections::HashMap;
+use std::fmt;
+use std::time::Duration;
+
+/// Everything a node needs to join the cluster.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Config {
+    /// `DMLC_ROLE`.
+    pub role: Role,
+    /// `DMLC_PS_ROOT_URI`: the scheduler's host.
+    pub root_uri: String,
+    /// `DMLC_PS_ROOT_PORT`: the scheduler's port.
+    pub root_port: u16,
+    /// `DMLC_NUM_SERVER`.
+    pub num_servers: usize,
+    /// `DMLC_NUM_WORKER`.
+    pub num_workers: usize,
+    /// The host this node advertises: `DMLC_NODE_HOST`, else the IPv4 address of
+    /// `DMLC_INTERFACE`, else the scheduler's host for the scheduler and `127.0.0.1` for
+    /// the others.
+    pub node_host: String,
+    /// `PORT`: the port to bind (0 = any free port). The scheduler always binds
+    /// `DMLC_PS_ROOT_PORT`.
+    pub port: u16,
+    /// `PS_VERBOSE`: 0, 1 or 2.
+    pub verbose: u8,
+    /// `PS_RESEND` (non-zero enables) and `PS_RESEND_TIMEOUT` (ms, default 1000).
+    pub resend_timeout: Option<Duration>,
+    /// `PS_DROP_MSG`: percent (0..=100) of received data messages to drop.
+    pub drop_msg_percent: u8,
+    /// `PS_HEARTBEAT_INTERVAL`: seconds between heartbeats (fractions allowed; 0 = off).
+    pub heartbeat_interval: Duration,
+    /// `PS_HEARTBEAT_TIMEOUT`: seconds of silence after which the scheduler declares a
+    /// node dead (fractions allowed; 0 = never).
+    pub heartbeat_timeout: Duration,
+    /// `PS_JOIN_TIMEOUT`: seconds a node waits for the scheduler's node table before it
+    /// gives up (default 120).
+    pub join_timeout: Duration,
+}
+
+/// A missing or malformed variable; its `Display` is one line naming the variable.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigError {
+    /// The offending variable.
+    pub var: String,
+    /// What is wrong with it and what to do.
+    pub reason: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.var, self.reason)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+fn err(var: &str, reason: impl Into<String>) -> ConfigError {
+    ConfigError {
+        var: var.to_string(),
+        reason: reason.into(),
+    }
+}
+
+struct Vars<'a>(&'a HashMap<String, String>);
+
+impl Vars<'_> {
+    fn get(&self, var: &str) -> Option<&str> {
+        self.0.get(var).map(|s| s.trim()).filter(|s| !s.is_empty())
+    }
+    fn required(&self, var: &str, what: &str) -> Result<&str, ConfigError> {
+        self.get(var)
+            .ok_or_else(|| err(var, format!("not set; set it to {what}")))
+    }
+    fn parse<T: std::str::FromStr>(&self, var: &str, what: &str) -> Result<Option<T>, ConfigError> {
+        match self.get(var) {
+            None => Ok(None),
+            Some(v) => v
+                .parse()
+                .map(Some)
+                .map_err(|_| err(var, format!("'{v}' is not {what}"))),
+        }
+    }
+    fn seconds(&self, var: &str, default: f64) -> Result<Duration, ConfigError> {
+        let v: f64 = self.parse(var, "a number of seconds")?.unwrap_or(default);
+        if !(0.0..=86_400.0).contains(&v) {
+            return Err(err(var, format!("{v} is outside 0..=86400 seconds")));
+        }
+        Ok(Duration::from_secs_f64(v))
+    }
+}
+
+impl Config {
+    /// Reads the process environment. See [`Config::from_vars`].
+    pub fn from_env() -> Result<Config, ConfigError> {
+        Config::from_vars(&std::env::vars().collect())
+    }
+
+    /// Reads and validates the configuration from a variable map.
+    pub fn from_vars(vars: &HashMap<String, String>) -> Result<Config, ConfigError> {
+        let v = Vars(vars);
+        let role_s = v.required("DMLC_ROLE", "scheduler, server or worker")?;
+        let role = Role::parse(role_s).ok_or_else(|| {
+            err("DMLC_ROLE", format!("'{role_s}' is not scheduler, server or worker"))
+        })?;
+        let root_uri = v
+            .required("DMLC_PS_ROOT_URI", "the scheduler's host, e.g. 127.0.0.1")?
+            .to_string();
+        let root_port = v
+            .parse::<u16>("DMLC_PS_ROOT_PORT", "a port number (1-65535)")?
+            .ok_or_else(|| err("DMLC_PS_ROOT_PORT", "not set; set it to the scheduler's port"))?;
+        let num_servers = v
+            .parse("DMLC_NUM_SERVER", "a count of servers")?
+            .ok_or_else(|| err("DMLC_NUM_SERVER", "not set; set it to the number of servers"))?;
+        let num_workers = v
+            .parse("DMLC_NUM_WORKER", "a count of workers")?
+            .ok_or_else(|| err("DMLC_NUM_WORKER", "not set; set it to the number of workers"))?;
+        let node_host = match (v.get("DMLC_NODE_HOST"), v.get("DMLC_INTERFACE")) {
+            (Some(h), _) => h.to_string(),
+            (None, Some(iface)) => interface_ipv4(iface)
+                .ok_or_else(|| err("DMLC_INTERFACE", format!("no IPv4 address on interface '{iface}'")))?,
+            (None, None) if role == Role::Scheduler => root_uri.clone(),
+            (None, None) => "127.0.0.1".to_string(),
+        };
+        let port = v.parse("PORT", "a port number (0-65535)")?.unwrap_or(0);
+        let verbose = v.parse("PS_VERBOSE", "0, 1 or 2")?.unwrap_or(0);
+        let resend = v.parse::<i64>("PS_RESEND", "0 or 1")?.unwrap_or(0) != 0;
+        let resend_ms: u64 = v
+            .parse("PS_RESEND_TIMEOUT", "a number of milliseconds")?
+            .unwrap_or(1000);
+        let drop_msg_percent = v.parse("PS_DROP_MSG", "a percent (0-100)")?.unwrap_or(0);
+        let cfg = Config {
+            role,
+            root_uri,
+            root_port,
+            num_servers,
+            num_workers,
+            node_host,
+            port,
+            verbose,
+            resend_timeout: resend.then(|| Duration::from_millis(resend_ms)),
+            drop_msg_percent,
+            heartbeat_interval: v.seconds("PS_HEARTBEAT_INTERVAL", 0.0)?,
+            heartbeat_timeout: v.seconds("PS_HEARTBEAT_TIMEOUT", 0.0)?,
+            join_timeout: v.seconds("PS_JOIN_TIMEOUT", 120.0)?,
+        };
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    /// Checks the values against each other; the error names the variable to fix.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.root_port == 0 {
+            return Err(err("DMLC_PS_ROOT_PORT", "must be 1-65535, not 0"));
+        }
+        if self.num_servers == 0 && self.num_workers == 0 {
+            return Err(err("DMLC_NUM_SERVER", "the cluster needs at least one server or worker"));
+        }
+        if self.num_servers > 10_000 || self.num_workers > 10_000 {
+            return Err(err("DMLC_NUM_WORKER", "more than 10000 nodes of one role is not supported"));
+        }
+        if self.verbose > 2 {
+            return Err(err("PS_VERBOSE", format!("{} is not 0, 1 or 2", self.verbose)));
+        }
+        if self.drop_msg_percent > 100 {
+            return Err(err("PS_DROP_MSG", format!("{} is above 100", self.drop_msg_percent)));
+        }
+        if let Some(t) = self.resend_timeout {
+            if t.is_zero() {
+                return Err(err("PS_RESEND_TIMEOUT", "must be above 0 ms when PS_RESEND is on"));
+            }
+        }
+        if !self.heartbeat_timeout.is_zero()
+            && !self.heartbeat_interval.is_zero()
+            && self.heartbeat_timeout <= self.heartbeat_interval
+        {
+            return Err(err(
+                "PS_HEARTBEAT_TIMEOUT",
+                "must exceed PS_HEARTBEAT_INTERVAL, or every node would be declared dead",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The `log` level `PS_VERBOSE` maps onto: 0 → info, 1 → debug, 2 → trace.
+    pub fn log_level(&self) -> log::LevelFilter {
+        match self.verbose {
+            0 => log::LevelFilter::Info,
+            1 => log::LevelFilter::Debug,
+            _ => log::LevelFilter::Trace,
+        }
+    }
+}
+
+fn interface_ipv4(name: &str) -> Option<String> {
+    if_addrs::get_if_addrs()
+        .ok()?
+        .into_iter()
+        .find(|i| i.name == name && i.ip().is_ipv4())
+        .map(|i| i.ip().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vars(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    fn base() -> Vec<(&'static str, &'static str)> {
+        vec![
+            ("DMLC_ROLE", "worker"),
+            ("DMLC_PS_ROOT_URI", "127.0.0.1"),
+            ("DMLC_PS_ROOT_PORT", "9000"),
+            ("DMLC_NUM_SERVER", "2"),
+            ("DMLC_NUM_WORKER", "3"),
+        ]
+    }
+
+    #[test]
+    fn reads_a_full_config() {
+        let mut b = base();
+        b.extend([
+            ("PS_RESEND", "1"),
+            ("PS_RESEND_TIMEOUT", "250"),
+            ("PS_HEARTBEAT_INTERVAL", "0.5"),
+            ("PS_HEARTBEAT_TIMEOUT", "2"),
+            ("PS_DROP_MSG", "20"),
+            ("PORT", "7001"),
+        ]);
+        let c = Config::from_vars(&vars(&b)).unwrap();
+        assert_eq!(c.role, Role::Worker);
+        assert_eq!((c.num_servers, c.num_workers), (2, 3));
+        assert_eq!(c.resend_timeout, Some(Duration::from_millis(250)));
+        assert_eq!(c.heartbeat_interval, Duration::from_millis(500));
+        assert_eq!(c.drop_msg_percent, 20);
+        assert_eq!(c.port, 7001);
+        assert_eq!(c.node_host, "127.0.0.1");
+    }
+
+    #[test]
+    fn errors_name_the_variable() {
+        let cases: Vec<(&str, Option<&str>)> = vec![
+            ("DMLC_ROLE", None),
+            ("DMLC_ROLE", Some("boss")),
+            ("DMLC_PS_ROOT_PORT", Some("http")),
+            ("DMLC_PS_ROOT_PORT", Some("70000")),
+            ("DMLC_NUM_WORKER", Some("-1")),
+            ("DMLC_PS_ROOT_URI", None),
+        ];
+        for (var, val) in cases {
+            let mut m = vars(&base());
+            match val {
+                None => {
+                    m.remove(var);
+                }
+                Some(v) => {
+                    m.insert(var.into(), v.into());
+                }
+            }
+            let e = Config::from_vars(&m).unwrap_err();
+            assert_eq!(e.var, var, "{e}");
+            assert!(!e.to_string().contains('\n'));
+        }
+        let mut m = vars(&base());
+        m.insert("PS_HEARTBEAT_INTERVAL".into(), "2".into());
+        m.insert("PS_HEARTBEAT_TIMEOUT".into(), "1".into());
+        assert_eq!(Config::from_vars(&m).unwrap_err().var, "PS_HEARTBEAT_TIMEOUT");
+        m = vars(&base());
+        m.insert("PS_DROP_MSG".into(), "101".into());
+        assert_eq!(Config::from_vars(&m).unwrap_err().var, "PS_DROP_MSG");
+    }
+}

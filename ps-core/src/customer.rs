@@ -1,0 +1,145 @@
+//! A customer: one application object's mailbox. It owns a receive queue and a thread
+//! that hands each message to the application's handle, and tracks its requests by
+//! timestamp: how many responses each awaits, and lets callers wait for them.
+
+use crate::message::Message;
+use crate::postoffice::Postoffice;
+use parking_lot::{Condvar, Mutex};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+#[derive(Default)]
+struct Tracker {
+    /// timestamp → (responses expected, responses received)
+    requests: Mutex<HashMap<i32, (usize, usize)>>,
+    cv: Condvar,
+}
+
+/// A registered customer. Dropping it unregisters it and stops its thread.
+pub struct Customer {
+    app_id: i32,
+    customer_id: i32,
+    po: Arc<Postoffice>,
+    next_ts: AtomicI32,
+    tracker: Arc<Tracker>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Customer {
+    /// Registers customer `customer_id` of app `app_id`; every message for it is passed
+    /// to `handle` on the customer's own thread. A response also counts towards its
+    /// request (after `handle` ran, so a waiter sees the handle's effects).
+    pub fn new(
+        po: &Arc<Postoffice>,
+        app_id: i32,
+        customer_id: i32,
+        mut handle: impl FnMut(Message) + Send + 'static,
+    ) -> Result<Customer, String> {
+        let (tx, rx) = crossbeam_channel::unbounded::<Message>();
+        po.add_customer(app_id, customer_id, tx)?;
+        let tracker = Arc::new(Tracker::default());
+        let t = Arc::clone(&tracker);
+        let thread = std::thread::Builder::new()
+            .name(format!("customer-{app_id}-{customer_id}"))
+            .spawn(move || {
+                for msg in rx {
+                    let response_ts = (!msg.meta.request).then_some(msg.meta.timestamp);
+                    handle(msg);
+                    if let Some(ts) = response_ts {
+                        let mut r = t.requests.lock();
+                        if let Some(e) = r.get_mut(&ts) {
+                            e.1 += 1;
+                        }
+                        t.cv.notify_all();
+                    }
+                }
+            })
+            .map_err(|e| e.to_string())?;
+        Ok(Customer {
+            app_id,
+            customer_id,
+            po: Arc::clone(po),
+            next_ts: AtomicI32::new(0),
+            tracker,
+            thread: Some(thread),
+        })
+    }
+
+    /// The app id.
+    pub fn app_id(&self) -> i32 {
+        self.app_id
+    }
+
+    /// The customer id.
+    pub fn customer_id(&self) -> i32 {
+        self.customer_id
+    }
+
+    /// The postoffice this customer is registered with.
+    pub fn postoffice(&self) -> &Arc<Postoffice> {
+        &self.po
+    }
+
+    /// A new request to `recver` (a node or group id): returns its timestamp, which
+    /// awaits one response per node `recver` stands for.
+    pub fn new_request(&self, recver: i32) -> i32 {
+        self.new_request_expecting(self.po.node_ids(recver).len())
+    }
+
+    /// A new request awaiting exactly `expected` responses.
+    pub fn new_request_expecting(&self, expected: usize) -> i32 {
+        let ts = self.next_ts.fetch_add(1, Ordering::Relaxed);
+        self.tracker.requests.lock().insert(ts, (expected, 0));
+        ts
+    }
+
+    /// Adds `n` to the responses of request `ts` (for responses that never travel,
+    /// e.g. an empty slice).
+    pub fn add_response(&self, ts: i32, n: usize) {
+        if let Some(e) = self.tracker.requests.lock().get_mut(&ts) {
+            e.1 += n;
+        }
+        self.tracker.cv.notify_all();
+    }
+
+    /// Responses received so far for `ts`.
+    pub fn num_response(&self, ts: i32) -> usize {
+        self.tracker.requests.lock().get(&ts).map_or(0, |e| e.1)
+    }
+
+    /// Blocks until request `ts` has all its responses, then forgets it.
+    pub fn wait_request(&self, ts: i32) {
+        let mut r = self.tracker.requests.lock();
+        while r.get(&ts).is_some_and(|e| e.1 < e.0) {
+            self.tracker.cv.wait(&mut r);
+        }
+        r.remove(&ts);
+    }
+
+    /// Like [`Customer::wait_request`] but gives up after `timeout`; true if complete.
+    pub fn wait_request_timeout(&self, ts: i32, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        let mut r = self.tracker.requests.lock();
+        while r.get(&ts).is_some_and(|e| e.1 < e.0) {
+            if self.tracker.cv.wait_until(&mut r, deadline).timed_out() {
+                return false;
+            }
+        }
+        r.remove(&ts);
+        true
+    }
+}
+
+impl Drop for Customer {
+    fn drop(&mut self) {
+        self.po.remove_customer(self.app_id, self.customer_id);
+        if let Some(t) = self.thread.take() {
+            if t.thread().id() != std::thread::current().id() {
+                let _ = t.join();
+            }
+        }
+    }
+}

@@ -1,0 +1,20 @@
+//! ps-core: the parameter-server core of psrs, modelled on ps-lite.
+//!
+//! Layers, bottom to top: [`message`] (the wire), [`van`] (transport and control
+//! messages), [`postoffice`] (node ids, groups, barriers, customers), [`customer`] and
+//! [`simple_app`] (request tracking), [`kv`] (sharded push/pull). Protocol decisions
+//! live in [`protocol`] as plain state machines without sockets.
+
+pub mod config;
+pub mod message;
+pub mod node;
+pub mod protocol;
+pub mod van;
+pub mod customer;
+pub mod postoffice;
+pub mod simple_app;
+
+pub use config::Config;
+pub use message::{Message, Meta};
+pub use node::{Node, Role};
+pub use postoffice::Postoffice;

@@ -1,0 +1,251 @@
+//! The wire message: a [`Meta`] header (serde + bincode) followed by data frames
+//! (`bytes::Bytes`), carried as one ZMQ multipart message. Data frames are never copied
+//! on the way through; decoding untrusted bytes returns an error, never panics, and
+//! allocates at most [`MAX_META_BYTES`] for the header.
+
+use crate::node::Node;
+use bincode::Options;
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// Largest encoded [`Meta`] accepted from the wire.
+pub const MAX_META_BYTES: u64 = 1 << 20;
+/// Most data frames one message may carry.
+pub const MAX_DATA_FRAMES: usize = 64;
+
+/// Control commands exchanged by vans.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+pub enum Command {
+    /// Not a control message: application data for a customer.
+    #[default]
+    Empty,
+    /// Ask the receiving thread to stop (sent by a van to itself).
+    Terminate,
+    /// Node → scheduler: register me. Scheduler → nodes: the node table.
+    AddNode,
+    /// Node → scheduler: I reached a barrier (request). Scheduler → node: released.
+    Barrier,
+    /// Acknowledges the message whose signature is `msg_sig`.
+    Ack,
+    /// Node → scheduler: I am alive. Scheduler → node: its reply.
+    Heartbeat,
+    /// Scheduler → nodes: the nodes in `nodes` were declared dead.
+    NodeDead,
+}
+
+/// The control part of a message.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct Control {
+    /// The command.
+    pub cmd: Command,
+    /// Nodes carried by ADD_NODE and NODE_DEAD.
+    pub nodes: Vec<Node>,
+    /// The group a BARRIER is over.
+    pub barrier_group: i32,
+    /// The signature an ACK acknowledges.
+    pub msg_sig: u64,
+    /// Why an ADD_NODE was refused (empty otherwise).
+    pub reason: String,
+}
+
+/// The message header.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct Meta {
+    /// Application-defined head (SimpleApp command, KV command).
+    pub head: i32,
+    /// The application the message belongs to.
+    pub app_id: i32,
+    /// The customer within the application.
+    pub customer_id: i32,
+    /// Request timestamp, unique per customer; a response carries its request's.
+    pub timestamp: i32,
+    /// Sender node id.
+    pub sender: i32,
+    /// Receiver node id.
+    pub recver: i32,
+    /// True for a request, false for a response.
+    pub request: bool,
+    /// KV: a push.
+    pub push: bool,
+    /// KV: a pull.
+    pub pull: bool,
+    /// True for SimpleApp messages.
+    pub simple_app: bool,
+    /// Application-defined 64-bit field (KV model version, etc.).
+    pub version: u64,
+    /// The sender process's incarnation (see `Node::incarnation`).
+    pub incarnation: u64,
+    /// The control part; `cmd == Empty` for data messages.
+    pub control: Control,
+}
+
+impl Meta {
+    /// True for control messages.
+    pub fn is_control(&self) -> bool {
+        self.control.cmd != Command::Empty
+    }
+}
+
+/// A message: header plus zero-copy data frames.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Message {
+    /// The header.
+    pub meta: Meta,
+    /// The data frames, passed through without copying.
+    pub data: Vec<Bytes>,
+}
+
+/// Why bytes from the wire were not a message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WireError {
+    /// No frames at all.
+    Empty,
+    /// The header did not decode.
+    BadMeta(String),
+    /// Too many data frames.
+    TooManyFrames(usize),
+}
+
+impl fmt::Display for WireError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            WireError::Empty => write!(f, "empty message"),
+            WireError::BadMeta(e) => write!(f, "malformed message header: {e}"),
+            WireError::TooManyFrames(n) => {
+                write!(f, "message has {n} data frames, more than {MAX_DATA_FRAMES}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for WireError {}
+
+fn codec() -> impl Options {
+    bincode::DefaultOptions::new()
+        .with_limit(MAX_META_BYTES)
+        .reject_trailing_bytes()
+}
+
+impl Message {
+    /// Encodes the header into its frame.
+    pub fn encode_meta(&self) -> Bytes {
+        Bytes::from(codec().serialize(&self.meta).expect("Meta always serializes"))
+    }
+
+    /// Decodes frames (header first, then data) received from the wire.
+    pub fn decode(mut frames: Vec<Bytes>) -> Result<Message, WireError> {
+        if frames.is_empty() {
+            return Err(WireError::Empty);
+        }
+        let meta_frame = frames.remove(0);
+        if frames.len() > MAX_DATA_FRAMES {
+            return Err(WireError::TooManyFrames(frames.len()));
+        }
+        let meta: Meta = codec()
+            .deserialize(&meta_frame)
+            .map_err(|e| WireError::BadMeta(e.to_string()))?;
+        Ok(Message { meta, data: frames })
+    }
+
+    /// Total bytes of the data frames.
+    pub fn data_len(&self) -> usize {
+        self.data.iter().map(|d| d.len()).sum()
+    }
+}
+
+impl fmt::Display for Message {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let m = &self.meta;
+        write!(f, "{}->{} ", m.sender, m.recver)?;
+        if m.is_control() {
+            write!(f, "{:?}", m.control.cmd)?;
+            if m.control.cmd == Command::Barrier {
+                write!(f, "(group {})", m.control.barrier_group)?;
+            }
+        } else {
+            write!(
+                f,
+                "app {} cust {} ts {} {}",
+                m.app_id,
+                m.customer_id,
+                m.timestamp,
+                if m.request { "req" } else { "resp" }
+            )?;
+        }
+        write!(f, " {} frames {} B", self.data.len(), self.data_len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::node::Role;
+    use proptest::prelude::*;
+
+    fn sample() -> Message {
+        Message {
+            meta: Meta {
+                head: 3,
+                app_id: 1,
+                customer_id: 2,
+                timestamp: 77,
+                sender: 9,
+                recver: 8,
+                request: true,
+                push: true,
+                control: Control {
+                    cmd: Command::AddNode,
+                    nodes: vec![Node {
+                        role: Role::Server,
+                        id: 8,
+                        hostname: "127.0.0.1".into(),
+                        port: 4000,
+                        is_recovery: false,
+                        incarnation: 5,
+                    }],
+                    ..Default::default()
+                },
+                ..Default::default()
+            },
+            data: vec![Bytes::from_static(b"abc"), Bytes::from(vec![0u8; 1000])],
+        }
+    }
+
+    #[test]
+    fn round_trips() {
+        let m = sample();
+        let mut frames = vec![m.encode_meta()];
+        frames.extend(m.data.iter().cloned());
+        assert_eq!(Message::decode(frames).unwrap(), m);
+    }
+
+    #[test]
+    fn rejects_garbage_and_trailing_bytes() {
+        assert_eq!(Message::decode(vec![]), Err(WireError::Empty));
+        assert!(Message::decode(vec![Bytes::from_static(b"\xff\xff\xff\xff\xff")]).is_err());
+        let mut meta = sample().encode_meta().to_vec();
+        meta.push(0);
+        assert!(Message::decode(vec![Bytes::from(meta)]).is_err());
+        let many = vec![Bytes::new(); MAX_DATA_FRAMES + 2];
+        let mut frames = vec![sample().encode_meta()];
+        frames.extend(many);
+        assert!(matches!(Message::decode(frames), Err(WireError::TooManyFrames(_))));
+    }
+
+    proptest! {
+        #[test]
+        fn decoding_random_bytes_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
+            let _ = Message::decode(vec![Bytes::from(bytes)]);
+        }
+
+        #[test]
+        fn decoding_mutated_headers_never_panics(pos in 0usize..200, val in any::<u8>(), cut in 0usize..200) {
+            let mut meta = sample().encode_meta().to_vec();
+            let n = meta.len();
+            meta[pos % n] = val;
+            meta.truncate(cut.min(n));
+            let _ = Message::decode(vec![Bytes::from(meta), Bytes::from_static(b"x")]);
+        }
+    }
+}

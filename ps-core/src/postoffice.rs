@@ -1,0 +1,244 @@
+//! The postoffice: one per process. It owns the van, knows the node ids and groups,
+//! runs start / barrier / finalize, routes data messages to registered customers, keeps
+//! the set of dead nodes and runs exit callbacks.
+
+use crate::config::Config;
+use crate::message::{Command, Control, Message, Meta};
+use crate::node::{group_members, Node, Role, ALL_GROUP, SCHEDULER};
+use crate::van::{Transport, Van, VanHandler, ZmqTransport};
+use crossbeam_channel::Sender;
+use once_cell::sync::OnceCell;
+use parking_lot::{Condvar, Mutex, RwLock};
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+static GLOBAL: OnceCell<Arc<Postoffice>> = OnceCell::new();
+
+/// How long a data message waits for its customer to register before it is dropped.
+const CUSTOMER_WAIT: Duration = Duration::from_secs(5);
+
+type ExitCallback = Box<dyn FnOnce() + Send>;
+
+/// The per-process postoffice.
+pub struct Postoffice {
+    cfg: Config,
+    van: Arc<Van>,
+    customers: Mutex<HashMap<(i32, i32), Sender<Message>>>,
+    customers_cv: Condvar,
+    barrier_done: Mutex<HashMap<i32, bool>>,
+    barrier_cv: Condvar,
+    dead: RwLock<BTreeSet<i32>>,
+    dead_callbacks: Mutex<Vec<Arc<dyn Fn(&[i32]) + Send + Sync>>>,
+    exit_callbacks: Mutex<Vec<ExitCallback>>,
+}
+
+impl Postoffice {
+    /// A postoffice for `cfg` over ZMQ. The first one created in a process also becomes
+    /// the global one ([`Postoffice::get`]).
+    pub fn new(cfg: Config) -> Arc<Postoffice> {
+        Postoffice::with_transport(cfg, Arc::new(ZmqTransport::new()))
+    }
+
+    /// A postoffice over any transport.
+    pub fn with_transport(cfg: Config, transport: Arc<dyn Transport>) -> Arc<Postoffice> {
+        let van = Van::new(cfg.clone(), transport);
+        let po = Arc::new(Postoffice {
+            cfg,
+            van,
+            customers: Mutex::new(HashMap::new()),
+            customers_cv: Condvar::new(),
+            barrier_done: Mutex::new(HashMap::new()),
+            barrier_cv: Condvar::new(),
+            dead: RwLock::new(BTreeSet::new()),
+            dead_callbacks: Mutex::new(Vec::new()),
+            exit_callbacks: Mutex::new(Vec::new()),
+        });
+        let weak: std::sync::Weak<dyn VanHandler> = Arc::downgrade(&po) as _;
+        po.van.set_handler(weak);
+        let _ = GLOBAL.set(Arc::clone(&po));
+        po
+    }
+
+    /// The process's global postoffice, if one was created.
+    pub fn get() -> Option<Arc<Postoffice>> {
+        GLOBAL.get().cloned()
+    }
+
+    /// Joins the cluster: binds, registers with the scheduler and waits for the node
+    /// table. With `do_barrier`, then waits until every node has started (a node that
+    /// replaced a dead one skips this barrier: the others passed it long ago).
+    pub fn start(&self, do_barrier: bool) -> Result<(), String> {
+        self.van.start(self.cfg.join_timeout)?;
+        if do_barrier && !self.is_recovery() {
+            self.barrier(ALL_GROUP);
+        }
+        Ok(())
+    }
+
+    /// Waits at a barrier with every live node of `group`.
+    pub fn barrier(&self, group: i32) {
+        if group_members(group, self.cfg.num_servers, self.cfg.num_workers).len() <= 1 {
+            return;
+        }
+        self.barrier_done.lock().insert(group, false);
+        let mut m = Message {
+            meta: Meta {
+                recver: SCHEDULER,
+                request: true,
+                timestamp: self.van.next_timestamp(),
+                control: Control {
+                    cmd: Command::Barrier,
+                    barrier_group: group,
+                    ..Default::default()
+                },
+                ..Default::default()
+            },
+            data: Vec::new(),
+        };
+        m.meta.control.barrier_group = group;
+        if let Err(e) = self.van.send(m) {
+            log::error!("barrier request not sent: {e}");
+            return;
+        }
+        let mut done = self.barrier_done.lock();
+        while done.get(&group) != Some(&true) {
+            self.barrier_cv.wait(&mut done);
+        }
+        done.remove(&group);
+    }
+
+    /// Leaves the cluster: with `do_barrier`, waits until every live node finalizes,
+    /// then stops the van and runs the exit callbacks (last registered first).
+    pub fn finalize(&self, do_barrier: bool) {
+        if do_barrier {
+            self.barrier(ALL_GROUP);
+        }
+        self.van.stop();
+        let callbacks = std::mem::take(&mut *self.exit_callbacks.lock());
+        for cb in callbacks.into_iter().rev() {
+            cb();
+        }
+    }
+
+    /// Runs `cb` at [`Postoffice::finalize`].
+    pub fn register_exit_callback(&self, cb: impl FnOnce() + Send + 'static) {
+        self.exit_callbacks.lock().push(Box::new(cb));
+    }
+
+    /// Calls `cb` with the ids of nodes the scheduler declares dead.
+    pub fn on_node_dead(&self, cb: impl Fn(&[i32]) + Send + Sync + 'static) {
+        self.dead_callbacks.lock().push(Arc::new(cb));
+    }
+
+    /// Registers a customer's receive queue; data for `(app_id, customer_id)` goes
+    /// there. Fails if the pair is taken.
+    pub fn add_customer(&self, app_id: i32, customer_id: i32, queue: Sender<Message>) -> Result<(), String> {
+        let mut c = self.customers.lock();
+        if c.contains_key(&(app_id, customer_id)) {
+            return Err(format!("customer {customer_id} of app {app_id} is already registered"));
+        }
+        c.insert((app_id, customer_id), queue);
+        self.customers_cv.notify_all();
+        Ok(())
+    }
+
+    /// Unregisters a customer; its queue's sender is dropped.
+    pub fn remove_customer(&self, app_id: i32, customer_id: i32) {
+        self.customers.lock().remove(&(app_id, customer_id));
+    }
+
+    /// The van.
+    pub fn van(&self) -> &Arc<Van> {
+        &self.van
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    /// This node's id (valid after start).
+    pub fn my_id(&self) -> i32 {
+        self.van.my_node().id
+    }
+
+    /// This node's role.
+    pub fn role(&self) -> Role {
+        self.cfg.role
+    }
+
+    /// True if this node took over a dead node's id.
+    pub fn is_recovery(&self) -> bool {
+        self.van.my_node().is_recovery
+    }
+
+    /// This node's rank among its role (0 for the scheduler).
+    pub fn my_rank(&self) -> usize {
+        crate::node::id_to_rank(self.my_id()).unwrap_or(0)
+    }
+
+    /// Number of servers.
+    pub fn num_servers(&self) -> usize {
+        self.cfg.num_servers
+    }
+
+    /// Number of workers.
+    pub fn num_workers(&self) -> usize {
+        self.cfg.num_workers
+    }
+
+    /// The node ids a group id (or node id) stands for.
+    pub fn node_ids(&self, group: i32) -> Vec<i32> {
+        group_members(group, self.cfg.num_servers, self.cfg.num_workers)
+    }
+
+    /// Ids the scheduler declared dead (and not yet replaced).
+    pub fn dead_nodes(&self) -> BTreeSet<i32> {
+        self.dead.read().clone()
+    }
+
+    /// The node table.
+    pub fn nodes(&self) -> Vec<Node> {
+        self.van.nodes()
+    }
+}
+
+impl VanHandler for Postoffice {
+    fn on_data(&self, msg: Message) {
+        let key = (msg.meta.app_id, msg.meta.customer_id);
+        let mut c = self.customers.lock();
+        if !c.contains_key(&key) {
+            let deadline = std::time::Instant::now() + CUSTOMER_WAIT;
+            while !c.contains_key(&key) && !self.customers_cv.wait_until(&mut c, deadline).timed_out() {}
+        }
+        match c.get(&key) {
+            Some(q) => {
+                if q.send(msg).is_err() {
+                    log::warn!("customer {key:?} is gone; message dropped");
+                }
+            }
+            None => log::warn!("no customer {} of app {} after {CUSTOMER_WAIT:?}; dropped {msg}", key.1, key.0),
+        }
+    }
+
+    fn on_barrier_released(&self, group: i32) {
+        self.barrier_done.lock().insert(group, true);
+        self.barrier_cv.notify_all();
+    }
+
+    fn on_nodes_dead(&self, nodes: &[i32]) {
+        self.dead.write().extend(nodes.iter().copied());
+        let cbs = self.dead_callbacks.lock().clone();
+        for cb in cbs {
+            cb(nodes);
+        }
+    }
+
+    fn on_nodes_changed(&self, table: &[Node]) {
+        let mut dead = self.dead.write();
+        for n in table.iter().filter(|n| n.is_recovery) {
+            dead.remove(&n.id);
+        }
+    }
+}

@@ -1,0 +1,10 @@
+//! Protocol decisions as plain state machines with no sockets, threads or clocks:
+//! who gets which id, whether a barrier is complete, who is dead, which message to
+//! resend. Time is passed in as milliseconds, so every rule is unit-tested
+//! deterministically; the van is a thin shell that feeds them events.
+
+pub mod barrier;
+pub mod liveness;
+pub mod membership;
+pub mod resender;
+pub mod scheduler;

@@ -1,0 +1,28 @@
+//! The van: moves messages between nodes over a [`Transport`], runs the receiving
+//! thread, and handles the control messages (ADD_NODE, BARRIER, HEARTBEAT, ACK,
+//! NODE_DEAD, TERMINATE). On the scheduler it also owns the node table, the barrier
+//! counts and the dead-node detector, as plain state machines from
+//! [`crate::protocol`]. Everything above it is reached through [`VanHandler`].
+
+mod shell;
+pub mod transport;
+pub mod zmq_transport;
+
+pub use shell::Van;
+pub use transport::Transport;
+pub use zmq_transport::ZmqTransport;
+
+use crate::message::Message;
+use crate::node::Node;
+
+/// Upcalls from the van's receiving thread to the layer above (the postoffice).
+pub trait VanHandler: Send + Sync {
+    /// A data message for a customer.
+    fn on_data(&self, msg: Message);
+    /// The scheduler released this node from `group`'s barrier.
+    fn on_barrier_released(&self, group: i32);
+    /// The scheduler declared these nodes dead.
+    fn on_nodes_dead(&self, nodes: &[i32]);
+    /// The node table changed (ready, or a replacement joined).
+    fn on_nodes_changed(&self, table: &[Node]);
+}

@@ -1,0 +1,522 @@
+//! The van's threads and sockets: a thin shell that feeds received messages to the
+//! protocol state machines and carries out what they decide.
+
+use super::transport::Transport;
+use super::VanHandler;
+use crate::config::Config;
+use crate::message::{Command, Control, Message, Meta};
+use crate::node::{Node, Role, EMPTY_ID, SCHEDULER};
+use crate::protocol::resender::{needs_ack, signature, Incoming, Resender};
+use crate::protocol::scheduler::{Action, SchedulerCore};
+use parking_lot::{Condvar, Mutex, RwLock};
+use std::io;
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// How many times the resender resends one message before giving up.
+pub const MAX_RESENDS: u32 = 10;
+const POLL: Duration = Duration::from_millis(20);
+
+/// Traffic counters of one van.
+#[derive(Debug, Default)]
+pub struct VanStats {
+    /// Messages sent.
+    pub sent_msgs: AtomicU64,
+    /// Bytes sent (header and data).
+    pub sent_bytes: AtomicU64,
+    /// Messages received and decoded.
+    pub recv_msgs: AtomicU64,
+    /// Bytes received.
+    pub recv_bytes: AtomicU64,
+    /// Received messages that did not decode (dropped).
+    pub malformed: AtomicU64,
+    /// Data messages dropped by `PS_DROP_MSG`.
+    pub injected_drops: AtomicU64,
+    /// Duplicates dropped by the resender.
+    pub duplicates: AtomicU64,
+    /// Messages resent.
+    pub resent: AtomicU64,
+}
+
+/// The van of one process. Create with [`Van::new`], then [`Van::start`].
+pub struct Van {
+    cfg: Config,
+    transport: Arc<dyn Transport>,
+    me: RwLock<Node>,
+    table: RwLock<Vec<Node>>,
+    ready: Mutex<Option<Result<(), String>>>,
+    ready_cv: Condvar,
+    timestamp: AtomicI32,
+    stop: AtomicBool,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+    resender: Option<Mutex<Resender<Message>>>,
+    sched: Option<Mutex<SchedulerCore>>,
+    handler: RwLock<Option<Weak<dyn VanHandler>>>,
+    epoch: Instant,
+    last_from_scheduler: AtomicU64,
+    /// Traffic counters.
+    pub stats: VanStats,
+}
+
+fn control(recver: i32, cmd: Command) -> Message {
+    Message {
+        meta: Meta {
+            recver,
+            control: Control {
+                cmd,
+                ..Default::default()
+            },
+            ..Default::default()
+        },
+        data: Vec::new(),
+    }
+}
+
+impl Van {
+    /// A van for `cfg` over `transport`; nothing is bound until [`Van::start`].
+    pub fn new(cfg: Config, transport: Arc<dyn Transport>) -> Arc<Van> {
+        let me = Node {
+            role: cfg.role,
+            id: if cfg.role == Role::Scheduler { SCHEDULER } else { EMPTY_ID },
+            hostname: cfg.node_host.clone(),
+            port: if cfg.role == Role::Scheduler { cfg.root_port } else { cfg.port },
+            is_recovery: false,
+            incarnation: rand::random::<u64>() | 1,
+        };
+        let sched = (cfg.role == Role::Scheduler).then(|| {
+            Mutex::new(SchedulerCore::new(
+                cfg.num_servers,
+                cfg.num_workers,
+                me.clone(),
+                cfg.heartbeat_timeout.as_millis() as u64,
+            ))
+        });
+        let resender = cfg
+            .resend_timeout
+            .map(|t| Mutex::new(Resender::new(t.as_millis() as u64, MAX_RESENDS)));
+        Arc::new(Van {
+            cfg,
+            transport,
+            me: RwLock::new(me),
+            table: RwLock::new(Vec::new()),
+            ready: Mutex::new(None),
+            ready_cv: Condvar::new(),
+            timestamp: AtomicI32::new(0),
+            stop: AtomicBool::new(false),
+            threads: Mutex::new(Vec::new()),
+            resender,
+            sched,
+            handler: RwLock::new(None),
+            epoch: Instant::now(),
+            last_from_scheduler: AtomicU64::new(0),
+            stats: VanStats::default(),
+        })
+    }
+
+    /// Sets the layer above that receives data and events.
+    pub fn set_handler(&self, h: Weak<dyn VanHandler>) {
+        *self.handler.write() = Some(h);
+    }
+
+    fn handler(&self) -> Option<Arc<dyn VanHandler>> {
+        self.handler.read().as_ref().and_then(|w| w.upgrade())
+    }
+
+    /// The configuration the van was made with.
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    /// This node (its id is set once the scheduler assigned it).
+    pub fn my_node(&self) -> Node {
+        self.me.read().clone()
+    }
+
+    /// The node table as last received (scheduler first).
+    pub fn nodes(&self) -> Vec<Node> {
+        self.table.read().clone()
+    }
+
+    /// Milliseconds since the van was created.
+    pub fn now_ms(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64
+    }
+
+    /// A fresh timestamp for a control message.
+    pub fn next_timestamp(&self) -> i32 {
+        self.timestamp.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Milliseconds since the scheduler was last heard from (non-schedulers).
+    pub fn scheduler_silence_ms(&self) -> u64 {
+        self.now_ms()
+            .saturating_sub(self.last_from_scheduler.load(Ordering::Relaxed))
+    }
+
+    /// The scheduler's heartbeat view: `(id, ms since last heartbeat or None if dead)`.
+    pub fn heartbeat_table(&self) -> Vec<(i32, Option<u64>)> {
+        let Some(s) = &self.sched else { return Vec::new() };
+        let s = s.lock();
+        let now = self.now_ms();
+        s.membership()
+            .table()
+            .iter()
+            .filter(|n| n.id != SCHEDULER)
+            .map(|n| (n.id, s.liveness().silence_ms(n.id, now)))
+            .collect()
+    }
+
+    /// Binds, starts the receiving thread, registers with the scheduler and waits until
+    /// the scheduler sent the node table (every node has joined), then starts the
+    /// heartbeat thread.
+    pub fn start(self: &Arc<Self>, join_timeout: Duration) -> Result<(), String> {
+        let (host, want) = {
+            let me = self.me.read();
+            (me.hostname.clone(), me.port)
+        };
+        let port = self
+            .transport
+            .bind(&host, want)
+            .map_err(|e| format!("cannot bind {host}:{want}: {e}"))?;
+        self.me.write().port = port;
+        log::debug!("bound to {}", self.my_node());
+        self.transport
+            .connect(SCHEDULER, &self.cfg.root_uri, self.cfg.root_port)
+            .map_err(|e| format!("cannot connect to the scheduler: {e}"))?;
+        let me = Arc::clone(self);
+        self.threads
+            .lock()
+            .push(std::thread::Builder::new().name("van-recv".into()).spawn(move || me.receiving()).map_err(|e| e.to_string())?);
+        let deadline = Instant::now() + join_timeout;
+        loop {
+            if self.sched.is_none() {
+                let mut m = control(SCHEDULER, Command::AddNode);
+                m.meta.control.nodes = vec![self.my_node()];
+                m.meta.timestamp = self.next_timestamp();
+                if let Err(e) = self.send(m) {
+                    log::warn!("cannot send ADD_NODE to the scheduler: {e}");
+                }
+            }
+            let mut ready = self.ready.lock();
+            let wait_until = (Instant::now() + Duration::from_secs(1)).min(deadline);
+            if ready.is_none() {
+                self.ready_cv.wait_until(&mut ready, wait_until);
+            }
+            match ready.clone() {
+                Some(Ok(())) => break,
+                Some(Err(reason)) => return Err(format!("the scheduler refused this node: {reason}")),
+                None if Instant::now() >= deadline => {
+                    return Err(format!(
+                        "no node table from the scheduler at {}:{} within {:?}; is it running, and are all {} servers and {} workers started?",
+                        self.cfg.root_uri, self.cfg.root_port, join_timeout, self.cfg.num_servers, self.cfg.num_workers
+                    ))
+                }
+                None => {}
+            }
+        }
+        if self.sched.is_none() && !self.cfg.heartbeat_interval.is_zero() {
+            let me = Arc::clone(self);
+            self.threads
+                .lock()
+                .push(std::thread::Builder::new().name("van-heartbeat".into()).spawn(move || me.heartbeat()).map_err(|e| e.to_string())?);
+        }
+        log::info!("{} started", self.my_node());
+        Ok(())
+    }
+
+    /// Sends `msg` to `msg.meta.recver`, filling in the sender; tracked by the
+    /// resender when it is on. Returns the bytes sent.
+    pub fn send(&self, mut msg: Message) -> io::Result<usize> {
+        {
+            let me = self.me.read();
+            msg.meta.sender = me.id;
+            msg.meta.incarnation = me.incarnation;
+        }
+        if let Some(r) = &self.resender {
+            if needs_ack(&msg.meta) {
+                r.lock().on_send(signature(&msg.meta), msg.clone(), self.now_ms());
+            }
+        }
+        self.send_raw(&msg)
+    }
+
+    fn send_raw(&self, msg: &Message) -> io::Result<usize> {
+        let mut frames = Vec::with_capacity(msg.data.len() + 1);
+        frames.push(msg.encode_meta());
+        frames.extend(msg.data.iter().cloned());
+        log::trace!("send {msg}");
+        let n = self.transport.send(msg.meta.recver, frames)?;
+        self.stats.sent_msgs.fetch_add(1, Ordering::Relaxed);
+        self.stats.sent_bytes.fetch_add(n as u64, Ordering::Relaxed);
+        Ok(n)
+    }
+
+    /// Stops the threads and closes the sockets.
+    pub fn stop(&self) {
+        if self.stop.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let threads = std::mem::take(&mut *self.threads.lock());
+        for t in threads {
+            let _ = t.join();
+        }
+        self.transport.close();
+        log::debug!("{} stopped", self.my_node());
+    }
+
+    fn heartbeat(self: Arc<Self>) {
+        let interval = self.cfg.heartbeat_interval;
+        let mut next = Instant::now();
+        while !self.stop.load(Ordering::Relaxed) {
+            if Instant::now() >= next {
+                let mut m = control(SCHEDULER, Command::Heartbeat);
+                m.meta.timestamp = self.next_timestamp();
+                if let Err(e) = self.send(m) {
+                    log::debug!("heartbeat not sent: {e}");
+                }
+                next += interval;
+            }
+            std::thread::sleep(POLL.min(interval));
+        }
+    }
+
+    fn receiving(self: Arc<Self>) {
+        let mut last_tick = 0;
+        while !self.stop.load(Ordering::Relaxed) {
+            match self.transport.recv(POLL) {
+                Ok(Some(frames)) => self.on_frames(frames),
+                Ok(None) => {}
+                Err(e) => {
+                    if self.stop.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    log::warn!("receive failed: {e}");
+                    std::thread::sleep(POLL);
+                }
+            }
+            let now = self.now_ms();
+            if now >= last_tick + POLL.as_millis() as u64 {
+                last_tick = now;
+                self.tick(now);
+            }
+        }
+    }
+
+    fn tick(&self, now: u64) {
+        if let Some(r) = &self.resender {
+            let (resend, give_up) = r.lock().due(now);
+            for m in resend {
+                self.stats.resent.fetch_add(1, Ordering::Relaxed);
+                log::debug!("resend {m}");
+                if let Err(e) = self.send_raw(&m) {
+                    log::debug!("resend of {m} failed: {e}");
+                }
+            }
+            for m in give_up {
+                log::warn!("gave up on {m} after {MAX_RESENDS} resends");
+            }
+        }
+        if let Some(s) = &self.sched {
+            let actions = s.lock().tick(now);
+            self.execute(actions);
+        }
+    }
+
+    fn on_frames(&self, frames: Vec<bytes::Bytes>) {
+        let bytes: usize = frames.iter().map(|f| f.len()).sum();
+        let msg = match Message::decode(frames) {
+            Ok(m) => m,
+            Err(e) => {
+                self.stats.malformed.fetch_add(1, Ordering::Relaxed);
+                log::warn!("dropped a malformed message ({bytes} B): {e}");
+                return;
+            }
+        };
+        self.stats.recv_msgs.fetch_add(1, Ordering::Relaxed);
+        self.stats.recv_bytes.fetch_add(bytes as u64, Ordering::Relaxed);
+        log::trace!("recv {msg}");
+        if msg.meta.sender == SCHEDULER {
+            self.last_from_scheduler.store(self.now_ms(), Ordering::Relaxed);
+        }
+        if !msg.meta.is_control()
+            && self.cfg.drop_msg_percent > 0
+            && rand::random::<u8>() % 100 < self.cfg.drop_msg_percent
+        {
+            self.stats.injected_drops.fetch_add(1, Ordering::Relaxed);
+            log::debug!("PS_DROP_MSG dropped {msg}");
+            return;
+        }
+        if let Some(r) = &self.resender {
+            let verdict = r.lock().on_receive(&msg.meta, self.now_ms());
+            match verdict {
+                Incoming::Ack => return,
+                Incoming::Duplicate(sig) => {
+                    self.stats.duplicates.fetch_add(1, Ordering::Relaxed);
+                    self.ack(&msg, sig);
+                    return;
+                }
+                Incoming::Fresh(sig) => self.ack(&msg, sig),
+                Incoming::Untracked => {}
+            }
+        }
+        self.process(msg);
+    }
+
+    fn ack(&self, msg: &Message, sig: u64) {
+        if msg.meta.sender == EMPTY_ID {
+            return;
+        }
+        let mut a = control(msg.meta.sender, Command::Ack);
+        a.meta.control.msg_sig = sig;
+        a.meta.timestamp = self.next_timestamp();
+        if let Err(e) = self.send(a) {
+            log::debug!("ack to {} not sent: {e}", msg.meta.sender);
+        }
+    }
+
+    fn process(&self, msg: Message) {
+        let cmd = msg.meta.control.cmd;
+        match cmd {
+            Command::Empty => match self.handler() {
+                Some(h) => h.on_data(msg),
+                None => log::warn!("no handler for {msg}; dropped"),
+            },
+            Command::Terminate => self.stop.store(true, Ordering::SeqCst),
+            Command::AddNode => self.on_add_node(msg),
+            Command::Barrier => {
+                if msg.meta.request {
+                    if let Some(s) = &self.sched {
+                        let actions = s.lock().on_barrier(msg.meta.control.barrier_group, msg.meta.sender);
+                        self.execute(actions);
+                    }
+                } else if let Some(h) = self.handler() {
+                    h.on_barrier_released(msg.meta.control.barrier_group);
+                }
+            }
+            Command::Heartbeat => {
+                if let Some(s) = &self.sched {
+                    let actions = s.lock().on_heartbeat(msg.meta.sender, self.now_ms());
+                    self.execute(actions);
+                }
+            }
+            Command::NodeDead => {
+                let ids: Vec<i32> = msg.meta.control.nodes.iter().map(|n| n.id).collect();
+                log::info!("scheduler declared dead: {ids:?}");
+                if let Some(h) = self.handler() {
+                    h.on_nodes_dead(&ids);
+                }
+            }
+            Command::Ack => {}
+        }
+    }
+
+    fn on_add_node(&self, msg: Message) {
+        if let Some(s) = &self.sched {
+            if let Some(node) = msg.meta.control.nodes.into_iter().next() {
+                let actions = s.lock().on_add_node(node, self.now_ms());
+                self.execute(actions);
+            }
+            return;
+        }
+        if !msg.meta.control.reason.is_empty() {
+            *self.ready.lock() = Some(Err(msg.meta.control.reason.clone()));
+            self.ready_cv.notify_all();
+            return;
+        }
+        let nodes = msg.meta.control.nodes;
+        {
+            let mut me = self.me.write();
+            if me.id == EMPTY_ID {
+                let found = nodes.iter().find(|n| {
+                    n.hostname == me.hostname && n.port == me.port && n.incarnation == me.incarnation
+                });
+                match found {
+                    Some(n) => {
+                        me.id = n.id;
+                        me.is_recovery = n.is_recovery;
+                    }
+                    None => return,
+                }
+            }
+        }
+        self.merge_table(nodes);
+        let mut ready = self.ready.lock();
+        if ready.is_none() {
+            *ready = Some(Ok(()));
+            self.ready_cv.notify_all();
+        }
+    }
+
+    /// Merges `nodes` into the table, (re)connecting to nodes that are new or whose
+    /// process changed.
+    fn merge_table(&self, nodes: Vec<Node>) {
+        let mut table = self.table.write();
+        for n in nodes {
+            let known = table.iter().position(|t| t.id == n.id);
+            let changed = known.is_none_or(|i| table[i] != n);
+            if n.id != SCHEDULER && (changed || !self.transport.is_connected(n.id)) {
+                if let Err(e) = self.transport.connect(n.id, &n.hostname, n.port) {
+                    log::warn!("cannot connect to {n}: {e}");
+                }
+            }
+            match known {
+                Some(i) => table[i] = n,
+                None => table.push(n),
+            }
+        }
+        table.sort_by_key(|n| n.id);
+        let snapshot = table.clone();
+        drop(table);
+        if let Some(h) = self.handler() {
+            h.on_nodes_changed(&snapshot);
+        }
+    }
+
+    fn execute(&self, actions: Vec<Action>) {
+        for a in actions {
+            match a {
+                Action::Connect(n) => {
+                    if let Err(e) = self.transport.connect(n.id, &n.hostname, n.port) {
+                        log::warn!("cannot connect to {n}: {e}");
+                    }
+                }
+                Action::Send(mut m) => {
+                    m.meta.timestamp = self.next_timestamp();
+                    if let Err(e) = self.send(m) {
+                        log::warn!("control message not sent: {e}");
+                    }
+                }
+                Action::Reject { node, reason } => {
+                    log::warn!("refused {node}: {reason}");
+                    let key = -1 - node.port as i32;
+                    if self.transport.connect(key, &node.hostname, node.port).is_ok() {
+                        let mut m = control(key, Command::AddNode);
+                        m.meta.control.reason = reason;
+                        let _ = self.send_raw(&m);
+                    }
+                }
+                Action::Table(t) => {
+                    log::info!("node table: {}", t.iter().map(|n| n.to_string()).collect::<Vec<_>>().join(", "));
+                    *self.table.write() = t.clone();
+                    let mut ready = self.ready.lock();
+                    if ready.is_none() {
+                        *ready = Some(Ok(()));
+                        self.ready_cv.notify_all();
+                    }
+                    drop(ready);
+                    if let Some(h) = self.handler() {
+                        h.on_nodes_changed(&t);
+                    }
+                }
+                Action::Dead(ids) => {
+                    log::warn!("declared dead (no heartbeat for {:?}): {ids:?}", self.cfg.heartbeat_timeout);
+                    if let Some(h) = self.handler() {
+                        h.on_nodes_dead(&ids);
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,169 @@
+//! The ZMQ transport: one ROUTER socket bound for receiving, one DEALER socket per
+//! peer for sending. Data frames go out and come in without copies: outgoing `Bytes`
+//! are handed to `zmq_msg_init_data` with a free function that drops them, incoming
+//! `zmq::Message`s become `Bytes` that own them.
+
+use super::transport::Transport;
+use bytes::Bytes;
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::io;
+use std::os::raw::c_void;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// ZMQ implementation of [`Transport`].
+pub struct ZmqTransport {
+    ctx: zmq::Context,
+    receiver: Mutex<Option<zmq::Socket>>,
+    senders: Mutex<HashMap<i32, Arc<Mutex<zmq::Socket>>>>,
+}
+
+fn io_err(e: zmq::Error) -> io::Error {
+    io::Error::other(e.to_string())
+}
+
+struct ZmqBytes(zmq::Message);
+
+impl AsRef<[u8]> for ZmqBytes {
+    fn as_ref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+unsafe extern "C" fn drop_bytes(_data: *mut c_void, hint: *mut c_void) {
+    // SAFETY: `hint` is the Box<Bytes> leaked in `send_frame`; ZMQ calls this once.
+    drop(unsafe { Box::from_raw(hint as *mut Bytes) });
+}
+
+/// Sends one frame without copying it.
+fn send_frame(sock: &mut zmq::Socket, frame: Bytes, more: bool) -> io::Result<()> {
+    let flags = if more { zmq::SNDMORE } else { 0 };
+    if frame.len() < 64 {
+        return sock.send(&frame[..], flags).map_err(io_err);
+    }
+    let len = frame.len();
+    let ptr = frame.as_ptr() as *mut c_void;
+    let hint = Box::into_raw(Box::new(frame)) as *mut c_void;
+    let mut msg = std::mem::MaybeUninit::<zmq_sys::zmq_msg_t>::uninit();
+    // SAFETY: `ptr`/`len` stay valid until ZMQ calls `drop_bytes` with `hint`, which
+    // owns the Bytes. On failure of init the Box is reclaimed here.
+    unsafe {
+        if zmq_sys::zmq_msg_init_data(msg.as_mut_ptr(), ptr, len, Some(drop_bytes), hint) != 0 {
+            drop(Box::from_raw(hint as *mut Bytes));
+            return Err(io::Error::other("zmq_msg_init_data failed"));
+        }
+        let mut msg = msg.assume_init();
+        if zmq_sys::zmq_msg_send(&mut msg, sock.as_mut_ptr(), flags) < 0 {
+            let e = io::Error::last_os_error();
+            zmq_sys::zmq_msg_close(&mut msg);
+            return Err(e);
+        }
+    }
+    Ok(())
+}
+
+impl ZmqTransport {
+    /// A transport with its own ZMQ context.
+    pub fn new() -> ZmqTransport {
+        let ctx = zmq::Context::new();
+        ZmqTransport {
+            ctx,
+            receiver: Mutex::new(None),
+            senders: Mutex::new(HashMap::new()),
+        }
+    }
+}
+
+impl Default for ZmqTransport {
+    fn default() -> Self {
+        ZmqTransport::new()
+    }
+}
+
+impl Transport for ZmqTransport {
+    fn bind(&self, host: &str, port: u16) -> io::Result<u16> {
+        let sock = self.ctx.socket(zmq::ROUTER).map_err(io_err)?;
+        sock.set_linger(0).map_err(io_err)?;
+        sock.set_rcvhwm(0).map_err(io_err)?;
+        let endpoint = if port == 0 {
+            format!("tcp://{host}:*")
+        } else {
+            format!("tcp://{host}:{port}")
+        };
+        sock.bind(&endpoint)
+            .map_err(|e| io::Error::other(format!("cannot bind {endpoint}: {e}")))?;
+        let last = sock
+            .get_last_endpoint()
+            .map_err(io_err)?
+            .map_err(|_| io::Error::other("non-UTF-8 endpoint"))?;
+        let bound = last
+            .rsplit(':')
+            .next()
+            .and_then(|p| p.parse().ok())
+            .ok_or_else(|| io::Error::other(format!("cannot read port of {last}")))?;
+        *self.receiver.lock() = Some(sock);
+        Ok(bound)
+    }
+
+    fn connect(&self, peer: i32, host: &str, port: u16) -> io::Result<()> {
+        let sock = self.ctx.socket(zmq::DEALER).map_err(io_err)?;
+        // Long enough for the last messages (barrier releases, acks) to leave on close.
+        sock.set_linger(2000).map_err(io_err)?;
+        sock.set_sndhwm(0).map_err(io_err)?;
+        sock.set_sndtimeo(30_000).map_err(io_err)?;
+        sock.connect(&format!("tcp://{host}:{port}")).map_err(io_err)?;
+        self.senders.lock().insert(peer, Arc::new(Mutex::new(sock)));
+        Ok(())
+    }
+
+    fn disconnect(&self, peer: i32) {
+        self.senders.lock().remove(&peer);
+    }
+
+    fn is_connected(&self, peer: i32) -> bool {
+        self.senders.lock().contains_key(&peer)
+    }
+
+    fn send(&self, peer: i32, frames: Vec<Bytes>) -> io::Result<usize> {
+        let sock = self
+            .senders
+            .lock()
+            .get(&peer)
+            .cloned()
+            .ok_or_else(|| io::Error::new(io::ErrorKind::NotConnected, format!("no connection to node {peer}")))?;
+        let mut sock = sock.lock();
+        let n = frames.len();
+        let mut bytes = 0;
+        for (i, f) in frames.into_iter().enumerate() {
+            bytes += f.len();
+            send_frame(&mut sock, f, i + 1 < n)?;
+        }
+        Ok(bytes)
+    }
+
+    fn recv(&self, timeout: Duration) -> io::Result<Option<Vec<Bytes>>> {
+        let guard = self.receiver.lock();
+        let sock = guard
+            .as_ref()
+            .ok_or_else(|| io::Error::new(io::ErrorKind::NotConnected, "transport not bound"))?;
+        if sock.poll(zmq::POLLIN, timeout.as_millis() as i64).map_err(io_err)? == 0 {
+            return Ok(None);
+        }
+        let mut frames = Vec::new();
+        loop {
+            let msg = sock.recv_msg(0).map_err(io_err)?;
+            frames.push(Bytes::from_owner(ZmqBytes(msg)));
+            if !sock.get_rcvmore().map_err(io_err)? {
+                break;
+            }
+        }
+        frames.remove(0); // the ROUTER's peer identity
+        Ok(Some(frames))
+    }
+
+    fn close(&self) {
+        self.senders.lock().clear();
+        *self.receiver.lock() = None;
+    }
+}

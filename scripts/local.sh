@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Launches a local psrs cluster on 127.0.0.1: one scheduler, NUM_SERVERS servers and
+# NUM_WORKERS workers, each running COMMAND with the DMLC_* variables set (like
+# ps-lite's tracker/dmlc_local.sh).
+#
+#   scripts/local.sh NUM_SERVERS NUM_WORKERS COMMAND [ARGS...]
+#
+# The scheduler gets a free port (or DMLC_PS_ROOT_PORT if set). Exits with the first
+# non-zero status of any node (killing the rest), or 124 after PSRS_TIMEOUT seconds
+# (default 1800), killing every node. Other PS_* variables pass through.
+set -euo pipefail
+
+if [ $# -lt 3 ]; then
+  echo "usage: $0 NUM_SERVERS NUM_WORKERS COMMAND [ARGS...]" >&2
+  exit 2
+fi
+num_servers=$1
+num_workers=$2
+shift 2
+case "$num_servers$num_workers" in
+  *[!0-9]*) echo "$0: NUM_SERVERS and NUM_WORKERS must be whole numbers" >&2; exit 2 ;;
+esac
+timeout_s=${PSRS_TIMEOUT:-1800}
+
+port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+if [ -z "${DMLC_PS_ROOT_PORT:-}" ]; then
+  for _ in $(seq 100); do
+    p=$((20000 + RANDOM % 40000))
+    if ! port_in_use "$p"; then DMLC_PS_ROOT_PORT=$p; break; fi
+  done
+fi
+: "${DMLC_PS_ROOT_PORT:?could not find a free port}"
+export DMLC_PS_ROOT_URI=${DMLC_PS_ROOT_URI:-127.0.0.1}
+export DMLC_PS_ROOT_PORT DMLC_NUM_SERVER=$num_servers DMLC_NUM_WORKER=$num_workers
+export DMLC_NODE_HOST=${DMLC_NODE_HOST:-127.0.0.1}
+
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+}
+trap cleanup EXIT
+trap 'cleanup; exit 130' INT TERM
+
+DMLC_ROLE=scheduler "$@" &
+pids+=($!)
+for _ in $(seq "$num_servers"); do DMLC_ROLE=server "$@" & pids+=($!); done
+for _ in $(seq "$num_workers"); do DMLC_ROLE=worker "$@" & pids+=($!); done
+
+sleep "$timeout_s" &
+timer=$!
+
+live=("${pids[@]}")
+status=0
+while [ "${#live[@]}" -gt 0 ]; do
+  done_pid=
+  set +e
+  wait -n -p done_pid "${live[@]}" "$timer"
+  rc=$?
+  set -e
+  if [ "$done_pid" = "$timer" ]; then
+    echo "$0: timed out after ${timeout_s}s; killing all nodes" >&2
+    status=124
+    break
+  fi
+  next=()
+  for p in "${live[@]}"; do [ "$p" = "$done_pid" ] || next+=("$p"); done
+  live=("${next[@]+"${next[@]}"}")
+  if [ "$rc" -ne 0 ]; then
+    echo "$0: a node (pid $done_pid) exited with status $rc; killing the rest" >&2
+    status=$rc
+    break
+  fi
+done
+kill "$timer" 2>/dev/null || true
+exit "$status"

@@ -1,0 +1,18 @@
+//! The subcommands of `psrs`.
+
+pub mod barrier;
+pub mod connection;
+pub mod simple;
+
+use ps_core::{Config, Postoffice};
+use std::sync::Arc;
+
+/// Reads the node configuration from the environment, sets up logging, creates the
+/// postoffice and joins the cluster (with the start barrier).
+pub fn start_node() -> Result<Arc<Postoffice>, String> {
+    let cfg = Config::from_env().map_err(|e| e.to_string())?;
+    crate::logging::init(&cfg.role.to_string(), cfg.log_level());
+    let po = Postoffice::new(cfg);
+    po.start(true)?;
+    Ok(po)
+}

@@ -1,0 +1,42 @@
+//! `psrs`: one binary for every role of a psrs cluster. The role and the cluster's
+//! shape come from the `DMLC_*` / `PS_*` environment variables (see README).
+
+mod commands;
+mod logging;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+/// psrs: a parameter server for distributed ML training.
+#[derive(Parser)]
+#[command(version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Start, wait for every node, finalize (ps-lite's test_connection).
+    Connect(commands::connection::Args),
+    /// Run rounds of barriers over a group, printing enter/leave times.
+    Barrier(commands::barrier::Args),
+    /// SimpleApp requests from every worker to every node, with checked replies.
+    SimpleApp(commands::simple::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.cmd {
+        Cmd::Connect(a) => commands::connection::run(a),
+        Cmd::Barrier(a) => commands::barrier::run(a),
+        Cmd::SimpleApp(a) => commands::simple::run(a),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("psrs: error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
