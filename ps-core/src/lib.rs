@@ -6,13 +6,13 @@
 //! live in [`protocol`] as plain state machines without sockets.
 
 pub mod config;
+pub mod customer;
 pub mod message;
 pub mod node;
-pub mod protocol;
-pub mod van;
-pub mod customer;
 pub mod postoffice;
+pub mod protocol;
 pub mod simple_app;
+pub mod van;
 
 pub use config::Config;
 pub use message::{Message, Meta};

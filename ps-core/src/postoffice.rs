@@ -11,12 +11,21 @@ use once_cell::sync::OnceCell;
 use parking_lot::{Condvar, Mutex, RwLock};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 static GLOBAL: OnceCell<Arc<Postoffice>> = OnceCell::new();
 
 /// How long a data message waits for its customer to register before it is dropped.
-const CUSTOMER_WAIT: Duration = Duration::from_secs(5);
+/// Messages can legitimately arrive first: a peer released from the start barrier
+/// earlier may send before this node has created its customers.
+const CUSTOMER_WAIT: Duration = Duration::from_secs(30);
+
+/// Customer queues, and messages held for customers not registered yet.
+#[derive(Default)]
+struct Customers {
+    queues: HashMap<(i32, i32), Sender<Message>>,
+    held: HashMap<(i32, i32), Vec<(Instant, Message)>>,
+}
 
 type ExitCallback = Box<dyn FnOnce() + Send>;
 
@@ -24,8 +33,7 @@ type ExitCallback = Box<dyn FnOnce() + Send>;
 pub struct Postoffice {
     cfg: Config,
     van: Arc<Van>,
-    customers: Mutex<HashMap<(i32, i32), Sender<Message>>>,
-    customers_cv: Condvar,
+    customers: Mutex<Customers>,
     barrier_done: Mutex<HashMap<i32, bool>>,
     barrier_cv: Condvar,
     dead: RwLock<BTreeSet<i32>>,
@@ -46,8 +54,7 @@ impl Postoffice {
         let po = Arc::new(Postoffice {
             cfg,
             van,
-            customers: Mutex::new(HashMap::new()),
-            customers_cv: Condvar::new(),
+            customers: Mutex::new(Customers::default()),
             barrier_done: Mutex::new(HashMap::new()),
             barrier_cv: Condvar::new(),
             dead: RwLock::new(BTreeSet::new()),
@@ -132,20 +139,31 @@ impl Postoffice {
     }
 
     /// Registers a customer's receive queue; data for `(app_id, customer_id)` goes
-    /// there. Fails if the pair is taken.
-    pub fn add_customer(&self, app_id: i32, customer_id: i32, queue: Sender<Message>) -> Result<(), String> {
+    /// there, starting with any that arrived before it registered. Fails if the pair
+    /// is taken.
+    pub fn add_customer(
+        &self,
+        app_id: i32,
+        customer_id: i32,
+        queue: Sender<Message>,
+    ) -> Result<(), String> {
+        let key = (app_id, customer_id);
         let mut c = self.customers.lock();
-        if c.contains_key(&(app_id, customer_id)) {
-            return Err(format!("customer {customer_id} of app {app_id} is already registered"));
+        if c.queues.contains_key(&key) {
+            return Err(format!(
+                "customer {customer_id} of app {app_id} is already registered"
+            ));
         }
-        c.insert((app_id, customer_id), queue);
-        self.customers_cv.notify_all();
+        for (_, m) in c.held.remove(&key).unwrap_or_default() {
+            let _ = queue.send(m);
+        }
+        c.queues.insert(key, queue);
         Ok(())
     }
 
     /// Unregisters a customer; its queue's sender is dropped.
     pub fn remove_customer(&self, app_id: i32, customer_id: i32) {
-        self.customers.lock().remove(&(app_id, customer_id));
+        self.customers.lock().queues.remove(&(app_id, customer_id));
     }
 
     /// The van.
@@ -208,17 +226,30 @@ impl VanHandler for Postoffice {
     fn on_data(&self, msg: Message) {
         let key = (msg.meta.app_id, msg.meta.customer_id);
         let mut c = self.customers.lock();
-        if !c.contains_key(&key) {
-            let deadline = std::time::Instant::now() + CUSTOMER_WAIT;
-            while !c.contains_key(&key) && !self.customers_cv.wait_until(&mut c, deadline).timed_out() {}
+        if !c.held.is_empty() {
+            let now = Instant::now();
+            for (k, msgs) in c.held.iter_mut() {
+                msgs.retain(|(t, m)| {
+                    let keep = now.duration_since(*t) < CUSTOMER_WAIT;
+                    if !keep {
+                        log::warn!(
+                            "no customer {} of app {} within {CUSTOMER_WAIT:?}; dropped {m}",
+                            k.1,
+                            k.0
+                        );
+                    }
+                    keep
+                });
+            }
+            c.held.retain(|_, v| !v.is_empty());
         }
-        match c.get(&key) {
+        match c.queues.get(&key) {
             Some(q) => {
                 if q.send(msg).is_err() {
                     log::warn!("customer {key:?} is gone; message dropped");
                 }
             }
-            None => log::warn!("no customer {} of app {} after {CUSTOMER_WAIT:?}; dropped {msg}", key.1, key.0),
+            None => c.held.entry(key).or_default().push((Instant::now(), msg)),
         }
     }
 

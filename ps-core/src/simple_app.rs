@@ -141,7 +141,11 @@ impl SimpleApp {
                     simple_app: true,
                     ..Default::default()
                 },
-                data: if body.is_empty() { vec![] } else { vec![body.clone()] },
+                data: if body.is_empty() {
+                    vec![]
+                } else {
+                    vec![body.clone()]
+                },
             };
             self.po.van().send(msg)?;
         }
@@ -150,7 +154,13 @@ impl SimpleApp {
 
     /// Sends a request and waits for every response (at most `timeout`); returns them
     /// sorted by sender, or an error on timeout.
-    pub fn call(&self, head: i32, body: impl Into<Bytes>, recver: i32, timeout: Duration) -> io::Result<Vec<SimpleData>> {
+    pub fn call(
+        &self,
+        head: i32,
+        body: impl Into<Bytes>,
+        recver: i32,
+        timeout: Duration,
+    ) -> io::Result<Vec<SimpleData>> {
         let ts = self.customer.new_request(recver);
         self.replies.lock().insert(ts, Vec::new());
         let sent = self.send_request(ts, head, body.into(), recver);
@@ -160,7 +170,10 @@ impl SimpleApp {
         if !complete {
             return Err(io::Error::new(
                 io::ErrorKind::TimedOut,
-                format!("request to {recver} got {} responses within {timeout:?}", got.len()),
+                format!(
+                    "request to {recver} got {} responses within {timeout:?}",
+                    got.len()
+                ),
             ));
         }
         got.sort_by_key(|d| d.sender);

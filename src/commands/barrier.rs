@@ -20,7 +20,9 @@ pub struct Args {
 }
 
 fn micros() -> u128 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_micros())
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros())
 }
 
 /// Runs the rounds (only nodes in the group take part) and finalizes.
@@ -43,6 +45,9 @@ fn rand_delay(max: u64, me: i32, r: usize) -> u64 {
     if max == 0 {
         return 0;
     }
-    let x = (me as u64).wrapping_mul(2654435761).wrapping_add(r as u64 * 40503) ^ (micros() as u64);
+    let x = (me as u64)
+        .wrapping_mul(2654435761)
+        .wrapping_add(r as u64 * 40503)
+        ^ (micros() as u64);
     x % max
 }

@@ -51,11 +51,18 @@ pub fn run(a: Args) -> Result<(), String> {
             let mut nodes = po.node_ids(ALL_GROUP);
             nodes.sort();
             if replies.len() != nodes.len() {
-                return Err(format!("request {i}: {} replies from {} nodes", replies.len(), nodes.len()));
+                return Err(format!(
+                    "request {i}: {} replies from {} nodes",
+                    replies.len(),
+                    nodes.len()
+                ));
             }
             for (r, node) in replies.iter().zip(&nodes) {
                 if r.sender != *node || r.body != expected_reply(i as i32, &body, *node) {
-                    return Err(format!("request {i}: wrong reply from {}: {:?}", r.sender, r.body));
+                    return Err(format!(
+                        "request {i}: wrong reply from {}: {:?}",
+                        r.sender, r.body
+                    ));
                 }
                 checked += 1;
             }

@@ -141,7 +141,11 @@ impl Membership {
         if self.capacity(node.role) == 0 {
             return Join::Rejected(format!("the cluster has no {}s", node.role));
         }
-        if !self.waiting_replacements.iter().any(|n| same_process(n, &node)) {
+        if !self
+            .waiting_replacements
+            .iter()
+            .any(|n| same_process(n, &node))
+        {
             self.waiting_replacements.push(node);
         }
         Join::Waiting
@@ -166,14 +170,23 @@ impl Membership {
     }
 
     fn try_assign(&mut self) -> Join {
-        let servers = self.pending.iter().filter(|n| n.role == Role::Server).count();
+        let servers = self
+            .pending
+            .iter()
+            .filter(|n| n.role == Role::Server)
+            .count();
         let workers = self.pending.len() - servers;
         if servers < self.num_servers || workers < self.num_workers {
             return Join::Waiting;
         }
         let mut pending = std::mem::take(&mut self.pending);
         pending.sort_by(|a, b| {
-            (a.role, &a.hostname, a.port, a.incarnation).cmp(&(b.role, &b.hostname, b.port, b.incarnation))
+            (a.role, &a.hostname, a.port, a.incarnation).cmp(&(
+                b.role,
+                &b.hostname,
+                b.port,
+                b.incarnation,
+            ))
         });
         let (mut s, mut w) = (0, 0);
         for mut n in pending {
@@ -189,7 +202,9 @@ impl Membership {
             };
             self.nodes.insert(n.id, n);
         }
-        Join::Ready { table: self.table() }
+        Join::Ready {
+            table: self.table(),
+        }
     }
 
     /// Declares `id` dead. Returns `None` if it was unknown or dead already, else the
@@ -199,7 +214,10 @@ impl Membership {
         if !self.dead.insert(id) {
             return None;
         }
-        let waiting = self.waiting_replacements.iter().position(|n| n.role == role);
+        let waiting = self
+            .waiting_replacements
+            .iter()
+            .position(|n| n.role == role);
         Some(waiting.map(|i| {
             let n = self.waiting_replacements.remove(i);
             self.replace(id, n)
@@ -244,7 +262,10 @@ mod tests {
             panic!("not ready")
         };
         let ids: Vec<(i32, u16)> = table.iter().map(|n| (n.id, n.port)).collect();
-        assert_eq!(ids, vec![(1, 1000), (8, 5003), (9, 5001), (10, 5004), (11, 5002)]);
+        assert_eq!(
+            ids,
+            vec![(1, 1000), (8, 5003), (9, 5001), (10, 5004), (11, 5002)]
+        );
         assert!(m.is_ready());
     }
 
@@ -253,10 +274,21 @@ mod tests {
         let mut m = Membership::new(1, 1, sched());
         assert_eq!(m.add_node(node(Role::Worker, 1)), Join::Waiting);
         assert_eq!(m.add_node(node(Role::Worker, 1)), Join::Waiting);
-        assert!(matches!(m.add_node(node(Role::Worker, 2)), Join::Rejected(_)));
-        assert!(matches!(m.add_node(node(Role::Server, 3)), Join::Ready { .. }));
-        assert!(matches!(m.add_node(node(Role::Server, 3)), Join::Known { node, .. } if node.id == 8));
-        assert!(matches!(m.add_node(node(Role::Scheduler, 4)), Join::Rejected(_)));
+        assert!(matches!(
+            m.add_node(node(Role::Worker, 2)),
+            Join::Rejected(_)
+        ));
+        assert!(matches!(
+            m.add_node(node(Role::Server, 3)),
+            Join::Ready { .. }
+        ));
+        assert!(
+            matches!(m.add_node(node(Role::Server, 3)), Join::Known { node, .. } if node.id == 8)
+        );
+        assert!(matches!(
+            m.add_node(node(Role::Scheduler, 4)),
+            Join::Rejected(_)
+        ));
     }
 
     #[test]

@@ -79,9 +79,17 @@ impl Van {
     pub fn new(cfg: Config, transport: Arc<dyn Transport>) -> Arc<Van> {
         let me = Node {
             role: cfg.role,
-            id: if cfg.role == Role::Scheduler { SCHEDULER } else { EMPTY_ID },
+            id: if cfg.role == Role::Scheduler {
+                SCHEDULER
+            } else {
+                EMPTY_ID
+            },
             hostname: cfg.node_host.clone(),
-            port: if cfg.role == Role::Scheduler { cfg.root_port } else { cfg.port },
+            port: if cfg.role == Role::Scheduler {
+                cfg.root_port
+            } else {
+                cfg.port
+            },
             is_recovery: false,
             incarnation: rand::random::<u64>() | 1,
         };
@@ -157,7 +165,9 @@ impl Van {
 
     /// The scheduler's heartbeat view: `(id, ms since last heartbeat or None if dead)`.
     pub fn heartbeat_table(&self) -> Vec<(i32, Option<u64>)> {
-        let Some(s) = &self.sched else { return Vec::new() };
+        let Some(s) = &self.sched else {
+            return Vec::new();
+        };
         let s = s.lock();
         let now = self.now_ms();
         s.membership()
@@ -186,9 +196,12 @@ impl Van {
             .connect(SCHEDULER, &self.cfg.root_uri, self.cfg.root_port)
             .map_err(|e| format!("cannot connect to the scheduler: {e}"))?;
         let me = Arc::clone(self);
-        self.threads
-            .lock()
-            .push(std::thread::Builder::new().name("van-recv".into()).spawn(move || me.receiving()).map_err(|e| e.to_string())?);
+        self.threads.lock().push(
+            std::thread::Builder::new()
+                .name("van-recv".into())
+                .spawn(move || me.receiving())
+                .map_err(|e| e.to_string())?,
+        );
         let deadline = Instant::now() + join_timeout;
         loop {
             if self.sched.is_none() {
@@ -218,9 +231,12 @@ impl Van {
         }
         if self.sched.is_none() && !self.cfg.heartbeat_interval.is_zero() {
             let me = Arc::clone(self);
-            self.threads
-                .lock()
-                .push(std::thread::Builder::new().name("van-heartbeat".into()).spawn(move || me.heartbeat()).map_err(|e| e.to_string())?);
+            self.threads.lock().push(
+                std::thread::Builder::new()
+                    .name("van-heartbeat".into())
+                    .spawn(move || me.heartbeat())
+                    .map_err(|e| e.to_string())?,
+            );
         }
         log::info!("{} started", self.my_node());
         Ok(())
@@ -236,7 +252,8 @@ impl Van {
         }
         if let Some(r) = &self.resender {
             if needs_ack(&msg.meta) {
-                r.lock().on_send(signature(&msg.meta), msg.clone(), self.now_ms());
+                r.lock()
+                    .on_send(signature(&msg.meta), msg.clone(), self.now_ms());
             }
         }
         self.send_raw(&msg)
@@ -335,10 +352,13 @@ impl Van {
             }
         };
         self.stats.recv_msgs.fetch_add(1, Ordering::Relaxed);
-        self.stats.recv_bytes.fetch_add(bytes as u64, Ordering::Relaxed);
+        self.stats
+            .recv_bytes
+            .fetch_add(bytes as u64, Ordering::Relaxed);
         log::trace!("recv {msg}");
         if msg.meta.sender == SCHEDULER {
-            self.last_from_scheduler.store(self.now_ms(), Ordering::Relaxed);
+            self.last_from_scheduler
+                .store(self.now_ms(), Ordering::Relaxed);
         }
         if !msg.meta.is_control()
             && self.cfg.drop_msg_percent > 0
@@ -388,7 +408,9 @@ impl Van {
             Command::Barrier => {
                 if msg.meta.request {
                     if let Some(s) = &self.sched {
-                        let actions = s.lock().on_barrier(msg.meta.control.barrier_group, msg.meta.sender);
+                        let actions = s
+                            .lock()
+                            .on_barrier(msg.meta.control.barrier_group, msg.meta.sender);
                         self.execute(actions);
                     }
                 } else if let Some(h) = self.handler() {
@@ -430,7 +452,9 @@ impl Van {
             let mut me = self.me.write();
             if me.id == EMPTY_ID {
                 let found = nodes.iter().find(|n| {
-                    n.hostname == me.hostname && n.port == me.port && n.incarnation == me.incarnation
+                    n.hostname == me.hostname
+                        && n.port == me.port
+                        && n.incarnation == me.incarnation
                 });
                 match found {
                     Some(n) => {
@@ -491,14 +515,24 @@ impl Van {
                 Action::Reject { node, reason } => {
                     log::warn!("refused {node}: {reason}");
                     let key = -1 - node.port as i32;
-                    if self.transport.connect(key, &node.hostname, node.port).is_ok() {
+                    if self
+                        .transport
+                        .connect(key, &node.hostname, node.port)
+                        .is_ok()
+                    {
                         let mut m = control(key, Command::AddNode);
                         m.meta.control.reason = reason;
                         let _ = self.send_raw(&m);
                     }
                 }
                 Action::Table(t) => {
-                    log::info!("node table: {}", t.iter().map(|n| n.to_string()).collect::<Vec<_>>().join(", "));
+                    log::info!(
+                        "node table: {}",
+                        t.iter()
+                            .map(|n| n.to_string())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    );
                     *self.table.write() = t.clone();
                     let mut ready = self.ready.lock();
                     if ready.is_none() {
@@ -511,7 +545,10 @@ impl Van {
                     }
                 }
                 Action::Dead(ids) => {
-                    log::warn!("declared dead (no heartbeat for {:?}): {ids:?}", self.cfg.heartbeat_timeout);
+                    log::warn!(
+                        "declared dead (no heartbeat for {:?}): {ids:?}",
+                        self.cfg.heartbeat_timeout
+                    );
                     if let Some(h) = self.handler() {
                         h.on_nodes_dead(&ids);
                     }

@@ -112,7 +112,8 @@ impl Transport for ZmqTransport {
         sock.set_linger(2000).map_err(io_err)?;
         sock.set_sndhwm(0).map_err(io_err)?;
         sock.set_sndtimeo(30_000).map_err(io_err)?;
-        sock.connect(&format!("tcp://{host}:{port}")).map_err(io_err)?;
+        sock.connect(&format!("tcp://{host}:{port}"))
+            .map_err(io_err)?;
         self.senders.lock().insert(peer, Arc::new(Mutex::new(sock)));
         Ok(())
     }
@@ -126,12 +127,12 @@ impl Transport for ZmqTransport {
     }
 
     fn send(&self, peer: i32, frames: Vec<Bytes>) -> io::Result<usize> {
-        let sock = self
-            .senders
-            .lock()
-            .get(&peer)
-            .cloned()
-            .ok_or_else(|| io::Error::new(io::ErrorKind::NotConnected, format!("no connection to node {peer}")))?;
+        let sock = self.senders.lock().get(&peer).cloned().ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::NotConnected,
+                format!("no connection to node {peer}"),
+            )
+        })?;
         let mut sock = sock.lock();
         let n = frames.len();
         let mut bytes = 0;
@@ -147,7 +148,11 @@ impl Transport for ZmqTransport {
         let sock = guard
             .as_ref()
             .ok_or_else(|| io::Error::new(io::ErrorKind::NotConnected, "transport not bound"))?;
-        if sock.poll(zmq::POLLIN, timeout.as_millis() as i64).map_err(io_err)? == 0 {
+        if sock
+            .poll(zmq::POLLIN, timeout.as_millis() as i64)
+            .map_err(io_err)?
+            == 0
+        {
             return Ok(None);
         }
         let mut frames = Vec::new();

@@ -1,0 +1,269 @@
+//! Test harness: launches real psrs processes on 127.0.0.1 with a free port, captures
+//! their output to files, enforces a hard time limit, and kills every process it
+//! started when dropped.
+#![allow(dead_code)]
+
+use std::fs;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The psrs binary under test.
+pub fn psrs_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_psrs"))
+}
+
+/// A free TCP port on 127.0.0.1 (bound then released).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// One launched process.
+pub struct Proc {
+    /// `scheduler`, `server` or `worker`.
+    pub role: String,
+    /// Index in launch order.
+    pub name: String,
+    child: Child,
+    out: PathBuf,
+    err: PathBuf,
+    /// Exit status once reaped.
+    pub status: Option<i32>,
+}
+
+impl Proc {
+    /// Captured stdout so far.
+    pub fn stdout(&self) -> String {
+        fs::read_to_string(&self.out).unwrap_or_default()
+    }
+    /// Captured stderr so far.
+    pub fn stderr(&self) -> String {
+        fs::read_to_string(&self.err).unwrap_or_default()
+    }
+    /// The OS pid.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+/// A local cluster of psrs processes.
+pub struct Cluster {
+    /// The scheduler's port.
+    pub port: u16,
+    /// Every process, in launch order (scheduler first).
+    pub procs: Vec<Proc>,
+    dir: tempfile::TempDir,
+    env: Vec<(String, String)>,
+    args: Vec<String>,
+    deadline: Instant,
+    servers: usize,
+    workers: usize,
+}
+
+impl Cluster {
+    /// Starts a scheduler, `servers` servers and `workers` workers, each running
+    /// `psrs ARGS` with `env` added, killed after `limit` at the latest.
+    pub fn start(
+        servers: usize,
+        workers: usize,
+        args: &[&str],
+        env: &[(&str, &str)],
+        limit: Duration,
+    ) -> Cluster {
+        let mut c = Cluster::new(servers, workers, args, env, limit);
+        c.spawn("scheduler");
+        for _ in 0..servers {
+            c.spawn("server");
+        }
+        for _ in 0..workers {
+            c.spawn("worker");
+        }
+        c
+    }
+
+    /// A cluster description with nothing started yet.
+    pub fn new(
+        servers: usize,
+        workers: usize,
+        args: &[&str],
+        env: &[(&str, &str)],
+        limit: Duration,
+    ) -> Cluster {
+        Cluster {
+            port: free_port(),
+            procs: Vec::new(),
+            dir: tempfile::tempdir().unwrap(),
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            args: args.iter().map(|s| s.to_string()).collect(),
+            deadline: Instant::now() + limit,
+            servers,
+            workers,
+        }
+    }
+
+    /// A scratch directory that lives as long as the cluster.
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Starts one more process of `role` with the cluster's arguments; returns its index.
+    pub fn spawn(&mut self, role: &str) -> usize {
+        let args = self.args.clone();
+        self.spawn_with(
+            role,
+            &args.iter().map(|s| s.as_str()).collect::<Vec<_>>(),
+            &[],
+        )
+    }
+
+    /// Starts one more process of `role` running `psrs ARGS` with extra `env`.
+    pub fn spawn_with(&mut self, role: &str, args: &[&str], env: &[(&str, &str)]) -> usize {
+        let i = self.procs.len();
+        let name = format!("{i}-{role}");
+        let out = self.dir.path().join(format!("{name}.out"));
+        let err = self.dir.path().join(format!("{name}.err"));
+        let mut cmd = Command::new(psrs_bin());
+        cmd.args(args)
+            .env("DMLC_ROLE", role)
+            .env("DMLC_PS_ROOT_URI", "127.0.0.1")
+            .env("DMLC_PS_ROOT_PORT", self.port.to_string())
+            .env("DMLC_NUM_SERVER", self.servers.to_string())
+            .env("DMLC_NUM_WORKER", self.workers.to_string())
+            .env("DMLC_NODE_HOST", "127.0.0.1")
+            .env("PS_JOIN_TIMEOUT", "60")
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::null())
+            .stdout(fs::File::create(&out).unwrap())
+            .stderr(fs::File::create(&err).unwrap());
+        if let Ok(v) = std::env::var("PSRS_TEST_VERBOSE") {
+            cmd.env("PS_VERBOSE", v);
+        }
+        for (k, v) in self.env.iter() {
+            cmd.env(k, v);
+        }
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let child = cmd.spawn().expect("spawn psrs");
+        self.procs.push(Proc {
+            role: role.to_string(),
+            name,
+            child,
+            out,
+            err,
+            status: None,
+        });
+        i
+    }
+
+    /// Kills process `i` with SIGKILL and reaps it.
+    pub fn kill(&mut self, i: usize) {
+        let p = &mut self.procs[i];
+        let _ = p.child.kill();
+        let _ = p.child.wait();
+        p.status = Some(-9);
+    }
+
+    /// Waits until every process exited or the time limit passed (then kills all and
+    /// panics with every process's output). Returns nothing; check `procs[i].status`.
+    pub fn wait(&mut self) {
+        loop {
+            let mut running = false;
+            for p in self.procs.iter_mut().filter(|p| p.status.is_none()) {
+                match p.child.try_wait().unwrap() {
+                    Some(s) => p.status = Some(s.code().unwrap_or(-1)),
+                    None => running = true,
+                }
+            }
+            if !running {
+                return;
+            }
+            if Instant::now() > self.deadline {
+                self.kill_all();
+                panic!("cluster exceeded its time limit\n{}", self.dump());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Waits, then asserts every process (not killed by the test) exited 0.
+    pub fn wait_success(&mut self) {
+        self.wait();
+        let bad: Vec<&Proc> = self
+            .procs
+            .iter()
+            .filter(|p| p.status != Some(0) && p.status != Some(-9))
+            .collect();
+        assert!(
+            bad.is_empty(),
+            "nodes failed: {:?}\n{}",
+            bad.iter().map(|p| &p.name).collect::<Vec<_>>(),
+            self.dump()
+        );
+    }
+
+    /// Waits until `pred(stdout+stderr of process i)` holds, or panics at the deadline.
+    pub fn wait_for_output(&mut self, i: usize, what: &str, pred: impl Fn(&str) -> bool) {
+        while Instant::now() < self.deadline {
+            let p = &self.procs[i];
+            if pred(&(p.stdout() + &p.stderr())) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        self.kill_all();
+        panic!(
+            "timed out waiting for {what} from {}\n{}",
+            self.procs[i].name,
+            self.dump()
+        );
+    }
+
+    /// All stdout, concatenated.
+    pub fn all_stdout(&self) -> String {
+        self.procs.iter().map(|p| p.stdout()).collect()
+    }
+
+    /// Every process's output, for failure messages.
+    pub fn dump(&self) -> String {
+        let mut s = String::new();
+        for p in &self.procs {
+            s += &format!(
+                "===== {} (status {:?})\n--- stdout\n{}\n--- stderr\n{}\n",
+                p.name,
+                p.status,
+                p.stdout(),
+                tail(&p.stderr(), 60)
+            );
+        }
+        s
+    }
+
+    /// Kills every process still running.
+    pub fn kill_all(&mut self) {
+        for p in self.procs.iter_mut().filter(|p| p.status.is_none()) {
+            let _ = p.child.kill();
+            let _ = p.child.wait();
+            p.status = Some(-9);
+        }
+    }
+}
+
+fn tail(s: &str, n: usize) -> String {
+    let lines: Vec<&str> = s.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        self.kill_all();
+    }
+}

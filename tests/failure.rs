@@ -1,0 +1,117 @@
+//! Failure detection and recovery on real processes: heartbeats declare a killed node
+//! dead, barriers stop waiting for it, and a replacement takes its id.
+
+mod common;
+
+use common::Cluster;
+use std::time::{Duration, Instant};
+
+const LIMIT: Duration = Duration::from_secs(90);
+const HB: &[(&str, &str)] = &[
+    ("PS_HEARTBEAT_INTERVAL", "0.2"),
+    ("PS_HEARTBEAT_TIMEOUT", "1"),
+    ("PS_RESEND", "1"),
+    ("PS_RESEND_TIMEOUT", "300"),
+];
+
+/// The id a process printed in its "started" log line.
+fn started_id(c: &Cluster, i: usize) -> i32 {
+    let err = c.procs[i].stderr();
+    let line = err
+        .lines()
+        .find(|l| l.ends_with(" started"))
+        .expect("started line");
+    let tag = line.split_whitespace().rev().nth(1).unwrap(); // e.g. worker[11]@127.0.0.1:5000
+    tag.split('[')
+        .nth(1)
+        .unwrap()
+        .split(']')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+fn wait_started(c: &mut Cluster, i: usize) -> i32 {
+    c.wait_for_output(i, "start", |s| s.lines().any(|l| l.ends_with(" started")));
+    started_id(c, i)
+}
+
+#[test]
+fn killed_worker_is_declared_dead_and_barriers_go_on() {
+    let args = ["barrier", "--rounds", "40", "--max-delay-ms", "60"];
+    let mut c = Cluster::start(1, 3, &args, HB, LIMIT);
+    for i in 0..5 {
+        wait_started(&mut c, i);
+    }
+    c.wait_for_output(4, "a few barrier rounds", |s| {
+        s.contains("barrier leave 3 ")
+    });
+    let victim = started_id(&c, 4);
+    let t = Instant::now();
+    c.kill(4);
+    c.wait_for_output(0, "the death report", |s| s.contains("declared dead"));
+    let detected = t.elapsed();
+    println!("worker {victim} declared dead {detected:?} after kill -9 (timeout 1 s)");
+    assert!(detected < Duration::from_secs(5), "{detected:?}");
+    let sched = c.procs[0].stderr();
+    assert!(sched.contains(&format!("[{victim}]")), "{sched}");
+    // the survivors finish all rounds and finalize without the dead worker
+    c.wait_success();
+    let out = c.all_stdout();
+    assert!(out.contains("barrier leave 39 node 1 "), "{}", c.dump());
+}
+
+#[test]
+fn replacement_worker_takes_the_dead_id_and_the_job_completes() {
+    let args = ["simple-app", "--requests", "300", "--interval-ms", "20"];
+    let mut c = Cluster::start(1, 2, &args, HB, LIMIT);
+    for i in 0..4 {
+        wait_started(&mut c, i);
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let victim = started_id(&c, 3);
+    let t = Instant::now();
+    c.kill(3);
+    c.wait_for_output(0, "the death report", |s| s.contains("declared dead"));
+    println!("worker {victim} declared dead after {:?}", t.elapsed());
+    let r = c.spawn("worker");
+    let new_id = wait_started(&mut c, r);
+    println!(
+        "replacement took id {new_id} {:?} after the kill",
+        t.elapsed()
+    );
+    assert_eq!(new_id, victim, "{}", c.dump());
+    c.wait_success();
+    let out = c.all_stdout();
+    assert_eq!(out.matches("simple-app ok").count(), 2, "{}", c.dump());
+    assert!(
+        out.contains(&format!(
+            "simple-app ok: worker {victim} checked 1200 replies"
+        )),
+        "{}",
+        c.dump()
+    );
+}
+
+#[test]
+fn killed_server_is_replaced_and_finalize_does_not_hang() {
+    let args = ["simple-app", "--requests", "300", "--interval-ms", "20"];
+    let mut c = Cluster::start(2, 1, &args, HB, LIMIT);
+    for i in 0..4 {
+        wait_started(&mut c, i);
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let victim = started_id(&c, 1);
+    c.kill(1);
+    c.wait_for_output(0, "the death report", |s| s.contains("declared dead"));
+    let r = c.spawn("server");
+    assert_eq!(wait_started(&mut c, r), victim);
+    c.wait_success();
+    assert!(
+        c.all_stdout()
+            .contains("simple-app ok: worker 9 checked 1200 replies"),
+        "{}",
+        c.dump()
+    );
+}
