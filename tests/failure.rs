@@ -115,3 +115,38 @@ fn killed_server_is_replaced_and_finalize_does_not_hang() {
         c.dump()
     );
 }
+
+#[test]
+fn restarted_scheduler_rebuilds_the_table_and_the_job_completes() {
+    let env = [
+        ("PS_HEARTBEAT_INTERVAL", "0.2"),
+        ("PS_HEARTBEAT_TIMEOUT", "1"),
+        ("PS_RESEND", "1"),
+        ("PS_RESEND_TIMEOUT", "500"),
+    ];
+    let args = ["simple-app", "--requests", "300", "--interval-ms", "20"];
+    let mut c = Cluster::start(1, 2, &args, &env, LIMIT);
+    for i in 0..4 {
+        wait_started(&mut c, i);
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let t = Instant::now();
+    c.kill(0);
+    let r = c.spawn("scheduler");
+    c.wait_for_output(r, "the node table", |s| s.contains("node table"));
+    println!(
+        "scheduler restarted and the table rebuilt {:?} after the kill",
+        t.elapsed()
+    );
+    let table = c.procs[r].stderr();
+    for i in 1..4 {
+        let id = started_id(&c, i);
+        assert!(
+            table.contains(&format!("[{id}]@")),
+            "node {id} kept its id\n{table}"
+        );
+    }
+    c.wait_success();
+    let out = c.all_stdout();
+    assert_eq!(out.matches("simple-app ok").count(), 2, "{}", c.dump());
+}

@@ -28,6 +28,7 @@ struct Customers {
 }
 
 type ExitCallback = Box<dyn FnOnce() + Send>;
+type DeadCallback = Arc<dyn Fn(&[i32]) + Send + Sync>;
 
 /// The per-process postoffice.
 pub struct Postoffice {
@@ -37,7 +38,7 @@ pub struct Postoffice {
     barrier_done: Mutex<HashMap<i32, bool>>,
     barrier_cv: Condvar,
     dead: RwLock<BTreeSet<i32>>,
-    dead_callbacks: Mutex<Vec<Arc<dyn Fn(&[i32]) + Send + Sync>>>,
+    dead_callbacks: Mutex<Vec<DeadCallback>>,
     exit_callbacks: Mutex<Vec<ExitCallback>>,
 }
 
@@ -89,7 +90,29 @@ impl Postoffice {
             return;
         }
         self.barrier_done.lock().insert(group, false);
-        let mut m = Message {
+        // A scheduler that restarted lost the barrier counts: ask the new one again.
+        let mut asked_incarnation = self.van.scheduler_incarnation();
+        if !self.send_barrier_request(group) {
+            return;
+        }
+        let mut done = self.barrier_done.lock();
+        while done.get(&group) != Some(&true) {
+            self.barrier_cv
+                .wait_for(&mut done, Duration::from_millis(200));
+            let now = self.van.scheduler_incarnation();
+            if now != asked_incarnation && done.get(&group) != Some(&true) {
+                log::info!(
+                    "the scheduler restarted; repeating the barrier request for group {group}"
+                );
+                asked_incarnation = now;
+                parking_lot::MutexGuard::unlocked(&mut done, || self.send_barrier_request(group));
+            }
+        }
+        done.remove(&group);
+    }
+
+    fn send_barrier_request(&self, group: i32) -> bool {
+        let m = Message {
             meta: Meta {
                 recver: SCHEDULER,
                 request: true,
@@ -103,16 +126,13 @@ impl Postoffice {
             },
             data: Vec::new(),
         };
-        m.meta.control.barrier_group = group;
-        if let Err(e) = self.van.send(m) {
-            log::error!("barrier request not sent: {e}");
-            return;
+        match self.van.send(m) {
+            Ok(_) => true,
+            Err(e) => {
+                log::error!("barrier request not sent: {e}");
+                false
+            }
         }
-        let mut done = self.barrier_done.lock();
-        while done.get(&group) != Some(&true) {
-            self.barrier_cv.wait(&mut done);
-        }
-        done.remove(&group);
     }
 
     /// Leaves the cluster: with `do_barrier`, waits until every live node finalizes,

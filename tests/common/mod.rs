@@ -265,5 +265,9 @@ fn tail(s: &str, n: usize) -> String {
 impl Drop for Cluster {
     fn drop(&mut self) {
         self.kill_all();
+        if std::env::var_os("PSRS_TEST_KEEP").is_some() {
+            let dir = std::mem::replace(&mut self.dir, tempfile::tempdir().unwrap());
+            eprintln!("kept the cluster's output in {}", dir.keep().display());
+        }
     }
 }

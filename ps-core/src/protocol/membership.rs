@@ -2,7 +2,8 @@
 //! node's id to a replacement of the same role.
 
 use crate::node::{
-    group_members, server_rank_to_id, worker_rank_to_id, Node, Role, EMPTY_ID, SCHEDULER,
+    group_members, id_role, id_to_rank, server_rank_to_id, worker_rank_to_id, Node, Role, EMPTY_ID,
+    SCHEDULER,
 };
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -135,6 +136,12 @@ impl Membership {
             self.pending.push(node);
             return self.try_assign();
         }
+        if self.dead.contains(&node.id)
+            && self.nodes.get(&node.id).map(|n| n.role) == Some(node.role)
+        {
+            let id = node.id;
+            return self.replace(id, node);
+        }
         if let Some(id) = self.dead_id_of(node.role) {
             return self.replace(id, node);
         }
@@ -169,6 +176,13 @@ impl Membership {
         }
     }
 
+    fn valid_id(&self, node: &Node) -> bool {
+        let rank = id_to_rank(node.id).unwrap_or(usize::MAX);
+        id_role(node.id) == Some(node.role)
+            && node.role != Role::Scheduler
+            && rank < self.capacity(node.role)
+    }
+
     fn try_assign(&mut self) -> Join {
         let servers = self
             .pending
@@ -188,20 +202,34 @@ impl Membership {
                 b.incarnation,
             ))
         });
+        // Nodes re-registering after a scheduler restart keep their ids.
+        let mut rejoined = false;
+        let mut fresh = Vec::new();
+        for n in pending {
+            if n.id != EMPTY_ID && self.valid_id(&n) && !self.nodes.contains_key(&n.id) {
+                rejoined = true;
+                self.nodes.insert(n.id, n);
+            } else {
+                fresh.push(n);
+            }
+        }
         let (mut s, mut w) = (0, 0);
-        for mut n in pending {
-            n.id = match n.role {
-                Role::Server => {
-                    s += 1;
-                    server_rank_to_id(s - 1)
-                }
-                _ => {
-                    w += 1;
-                    worker_rank_to_id(w - 1)
+        for mut n in fresh {
+            let next = |rank: &mut usize, f: fn(usize) -> i32, nodes: &BTreeMap<i32, Node>| loop {
+                let id = f(*rank);
+                *rank += 1;
+                if !nodes.contains_key(&id) {
+                    return id;
                 }
             };
+            n.id = match n.role {
+                Role::Server => next(&mut s, server_rank_to_id, &self.nodes),
+                _ => next(&mut w, worker_rank_to_id, &self.nodes),
+            };
+            n.is_recovery = rejoined;
             self.nodes.insert(n.id, n);
         }
+        self.scheduler.is_recovery = rejoined;
         Join::Ready {
             table: self.table(),
         }
@@ -308,6 +336,52 @@ mod tests {
         assert!(n.is_recovery);
         assert!(table.iter().any(|t| t.id == 11 && t.port == 7));
         assert_eq!(m.alive_members(4), vec![9, 11]);
+    }
+
+    #[test]
+    fn restarted_scheduler_gives_rejoining_nodes_their_ids() {
+        let mut m = Membership::new(2, 2, sched());
+        let mut rejoin = |role, port, id| {
+            let mut n = node(role, port);
+            n.id = id;
+            m.add_node(n)
+        };
+        assert_eq!(rejoin(Role::Worker, 1, 11), Join::Waiting);
+        assert_eq!(rejoin(Role::Server, 2, 8), Join::Waiting);
+        assert_eq!(rejoin(Role::Server, 3, 10), Join::Waiting);
+        // a node that lost its id (it was replaced meanwhile) gets the free one
+        let Join::Ready { table } = rejoin(Role::Worker, 4, EMPTY_ID) else {
+            panic!()
+        };
+        let ids: Vec<(i32, u16, bool)> = table
+            .iter()
+            .map(|n| (n.id, n.port, n.is_recovery))
+            .collect();
+        assert_eq!(
+            ids,
+            vec![
+                (1, 1000, true),
+                (8, 2, false),
+                (9, 4, true),
+                (10, 3, false),
+                (11, 1, false)
+            ]
+        );
+    }
+
+    #[test]
+    fn invalid_preassigned_ids_are_reassigned() {
+        let mut m = Membership::new(1, 1, sched());
+        let mut n = node(Role::Worker, 1);
+        n.id = 8; // a server id claimed by a worker
+        m.add_node(n);
+        let Join::Ready { table } = m.add_node(node(Role::Server, 2)) else {
+            panic!()
+        };
+        assert_eq!(
+            table.iter().map(|n| (n.id, n.port)).collect::<Vec<_>>(),
+            vec![(1, 1000), (8, 2), (9, 1)]
+        );
     }
 
     #[test]

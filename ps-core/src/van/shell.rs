@@ -157,6 +157,16 @@ impl Van {
         self.timestamp.fetch_add(1, Ordering::Relaxed)
     }
 
+    /// The incarnation of the scheduler in the node table (changes when a restarted
+    /// scheduler sends a new table; 0 before the first table).
+    pub fn scheduler_incarnation(&self) -> u64 {
+        self.table
+            .read()
+            .iter()
+            .find(|n| n.id == SCHEDULER)
+            .map_or(0, |n| n.incarnation)
+    }
+
     /// Milliseconds since the scheduler was last heard from (non-schedulers).
     pub fn scheduler_silence_ms(&self) -> u64 {
         self.now_ms()
@@ -283,11 +293,33 @@ impl Van {
         log::debug!("{} stopped", self.my_node());
     }
 
+    /// Sends heartbeats; when the scheduler has been silent for longer than the
+    /// heartbeat timeout (it died and may be restarting), re-registers with ADD_NODE
+    /// carrying this node's id, so a restarted scheduler rebuilds the same table.
     fn heartbeat(self: Arc<Self>) {
         let interval = self.cfg.heartbeat_interval;
+        let timeout = self.cfg.heartbeat_timeout.as_millis() as u64;
         let mut next = Instant::now();
+        let mut lost = false;
         while !self.stop.load(Ordering::Relaxed) {
             if Instant::now() >= next {
+                let silence = self.scheduler_silence_ms();
+                if timeout > 0 && silence > timeout {
+                    if !lost {
+                        log::warn!(
+                            "no word from the scheduler for {silence} ms; re-registering as {}",
+                            self.my_node()
+                        );
+                        lost = true;
+                    }
+                    let mut m = control(SCHEDULER, Command::AddNode);
+                    m.meta.control.nodes = vec![self.my_node()];
+                    m.meta.timestamp = self.next_timestamp();
+                    let _ = self.send(m);
+                } else if lost && silence <= timeout {
+                    log::info!("the scheduler is back");
+                    lost = false;
+                }
                 let mut m = control(SCHEDULER, Command::Heartbeat);
                 m.meta.timestamp = self.next_timestamp();
                 if let Err(e) = self.send(m) {
@@ -526,6 +558,11 @@ impl Van {
                     }
                 }
                 Action::Table(t) => {
+                    if t.first()
+                        .is_some_and(|s| s.id == SCHEDULER && s.is_recovery)
+                    {
+                        self.me.write().is_recovery = true;
+                    }
                     log::info!(
                         "node table: {}",
                         t.iter()
