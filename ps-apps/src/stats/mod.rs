@@ -1,0 +1,11 @@
+//! Live statistics of a running job, served by the scheduler over HTTP: JSON
+//! (`/stats.json`), Prometheus text (`/metrics`) and a dashboard page (`/`).
+
+mod dashboard;
+mod prometheus;
+mod server;
+mod snapshot;
+
+pub use prometheus::to_prometheus;
+pub use server::StatsServer;
+pub use snapshot::{NodeStat, QueueStat, Snapshot, TrainStat, TrafficStat};

@@ -1,0 +1,117 @@
+//! The HTTP server: a tiny_http thread answering from a snapshot provider.
+
+use super::{dashboard, to_prometheus, Snapshot};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// Produces the current snapshot.
+pub type Provider = Arc<dyn Fn() -> Snapshot + Send + Sync>;
+
+/// A running statistics server; stops when dropped.
+pub struct StatsServer {
+    addr: std::net::SocketAddr,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl StatsServer {
+    /// Serves on `addr` (e.g. `127.0.0.1:0` for any free port): `/stats.json`,
+    /// `/metrics` and `/` (dashboard).
+    pub fn start(addr: &str, provider: Provider) -> Result<StatsServer, String> {
+        let server = tiny_http::Server::http(addr).map_err(|e| format!("cannot serve statistics on {addr}: {e}"))?;
+        let bound = server
+            .server_addr()
+            .to_ip()
+            .ok_or_else(|| "statistics server has no IP address".to_string())?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let s2 = Arc::clone(&stop);
+        let thread = std::thread::Builder::new()
+            .name("stats-http".into())
+            .spawn(move || {
+                while !s2.load(Ordering::Relaxed) {
+                    match server.recv_timeout(Duration::from_millis(100)) {
+                        Ok(Some(req)) => respond(req, &provider),
+                        Ok(None) => {}
+                        Err(e) => log::warn!("statistics server: {e}"),
+                    }
+                }
+            })
+            .map_err(|e| e.to_string())?;
+        Ok(StatsServer {
+            addr: bound,
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    /// The bound address.
+    pub fn addr(&self) -> std::net::SocketAddr {
+        self.addr
+    }
+}
+
+fn header(v: &str) -> tiny_http::Header {
+    tiny_http::Header::from_bytes(&b"Content-Type"[..], v.as_bytes()).expect("valid header")
+}
+
+fn respond(req: tiny_http::Request, provider: &Provider) {
+    let path = req.url().split('?').next().unwrap_or("/").to_string();
+    let resp = match path.as_str() {
+        "/stats.json" | "/api/stats" => {
+            let body = serde_json::to_string(&provider()).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"));
+            tiny_http::Response::from_string(body).with_header(header("application/json"))
+        }
+        "/metrics" => tiny_http::Response::from_string(to_prometheus(&provider()))
+            .with_header(header("text/plain; version=0.0.4")),
+        "/" | "/index.html" => {
+            tiny_http::Response::from_string(dashboard::PAGE).with_header(header("text/html; charset=utf-8"))
+        }
+        _ => tiny_http::Response::from_string("not found: try /, /stats.json or /metrics\n").with_status_code(404),
+    };
+    if let Err(e) = req.respond(resp) {
+        log::debug!("statistics response failed: {e}");
+    }
+}
+
+impl Drop for StatsServer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+
+    fn get(addr: std::net::SocketAddr, path: &str) -> String {
+        let mut s = std::net::TcpStream::connect(addr).unwrap();
+        write!(s, "GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        out
+    }
+
+    #[test]
+    fn serves_json_metrics_and_dashboard() {
+        let provider: Provider = Arc::new(|| Snapshot {
+            job: "test-job".into(),
+            uptime_s: 1.0,
+            ..Default::default()
+        });
+        let srv = StatsServer::start("127.0.0.1:0", provider).unwrap();
+        let json = get(srv.addr(), "/stats.json");
+        assert!(json.starts_with("HTTP/1.") && json.contains(" 200 "), "{json}");
+        let body = json.split("\r\n\r\n").nth(1).unwrap();
+        let snap: Snapshot = serde_json::from_str(body).unwrap();
+        assert_eq!(snap.job, "test-job");
+        assert!(get(srv.addr(), "/metrics").contains("psrs_uptime_seconds 1"));
+        assert!(get(srv.addr(), "/").contains("<title>psrs"));
+        assert!(get(srv.addr(), "/nope").contains(" 404 "));
+    }
+}

@@ -1,0 +1,79 @@
+//! Server checkpoints: a shard (parameters, version, optimizer state) saved
+//! atomically with a magic header and CRC, and loaded back by a replacement server.
+
+use super::shard::Shard;
+use crate::fsutil::write_atomic;
+use bincode::Options;
+use std::path::{Path, PathBuf};
+
+const MAGIC: &[u8; 8] = b"PSRSCKP1";
+const MAX_CHECKPOINT: u64 = 4 << 30;
+
+/// The checkpoint file of server rank `rank` in `dir`.
+pub fn path(dir: &Path, rank: usize) -> PathBuf {
+    dir.join(format!("server-{rank}.ckpt"))
+}
+
+/// Saves `shard` for server `rank` in `dir`.
+pub fn save(dir: &Path, rank: usize, shard: &Shard) -> Result<(), String> {
+    let body = bincode::DefaultOptions::new()
+        .serialize(shard)
+        .map_err(|e| format!("cannot encode checkpoint: {e}"))?;
+    let mut out = Vec::with_capacity(body.len() + 12);
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
+    out.extend_from_slice(&body);
+    let p = path(dir, rank);
+    write_atomic(&p, &out).map_err(|e| format!("cannot write checkpoint {}: {e}", p.display()))
+}
+
+/// Loads server `rank`'s checkpoint from `dir`: `Ok(None)` if there is none, an error
+/// naming the file if it is corrupt.
+pub fn load(dir: &Path, rank: usize) -> Result<Option<Shard>, String> {
+    let p = path(dir, rank);
+    let bytes = match std::fs::read(&p) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("cannot read checkpoint {}: {e}", p.display())),
+    };
+    let bad = |why: &str| format!("checkpoint {} is corrupt: {why}", p.display());
+    if bytes.len() < 12 || &bytes[..8] != MAGIC {
+        return Err(bad("bad magic"));
+    }
+    let crc = u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes"));
+    let body = &bytes[12..];
+    if crc32fast::hash(body) != crc {
+        return Err(bad("CRC mismatch"));
+    }
+    bincode::DefaultOptions::new()
+        .with_limit(MAX_CHECKPOINT)
+        .deserialize(body)
+        .map(Some)
+        .map_err(|e| bad(&e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::train::shard::{Mode, Sgd};
+
+    #[test]
+    fn round_trip_and_corruption() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(load(dir.path(), 0).unwrap().is_none());
+        let sgd = Sgd { lr: 0.1, momentum: 0.9, weight_decay: 0.0 };
+        let mut s = Shard::new(10, vec![1.0, 2.0], Mode::Async, sgd, 2);
+        s.push(9, 0, None, &[1.0, 1.0], 0).unwrap();
+        save(dir.path(), 0, &s).unwrap();
+        let back = load(dir.path(), 0).unwrap().unwrap();
+        assert_eq!((back.version, back.params.clone(), back.begin), (1, s.params.clone(), 10));
+        let p = path(dir.path(), 0);
+        let mut bytes = std::fs::read(&p).unwrap();
+        let n = bytes.len();
+        bytes[n - 1] ^= 0xff;
+        std::fs::write(&p, &bytes).unwrap();
+        assert!(load(dir.path(), 0).unwrap_err().contains("CRC"));
+        std::fs::write(&p, b"nonsense").unwrap();
+        assert!(load(dir.path(), 0).unwrap_err().contains("corrupt"));
+    }
+}
