@@ -118,13 +118,19 @@ impl<T: Clone> Resender<T> {
     }
 
     /// Messages due for resending at `now_ms`, and those given up on (returned once).
-    pub fn due(&mut self, now_ms: u64) -> (Vec<T>, Vec<T>) {
+    /// Messages for which `parked` is true (their receiver is declared dead and awaits
+    /// a replacement) are held without using up their retries.
+    pub fn due(&mut self, now_ms: u64, parked: impl Fn(&T) -> bool) -> (Vec<T>, Vec<T>) {
         let mut resend = Vec::new();
         let mut give_up = Vec::new();
         let timeout = self.timeout_ms;
         let max = self.max_retries;
         self.unacked.retain(|_, p| {
             if now_ms.saturating_sub(p.sent_ms) < timeout {
+                return true;
+            }
+            if parked(&p.msg) {
+                p.sent_ms = now_ms;
                 return true;
             }
             if p.retries >= max {
@@ -137,11 +143,6 @@ impl<T: Clone> Resender<T> {
             true
         });
         (resend, give_up)
-    }
-
-    /// Drops every unacknowledged message to `recver` (it was declared dead).
-    pub fn forget_recver(&mut self, keep: impl Fn(&T) -> bool) {
-        self.unacked.retain(|_, p| keep(&p.msg));
     }
 
     /// Number of messages awaiting an ACK.
@@ -176,21 +177,37 @@ mod tests {
         let mut r: Resender<i32> = Resender::new(100, 3);
         let sig = signature(&meta(1));
         r.on_send(sig, 1, 0);
-        assert_eq!(r.due(99), (vec![], vec![]));
-        assert_eq!(r.due(100), (vec![1], vec![]));
-        assert_eq!(r.due(150), (vec![], vec![]));
+        assert_eq!(r.due_all(99), (vec![], vec![]));
+        assert_eq!(r.due_all(100), (vec![1], vec![]));
+        assert_eq!(r.due_all(150), (vec![], vec![]));
         assert_eq!(r.on_receive(&ack(sig), 160), Incoming::Ack);
         assert_eq!(r.num_unacked(), 0);
-        assert_eq!(r.due(1000), (vec![], vec![]));
+        assert_eq!(r.due_all(1000), (vec![], vec![]));
+    }
+
+    impl Resender<i32> {
+        fn due_all(&mut self, now: u64) -> (Vec<i32>, Vec<i32>) {
+            self.due(now, |_| false)
+        }
+    }
+
+    #[test]
+    fn parked_messages_keep_their_retries() {
+        let mut r: Resender<i32> = Resender::new(10, 1);
+        r.on_send(1, 1, 0);
+        assert_eq!(r.due(10, |_| true), (vec![], vec![]));
+        assert_eq!(r.due(1000, |_| true), (vec![], vec![]));
+        assert_eq!(r.due_all(1010), (vec![1], vec![]));
+        assert_eq!(r.due_all(1020), (vec![], vec![1]));
     }
 
     #[test]
     fn gives_up_after_max_retries() {
         let mut r: Resender<i32> = Resender::new(10, 2);
         r.on_send(5, 5, 0);
-        assert_eq!(r.due(10).0, vec![5]);
-        assert_eq!(r.due(20).0, vec![5]);
-        assert_eq!(r.due(30), (vec![], vec![5]));
+        assert_eq!(r.due_all(10).0, vec![5]);
+        assert_eq!(r.due_all(20).0, vec![5]);
+        assert_eq!(r.due_all(30), (vec![], vec![5]));
         assert_eq!(r.num_unacked(), 0);
     }
 

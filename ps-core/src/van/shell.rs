@@ -9,6 +9,7 @@ use crate::node::{Node, Role, EMPTY_ID, SCHEDULER};
 use crate::protocol::resender::{needs_ack, signature, Incoming, Resender};
 use crate::protocol::scheduler::{Action, SchedulerCore};
 use parking_lot::{Condvar, Mutex, RwLock};
+use std::collections::BTreeSet;
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
@@ -56,6 +57,7 @@ pub struct Van {
     handler: RwLock<Option<Weak<dyn VanHandler>>>,
     epoch: Instant,
     last_from_scheduler: AtomicU64,
+    dead: RwLock<BTreeSet<i32>>,
     /// Traffic counters.
     pub stats: VanStats,
 }
@@ -119,6 +121,7 @@ impl Van {
             handler: RwLock::new(None),
             epoch: Instant::now(),
             last_from_scheduler: AtomicU64::new(0),
+            dead: RwLock::new(BTreeSet::new()),
             stats: VanStats::default(),
         })
     }
@@ -355,7 +358,8 @@ impl Van {
 
     fn tick(&self, now: u64) {
         if let Some(r) = &self.resender {
-            let (resend, give_up) = r.lock().due(now);
+            let dead = self.dead.read().clone();
+            let (resend, give_up) = r.lock().due(now, |m| dead.contains(&m.meta.recver));
             for m in resend {
                 self.stats.resent.fetch_add(1, Ordering::Relaxed);
                 log::debug!("resend {m}");
@@ -458,6 +462,7 @@ impl Van {
             Command::NodeDead => {
                 let ids: Vec<i32> = msg.meta.control.nodes.iter().map(|n| n.id).collect();
                 log::info!("scheduler declared dead: {ids:?}");
+                self.dead.write().extend(ids.iter().copied());
                 if let Some(h) = self.handler() {
                     h.on_nodes_dead(&ids);
                 }
@@ -517,6 +522,9 @@ impl Van {
                     log::warn!("cannot connect to {n}: {e}");
                 }
             }
+            if changed {
+                self.dead.write().remove(&n.id);
+            }
             match known {
                 Some(i) => table[i] = n,
                 None => table.push(n),
@@ -558,6 +566,12 @@ impl Van {
                     }
                 }
                 Action::Table(t) => {
+                    {
+                        let mut dead = self.dead.write();
+                        for n in t.iter().filter(|n| n.is_recovery) {
+                            dead.remove(&n.id);
+                        }
+                    }
                     if t.first()
                         .is_some_and(|s| s.id == SCHEDULER && s.is_recovery)
                     {
@@ -582,6 +596,7 @@ impl Van {
                     }
                 }
                 Action::Dead(ids) => {
+                    self.dead.write().extend(ids.iter().copied());
                     log::warn!(
                         "declared dead (no heartbeat for {:?}): {ids:?}",
                         self.cfg.heartbeat_timeout
