@@ -23,6 +23,8 @@ enum Cmd {
     Barrier(commands::barrier::Args),
     /// SimpleApp requests from every worker to every node, with checked replies.
     SimpleApp(commands::simple::Args),
+    /// ps-lite's test_kv_app: pushes summed on the servers, pulled back and checked.
+    KvTest(commands::kv::Args),
 }
 
 fn main() -> ExitCode {
@@ -31,6 +33,7 @@ fn main() -> ExitCode {
         Cmd::Connect(a) => commands::connection::run(a),
         Cmd::Barrier(a) => commands::barrier::run(a),
         Cmd::SimpleApp(a) => commands::simple::run(a),
+        Cmd::KvTest(a) => commands::kv::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -7,6 +7,7 @@
 
 pub mod config;
 pub mod customer;
+pub mod kv;
 pub mod message;
 pub mod node;
 pub mod postoffice;

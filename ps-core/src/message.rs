@@ -74,6 +74,9 @@ pub struct Meta {
     pub simple_app: bool,
     /// Application-defined 64-bit field (KV model version, etc.).
     pub version: u64,
+    /// Status of a response: 0 = ok; the application defines the rest (KV: negative =
+    /// the request was invalid, with the reason in the first data frame).
+    pub status: i32,
     /// The sender process's incarnation (see `Node::incarnation`).
     pub incarnation: u64,
     /// The control part; `cmd == Empty` for data messages.

@@ -142,6 +142,20 @@ impl Postoffice {
             self.barrier(ALL_GROUP);
         }
         self.van.stop();
+        let st = &self.van.stats;
+        let get = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
+        log::info!(
+            "{} traffic: sent {} msgs {} B, received {} msgs {} B, malformed {}, injected drops {}, duplicates {}, resent {}",
+            self.van.my_node(),
+            get(&st.sent_msgs),
+            get(&st.sent_bytes),
+            get(&st.recv_msgs),
+            get(&st.recv_bytes),
+            get(&st.malformed),
+            get(&st.injected_drops),
+            get(&st.duplicates),
+            get(&st.resent)
+        );
         let callbacks = std::mem::take(&mut *self.exit_callbacks.lock());
         for cb in callbacks.into_iter().rev() {
             cb();

@@ -2,6 +2,7 @@
 
 pub mod barrier;
 pub mod connection;
+pub mod kv;
 pub mod simple;
 
 use ps_core::{Config, Postoffice};

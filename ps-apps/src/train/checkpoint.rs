@@ -61,12 +61,19 @@ mod tests {
     fn round_trip_and_corruption() {
         let dir = tempfile::tempdir().unwrap();
         assert!(load(dir.path(), 0).unwrap().is_none());
-        let sgd = Sgd { lr: 0.1, momentum: 0.9, weight_decay: 0.0 };
+        let sgd = Sgd {
+            lr: 0.1,
+            momentum: 0.9,
+            weight_decay: 0.0,
+        };
         let mut s = Shard::new(10, vec![1.0, 2.0], Mode::Async, sgd, 2);
         s.push(9, 0, None, &[1.0, 1.0], 0).unwrap();
         save(dir.path(), 0, &s).unwrap();
         let back = load(dir.path(), 0).unwrap().unwrap();
-        assert_eq!((back.version, back.params.clone(), back.begin), (1, s.params.clone(), 10));
+        assert_eq!(
+            (back.version, back.params.clone(), back.begin),
+            (1, s.params.clone(), 10)
+        );
         let p = path(dir.path(), 0);
         let mut bytes = std::fs::read(&p).unwrap();
         let n = bytes.len();

@@ -31,5 +31,11 @@ pub trait ParamExchange {
     fn pull(&mut self, keys: Option<&[u64]>, after: &[Option<u64>]) -> Result<Pulled, String>;
     /// Pushes gradients `grads` of `keys` (`None` = every parameter) to the shards with
     /// `send[s]`, tagged with `versions[s]`.
-    fn push(&mut self, keys: Option<&[u64]>, grads: &[f32], versions: &[u64], send: &[bool]) -> Result<Vec<ShardReply>, String>;
+    fn push(
+        &mut self,
+        keys: Option<&[u64]>,
+        grads: &[f32],
+        versions: &[u64],
+        send: &[bool],
+    ) -> Result<Vec<ShardReply>, String>;
 }

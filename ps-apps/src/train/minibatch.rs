@@ -11,7 +11,12 @@ pub trait Learner<B: ?Sized> {
     fn keys(&self, batch: &B) -> Option<Vec<u64>>;
     /// Mean loss, number of correct predictions, and the gradient (one value per key
     /// of `keys`, or per parameter) at `params` (values of the same keys).
-    fn loss_and_grad(&self, params: &[f32], keys: Option<&[u64]>, batch: &B) -> (f32, usize, Vec<f32>);
+    fn loss_and_grad(
+        &self,
+        params: &[f32],
+        keys: Option<&[u64]>,
+        batch: &B,
+    ) -> (f32, usize, Vec<f32>);
 }
 
 /// What one minibatch did.
@@ -67,8 +72,11 @@ impl MinibatchLoop {
         let mut rejections = 0;
         let mut first: Option<(f32, usize)> = None;
         loop {
-            let pulled = ex.pull(keys.as_deref(), &self.after).map_err(BatchError::Exchange)?;
-            let (loss, correct, grad) = learner.loss_and_grad(&pulled.values, keys.as_deref(), batch);
+            let pulled = ex
+                .pull(keys.as_deref(), &self.after)
+                .map_err(BatchError::Exchange)?;
+            let (loss, correct, grad) =
+                learner.loss_and_grad(&pulled.values, keys.as_deref(), batch);
             first.get_or_insert((loss, correct));
             let replies = ex
                 .push(keys.as_deref(), &grad, &pulled.versions, &send)
@@ -89,7 +97,11 @@ impl MinibatchLoop {
             }
             if all_taken {
                 let (loss, correct) = first.unwrap_or((loss, correct));
-                return Ok(BatchOutcome { loss, correct, rejections });
+                return Ok(BatchOutcome {
+                    loss,
+                    correct,
+                    rejections,
+                });
             }
             rejections += 1;
             if rejections >= self.max_rejections {
@@ -97,9 +109,9 @@ impl MinibatchLoop {
             }
             // the shards that took the gradient must not wait for an update this
             // worker's retry will not contribute to
-            for s in 0..n {
-                if !send[s] {
-                    self.after[s] = None;
+            for (after, sent) in self.after.iter_mut().zip(&send) {
+                if !sent {
+                    *after = None;
                 }
             }
         }
@@ -130,9 +142,18 @@ mod tests {
                 // the fake applies the pending update when asked to wait for it
                 self.version += 1;
             }
-            Ok(Pulled { values: vec![self.value], versions: vec![self.version] })
+            Ok(Pulled {
+                values: vec![self.value],
+                versions: vec![self.version],
+            })
         }
-        fn push(&mut self, _k: Option<&[u64]>, g: &[f32], v: &[u64], send: &[bool]) -> Result<Vec<ShardReply>, String> {
+        fn push(
+            &mut self,
+            _k: Option<&[u64]>,
+            g: &[f32],
+            v: &[u64],
+            send: &[bool],
+        ) -> Result<Vec<ShardReply>, String> {
             assert!(send[0]);
             if self.reject > 0 {
                 self.reject -= 1;
@@ -149,14 +170,25 @@ mod tests {
         fn keys(&self, _b: &f32) -> Option<Vec<u64>> {
             None
         }
-        fn loss_and_grad(&self, p: &[f32], _k: Option<&[u64]>, target: &f32) -> (f32, usize, Vec<f32>) {
+        fn loss_and_grad(
+            &self,
+            p: &[f32],
+            _k: Option<&[u64]>,
+            target: &f32,
+        ) -> (f32, usize, Vec<f32>) {
             let d = p[0] - target;
             (d * d, 0, vec![2.0 * d])
         }
     }
 
     fn fake(reject: u32) -> Fake {
-        Fake { value: 3.0, version: 0, reject, pulls: vec![], pushed: vec![] }
+        Fake {
+            value: 3.0,
+            version: 0,
+            reject,
+            pulls: vec![],
+            pushed: vec![],
+        }
     }
 
     #[test]
@@ -176,14 +208,21 @@ mod tests {
         let mut l = MinibatchLoop::new(1, true, 5);
         let o = l.step(&Square, &mut f, &1.0).unwrap();
         assert_eq!(o.rejections, 2);
-        assert_eq!(f.pushed, vec![(4.0, 2)], "pushed once, tagged with the version pulled last");
+        assert_eq!(
+            f.pushed,
+            vec![(4.0, 2)],
+            "pushed once, tagged with the version pulled last"
+        );
     }
 
     #[test]
     fn too_many_rejections_fail_the_batch() {
         let mut f = fake(10);
         let mut l = MinibatchLoop::new(1, false, 3);
-        assert_eq!(l.step(&Square, &mut f, &1.0), Err(BatchError::TooManyRejections(3)));
+        assert_eq!(
+            l.step(&Square, &mut f, &1.0),
+            Err(BatchError::TooManyRejections(3))
+        );
     }
 
     #[test]

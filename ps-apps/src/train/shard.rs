@@ -98,7 +98,11 @@ impl Shard {
             begin,
             params,
             version: 0,
-            velocity: if sgd.momentum != 0.0 { vec![0.0; n] } else { Vec::new() },
+            velocity: if sgd.momentum != 0.0 {
+                vec![0.0; n]
+            } else {
+                Vec::new()
+            },
             accum: vec![0.0; n],
             contributors: BTreeSet::new(),
             first_push_ms: None,
@@ -127,7 +131,9 @@ impl Shard {
 
     fn needed(&self) -> usize {
         match self.mode {
-            Mode::Sync { grads_per_version, .. } => grads_per_version.min(self.live_workers).max(1),
+            Mode::Sync {
+                grads_per_version, ..
+            } => grads_per_version.min(self.live_workers).max(1),
             _ => 1,
         }
     }
@@ -155,13 +161,20 @@ impl Shard {
         let accept = match self.mode {
             Mode::Sync { .. } => version == self.version && !self.contributors.contains(&worker),
             Mode::Async => true,
-            Mode::Bounded { staleness } => self.version.saturating_sub(version) <= staleness && version <= self.version,
+            Mode::Bounded { staleness } => {
+                self.version.saturating_sub(version) <= staleness && version <= self.version
+            }
         };
         if !accept {
-            return Ok(PushOutcome::Rejected { current: self.version });
+            return Ok(PushOutcome::Rejected {
+                current: self.version,
+            });
         }
         match offsets {
-            Some(o) => o.iter().zip(vals).for_each(|(&k, v)| self.accum[k as usize] += v),
+            Some(o) => o
+                .iter()
+                .zip(vals)
+                .for_each(|(&k, v)| self.accum[k as usize] += v),
             None => self.accum.iter_mut().zip(vals).for_each(|(a, v)| *a += v),
         }
         self.contributors.insert(worker);
@@ -194,7 +207,11 @@ impl Shard {
 
     fn apply(&mut self, n: usize) {
         let scale = 1.0 / n as f32;
-        let Sgd { lr, momentum, weight_decay } = self.sgd;
+        let Sgd {
+            lr,
+            momentum,
+            weight_decay,
+        } = self.sgd;
         for i in 0..self.params.len() {
             let g = self.accum[i] * scale + weight_decay * self.params[i];
             let step = if momentum != 0.0 {
@@ -224,7 +241,12 @@ impl Shard {
             None => Ok(self.params.clone()),
             Some(o) => o
                 .iter()
-                .map(|&k| self.params.get(k as usize).copied().ok_or(PushError::KeyOutOfRange(k + self.begin)))
+                .map(|&k| {
+                    self.params
+                        .get(k as usize)
+                        .copied()
+                        .ok_or(PushError::KeyOutOfRange(k + self.begin))
+                })
                 .collect(),
         }
     }
@@ -234,26 +256,51 @@ impl Shard {
 mod tests {
     use super::*;
 
-    const SGD: Sgd = Sgd { lr: 0.5, momentum: 0.0, weight_decay: 0.0 };
+    const SGD: Sgd = Sgd {
+        lr: 0.5,
+        momentum: 0.0,
+        weight_decay: 0.0,
+    };
 
     fn sync(k: usize, timeout: u64) -> Shard {
-        Shard::new(100, vec![1.0, 2.0, 3.0], Mode::Sync { grads_per_version: k, timeout_ms: timeout }, SGD, k)
+        Shard::new(
+            100,
+            vec![1.0, 2.0, 3.0],
+            Mode::Sync {
+                grads_per_version: k,
+                timeout_ms: timeout,
+            },
+            SGD,
+            k,
+        )
     }
 
     #[test]
     fn sync_applies_the_average_once_enough_workers_pushed() {
         let mut s = sync(2, 0);
-        assert_eq!(s.push(9, 0, None, &[1.0, 1.0, 1.0], 0), Ok(PushOutcome::Accepted { applied: false }));
+        assert_eq!(
+            s.push(9, 0, None, &[1.0, 1.0, 1.0], 0),
+            Ok(PushOutcome::Accepted { applied: false })
+        );
         assert!(s.pull_must_wait(Some(0)));
         // the same worker again for the same version: rejected
-        assert_eq!(s.push(9, 0, None, &[5.0, 5.0, 5.0], 1), Ok(PushOutcome::Rejected { current: 0 }));
-        assert_eq!(s.push(11, 0, None, &[3.0, 3.0, 3.0], 2), Ok(PushOutcome::Accepted { applied: true }));
+        assert_eq!(
+            s.push(9, 0, None, &[5.0, 5.0, 5.0], 1),
+            Ok(PushOutcome::Rejected { current: 0 })
+        );
+        assert_eq!(
+            s.push(11, 0, None, &[3.0, 3.0, 3.0], 2),
+            Ok(PushOutcome::Accepted { applied: true })
+        );
         assert_eq!(s.version, 1);
         // mean gradient 2.0, lr 0.5
         assert_eq!(s.params, vec![0.0, 1.0, 2.0]);
         assert!(!s.pull_must_wait(Some(0)));
         // a push on the old version is rejected with the current one
-        assert_eq!(s.push(9, 0, None, &[1.0; 3], 3), Ok(PushOutcome::Rejected { current: 1 }));
+        assert_eq!(
+            s.push(9, 0, None, &[1.0; 3], 3),
+            Ok(PushOutcome::Rejected { current: 1 })
+        );
     }
 
     #[test]
@@ -280,37 +327,70 @@ mod tests {
     #[test]
     fn async_and_bounded_staleness() {
         let mut a = Shard::new(0, vec![0.0; 2], Mode::Async, SGD, 4);
-        assert_eq!(a.push(9, 0, None, &[2.0, 2.0], 0), Ok(PushOutcome::Accepted { applied: true }));
-        assert_eq!(a.push(11, 0, None, &[2.0, 2.0], 0), Ok(PushOutcome::Accepted { applied: true }));
+        assert_eq!(
+            a.push(9, 0, None, &[2.0, 2.0], 0),
+            Ok(PushOutcome::Accepted { applied: true })
+        );
+        assert_eq!(
+            a.push(11, 0, None, &[2.0, 2.0], 0),
+            Ok(PushOutcome::Accepted { applied: true })
+        );
         assert_eq!((a.version, a.params.clone()), (2, vec![-2.0, -2.0]));
         let mut b = Shard::new(0, vec![0.0], Mode::Bounded { staleness: 1 }, SGD, 4);
         b.push(9, 0, None, &[1.0], 0).unwrap();
         b.push(9, 1, None, &[1.0], 0).unwrap();
-        assert_eq!(b.push(11, 0, None, &[1.0], 0), Ok(PushOutcome::Rejected { current: 2 }));
-        assert_eq!(b.push(11, 1, None, &[1.0], 0), Ok(PushOutcome::Accepted { applied: true }));
-        assert_eq!(b.push(11, 7, None, &[1.0], 0), Ok(PushOutcome::Rejected { current: 3 }), "from the future");
+        assert_eq!(
+            b.push(11, 0, None, &[1.0], 0),
+            Ok(PushOutcome::Rejected { current: 2 })
+        );
+        assert_eq!(
+            b.push(11, 1, None, &[1.0], 0),
+            Ok(PushOutcome::Accepted { applied: true })
+        );
+        assert_eq!(
+            b.push(11, 7, None, &[1.0], 0),
+            Ok(PushOutcome::Rejected { current: 3 }),
+            "from the future"
+        );
         assert!(!b.pull_must_wait(Some(3)));
     }
 
     #[test]
     fn bad_pushes_are_errors_not_panics() {
         let mut s = sync(1, 0);
-        assert_eq!(s.push(9, 0, Some(&[3]), &[1.0], 0), Err(PushError::KeyOutOfRange(103)));
-        assert_eq!(s.push(9, 0, Some(&[0, 1]), &[1.0], 0), Err(PushError::LengthMismatch));
-        assert_eq!(s.push(9, 0, None, &[1.0], 0), Err(PushError::LengthMismatch));
+        assert_eq!(
+            s.push(9, 0, Some(&[3]), &[1.0], 0),
+            Err(PushError::KeyOutOfRange(103))
+        );
+        assert_eq!(
+            s.push(9, 0, Some(&[0, 1]), &[1.0], 0),
+            Err(PushError::LengthMismatch)
+        );
+        assert_eq!(
+            s.push(9, 0, None, &[1.0], 0),
+            Err(PushError::LengthMismatch)
+        );
         assert_eq!(s.values(Some(&[5])), Err(PushError::KeyOutOfRange(105)));
         assert_eq!(s.values(Some(&[2, 0])), Ok(vec![3.0, 1.0]));
     }
 
     #[test]
     fn momentum_and_weight_decay() {
-        let sgd = Sgd { lr: 1.0, momentum: 0.5, weight_decay: 0.0 };
+        let sgd = Sgd {
+            lr: 1.0,
+            momentum: 0.5,
+            weight_decay: 0.0,
+        };
         let mut s = Shard::new(0, vec![0.0], Mode::Async, sgd, 1);
         s.push(9, 0, None, &[1.0], 0).unwrap();
         s.push(9, 1, None, &[1.0], 0).unwrap();
         // v1 = 1, p = -1; v2 = 0.5 + 1 = 1.5, p = -2.5
         assert_eq!(s.params, vec![-2.5]);
-        let sgd = Sgd { lr: 0.1, momentum: 0.0, weight_decay: 1.0 };
+        let sgd = Sgd {
+            lr: 0.1,
+            momentum: 0.0,
+            weight_decay: 1.0,
+        };
         let mut s = Shard::new(0, vec![10.0], Mode::Async, sgd, 1);
         s.push(9, 0, None, &[0.0], 0).unwrap();
         assert!((s.params[0] - 9.0).abs() < 1e-6);

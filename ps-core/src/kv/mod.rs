@@ -1,0 +1,15 @@
+//! The key-value layer: workers push and pull sorted `u64` keys with dense values of a
+//! plain-old-data type `V`; each server owns one contiguous key range.
+
+pub mod handles;
+pub mod pairs;
+pub mod range;
+pub mod sarray;
+pub mod server;
+pub mod worker;
+
+pub use pairs::{KVPairs, KvError};
+pub use range::{server_key_ranges, KeyRange};
+pub use sarray::SArray;
+pub use server::{KVMeta, KVResponder, KVServer, ReqHandle};
+pub use worker::{KVWorker, KvRequest, ServerReply};

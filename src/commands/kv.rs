@@ -1,0 +1,140 @@
+//! `psrs kv-test`: ps-lite's test_kv_app. Servers keep sums; every worker pushes the
+//! same values `--repeat` times, waits for the other workers, pulls, and checks that
+//! each value is exactly `repeat × workers ×` what it pushed.
+
+use clap::Args as ClapArgs;
+use ps_core::kv::handles::sum_handle;
+use ps_core::kv::{KVPairs, KVServer, KVWorker};
+use ps_core::node::WORKER_GROUP;
+use ps_core::Role;
+
+/// Arguments of `psrs kv-test`.
+#[derive(ClapArgs)]
+pub struct Args {
+    /// Keys per push (spread over the whole key space, so every server gets some).
+    #[arg(long, default_value_t = 10_000)]
+    keys: usize,
+    /// Pushes per worker.
+    #[arg(long, default_value_t = 50)]
+    repeat: usize,
+    /// Give key i `1 + i % 3` values instead of one.
+    #[arg(long)]
+    uneven: bool,
+    /// Also check empty and single-key requests, and that unsorted keys are refused.
+    #[arg(long)]
+    edge_cases: bool,
+}
+
+const APP: i32 = 0;
+
+/// Runs the test on this node and finalizes.
+pub fn run(a: Args) -> Result<(), String> {
+    let po = super::start_node()?;
+    match po.role() {
+        Role::Server => {
+            let _server = KVServer::<f32>::new(&po, APP, sum_handle())?;
+            po.finalize(true);
+        }
+        Role::Worker => {
+            let kv = KVWorker::<f32>::new(&po, APP)?;
+            let result = worker(&po, &kv, &a);
+            if let Err(e) = &result {
+                eprintln!("kv-test failed: {e}");
+            }
+            drop(kv);
+            po.finalize(true);
+            result?;
+        }
+        Role::Scheduler => po.finalize(true),
+    }
+    Ok(())
+}
+
+fn worker(po: &ps_core::Postoffice, kv: &KVWorker<f32>, a: &Args) -> Result<(), String> {
+    let me = po.my_id();
+    let n = a.keys as u64;
+    let keys: Vec<u64> = (0..n).map(|i| i * (u64::MAX / n.max(1))).collect();
+    let lens: Vec<i32> = if a.uneven {
+        (0..a.keys).map(|i| 1 + (i % 3) as i32).collect()
+    } else {
+        Vec::new()
+    };
+    let total = if a.uneven {
+        lens.iter().sum::<i32>() as usize
+    } else {
+        a.keys
+    };
+    let vals: Vec<f32> = (0..total).map(|i| (i % 100) as f32 + 1.0).collect();
+    let pairs = KVPairs::new(keys.clone(), vals.clone(), lens.clone());
+    let mut ts = Vec::new();
+    for _ in 0..a.repeat {
+        ts.push(kv.zpush(pairs.clone(), 0).map_err(|e| e.to_string())?);
+    }
+    for t in ts {
+        kv.wait(t).map_err(|e| e.to_string())?;
+    }
+    po.barrier(WORKER_GROUP);
+    let got = kv
+        .wait_pull(kv.pull(&keys, 0).map_err(|e| e.to_string())?)
+        .map_err(|e| e.to_string())?;
+    let times = (a.repeat * po.num_workers()) as f32;
+    if got.vals.len() != vals.len() {
+        return Err(format!(
+            "pulled {} values, pushed {}",
+            got.vals.len(),
+            vals.len()
+        ));
+    }
+    if a.uneven && got.lens[..] != lens[..] {
+        return Err("pulled lengths differ from the pushed ones".into());
+    }
+    if let Some(i) = (0..vals.len()).find(|&i| got.vals[i] != vals[i] * times) {
+        return Err(format!(
+            "value {i}: expected {} got {}",
+            vals[i] * times,
+            got.vals[i]
+        ));
+    }
+    println!(
+        "kv-test ok: worker {me} checked {} values = {times} x pushed",
+        vals.len()
+    );
+    if a.edge_cases {
+        edge_cases(kv)?;
+        println!("kv-test edge cases ok: worker {me}");
+    }
+    Ok(())
+}
+
+fn edge_cases(kv: &KVWorker<f32>) -> Result<(), String> {
+    let e = |e: ps_core::kv::KvError| e.to_string();
+    // empty push and pull complete at once
+    kv.wait(kv.push(&[], &[], &[], 0).map_err(e)?).map_err(e)?;
+    let empty = kv.wait_pull(kv.pull(&[], 0).map_err(e)?).map_err(e)?;
+    if !empty.keys.is_empty() {
+        return Err("empty pull returned keys".into());
+    }
+    // a single key on the last server (pushed once by this worker only: read back its
+    // own value plus whatever other workers pushed, so use a key no one else uses)
+    let key = u64::MAX - 1 - kv_rank_salt(kv);
+    kv.wait(kv.push(&[key], &[2.5], &[], 0).map_err(e)?)
+        .map_err(e)?;
+    let one = kv.wait_pull(kv.pull(&[key], 0).map_err(e)?).map_err(e)?;
+    if one.keys[..] != [key] || one.vals[..] != [2.5] {
+        return Err(format!("single key: got {:?} = {:?}", one.keys, one.vals));
+    }
+    // unsorted keys are refused before anything is sent
+    match kv.push(&[5, 3], &[1.0, 1.0], &[], 0) {
+        Err(err) => println!("unsorted keys refused: {err}"),
+        Ok(_) => return Err("unsorted keys were accepted".into()),
+    }
+    match kv.push(&[1, 2], &[1.0, 1.0, 1.0], &[], 0) {
+        Err(err) => println!("mismatched values refused: {err}"),
+        Ok(_) => return Err("3 values for 2 keys were accepted".into()),
+    }
+    Ok(())
+}
+
+fn kv_rank_salt(_kv: &KVWorker<f32>) -> u64 {
+    std::process::id() as u64
+}
