@@ -25,6 +25,8 @@ enum Cmd {
     SimpleApp(commands::simple::Args),
     /// ps-lite's test_kv_app: pushes summed on the servers, pulled back and checked.
     KvTest(commands::kv::Args),
+    /// KV benchmarks: latency, push/pull throughput, many small keys.
+    Bench(commands::bench::Args),
 }
 
 fn main() -> ExitCode {
@@ -34,6 +36,7 @@ fn main() -> ExitCode {
         Cmd::Barrier(a) => commands::barrier::run(a),
         Cmd::SimpleApp(a) => commands::simple::run(a),
         Cmd::KvTest(a) => commands::kv::run(a),
+        Cmd::Bench(a) => commands::bench::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -68,24 +68,12 @@ fn check_barrier_order(out: &str, rounds: usize, members: &[i32]) {
 #[test]
 fn barrier_releases_only_after_every_member_arrived() {
     let rounds = 6;
-    let mut c = Cluster::start(
-        2,
-        3,
-        &["barrier", "--rounds", "6", "--max-delay-ms", "80"],
-        &[],
-        LIMIT,
-    );
+    let mut c = Cluster::start(2, 3, &["barrier", "--rounds", "6", "--max-delay-ms", "80"], &[], LIMIT);
     c.wait_success();
     check_barrier_order(&c.all_stdout(), rounds, &[1, 8, 9, 10, 11, 13]);
 
     // a barrier over the workers only
-    let mut c = Cluster::start(
-        1,
-        3,
-        &["barrier", "--rounds", "4", "--group", "4"],
-        &[],
-        LIMIT,
-    );
+    let mut c = Cluster::start(1, 3, &["barrier", "--rounds", "4", "--group", "4"], &[], LIMIT);
     c.wait_success();
     check_barrier_order(&c.all_stdout(), 4, &[9, 11, 13]);
 }
@@ -133,11 +121,8 @@ fn malformed_input_is_dropped_and_nodes_keep_working() {
             .unwrap();
         s.send(&b""[..], 0).unwrap();
         // a header claiming an enormous vector
-        s.send(
-            &[0u8, 0, 0, 0, 0, 0, 0, 0xfb, 0xff, 0xff, 0xff, 0xff][..],
-            0,
-        )
-        .unwrap();
+        s.send(&[0u8, 0, 0, 0, 0, 0, 0, 0xfb, 0xff, 0xff, 0xff, 0xff][..], 0)
+            .unwrap();
         let many: Vec<&[u8]> = vec![&b"m"[..]; 100];
         s.send_multipart(many, 0).unwrap();
         drop(s);
@@ -148,16 +133,12 @@ fn malformed_input_is_dropped_and_nodes_keep_working() {
     }
     c.wait_success();
     assert!(
-        c.all_stdout()
-            .contains("simple-app ok: worker 9 checked 300 replies"),
+        c.all_stdout().contains("simple-app ok: worker 9 checked 300 replies"),
         "{}",
         c.dump()
     );
     let sched_err = c.procs[0].stderr();
-    assert!(
-        sched_err.contains("dropped a malformed message"),
-        "{sched_err}"
-    );
+    assert!(sched_err.contains("dropped a malformed message"), "{sched_err}");
     assert!(c.procs[1].stderr().contains("dropped a malformed message"));
     assert!(!c.dump().contains("panicked"));
 }
@@ -216,9 +197,7 @@ fn surplus_node_waits_as_standby_and_times_out_clearly() {
     c.wait();
     assert_eq!(c.procs[extra].status, Some(2), "{}", c.dump());
     assert!(
-        c.procs[extra]
-            .stderr()
-            .contains("no node table from the scheduler"),
+        c.procs[extra].stderr().contains("no node table from the scheduler"),
         "{}",
         c.dump()
     );
@@ -238,11 +217,7 @@ fn local_launcher_runs_a_cluster_and_reports_failure() {
         .output()
         .unwrap();
     let out = String::from_utf8_lossy(&ok.stdout);
-    assert!(
-        ok.status.success(),
-        "{}",
-        String::from_utf8_lossy(&ok.stderr)
-    );
+    assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
     assert_eq!(out.matches("simple-app ok").count(), 2, "{out}");
 
     // a node that fails makes the launcher fail and kill the rest

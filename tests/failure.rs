@@ -17,10 +17,7 @@ const HB: &[(&str, &str)] = &[
 /// The id a process printed in its "started" log line.
 fn started_id(c: &Cluster, i: usize) -> i32 {
     let err = c.procs[i].stderr();
-    let line = err
-        .lines()
-        .find(|l| l.ends_with(" started"))
-        .expect("started line");
+    let line = err.lines().find(|l| l.ends_with(" started")).expect("started line");
     let tag = line.split_whitespace().rev().nth(1).unwrap(); // e.g. worker[11]@127.0.0.1:5000
     tag.split('[')
         .nth(1)
@@ -44,9 +41,7 @@ fn killed_worker_is_declared_dead_and_barriers_go_on() {
     for i in 0..5 {
         wait_started(&mut c, i);
     }
-    c.wait_for_output(4, "a few barrier rounds", |s| {
-        s.contains("barrier leave 3 ")
-    });
+    c.wait_for_output(4, "a few barrier rounds", |s| s.contains("barrier leave 3 "));
     let victim = started_id(&c, 4);
     let t = Instant::now();
     c.kill(4);
@@ -77,18 +72,13 @@ fn replacement_worker_takes_the_dead_id_and_the_job_completes() {
     println!("worker {victim} declared dead after {:?}", t.elapsed());
     let r = c.spawn("worker");
     let new_id = wait_started(&mut c, r);
-    println!(
-        "replacement took id {new_id} {:?} after the kill",
-        t.elapsed()
-    );
+    println!("replacement took id {new_id} {:?} after the kill", t.elapsed());
     assert_eq!(new_id, victim, "{}", c.dump());
     c.wait_success();
     let out = c.all_stdout();
     assert_eq!(out.matches("simple-app ok").count(), 2, "{}", c.dump());
     assert!(
-        out.contains(&format!(
-            "simple-app ok: worker {victim} checked 1200 replies"
-        )),
+        out.contains(&format!("simple-app ok: worker {victim} checked 1200 replies")),
         "{}",
         c.dump()
     );
@@ -109,8 +99,7 @@ fn killed_server_is_replaced_and_finalize_does_not_hang() {
     assert_eq!(wait_started(&mut c, r), victim);
     c.wait_success();
     assert!(
-        c.all_stdout()
-            .contains("simple-app ok: worker 9 checked 1200 replies"),
+        c.all_stdout().contains("simple-app ok: worker 9 checked 1200 replies"),
         "{}",
         c.dump()
     );
@@ -141,10 +130,7 @@ fn restarted_scheduler_rebuilds_the_table_and_the_job_completes() {
     let table = c.procs[r].stderr();
     for i in 1..4 {
         let id = started_id(&c, i);
-        assert!(
-            table.contains(&format!("[{id}]@")),
-            "node {id} kept its id\n{table}"
-        );
+        assert!(table.contains(&format!("[{id}]@")), "node {id} kept its id\n{table}");
     }
     c.wait_success();
     let out = c.all_stdout();

@@ -14,17 +14,10 @@ fn ok_lines(c: &Cluster) -> usize {
 
 #[test]
 fn fifty_pushes_then_pull_equals_fifty_times() {
-    let mut c = Cluster::start(
-        1,
-        1,
-        &["kv-test", "--keys", "10000", "--repeat", "50"],
-        &[],
-        LIMIT,
-    );
+    let mut c = Cluster::start(1, 1, &["kv-test", "--keys", "10000", "--repeat", "50"], &[], LIMIT);
     c.wait_success();
     assert!(
-        c.all_stdout()
-            .contains("checked 10000 values = 50 x pushed"),
+        c.all_stdout().contains("checked 10000 values = 50 x pushed"),
         "{}",
         c.dump()
     );
@@ -32,13 +25,7 @@ fn fifty_pushes_then_pull_equals_fifty_times() {
 
 #[test]
 fn several_workers_and_servers_sum_exactly() {
-    let mut c = Cluster::start(
-        2,
-        3,
-        &["kv-test", "--keys", "10000", "--repeat", "50"],
-        &[],
-        LIMIT,
-    );
+    let mut c = Cluster::start(2, 3, &["kv-test", "--keys", "10000", "--repeat", "50"], &[], LIMIT);
     c.wait_success();
     assert_eq!(ok_lines(&c), 3, "{}", c.dump());
     assert!(c.all_stdout().contains("= 150 x pushed"));
@@ -74,12 +61,7 @@ fn empty_single_key_and_invalid_requests() {
     );
     c.wait_success();
     let out = c.all_stdout();
-    assert_eq!(
-        out.matches("kv-test edge cases ok").count(),
-        2,
-        "{}",
-        c.dump()
-    );
+    assert_eq!(out.matches("kv-test edge cases ok").count(), 2, "{}", c.dump());
     assert!(
         out.contains("unsorted keys refused: keys must be sorted ascending"),
         "{out}"
@@ -92,18 +74,8 @@ fn empty_single_key_and_invalid_requests() {
 
 #[test]
 fn dropped_messages_are_resent_and_applied_exactly_once() {
-    let env = [
-        ("PS_RESEND", "1"),
-        ("PS_RESEND_TIMEOUT", "200"),
-        ("PS_DROP_MSG", "20"),
-    ];
-    let mut c = Cluster::start(
-        2,
-        2,
-        &["kv-test", "--keys", "10000", "--repeat", "50"],
-        &env,
-        LIMIT,
-    );
+    let env = [("PS_RESEND", "1"), ("PS_RESEND_TIMEOUT", "200"), ("PS_DROP_MSG", "20")];
+    let mut c = Cluster::start(2, 2, &["kv-test", "--keys", "10000", "--repeat", "50"], &env, LIMIT);
     c.wait_success();
     assert_eq!(ok_lines(&c), 2, "{}", c.dump());
     assert!(c.all_stdout().contains("= 100 x pushed"));
@@ -115,13 +87,7 @@ fn dropped_messages_are_resent_and_applied_exactly_once() {
             let field = |name: &str| -> u64 {
                 line.split(name)
                     .nth(1)
-                    .and_then(|s| {
-                        s.trim_start()
-                            .split(|c: char| !c.is_ascii_digit())
-                            .next()?
-                            .parse()
-                            .ok()
-                    })
+                    .and_then(|s| s.trim_start().split(|c: char| !c.is_ascii_digit()).next()?.parse().ok())
                     .unwrap_or(0)
             };
             drops += field("injected drops ");

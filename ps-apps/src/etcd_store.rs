@@ -33,7 +33,13 @@ impl EtcdStore {
     /// Connects to `endpoints`, grants a lease of `ttl`, acquires lock `lock` with it
     /// (waiting at most `lock_wait` for another master to let go) and keeps the lease
     /// alive from a background thread. The queues live under `key`.
-    pub fn connect(endpoints: &[String], key: &str, lock: &str, ttl: Duration, lock_wait: Duration) -> Result<EtcdStore, String> {
+    pub fn connect(
+        endpoints: &[String],
+        key: &str,
+        lock: &str,
+        ttl: Duration,
+        lock_wait: Duration,
+    ) -> Result<EtcdStore, String> {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()

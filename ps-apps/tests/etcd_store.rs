@@ -43,7 +43,11 @@ fn start_etcd() -> Option<Etcd> {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let etcd = Etcd { child, endpoint, _dir: dir };
+    let etcd = Etcd {
+        child,
+        endpoint,
+        _dir: dir,
+    };
     let deadline = Instant::now() + Duration::from_secs(20);
     while std::net::TcpStream::connect(("127.0.0.1", c)).is_err() {
         assert!(Instant::now() < deadline, "etcd did not start");
@@ -53,7 +57,13 @@ fn start_etcd() -> Option<Etcd> {
 }
 
 fn store(etcd: &Etcd, wait: Duration) -> Result<EtcdStore, String> {
-    EtcdStore::connect(&[etcd.endpoint.clone()], "/t/queues", "/t/lock", Duration::from_secs(5), wait)
+    EtcdStore::connect(
+        &[etcd.endpoint.clone()],
+        "/t/queues",
+        "/t/lock",
+        Duration::from_secs(5),
+        wait,
+    )
 }
 
 #[test]

@@ -37,6 +37,8 @@ pub struct Config {
     /// `PS_HEARTBEAT_TIMEOUT`: seconds of silence after which the scheduler declares a
     /// node dead (fractions allowed; 0 = never).
     pub heartbeat_timeout: Duration,
+    /// `DMLC_PS_VAN_TYPE`: the transport, `zmq` (default) or `tcp`.
+    pub van_type: String,
     /// `PS_JOIN_TIMEOUT`: seconds a node waits for the scheduler's node table before it
     /// gives up (default 120).
     pub join_timeout: Duration,
@@ -104,47 +106,24 @@ impl Config {
     pub fn from_vars(vars: &HashMap<String, String>) -> Result<Config, ConfigError> {
         let v = Vars(vars);
         let role_s = v.required("DMLC_ROLE", "scheduler, server or worker")?;
-        let role = Role::parse(role_s).ok_or_else(|| {
-            err(
-                "DMLC_ROLE",
-                format!("'{role_s}' is not scheduler, server or worker"),
-            )
-        })?;
+        let role = Role::parse(role_s)
+            .ok_or_else(|| err("DMLC_ROLE", format!("'{role_s}' is not scheduler, server or worker")))?;
         let root_uri = v
             .required("DMLC_PS_ROOT_URI", "the scheduler's host, e.g. 127.0.0.1")?
             .to_string();
         let root_port = v
             .parse::<u16>("DMLC_PS_ROOT_PORT", "a port number (1-65535)")?
-            .ok_or_else(|| {
-                err(
-                    "DMLC_PS_ROOT_PORT",
-                    "not set; set it to the scheduler's port",
-                )
-            })?;
+            .ok_or_else(|| err("DMLC_PS_ROOT_PORT", "not set; set it to the scheduler's port"))?;
         let num_servers = v
             .parse("DMLC_NUM_SERVER", "a count of servers")?
-            .ok_or_else(|| {
-                err(
-                    "DMLC_NUM_SERVER",
-                    "not set; set it to the number of servers",
-                )
-            })?;
+            .ok_or_else(|| err("DMLC_NUM_SERVER", "not set; set it to the number of servers"))?;
         let num_workers = v
             .parse("DMLC_NUM_WORKER", "a count of workers")?
-            .ok_or_else(|| {
-                err(
-                    "DMLC_NUM_WORKER",
-                    "not set; set it to the number of workers",
-                )
-            })?;
+            .ok_or_else(|| err("DMLC_NUM_WORKER", "not set; set it to the number of workers"))?;
         let node_host = match (v.get("DMLC_NODE_HOST"), v.get("DMLC_INTERFACE")) {
             (Some(h), _) => h.to_string(),
-            (None, Some(iface)) => interface_ipv4(iface).ok_or_else(|| {
-                err(
-                    "DMLC_INTERFACE",
-                    format!("no IPv4 address on interface '{iface}'"),
-                )
-            })?,
+            (None, Some(iface)) => interface_ipv4(iface)
+                .ok_or_else(|| err("DMLC_INTERFACE", format!("no IPv4 address on interface '{iface}'")))?,
             (None, None) if role == Role::Scheduler => root_uri.clone(),
             (None, None) => "127.0.0.1".to_string(),
         };
@@ -169,6 +148,7 @@ impl Config {
             heartbeat_interval: v.seconds("PS_HEARTBEAT_INTERVAL", 0.0)?,
             heartbeat_timeout: v.seconds("PS_HEARTBEAT_TIMEOUT", 0.0)?,
             join_timeout: v.seconds("PS_JOIN_TIMEOUT", 120.0)?,
+            van_type: v.get("DMLC_PS_VAN_TYPE").unwrap_or("zmq").to_string(),
         };
         cfg.validate()?;
         Ok(cfg)
@@ -191,24 +171,21 @@ impl Config {
                 "more than 10000 nodes of one role is not supported",
             ));
         }
-        if self.verbose > 2 {
+        if !matches!(self.van_type.as_str(), "zmq" | "tcp") {
             return Err(err(
-                "PS_VERBOSE",
-                format!("{} is not 0, 1 or 2", self.verbose),
+                "DMLC_PS_VAN_TYPE",
+                format!("'{}' is not zmq or tcp", self.van_type),
             ));
         }
+        if self.verbose > 2 {
+            return Err(err("PS_VERBOSE", format!("{} is not 0, 1 or 2", self.verbose)));
+        }
         if self.drop_msg_percent > 100 {
-            return Err(err(
-                "PS_DROP_MSG",
-                format!("{} is above 100", self.drop_msg_percent),
-            ));
+            return Err(err("PS_DROP_MSG", format!("{} is above 100", self.drop_msg_percent)));
         }
         if let Some(t) = self.resend_timeout {
             if t.is_zero() {
-                return Err(err(
-                    "PS_RESEND_TIMEOUT",
-                    "must be above 0 ms when PS_RESEND is on",
-                ));
+                return Err(err("PS_RESEND_TIMEOUT", "must be above 0 ms when PS_RESEND is on"));
             }
         }
         if !self.heartbeat_timeout.is_zero()
@@ -246,10 +223,7 @@ mod tests {
     use super::*;
 
     fn vars(pairs: &[(&str, &str)]) -> HashMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
     }
 
     fn base() -> Vec<(&'static str, &'static str)> {
@@ -310,10 +284,7 @@ mod tests {
         let mut m = vars(&base());
         m.insert("PS_HEARTBEAT_INTERVAL".into(), "2".into());
         m.insert("PS_HEARTBEAT_TIMEOUT".into(), "1".into());
-        assert_eq!(
-            Config::from_vars(&m).unwrap_err().var,
-            "PS_HEARTBEAT_TIMEOUT"
-        );
+        assert_eq!(Config::from_vars(&m).unwrap_err().var, "PS_HEARTBEAT_TIMEOUT");
         m = vars(&base());
         m.insert("PS_DROP_MSG".into(), "101".into());
         assert_eq!(Config::from_vars(&m).unwrap_err().var, "PS_DROP_MSG");

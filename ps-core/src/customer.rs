@@ -3,7 +3,7 @@
 //! timestamp: how many responses each awaits, and lets callers wait for them.
 
 use crate::message::Message;
-use crate::postoffice::Postoffice;
+use crate::postoffice::{Postoffice, Route};
 use parking_lot::{Condvar, Mutex};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI32, Ordering};
@@ -39,32 +39,55 @@ impl Customer {
         mut handle: impl FnMut(Message) + Send + 'static,
     ) -> Result<Customer, String> {
         let (tx, rx) = crossbeam_channel::unbounded::<Message>();
-        po.add_customer(app_id, customer_id, tx)?;
         let tracker = Arc::new(Tracker::default());
         let t = Arc::clone(&tracker);
         let thread = std::thread::Builder::new()
             .name(format!("customer-{app_id}-{customer_id}"))
             .spawn(move || {
                 for msg in rx {
-                    let response_ts = (!msg.meta.request).then_some(msg.meta.timestamp);
-                    handle(msg);
-                    if let Some(ts) = response_ts {
-                        let mut r = t.requests.lock();
-                        if let Some(e) = r.get_mut(&ts) {
-                            e.1 += 1;
-                        }
-                        t.cv.notify_all();
-                    }
+                    accept(&t, msg, &mut handle);
                 }
             })
             .map_err(|e| e.to_string())?;
-        Ok(Customer {
+        let mut c = Customer {
             app_id,
             customer_id,
             po: Arc::clone(po),
             next_ts: AtomicI32::new(0),
             tracker,
             thread: Some(thread),
+        };
+        if let Err(e) = po.add_customer(app_id, customer_id, Route::Queue(tx)) {
+            c.thread.take(); // the thread ends with its queue
+            return Err(e);
+        }
+        Ok(c)
+    }
+
+    /// Like [`Customer::new`], but `handle` runs on the thread that received the
+    /// message (the transport's), one message at a time, without a hand-off to a
+    /// customer thread: lower latency, for handles that never block.
+    pub fn new_inline(
+        po: &Arc<Postoffice>,
+        app_id: i32,
+        customer_id: i32,
+        handle: impl FnMut(Message) + Send + 'static,
+    ) -> Result<Customer, String> {
+        let tracker = Arc::new(Tracker::default());
+        let t = Arc::clone(&tracker);
+        let handle = Mutex::new(handle);
+        po.add_customer(
+            app_id,
+            customer_id,
+            Route::Inline(Arc::new(move |msg| accept(&t, msg, &mut *handle.lock()))),
+        )?;
+        Ok(Customer {
+            app_id,
+            customer_id,
+            po: Arc::clone(po),
+            next_ts: AtomicI32::new(0),
+            tracker,
+            thread: None,
         })
     }
 
@@ -130,6 +153,19 @@ impl Customer {
         }
         r.remove(&ts);
         true
+    }
+}
+
+/// Runs `handle` on `msg`; a response then counts towards its request.
+fn accept(t: &Tracker, msg: Message, handle: &mut impl FnMut(Message)) {
+    let response_ts = (!msg.meta.request).then_some(msg.meta.timestamp);
+    handle(msg);
+    if let Some(ts) = response_ts {
+        let mut r = t.requests.lock();
+        if let Some(e) = r.get_mut(&ts) {
+            e.1 += 1;
+        }
+        t.cv.notify_all();
     }
 }
 

@@ -116,10 +116,7 @@ impl fmt::Display for WireError {
             WireError::Empty => write!(f, "empty message"),
             WireError::BadMeta(e) => write!(f, "malformed message header: {e}"),
             WireError::TooManyFrames(n) => {
-                write!(
-                    f,
-                    "message has {n} data frames, more than {MAX_DATA_FRAMES}"
-                )
+                write!(f, "message has {n} data frames, more than {MAX_DATA_FRAMES}")
             }
         }
     }
@@ -136,11 +133,7 @@ fn codec() -> impl Options {
 impl Message {
     /// Encodes the header into its frame.
     pub fn encode_meta(&self) -> Bytes {
-        Bytes::from(
-            codec()
-                .serialize(&self.meta)
-                .expect("Meta always serializes"),
-        )
+        Bytes::from(codec().serialize(&self.meta).expect("Meta always serializes"))
     }
 
     /// Decodes frames (header first, then data) received from the wire.
@@ -240,10 +233,7 @@ mod tests {
         let many = vec![Bytes::new(); MAX_DATA_FRAMES + 2];
         let mut frames = vec![sample().encode_meta()];
         frames.extend(many);
-        assert!(matches!(
-            Message::decode(frames),
-            Err(WireError::TooManyFrames(_))
-        ));
+        assert!(matches!(Message::decode(frames), Err(WireError::TooManyFrames(_))));
     }
 
     proptest! {

@@ -164,10 +164,7 @@ mod tests {
         assert_eq!(group_members(SERVER_GROUP, 2, 3), vec![8, 10]);
         assert_eq!(group_members(WORKER_GROUP, 2, 3), vec![9, 11, 13]);
         assert_eq!(group_members(ALL_GROUP, 1, 1), vec![1, 8, 9]);
-        assert_eq!(
-            group_members(SCHEDULER + WORKER_GROUP, 1, 2),
-            vec![1, 9, 11]
-        );
+        assert_eq!(group_members(SCHEDULER + WORKER_GROUP, 1, 2), vec![1, 9, 11]);
         assert_eq!(group_members(11, 1, 2), vec![11]);
     }
 }

@@ -5,7 +5,7 @@
 use crate::config::Config;
 use crate::message::{Command, Control, Message, Meta};
 use crate::node::{group_members, Node, Role, ALL_GROUP, SCHEDULER};
-use crate::van::{Transport, Van, VanHandler, ZmqTransport};
+use crate::van::{Transport, Van, VanHandler};
 use crossbeam_channel::Sender;
 use once_cell::sync::OnceCell;
 use parking_lot::{Condvar, Mutex, RwLock};
@@ -20,10 +20,32 @@ static GLOBAL: OnceCell<Arc<Postoffice>> = OnceCell::new();
 /// earlier may send before this node has created its customers.
 const CUSTOMER_WAIT: Duration = Duration::from_secs(30);
 
-/// Customer queues, and messages held for customers not registered yet.
+/// Where a customer's messages go.
+#[derive(Clone)]
+pub enum Route {
+    /// Into the customer's queue, drained by its own thread.
+    Queue(Sender<Message>),
+    /// Straight to a handle, on the thread that received the message (no hand-off).
+    Inline(Arc<dyn Fn(Message) + Send + Sync>),
+}
+
+impl Route {
+    fn deliver(&self, msg: Message) {
+        match self {
+            Route::Queue(q) => {
+                if q.send(msg).is_err() {
+                    log::warn!("customer is gone; message dropped");
+                }
+            }
+            Route::Inline(f) => f(msg),
+        }
+    }
+}
+
+/// Customer routes, and messages held for customers not registered yet.
 #[derive(Default)]
 struct Customers {
-    queues: HashMap<(i32, i32), Sender<Message>>,
+    routes: HashMap<(i32, i32), Route>,
     held: HashMap<(i32, i32), Vec<(Instant, Message)>>,
 }
 
@@ -43,10 +65,12 @@ pub struct Postoffice {
 }
 
 impl Postoffice {
-    /// A postoffice for `cfg` over ZMQ. The first one created in a process also becomes
-    /// the global one ([`Postoffice::get`]).
-    pub fn new(cfg: Config) -> Arc<Postoffice> {
-        Postoffice::with_transport(cfg, Arc::new(ZmqTransport::new()))
+    /// A postoffice for `cfg` over the transport `cfg.van_type` names. The first one
+    /// created in a process also becomes the global one ([`Postoffice::get`]).
+    pub fn new(cfg: Config) -> Result<Arc<Postoffice>, String> {
+        cfg.validate().map_err(|e| e.to_string())?;
+        let transport = crate::van::transport::create(&cfg.van_type)?;
+        Ok(Postoffice::with_transport(cfg, transport))
     }
 
     /// A postoffice over any transport.
@@ -97,13 +121,10 @@ impl Postoffice {
         }
         let mut done = self.barrier_done.lock();
         while done.get(&group) != Some(&true) {
-            self.barrier_cv
-                .wait_for(&mut done, Duration::from_millis(200));
+            self.barrier_cv.wait_for(&mut done, Duration::from_millis(200));
             let now = self.van.scheduler_incarnation();
             if now != asked_incarnation && done.get(&group) != Some(&true) {
-                log::info!(
-                    "the scheduler restarted; repeating the barrier request for group {group}"
-                );
+                log::info!("the scheduler restarted; repeating the barrier request for group {group}");
                 asked_incarnation = now;
                 parking_lot::MutexGuard::unlocked(&mut done, || self.send_barrier_request(group));
             }
@@ -172,32 +193,27 @@ impl Postoffice {
         self.dead_callbacks.lock().push(Arc::new(cb));
     }
 
-    /// Registers a customer's receive queue; data for `(app_id, customer_id)` goes
-    /// there, starting with any that arrived before it registered. Fails if the pair
-    /// is taken.
-    pub fn add_customer(
-        &self,
-        app_id: i32,
-        customer_id: i32,
-        queue: Sender<Message>,
-    ) -> Result<(), String> {
+    /// Registers a customer's route; data for `(app_id, customer_id)` goes there,
+    /// starting with any that arrived before it registered. Fails if the pair is taken.
+    pub fn add_customer(&self, app_id: i32, customer_id: i32, route: Route) -> Result<(), String> {
         let key = (app_id, customer_id);
-        let mut c = self.customers.lock();
-        if c.queues.contains_key(&key) {
-            return Err(format!(
-                "customer {customer_id} of app {app_id} is already registered"
-            ));
+        let held = {
+            let mut c = self.customers.lock();
+            if c.routes.contains_key(&key) {
+                return Err(format!("customer {customer_id} of app {app_id} is already registered"));
+            }
+            c.routes.insert(key, route.clone());
+            c.held.remove(&key).unwrap_or_default()
+        };
+        for (_, m) in held {
+            route.deliver(m);
         }
-        for (_, m) in c.held.remove(&key).unwrap_or_default() {
-            let _ = queue.send(m);
-        }
-        c.queues.insert(key, queue);
         Ok(())
     }
 
     /// Unregisters a customer; its queue's sender is dropped.
     pub fn remove_customer(&self, app_id: i32, customer_id: i32) {
-        self.customers.lock().queues.remove(&(app_id, customer_id));
+        self.customers.lock().routes.remove(&(app_id, customer_id));
     }
 
     /// The van.
@@ -277,11 +293,10 @@ impl VanHandler for Postoffice {
             }
             c.held.retain(|_, v| !v.is_empty());
         }
-        match c.queues.get(&key) {
-            Some(q) => {
-                if q.send(msg).is_err() {
-                    log::warn!("customer {key:?} is gone; message dropped");
-                }
+        match c.routes.get(&key).cloned() {
+            Some(route) => {
+                drop(c);
+                route.deliver(msg);
             }
             None => c.held.entry(key).or_default().push((Instant::now(), msg)),
         }

@@ -141,11 +141,7 @@ impl SimpleApp {
                     simple_app: true,
                     ..Default::default()
                 },
-                data: if body.is_empty() {
-                    vec![]
-                } else {
-                    vec![body.clone()]
-                },
+                data: if body.is_empty() { vec![] } else { vec![body.clone()] },
             };
             self.po.van().send(msg)?;
         }
@@ -170,10 +166,7 @@ impl SimpleApp {
         if !complete {
             return Err(io::Error::new(
                 io::ErrorKind::TimedOut,
-                format!(
-                    "request to {recver} got {} responses within {timeout:?}",
-                    got.len()
-                ),
+                format!("request to {recver} got {} responses within {timeout:?}", got.len()),
             ));
         }
         got.sort_by_key(|d| d.sender);

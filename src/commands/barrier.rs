@@ -45,9 +45,6 @@ fn rand_delay(max: u64, me: i32, r: usize) -> u64 {
     if max == 0 {
         return 0;
     }
-    let x = (me as u64)
-        .wrapping_mul(2654435761)
-        .wrapping_add(r as u64 * 40503)
-        ^ (micros() as u64);
+    let x = (me as u64).wrapping_mul(2654435761).wrapping_add(r as u64 * 40503) ^ (micros() as u64);
     x % max
 }

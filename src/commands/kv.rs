@@ -79,21 +79,13 @@ fn worker(po: &ps_core::Postoffice, kv: &KVWorker<f32>, a: &Args) -> Result<(), 
         .map_err(|e| e.to_string())?;
     let times = (a.repeat * po.num_workers()) as f32;
     if got.vals.len() != vals.len() {
-        return Err(format!(
-            "pulled {} values, pushed {}",
-            got.vals.len(),
-            vals.len()
-        ));
+        return Err(format!("pulled {} values, pushed {}", got.vals.len(), vals.len()));
     }
     if a.uneven && got.lens[..] != lens[..] {
         return Err("pulled lengths differ from the pushed ones".into());
     }
     if let Some(i) = (0..vals.len()).find(|&i| got.vals[i] != vals[i] * times) {
-        return Err(format!(
-            "value {i}: expected {} got {}",
-            vals[i] * times,
-            got.vals[i]
-        ));
+        return Err(format!("value {i}: expected {} got {}", vals[i] * times, got.vals[i]));
     }
     println!(
         "kv-test ok: worker {me} checked {} values = {times} x pushed",
@@ -117,8 +109,7 @@ fn edge_cases(kv: &KVWorker<f32>) -> Result<(), String> {
     // a single key on the last server (pushed once by this worker only: read back its
     // own value plus whatever other workers pushed, so use a key no one else uses)
     let key = u64::MAX - 1 - kv_rank_salt(kv);
-    kv.wait(kv.push(&[key], &[2.5], &[], 0).map_err(e)?)
-        .map_err(e)?;
+    kv.wait(kv.push(&[key], &[2.5], &[], 0).map_err(e)?).map_err(e)?;
     let one = kv.wait_pull(kv.pull(&[key], 0).map_err(e)?).map_err(e)?;
     if one.keys[..] != [key] || one.vals[..] != [2.5] {
         return Err(format!("single key: got {:?} = {:?}", one.keys, one.vals));

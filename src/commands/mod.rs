@@ -1,6 +1,7 @@
 //! The subcommands of `psrs`.
 
 pub mod barrier;
+pub mod bench;
 pub mod connection;
 pub mod kv;
 pub mod simple;
@@ -13,7 +14,7 @@ use std::sync::Arc;
 pub fn start_node() -> Result<Arc<Postoffice>, String> {
     let cfg = Config::from_env().map_err(|e| e.to_string())?;
     crate::logging::init(&cfg.role.to_string(), cfg.log_level());
-    let po = Postoffice::new(cfg);
+    let po = Postoffice::new(cfg)?;
     po.start(true)?;
     Ok(po)
 }

@@ -59,10 +59,7 @@ pub fn run(a: Args) -> Result<(), String> {
             }
             for (r, node) in replies.iter().zip(&nodes) {
                 if r.sender != *node || r.body != expected_reply(i as i32, &body, *node) {
-                    return Err(format!(
-                        "request {i}: wrong reply from {}: {:?}",
-                        r.sender, r.body
-                    ));
+                    return Err(format!("request {i}: wrong reply from {}: {:?}", r.sender, r.body));
                 }
                 checked += 1;
             }

@@ -16,11 +16,7 @@ pub fn psrs_bin() -> PathBuf {
 
 /// A free TCP port on 127.0.0.1 (bound then released).
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 /// One launched process.
@@ -68,13 +64,7 @@ pub struct Cluster {
 impl Cluster {
     /// Starts a scheduler, `servers` servers and `workers` workers, each running
     /// `psrs ARGS` with `env` added, killed after `limit` at the latest.
-    pub fn start(
-        servers: usize,
-        workers: usize,
-        args: &[&str],
-        env: &[(&str, &str)],
-        limit: Duration,
-    ) -> Cluster {
+    pub fn start(servers: usize, workers: usize, args: &[&str], env: &[(&str, &str)], limit: Duration) -> Cluster {
         let mut c = Cluster::new(servers, workers, args, env, limit);
         c.spawn("scheduler");
         for _ in 0..servers {
@@ -87,21 +77,12 @@ impl Cluster {
     }
 
     /// A cluster description with nothing started yet.
-    pub fn new(
-        servers: usize,
-        workers: usize,
-        args: &[&str],
-        env: &[(&str, &str)],
-        limit: Duration,
-    ) -> Cluster {
+    pub fn new(servers: usize, workers: usize, args: &[&str], env: &[(&str, &str)], limit: Duration) -> Cluster {
         Cluster {
             port: free_port(),
             procs: Vec::new(),
             dir: tempfile::tempdir().unwrap(),
-            env: env
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
+            env: env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
             args: args.iter().map(|s| s.to_string()).collect(),
             deadline: Instant::now() + limit,
             servers,
@@ -117,11 +98,7 @@ impl Cluster {
     /// Starts one more process of `role` with the cluster's arguments; returns its index.
     pub fn spawn(&mut self, role: &str) -> usize {
         let args = self.args.clone();
-        self.spawn_with(
-            role,
-            &args.iter().map(|s| s.as_str()).collect::<Vec<_>>(),
-            &[],
-        )
+        self.spawn_with(role, &args.iter().map(|s| s.as_str()).collect::<Vec<_>>(), &[])
     }
 
     /// Starts one more process of `role` running `psrs ARGS` with extra `env`.

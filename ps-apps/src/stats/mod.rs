@@ -8,4 +8,4 @@ mod snapshot;
 
 pub use prometheus::to_prometheus;
 pub use server::StatsServer;
-pub use snapshot::{NodeStat, QueueStat, Snapshot, TrainStat, TrafficStat};
+pub use snapshot::{NodeStat, QueueStat, Snapshot, TrafficStat, TrainStat};

@@ -14,37 +14,112 @@ fn metric(out: &mut String, name: &str, help: &str, kind: &str, samples: &[(Stri
 /// Renders `s` in the Prometheus text format (version 0.0.4).
 pub fn to_prometheus(s: &Snapshot) -> String {
     let mut o = String::new();
-    metric(&mut o, "uptime_seconds", "Seconds since the scheduler started.", "gauge", &[(String::new(), s.uptime_s)]);
+    metric(
+        &mut o,
+        "uptime_seconds",
+        "Seconds since the scheduler started.",
+        "gauge",
+        &[(String::new(), s.uptime_s)],
+    );
     let nodes: Vec<(String, f64)> = s
         .nodes
         .iter()
-        .map(|n| (format!("{{id=\"{}\",role=\"{}\"}}", n.id, n.role), if n.dead { 0.0 } else { 1.0 }))
+        .map(|n| {
+            (
+                format!("{{id=\"{}\",role=\"{}\"}}", n.id, n.role),
+                if n.dead { 0.0 } else { 1.0 },
+            )
+        })
         .collect();
-    metric(&mut o, "node_up", "1 if the node is alive, 0 if declared dead.", "gauge", &nodes);
+    metric(
+        &mut o,
+        "node_up",
+        "1 if the node is alive, 0 if declared dead.",
+        "gauge",
+        &nodes,
+    );
     let hb: Vec<(String, f64)> = s
         .nodes
         .iter()
-        .filter_map(|n| Some((format!("{{id=\"{}\",role=\"{}\"}}", n.id, n.role), n.heartbeat_age_ms? as f64 / 1000.0)))
+        .filter_map(|n| {
+            Some((
+                format!("{{id=\"{}\",role=\"{}\"}}", n.id, n.role),
+                n.heartbeat_age_ms? as f64 / 1000.0,
+            ))
+        })
         .collect();
-    metric(&mut o, "heartbeat_age_seconds", "Seconds since the node's last heartbeat.", "gauge", &hb);
+    metric(
+        &mut o,
+        "heartbeat_age_seconds",
+        "Seconds since the node's last heartbeat.",
+        "gauge",
+        &hb,
+    );
     if let Some(q) = &s.queues {
-        let tasks = [("todo", q.todo), ("pending", q.pending), ("done", q.done), ("failed", q.failed)]
-            .iter()
-            .map(|(k, v)| (format!("{{queue=\"{k}\"}}"), *v as f64))
-            .collect::<Vec<_>>();
+        let tasks = [
+            ("todo", q.todo),
+            ("pending", q.pending),
+            ("done", q.done),
+            ("failed", q.failed),
+        ]
+        .iter()
+        .map(|(k, v)| (format!("{{queue=\"{k}\"}}"), *v as f64))
+        .collect::<Vec<_>>();
         metric(&mut o, "tasks", "Tasks in each master queue.", "gauge", &tasks);
-        metric(&mut o, "epoch", "Current pass over the data.", "gauge", &[(String::new(), q.epoch as f64)]);
-        metric(&mut o, "task_seconds_avg", "Moving average of task completion time.", "gauge", &[(String::new(), q.avg_task_ms / 1000.0)]);
+        metric(
+            &mut o,
+            "epoch",
+            "Current pass over the data.",
+            "gauge",
+            &[(String::new(), q.epoch as f64)],
+        );
+        metric(
+            &mut o,
+            "task_seconds_avg",
+            "Moving average of task completion time.",
+            "gauge",
+            &[(String::new(), q.avg_task_ms / 1000.0)],
+        );
     }
     let t = &s.train;
-    metric(&mut o, "examples_total", "Training examples processed.", "counter", &[(String::new(), t.examples as f64)]);
-    metric(&mut o, "examples_per_second", "Training throughput.", "gauge", &[(String::new(), t.examples_per_sec)]);
-    metric(&mut o, "model_version", "Model updates applied.", "gauge", &[(String::new(), t.version as f64)]);
+    metric(
+        &mut o,
+        "examples_total",
+        "Training examples processed.",
+        "counter",
+        &[(String::new(), t.examples as f64)],
+    );
+    metric(
+        &mut o,
+        "examples_per_second",
+        "Training throughput.",
+        "gauge",
+        &[(String::new(), t.examples_per_sec)],
+    );
+    metric(
+        &mut o,
+        "model_version",
+        "Model updates applied.",
+        "gauge",
+        &[(String::new(), t.version as f64)],
+    );
     if let Some(l) = t.loss {
-        metric(&mut o, "train_loss", "Most recent mean training loss.", "gauge", &[(String::new(), l)]);
+        metric(
+            &mut o,
+            "train_loss",
+            "Most recent mean training loss.",
+            "gauge",
+            &[(String::new(), l)],
+        );
     }
     if let Some(a) = t.accuracy {
-        metric(&mut o, "accuracy", "Last evaluated accuracy.", "gauge", &[(String::new(), a)]);
+        metric(
+            &mut o,
+            "accuracy",
+            "Last evaluated accuracy.",
+            "gauge",
+            &[(String::new(), a)],
+        );
     }
     let tr = &s.traffic;
     for (name, help, v) in [
@@ -73,7 +148,11 @@ mod tests {
                 heartbeat_age_ms: Some(1500),
                 ..Default::default()
             }],
-            queues: Some(QueueStat { todo: 3, failed: 1, ..Default::default() }),
+            queues: Some(QueueStat {
+                todo: 3,
+                failed: 1,
+                ..Default::default()
+            }),
             ..Default::default()
         };
         let text = to_prometheus(&s);

@@ -11,12 +11,7 @@ pub trait Learner<B: ?Sized> {
     fn keys(&self, batch: &B) -> Option<Vec<u64>>;
     /// Mean loss, number of correct predictions, and the gradient (one value per key
     /// of `keys`, or per parameter) at `params` (values of the same keys).
-    fn loss_and_grad(
-        &self,
-        params: &[f32],
-        keys: Option<&[u64]>,
-        batch: &B,
-    ) -> (f32, usize, Vec<f32>);
+    fn loss_and_grad(&self, params: &[f32], keys: Option<&[u64]>, batch: &B) -> (f32, usize, Vec<f32>);
 }
 
 /// What one minibatch did.
@@ -72,11 +67,8 @@ impl MinibatchLoop {
         let mut rejections = 0;
         let mut first: Option<(f32, usize)> = None;
         loop {
-            let pulled = ex
-                .pull(keys.as_deref(), &self.after)
-                .map_err(BatchError::Exchange)?;
-            let (loss, correct, grad) =
-                learner.loss_and_grad(&pulled.values, keys.as_deref(), batch);
+            let pulled = ex.pull(keys.as_deref(), &self.after).map_err(BatchError::Exchange)?;
+            let (loss, correct, grad) = learner.loss_and_grad(&pulled.values, keys.as_deref(), batch);
             first.get_or_insert((loss, correct));
             let replies = ex
                 .push(keys.as_deref(), &grad, &pulled.versions, &send)
@@ -147,13 +139,7 @@ mod tests {
                 versions: vec![self.version],
             })
         }
-        fn push(
-            &mut self,
-            _k: Option<&[u64]>,
-            g: &[f32],
-            v: &[u64],
-            send: &[bool],
-        ) -> Result<Vec<ShardReply>, String> {
+        fn push(&mut self, _k: Option<&[u64]>, g: &[f32], v: &[u64], send: &[bool]) -> Result<Vec<ShardReply>, String> {
             assert!(send[0]);
             if self.reject > 0 {
                 self.reject -= 1;
@@ -170,12 +156,7 @@ mod tests {
         fn keys(&self, _b: &f32) -> Option<Vec<u64>> {
             None
         }
-        fn loss_and_grad(
-            &self,
-            p: &[f32],
-            _k: Option<&[u64]>,
-            target: &f32,
-        ) -> (f32, usize, Vec<f32>) {
+        fn loss_and_grad(&self, p: &[f32], _k: Option<&[u64]>, target: &f32) -> (f32, usize, Vec<f32>) {
             let d = p[0] - target;
             (d * d, 0, vec![2.0 * d])
         }
@@ -219,10 +200,7 @@ mod tests {
     fn too_many_rejections_fail_the_batch() {
         let mut f = fake(10);
         let mut l = MinibatchLoop::new(1, false, 3);
-        assert_eq!(
-            l.step(&Square, &mut f, &1.0),
-            Err(BatchError::TooManyRejections(3))
-        );
+        assert_eq!(l.step(&Square, &mut f, &1.0), Err(BatchError::TooManyRejections(3)));
     }
 
     #[test]

@@ -98,11 +98,7 @@ impl Shard {
             begin,
             params,
             version: 0,
-            velocity: if sgd.momentum != 0.0 {
-                vec![0.0; n]
-            } else {
-                Vec::new()
-            },
+            velocity: if sgd.momentum != 0.0 { vec![0.0; n] } else { Vec::new() },
             accum: vec![0.0; n],
             contributors: BTreeSet::new(),
             first_push_ms: None,
@@ -131,9 +127,7 @@ impl Shard {
 
     fn needed(&self) -> usize {
         match self.mode {
-            Mode::Sync {
-                grads_per_version, ..
-            } => grads_per_version.min(self.live_workers).max(1),
+            Mode::Sync { grads_per_version, .. } => grads_per_version.min(self.live_workers).max(1),
             _ => 1,
         }
     }
@@ -161,20 +155,13 @@ impl Shard {
         let accept = match self.mode {
             Mode::Sync { .. } => version == self.version && !self.contributors.contains(&worker),
             Mode::Async => true,
-            Mode::Bounded { staleness } => {
-                self.version.saturating_sub(version) <= staleness && version <= self.version
-            }
+            Mode::Bounded { staleness } => self.version.saturating_sub(version) <= staleness && version <= self.version,
         };
         if !accept {
-            return Ok(PushOutcome::Rejected {
-                current: self.version,
-            });
+            return Ok(PushOutcome::Rejected { current: self.version });
         }
         match offsets {
-            Some(o) => o
-                .iter()
-                .zip(vals)
-                .for_each(|(&k, v)| self.accum[k as usize] += v),
+            Some(o) => o.iter().zip(vals).for_each(|(&k, v)| self.accum[k as usize] += v),
             None => self.accum.iter_mut().zip(vals).for_each(|(a, v)| *a += v),
         }
         self.contributors.insert(worker);
@@ -339,10 +326,7 @@ mod tests {
         let mut b = Shard::new(0, vec![0.0], Mode::Bounded { staleness: 1 }, SGD, 4);
         b.push(9, 0, None, &[1.0], 0).unwrap();
         b.push(9, 1, None, &[1.0], 0).unwrap();
-        assert_eq!(
-            b.push(11, 0, None, &[1.0], 0),
-            Ok(PushOutcome::Rejected { current: 2 })
-        );
+        assert_eq!(b.push(11, 0, None, &[1.0], 0), Ok(PushOutcome::Rejected { current: 2 }));
         assert_eq!(
             b.push(11, 1, None, &[1.0], 0),
             Ok(PushOutcome::Accepted { applied: true })
@@ -358,18 +342,9 @@ mod tests {
     #[test]
     fn bad_pushes_are_errors_not_panics() {
         let mut s = sync(1, 0);
-        assert_eq!(
-            s.push(9, 0, Some(&[3]), &[1.0], 0),
-            Err(PushError::KeyOutOfRange(103))
-        );
-        assert_eq!(
-            s.push(9, 0, Some(&[0, 1]), &[1.0], 0),
-            Err(PushError::LengthMismatch)
-        );
-        assert_eq!(
-            s.push(9, 0, None, &[1.0], 0),
-            Err(PushError::LengthMismatch)
-        );
+        assert_eq!(s.push(9, 0, Some(&[3]), &[1.0], 0), Err(PushError::KeyOutOfRange(103)));
+        assert_eq!(s.push(9, 0, Some(&[0, 1]), &[1.0], 0), Err(PushError::LengthMismatch));
+        assert_eq!(s.push(9, 0, None, &[1.0], 0), Err(PushError::LengthMismatch));
         assert_eq!(s.values(Some(&[5])), Err(PushError::KeyOutOfRange(105)));
         assert_eq!(s.values(Some(&[2, 0])), Ok(vec![3.0, 1.0]));
     }

@@ -2,70 +2,28 @@
 
 use super::pairs::KVPairs;
 use super::server::{KVMeta, KVResponder, ReqHandle};
+use super::store::SortedStore;
 use bytemuck::Pod;
-use std::collections::HashMap;
 use std::ops::{AddAssign, Mul, SubAssign};
 
-/// Answers pushes and pulls from a map key → values, combining a push into the stored
+/// Answers pushes and pulls from a [`SortedStore`], combining a push into the stored
 /// values with `apply(stored, pushed)`; a pull returns the stored values (zeros for an
-/// unknown key, with the requested length when lens are given, else one value).
-fn store_handle<V: Pod + Send + Sync>(
-    mut apply: impl FnMut(&mut V, V) + Send + 'static,
-) -> ReqHandle<V> {
-    let mut store: HashMap<u64, Vec<V>> = HashMap::new();
+/// unknown key: the requested length when lens are given, else one value).
+fn store_handle<V: Pod + Send + Sync>(mut apply: impl FnMut(&mut V, V) + Send + 'static) -> ReqHandle<V> {
+    let mut store = SortedStore::<V>::new();
     Box::new(move |meta: &KVMeta, req: KVPairs<V>, resp: &KVResponder| {
-        let n = req.keys.len();
-        let per = if req.lens.is_empty() && n > 0 {
-            req.vals.len() / n
-        } else {
-            0
-        };
         if meta.push {
-            let mut off = 0;
-            for (i, k) in req.keys.iter().enumerate() {
-                let len = if req.lens.is_empty() {
-                    per
-                } else {
-                    req.lens[i] as usize
-                };
-                let vals = &req.vals[off..off + len];
-                off += len;
-                let slot = store.entry(*k).or_insert_with(|| vec![V::zeroed(); len]);
-                if slot.len() != len {
-                    slot.resize(len, V::zeroed());
-                }
-                for (s, v) in slot.iter_mut().zip(vals) {
-                    apply(s, *v);
-                }
-            }
+            store.push(&req.keys, &req.vals, &req.lens, &mut apply);
         }
         let res = if meta.pull {
-            let mut vals = Vec::new();
-            let mut lens = Vec::with_capacity(n);
-            for (i, k) in req.keys.iter().enumerate() {
-                let want = if !req.lens.is_empty() {
-                    Some(req.lens[i] as usize)
-                } else {
-                    None
-                };
-                match store.get(k) {
-                    Some(v) => {
-                        vals.extend_from_slice(v);
-                        lens.push(v.len() as i32);
-                    }
-                    None => {
-                        let len = want.unwrap_or(1);
-                        vals.extend(std::iter::repeat_n(V::zeroed(), len));
-                        lens.push(len as i32);
-                    }
-                }
+            let want = |i: usize| if req.lens.is_empty() { 1 } else { req.lens[i] as usize };
+            let (vals, lens) = store.pull(&req.keys, want);
+            let uniform = lens.is_empty() || lens.windows(2).all(|w| w[0] == w[1]);
+            KVPairs {
+                keys: req.keys.clone(),
+                vals: vals.into(),
+                lens: if uniform { Vec::new().into() } else { lens.into() },
             }
-            let uniform = lens.windows(2).all(|w| w[0] == w[1]);
-            KVPairs::new(
-                req.keys.to_vec(),
-                vals,
-                if uniform { Vec::new() } else { lens },
-            )
         } else {
             KVPairs::default()
         };

@@ -6,6 +6,7 @@ pub mod pairs;
 pub mod range;
 pub mod sarray;
 pub mod server;
+pub mod store;
 pub mod worker;
 
 pub use pairs::{KVPairs, KvError};

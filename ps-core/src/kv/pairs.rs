@@ -77,8 +77,16 @@ impl<V: Pod + Send + Sync> KVPairs<V> {
 
     /// Checks that keys are sorted and unique and that the values fit.
     pub fn validate(&self, has_vals: bool) -> Result<(), KvError> {
-        if let Some(i) = (1..self.keys.len()).find(|&i| self.keys[i] <= self.keys[i - 1]) {
-            return Err(KvError::Unsorted(i));
+        let keys: &[u64] = &self.keys;
+        // branch-free pass first (vectorizes); locate the culprit only on failure
+        let ascending = keys.len() < 2
+            || keys[..keys.len() - 1]
+                .iter()
+                .zip(&keys[1..])
+                .fold(true, |ok, (a, b)| ok & (a < b));
+        if !ascending {
+            let i = keys.windows(2).position(|w| w[1] <= w[0]).unwrap_or(0);
+            return Err(KvError::Unsorted(i + 1));
         }
         if !self.lens.is_empty() {
             if self.lens.len() != self.keys.len() {
@@ -102,6 +110,22 @@ impl<V: Pod + Send + Sync> KVPairs<V> {
             let (k, v) = (self.keys.len(), self.vals.len());
             if (k == 0 && v != 0) || (k != 0 && v % k != 0) {
                 return Err(KvError::BadLength(format!("{v} values for {k} keys")));
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks only that the values fit the keys and lengths (not the key order).
+    pub fn validate_counts(&self) -> Result<(), KvError> {
+        let (k, v) = (self.keys.len(), self.vals.len());
+        if self.lens.is_empty() {
+            if (k == 0 && v != 0) || (k != 0 && v % k != 0) {
+                return Err(KvError::BadLength(format!("{v} values for {k} keys")));
+            }
+        } else {
+            let total: i64 = self.lens.iter().map(|&l| l as i64).sum();
+            if self.lens.len() != k || total != v as i64 || self.lens.iter().any(|&l| l < 0) {
+                return Err(KvError::BadLength(format!("lens do not fit {k} keys and {v} values")));
             }
         }
         Ok(())
@@ -230,12 +254,8 @@ mod tests {
         assert!(KVPairs::<f32>::new(vec![1, 2], vec![0.0; 3], vec![-1, 4])
             .validate(true)
             .is_err());
-        assert!(KVPairs::<f32>::new(vec![], vec![], vec![])
-            .validate(true)
-            .is_ok());
-        assert!(KVPairs::<f32>::new(vec![], vec![1.0], vec![])
-            .validate(true)
-            .is_err());
+        assert!(KVPairs::<f32>::new(vec![], vec![], vec![]).validate(true).is_ok());
+        assert!(KVPairs::<f32>::new(vec![], vec![1.0], vec![]).validate(true).is_err());
         let msg = KvError::Unsorted(3).to_string();
         assert!(msg.contains("sorted"), "{msg}");
     }
@@ -244,16 +264,9 @@ mod tests {
     fn slices_by_range_and_concats_back() {
         let r = server_key_ranges(3);
         let keys = vec![0, 5, r[1].begin, r[1].begin + 1, u64::MAX];
-        let p = KVPairs::<f32>::new(
-            keys.clone(),
-            vec![1., 2., 3., 4., 5., 6., 7., 8., 9., 10.],
-            vec![],
-        );
+        let p = KVPairs::<f32>::new(keys.clone(), vec![1., 2., 3., 4., 5., 6., 7., 8., 9., 10.], vec![]);
         let parts = p.slice(&r, true);
-        assert_eq!(
-            parts.iter().map(|p| p.keys.len()).collect::<Vec<_>>(),
-            vec![2, 2, 1]
-        );
+        assert_eq!(parts.iter().map(|p| p.keys.len()).collect::<Vec<_>>(), vec![2, 2, 1]);
         assert_eq!(&parts[1].vals[..], &[5., 6., 7., 8.]);
         assert_eq!(&parts[2].vals[..], &[9., 10.]);
         assert_eq!(KVPairs::concat(parts), p);
@@ -261,10 +274,7 @@ mod tests {
         let uneven = KVPairs::<f32>::new(vec![1, r[2].begin], vec![1., 2., 3.], vec![1, 2]);
         let parts = uneven.slice(&r, true);
         assert!(parts[1].keys.is_empty());
-        assert_eq!(
-            (&parts[2].vals[..], &parts[2].lens[..]),
-            (&[2., 3.][..], &[2][..])
-        );
+        assert_eq!((&parts[2].vals[..], &parts[2].lens[..]), (&[2., 3.][..], &[2][..]));
         assert_eq!(KVPairs::concat(parts), uneven);
     }
 

@@ -42,10 +42,7 @@ impl<T: Pod + Send + Sync> SArray<T> {
             ));
         }
         if (bytes.as_ptr() as usize).is_multiple_of(std::mem::align_of::<T>()) || bytes.is_empty() {
-            return Ok(SArray {
-                bytes,
-                _t: PhantomData,
-            });
+            return Ok(SArray { bytes, _t: PhantomData });
         }
         let mut v = vec![T::zeroed(); bytes.len() / size];
         bytemuck::cast_slice_mut::<T, u8>(&mut v).copy_from_slice(&bytes);

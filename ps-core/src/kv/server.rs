@@ -42,7 +42,8 @@ pub struct KVResponder {
 }
 
 impl KVResponder {
-    /// Answers `req` with `res` (pulled values; empty for a push).
+    /// Answers `req` with `res` (pulled values; empty for a push). The keys are not
+    /// sent back: they are the request's, which the worker still has.
     pub fn response<V: Pod + Send + Sync>(&self, req: &KVMeta, res: &KVPairs<V>) -> io::Result<()> {
         self.response_with(req, res, 0, req.version)
     }
@@ -103,18 +104,13 @@ impl<V: Pod + Send + Sync> KVServer<V> {
     /// Serves app `app_id` with `handle`. Requests with unsorted keys, values that do
     /// not fit, or keys outside this server's range are refused with a clear error
     /// and never reach the handle.
-    pub fn new(
-        po: &Arc<Postoffice>,
-        app_id: i32,
-        mut handle: ReqHandle<V>,
-    ) -> Result<KVServer<V>, String> {
-        let range = server_key_ranges(po.num_servers())
-            [po.my_rank().min(po.num_servers().saturating_sub(1))];
+    pub fn new(po: &Arc<Postoffice>, app_id: i32, mut handle: ReqHandle<V>) -> Result<KVServer<V>, String> {
+        let range = server_key_ranges(po.num_servers())[po.my_rank().min(po.num_servers().saturating_sub(1))];
         let responder = KVResponder {
             po: Arc::clone(po),
             app_id,
         };
-        let customer = Customer::new(po, app_id, app_id, move |msg: Message| {
+        let customer = Customer::new_inline(po, app_id, app_id, move |msg: Message| {
             if !msg.meta.request {
                 return;
             }
@@ -130,8 +126,14 @@ impl<V: Pod + Send + Sync> KVServer<V> {
             };
             let checked = KVPairs::<V>::from_frames(&msg.data).and_then(|p| {
                 p.validate(meta.push)?;
-                match p.keys.iter().find(|&&k| !range.contains(k)) {
-                    Some(&k) => Err(KvError::OutOfRange(k, range)),
+                // keys are sorted: the ends decide
+                let outside = [p.keys.first(), p.keys.last()]
+                    .into_iter()
+                    .flatten()
+                    .copied()
+                    .find(|&k| !range.contains(k));
+                match outside {
+                    Some(k) => Err(KvError::OutOfRange(k, range)),
                     None => Ok(p),
                 }
             });

@@ -69,6 +69,8 @@ struct Pending<V: Pod> {
     error: Option<KvError>,
     callback: Option<Callback<V>>,
     keys: SArray<u64>,
+    /// The keys sent to each server rank (servers do not send them back).
+    sent_keys: Vec<SArray<u64>>,
 }
 
 type State<V> = Arc<Mutex<HashMap<i32, Pending<V>>>>;
@@ -86,7 +88,7 @@ impl<V: Pod + Send + Sync> KVWorker<V> {
     pub fn new(po: &Arc<Postoffice>, app_id: i32) -> Result<KVWorker<V>, String> {
         let state: State<V> = Arc::default();
         let st = Arc::clone(&state);
-        let customer = Customer::new(po, app_id, app_id, move |msg: Message| {
+        let customer = Customer::new_inline(po, app_id, app_id, move |msg: Message| {
             if msg.meta.request {
                 return;
             }
@@ -107,10 +109,7 @@ impl<V: Pod + Send + Sync> KVWorker<V> {
 
     /// Pushes `vals` of `keys` (copied); `lens` may be empty.
     pub fn push(&self, keys: &[u64], vals: &[V], lens: &[i32], cmd: i32) -> Result<i32, KvError> {
-        self.zpush(
-            KVPairs::new(keys.to_vec(), vals.to_vec(), lens.to_vec()),
-            cmd,
-        )
+        self.zpush(KVPairs::new(keys.to_vec(), vals.to_vec(), lens.to_vec()), cmd)
     }
 
     /// Pushes without copying the arrays.
@@ -138,11 +137,7 @@ impl<V: Pod + Send + Sync> KVWorker<V> {
     }
 
     /// Sends `req`; `callback` runs on the customer thread once all answers are in.
-    pub fn request(
-        &self,
-        req: KvRequest<V>,
-        callback: Option<Callback<V>>,
-    ) -> Result<i32, KvError> {
+    pub fn request(&self, req: KvRequest<V>, callback: Option<Callback<V>>) -> Result<i32, KvError> {
         req.kvs.validate(req.push)?;
         let parts = req.kvs.slice(&self.ranges, req.push);
         let targets: Vec<usize> = (0..parts.len())
@@ -160,6 +155,7 @@ impl<V: Pod + Send + Sync> KVWorker<V> {
                 error: None,
                 callback,
                 keys: req.kvs.keys.clone(),
+                sent_keys: parts.iter().map(|p| p.keys.clone()).collect(),
             },
         );
         if targets.is_empty() {
@@ -212,27 +208,17 @@ impl<V: Pod + Send + Sync> KVWorker<V> {
 
     /// Waits (at most `timeout`, if given) for every server's reply to `ts`, sorted by
     /// server rank.
-    pub fn wait_replies(
-        &self,
-        ts: i32,
-        timeout: Option<Duration>,
-    ) -> Result<Vec<ServerReply<V>>, KvError> {
+    pub fn wait_replies(&self, ts: i32, timeout: Option<Duration>) -> Result<Vec<ServerReply<V>>, KvError> {
         self.take(ts, timeout).map(|(r, _)| r)
     }
 
-    fn take(
-        &self,
-        ts: i32,
-        timeout: Option<Duration>,
-    ) -> Result<(Vec<ServerReply<V>>, SArray<u64>), KvError> {
+    fn take(&self, ts: i32, timeout: Option<Duration>) -> Result<(Vec<ServerReply<V>>, SArray<u64>), KvError> {
         match timeout {
             None => self.customer.wait_request(ts),
             Some(t) => {
                 if !self.customer.wait_request_timeout(ts, t) {
                     self.state.lock().remove(&ts);
-                    return Err(KvError::Transport(format!(
-                        "no reply to request {ts} within {t:?}"
-                    )));
+                    return Err(KvError::Transport(format!("no reply to request {ts} within {t:?}")));
                 }
             }
         }
@@ -256,10 +242,7 @@ fn on_response<V: Pod + Send + Sync>(state: &State<V>, msg: Message) {
     {
         let mut st = state.lock();
         let Some(p) = st.get_mut(&ts) else {
-            log::debug!(
-                "response to unknown or abandoned request {ts} from {}",
-                msg.meta.sender
-            );
+            log::debug!("response to unknown or abandoned request {ts} from {}", msg.meta.sender);
             return;
         };
         if msg.meta.status == STATUS_INVALID {
@@ -268,15 +251,20 @@ fn on_response<V: Pod + Send + Sync>(state: &State<V>, msg: Message) {
                 .first()
                 .map(|b| String::from_utf8_lossy(b).into_owned())
                 .unwrap_or_default();
-            p.error
-                .get_or_insert(KvError::Server(msg.meta.sender, text));
+            p.error.get_or_insert(KvError::Server(msg.meta.sender, text));
         } else {
-            match KVPairs::from_frames(&msg.data) {
+            let parsed = KVPairs::from_frames(&msg.data).and_then(|mut d| {
+                if d.keys.is_empty() && !d.vals.is_empty() {
+                    d.keys = p.sent_keys.get(rank).cloned().unwrap_or_default();
+                }
+                d.validate_counts().map(|_| d)
+            });
+            match parsed {
                 Ok(data) => p.replies.push(ServerReply {
+                    data,
                     rank,
                     status: msg.meta.status,
                     version: msg.meta.version,
-                    data,
                 }),
                 Err(e) => {
                     p.error.get_or_insert(e);

@@ -31,12 +31,7 @@ impl Barriers {
             return None;
         }
         let released = self.waiting.remove(&group).unwrap_or_default();
-        Some(
-            released
-                .into_iter()
-                .filter(|id| alive.contains(id))
-                .collect(),
-        )
+        Some(released.into_iter().filter(|id| alive.contains(id)).collect())
     }
 
     /// Groups with at least one node waiting.

@@ -2,8 +2,7 @@
 //! node's id to a replacement of the same role.
 
 use crate::node::{
-    group_members, id_role, id_to_rank, server_rank_to_id, worker_rank_to_id, Node, Role, EMPTY_ID,
-    SCHEDULER,
+    group_members, id_role, id_to_rank, server_rank_to_id, worker_rank_to_id, Node, Role, EMPTY_ID, SCHEDULER,
 };
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -136,9 +135,7 @@ impl Membership {
             self.pending.push(node);
             return self.try_assign();
         }
-        if self.dead.contains(&node.id)
-            && self.nodes.get(&node.id).map(|n| n.role) == Some(node.role)
-        {
+        if self.dead.contains(&node.id) && self.nodes.get(&node.id).map(|n| n.role) == Some(node.role) {
             let id = node.id;
             return self.replace(id, node);
         }
@@ -148,11 +145,7 @@ impl Membership {
         if self.capacity(node.role) == 0 {
             return Join::Rejected(format!("the cluster has no {}s", node.role));
         }
-        if !self
-            .waiting_replacements
-            .iter()
-            .any(|n| same_process(n, &node))
-        {
+        if !self.waiting_replacements.iter().any(|n| same_process(n, &node)) {
             self.waiting_replacements.push(node);
         }
         Join::Waiting
@@ -178,29 +171,18 @@ impl Membership {
 
     fn valid_id(&self, node: &Node) -> bool {
         let rank = id_to_rank(node.id).unwrap_or(usize::MAX);
-        id_role(node.id) == Some(node.role)
-            && node.role != Role::Scheduler
-            && rank < self.capacity(node.role)
+        id_role(node.id) == Some(node.role) && node.role != Role::Scheduler && rank < self.capacity(node.role)
     }
 
     fn try_assign(&mut self) -> Join {
-        let servers = self
-            .pending
-            .iter()
-            .filter(|n| n.role == Role::Server)
-            .count();
+        let servers = self.pending.iter().filter(|n| n.role == Role::Server).count();
         let workers = self.pending.len() - servers;
         if servers < self.num_servers || workers < self.num_workers {
             return Join::Waiting;
         }
         let mut pending = std::mem::take(&mut self.pending);
         pending.sort_by(|a, b| {
-            (a.role, &a.hostname, a.port, a.incarnation).cmp(&(
-                b.role,
-                &b.hostname,
-                b.port,
-                b.incarnation,
-            ))
+            (a.role, &a.hostname, a.port, a.incarnation).cmp(&(b.role, &b.hostname, b.port, b.incarnation))
         });
         // Nodes re-registering after a scheduler restart keep their ids.
         let mut rejoined = false;
@@ -230,9 +212,7 @@ impl Membership {
             self.nodes.insert(n.id, n);
         }
         self.scheduler.is_recovery = rejoined;
-        Join::Ready {
-            table: self.table(),
-        }
+        Join::Ready { table: self.table() }
     }
 
     /// Declares `id` dead. Returns `None` if it was unknown or dead already, else the
@@ -242,10 +222,7 @@ impl Membership {
         if !self.dead.insert(id) {
             return None;
         }
-        let waiting = self
-            .waiting_replacements
-            .iter()
-            .position(|n| n.role == role);
+        let waiting = self.waiting_replacements.iter().position(|n| n.role == role);
         Some(waiting.map(|i| {
             let n = self.waiting_replacements.remove(i);
             self.replace(id, n)
@@ -290,10 +267,7 @@ mod tests {
             panic!("not ready")
         };
         let ids: Vec<(i32, u16)> = table.iter().map(|n| (n.id, n.port)).collect();
-        assert_eq!(
-            ids,
-            vec![(1, 1000), (8, 5003), (9, 5001), (10, 5004), (11, 5002)]
-        );
+        assert_eq!(ids, vec![(1, 1000), (8, 5003), (9, 5001), (10, 5004), (11, 5002)]);
         assert!(m.is_ready());
     }
 
@@ -302,21 +276,10 @@ mod tests {
         let mut m = Membership::new(1, 1, sched());
         assert_eq!(m.add_node(node(Role::Worker, 1)), Join::Waiting);
         assert_eq!(m.add_node(node(Role::Worker, 1)), Join::Waiting);
-        assert!(matches!(
-            m.add_node(node(Role::Worker, 2)),
-            Join::Rejected(_)
-        ));
-        assert!(matches!(
-            m.add_node(node(Role::Server, 3)),
-            Join::Ready { .. }
-        ));
-        assert!(
-            matches!(m.add_node(node(Role::Server, 3)), Join::Known { node, .. } if node.id == 8)
-        );
-        assert!(matches!(
-            m.add_node(node(Role::Scheduler, 4)),
-            Join::Rejected(_)
-        ));
+        assert!(matches!(m.add_node(node(Role::Worker, 2)), Join::Rejected(_)));
+        assert!(matches!(m.add_node(node(Role::Server, 3)), Join::Ready { .. }));
+        assert!(matches!(m.add_node(node(Role::Server, 3)), Join::Known { node, .. } if node.id == 8));
+        assert!(matches!(m.add_node(node(Role::Scheduler, 4)), Join::Rejected(_)));
     }
 
     #[test]
@@ -353,10 +316,7 @@ mod tests {
         let Join::Ready { table } = rejoin(Role::Worker, 4, EMPTY_ID) else {
             panic!()
         };
-        let ids: Vec<(i32, u16, bool)> = table
-            .iter()
-            .map(|n| (n.id, n.port, n.is_recovery))
-            .collect();
+        let ids: Vec<(i32, u16, bool)> = table.iter().map(|n| (n.id, n.port, n.is_recovery)).collect();
         assert_eq!(
             ids,
             vec![

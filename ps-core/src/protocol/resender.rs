@@ -218,15 +218,9 @@ mod tests {
         let sig = signature(&m);
         assert_eq!(r.on_receive(&m, 0), Incoming::Fresh(sig));
         assert_eq!(r.on_receive(&m, 5), Incoming::Duplicate(sig));
-        assert_eq!(
-            r.on_receive(&meta(8), 6),
-            Incoming::Fresh(signature(&meta(8)))
-        );
+        assert_eq!(r.on_receive(&meta(8), 6), Incoming::Fresh(signature(&meta(8))));
         // far beyond any possible resend, the signature is forgotten
-        assert_eq!(
-            r.on_receive(&meta(9), 10_000),
-            Incoming::Fresh(signature(&meta(9)))
-        );
+        assert_eq!(r.on_receive(&meta(9), 10_000), Incoming::Fresh(signature(&meta(9))));
         assert_eq!(r.on_receive(&m, 10_001), Incoming::Fresh(sig));
     }
 

@@ -57,12 +57,7 @@ pub struct SchedulerCore {
 impl SchedulerCore {
     /// A scheduler expecting the given cluster, declaring nodes dead after
     /// `heartbeat_timeout_ms` of silence (0 = never).
-    pub fn new(
-        num_servers: usize,
-        num_workers: usize,
-        me: Node,
-        heartbeat_timeout_ms: u64,
-    ) -> SchedulerCore {
+    pub fn new(num_servers: usize, num_workers: usize, me: Node, heartbeat_timeout_ms: u64) -> SchedulerCore {
         SchedulerCore {
             membership: Membership::new(num_servers, num_workers, me),
             barriers: Barriers::new(),
@@ -108,10 +103,7 @@ impl SchedulerCore {
                 out.push(Action::Connect(node.clone()));
                 out.push(Action::Send(add_node_msg(node.id, table.clone())));
                 for n in table.iter() {
-                    if n.id != SCHEDULER
-                        && n.id != node.id
-                        && !self.membership.dead().contains(&n.id)
-                    {
+                    if n.id != SCHEDULER && n.id != node.id && !self.membership.dead().contains(&n.id) {
                         out.push(Action::Send(add_node_msg(n.id, vec![node.clone()])));
                     }
                 }
@@ -161,10 +153,7 @@ impl SchedulerCore {
         if dead.is_empty() {
             return out;
         }
-        let dead_nodes: Vec<Node> = dead
-            .iter()
-            .filter_map(|id| self.membership.get(*id).cloned())
-            .collect();
+        let dead_nodes: Vec<Node> = dead.iter().filter_map(|id| self.membership.get(*id).cloned()).collect();
         for id in self.membership.alive_members(crate::node::ALL_GROUP) {
             let mut m = control(id, Command::NodeDead);
             m.meta.control.nodes = dead_nodes.clone();
@@ -227,11 +216,7 @@ mod tests {
         let a = s.on_add_node(node(Role::Server, 2), 0);
         assert_eq!(
             sends(&a),
-            vec![
-                (8, Command::AddNode),
-                (9, Command::AddNode),
-                (11, Command::AddNode)
-            ]
+            vec![(8, Command::AddNode), (9, Command::AddNode), (11, Command::AddNode)]
         );
         s
     }

@@ -5,11 +5,13 @@
 //! [`crate::protocol`]. Everything above it is reached through [`VanHandler`].
 
 mod shell;
+pub mod tcp_transport;
 pub mod transport;
 pub mod zmq_transport;
 
-pub use shell::Van;
-pub use transport::Transport;
+pub use shell::{Van, VanStats};
+pub use tcp_transport::TcpTransport;
+pub use transport::{Deliver, Transport};
 pub use zmq_transport::ZmqTransport;
 
 use crate::message::Message;

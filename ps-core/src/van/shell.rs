@@ -208,11 +208,19 @@ impl Van {
         self.transport
             .connect(SCHEDULER, &self.cfg.root_uri, self.cfg.root_port)
             .map_err(|e| format!("cannot connect to the scheduler: {e}"))?;
+        let weak = Arc::downgrade(self);
+        self.transport
+            .start(Arc::new(move |frames| {
+                if let Some(van) = weak.upgrade() {
+                    van.on_frames(frames);
+                }
+            }))
+            .map_err(|e| format!("cannot start receiving: {e}"))?;
         let me = Arc::clone(self);
         self.threads.lock().push(
             std::thread::Builder::new()
-                .name("van-recv".into())
-                .spawn(move || me.receiving())
+                .name("van-tick".into())
+                .spawn(move || me.ticking())
                 .map_err(|e| e.to_string())?,
         );
         let deadline = Instant::now() + join_timeout;
@@ -222,7 +230,8 @@ impl Van {
                 m.meta.control.nodes = vec![self.my_node()];
                 m.meta.timestamp = self.next_timestamp();
                 if let Err(e) = self.send(m) {
-                    log::warn!("cannot send ADD_NODE to the scheduler: {e}");
+                    // the scheduler may simply not be up yet
+                    log::debug!("cannot send ADD_NODE to the scheduler: {e}");
                 }
             }
             let mut ready = self.ready.lock();
@@ -265,8 +274,7 @@ impl Van {
         }
         if let Some(r) = &self.resender {
             if needs_ack(&msg.meta) {
-                r.lock()
-                    .on_send(signature(&msg.meta), msg.clone(), self.now_ms());
+                r.lock().on_send(signature(&msg.meta), msg.clone(), self.now_ms());
             }
         }
         self.send_raw(&msg)
@@ -334,25 +342,10 @@ impl Van {
         }
     }
 
-    fn receiving(self: Arc<Self>) {
-        let mut last_tick = 0;
+    fn ticking(self: Arc<Self>) {
         while !self.stop.load(Ordering::Relaxed) {
-            match self.transport.recv(POLL) {
-                Ok(Some(frames)) => self.on_frames(frames),
-                Ok(None) => {}
-                Err(e) => {
-                    if self.stop.load(Ordering::Relaxed) {
-                        break;
-                    }
-                    log::warn!("receive failed: {e}");
-                    std::thread::sleep(POLL);
-                }
-            }
-            let now = self.now_ms();
-            if now >= last_tick + POLL.as_millis() as u64 {
-                last_tick = now;
-                self.tick(now);
-            }
+            std::thread::sleep(POLL);
+            self.tick(self.now_ms());
         }
     }
 
@@ -388,13 +381,10 @@ impl Van {
             }
         };
         self.stats.recv_msgs.fetch_add(1, Ordering::Relaxed);
-        self.stats
-            .recv_bytes
-            .fetch_add(bytes as u64, Ordering::Relaxed);
+        self.stats.recv_bytes.fetch_add(bytes as u64, Ordering::Relaxed);
         log::trace!("recv {msg}");
         if msg.meta.sender == SCHEDULER {
-            self.last_from_scheduler
-                .store(self.now_ms(), Ordering::Relaxed);
+            self.last_from_scheduler.store(self.now_ms(), Ordering::Relaxed);
         }
         if !msg.meta.is_control()
             && self.cfg.drop_msg_percent > 0
@@ -439,14 +429,12 @@ impl Van {
                 Some(h) => h.on_data(msg),
                 None => log::warn!("no handler for {msg}; dropped"),
             },
-            Command::Terminate => self.stop.store(true, Ordering::SeqCst),
+            Command::Terminate => log::debug!("TERMINATE from {}", msg.meta.sender),
             Command::AddNode => self.on_add_node(msg),
             Command::Barrier => {
                 if msg.meta.request {
                     if let Some(s) = &self.sched {
-                        let actions = s
-                            .lock()
-                            .on_barrier(msg.meta.control.barrier_group, msg.meta.sender);
+                        let actions = s.lock().on_barrier(msg.meta.control.barrier_group, msg.meta.sender);
                         self.execute(actions);
                     }
                 } else if let Some(h) = self.handler() {
@@ -488,11 +476,9 @@ impl Van {
         {
             let mut me = self.me.write();
             if me.id == EMPTY_ID {
-                let found = nodes.iter().find(|n| {
-                    n.hostname == me.hostname
-                        && n.port == me.port
-                        && n.incarnation == me.incarnation
-                });
+                let found = nodes
+                    .iter()
+                    .find(|n| n.hostname == me.hostname && n.port == me.port && n.incarnation == me.incarnation);
                 match found {
                     Some(n) => {
                         me.id = n.id;
@@ -555,11 +541,7 @@ impl Van {
                 Action::Reject { node, reason } => {
                     log::warn!("refused {node}: {reason}");
                     let key = -1 - node.port as i32;
-                    if self
-                        .transport
-                        .connect(key, &node.hostname, node.port)
-                        .is_ok()
-                    {
+                    if self.transport.connect(key, &node.hostname, node.port).is_ok() {
                         let mut m = control(key, Command::AddNode);
                         m.meta.control.reason = reason;
                         let _ = self.send_raw(&m);
@@ -572,17 +554,12 @@ impl Van {
                             dead.remove(&n.id);
                         }
                     }
-                    if t.first()
-                        .is_some_and(|s| s.id == SCHEDULER && s.is_recovery)
-                    {
+                    if t.first().is_some_and(|s| s.id == SCHEDULER && s.is_recovery) {
                         self.me.write().is_recovery = true;
                     }
                     log::info!(
                         "node table: {}",
-                        t.iter()
-                            .map(|n| n.to_string())
-                            .collect::<Vec<_>>()
-                            .join(", ")
+                        t.iter().map(|n| n.to_string()).collect::<Vec<_>>().join(", ")
                     );
                     *self.table.write() = t.clone();
                     let mut ready = self.ready.lock();

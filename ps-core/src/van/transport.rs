@@ -1,28 +1,40 @@
-//! The transport a van runs over. A trait, so another transport than ZMQ can be added.
+//! The transport a van runs over. A trait, so another transport than ZMQ can be added
+//! (`DMLC_PS_VAN_TYPE` picks one: `zmq`, the default, or `tcp`).
 
 use bytes::Bytes;
 use std::io;
-use std::time::Duration;
+use std::sync::Arc;
 
-/// Moves multipart messages between nodes. Implementations are shared between the
-/// receiving thread and every sending thread.
+/// Receives each incoming message's frames (without any transport envelope). Called
+/// from the transport's own threads; messages from one peer arrive in order.
+pub type Deliver = Arc<dyn Fn(Vec<Bytes>) + Send + Sync>;
+
+/// Moves multipart messages between nodes. Shared by every sending thread.
 pub trait Transport: Send + Sync {
     /// Binds the receiving endpoint on `host:port` (`port` 0 = any free port) and
     /// returns the bound port.
     fn bind(&self, host: &str, port: u16) -> io::Result<u16>;
+    /// Starts receiving: every message is handed to `deliver`.
+    fn start(&self, deliver: Deliver) -> io::Result<()>;
     /// Opens a connection to the peer known as `peer` at `host:port`, replacing any
-    /// earlier connection under that key.
+    /// earlier connection under that key. The peer need not be up yet.
     fn connect(&self, peer: i32, host: &str, port: u16) -> io::Result<()>;
     /// Closes the connection to `peer`, if any.
     fn disconnect(&self, peer: i32);
-    /// True if a connection to `peer` is open.
+    /// True if a connection to `peer` is open (or being opened).
     fn is_connected(&self, peer: i32) -> bool;
     /// Sends `frames` as one message to `peer`; returns the bytes sent. The frames are
     /// not copied.
     fn send(&self, peer: i32, frames: Vec<Bytes>) -> io::Result<usize>;
-    /// Waits at most `timeout` for the next message and returns its frames (without
-    /// any transport envelope), or `None` on timeout.
-    fn recv(&self, timeout: Duration) -> io::Result<Option<Vec<Bytes>>>;
-    /// Closes every socket. Later calls fail.
+    /// Stops receiving and closes every socket. Later calls fail.
     fn close(&self);
+}
+
+/// Makes the transport named by `DMLC_PS_VAN_TYPE`.
+pub fn create(kind: &str) -> Result<Arc<dyn Transport>, String> {
+    match kind {
+        "zmq" => Ok(Arc::new(super::ZmqTransport::new())),
+        "tcp" => Ok(Arc::new(super::TcpTransport::new())),
+        other => Err(format!("DMLC_PS_VAN_TYPE: unknown van type '{other}' (zmq or tcp)")),
+    }
 }

@@ -3,20 +3,24 @@
 //! are handed to `zmq_msg_init_data` with a free function that drops them, incoming
 //! `zmq::Message`s become `Bytes` that own them.
 
-use super::transport::Transport;
+use super::transport::{Deliver, Transport};
 use bytes::Bytes;
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::io;
 use std::os::raw::c_void;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::thread::JoinHandle;
 use std::time::Duration;
 
 /// ZMQ implementation of [`Transport`].
 pub struct ZmqTransport {
     ctx: zmq::Context,
-    receiver: Mutex<Option<zmq::Socket>>,
+    receiver: Arc<Mutex<Option<zmq::Socket>>>,
     senders: Mutex<HashMap<i32, Arc<Mutex<zmq::Socket>>>>,
+    stop: Arc<AtomicBool>,
+    thread: Mutex<Option<JoinHandle<()>>>,
 }
 
 fn io_err(e: zmq::Error) -> io::Error {
@@ -69,10 +73,39 @@ impl ZmqTransport {
         let ctx = zmq::Context::new();
         ZmqTransport {
             ctx,
-            receiver: Mutex::new(None),
+            receiver: Arc::new(Mutex::new(None)),
             senders: Mutex::new(HashMap::new()),
+            stop: Arc::new(AtomicBool::new(false)),
+            thread: Mutex::new(None),
         }
     }
+}
+
+/// Waits at most `timeout` for messages and returns those ready (at most 64), each
+/// as its frames without the ROUTER's identity frame.
+fn recv(receiver: &Mutex<Option<zmq::Socket>>, timeout: Duration) -> io::Result<Vec<Vec<Bytes>>> {
+    let guard = receiver.lock();
+    let sock = guard
+        .as_ref()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::NotConnected, "transport not bound"))?;
+    if sock.poll(zmq::POLLIN, timeout.as_millis() as i64).map_err(io_err)? == 0 {
+        return Ok(Vec::new());
+    }
+    let mut batch = Vec::new();
+    while batch.len() < 64 {
+        let first = match sock.recv_msg(zmq::DONTWAIT) {
+            Ok(m) => m,
+            Err(zmq::Error::EAGAIN) => break,
+            Err(e) => return Err(io_err(e)),
+        };
+        let mut frames = vec![Bytes::from_owner(ZmqBytes(first))];
+        while sock.get_rcvmore().map_err(io_err)? {
+            frames.push(Bytes::from_owner(ZmqBytes(sock.recv_msg(0).map_err(io_err)?)));
+        }
+        frames.remove(0); // the ROUTER's peer identity
+        batch.push(frames);
+    }
+    Ok(batch)
 }
 
 impl Default for ZmqTransport {
@@ -112,8 +145,7 @@ impl Transport for ZmqTransport {
         sock.set_linger(2000).map_err(io_err)?;
         sock.set_sndhwm(0).map_err(io_err)?;
         sock.set_sndtimeo(30_000).map_err(io_err)?;
-        sock.connect(&format!("tcp://{host}:{port}"))
-            .map_err(io_err)?;
+        sock.connect(&format!("tcp://{host}:{port}")).map_err(io_err)?;
         self.senders.lock().insert(peer, Arc::new(Mutex::new(sock)));
         Ok(())
     }
@@ -127,12 +159,12 @@ impl Transport for ZmqTransport {
     }
 
     fn send(&self, peer: i32, frames: Vec<Bytes>) -> io::Result<usize> {
-        let sock = self.senders.lock().get(&peer).cloned().ok_or_else(|| {
-            io::Error::new(
-                io::ErrorKind::NotConnected,
-                format!("no connection to node {peer}"),
-            )
-        })?;
+        let sock = self
+            .senders
+            .lock()
+            .get(&peer)
+            .cloned()
+            .ok_or_else(|| io::Error::new(io::ErrorKind::NotConnected, format!("no connection to node {peer}")))?;
         let mut sock = sock.lock();
         let n = frames.len();
         let mut bytes = 0;
@@ -143,31 +175,32 @@ impl Transport for ZmqTransport {
         Ok(bytes)
     }
 
-    fn recv(&self, timeout: Duration) -> io::Result<Option<Vec<Bytes>>> {
-        let guard = self.receiver.lock();
-        let sock = guard
-            .as_ref()
-            .ok_or_else(|| io::Error::new(io::ErrorKind::NotConnected, "transport not bound"))?;
-        if sock
-            .poll(zmq::POLLIN, timeout.as_millis() as i64)
-            .map_err(io_err)?
-            == 0
-        {
-            return Ok(None);
-        }
-        let mut frames = Vec::new();
-        loop {
-            let msg = sock.recv_msg(0).map_err(io_err)?;
-            frames.push(Bytes::from_owner(ZmqBytes(msg)));
-            if !sock.get_rcvmore().map_err(io_err)? {
-                break;
+    fn start(&self, deliver: Deliver) -> io::Result<()> {
+        let receiver = Arc::clone(&self.receiver);
+        let stop = Arc::clone(&self.stop);
+        let t = std::thread::Builder::new().name("zmq-recv".into()).spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                match recv(&receiver, Duration::from_millis(50)) {
+                    Ok(batch) => batch.into_iter().for_each(|frames| deliver(frames)),
+                    Err(e) => {
+                        if stop.load(Ordering::Relaxed) {
+                            break;
+                        }
+                        log::warn!("receive failed: {e}");
+                        std::thread::sleep(Duration::from_millis(20));
+                    }
+                }
             }
-        }
-        frames.remove(0); // the ROUTER's peer identity
-        Ok(Some(frames))
+        })?;
+        *self.thread.lock() = Some(t);
+        Ok(())
     }
 
     fn close(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.lock().take() {
+            let _ = t.join();
+        }
         self.senders.lock().clear();
         *self.receiver.lock() = None;
     }

@@ -1,0 +1,11 @@
+//! KV benchmarks in the modes of ps-lite's test_benchmark: latency (push then pull,
+//! each waited), throughput (push-only, pull-only, push-pull with requests in flight)
+//! and many small keys per call. Servers run an "empty" handle as ps-lite's does: the
+//! first push of a key is stored, later pushes are only acknowledged, and a pull
+//! returns the stored values without copying them.
+
+mod handle;
+mod modes;
+
+pub use handle::empty_handle;
+pub use modes::{run_small_keys, run_worker, BenchConfig, Figure, Mode};
