@@ -1,0 +1,10 @@
+//! psrs applications: the master (task queues over a RecordIO dataset), datasets,
+//! training and benchmarks. Built on `ps-core`; `ps-core` knows nothing of this crate.
+pub mod bench;
+#[cfg(feature = "etcd")]
+pub mod etcd_store;
+pub mod fsutil;
+pub mod master;
+pub mod recordio;
+pub mod stats;
+pub mod train;

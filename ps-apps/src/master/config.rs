@@ -1,0 +1,49 @@
+//! The master's settings.
+
+use serde::{Deserialize, Serialize};
+
+/// How the master cuts and times tasks.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MasterConfig {
+    /// Chunks per task.
+    pub chunks_per_task: usize,
+    /// Passes over the data.
+    pub num_epochs: u64,
+    /// A task times out after this multiple of the moving average completion time…
+    pub timeout_multiplier: f64,
+    /// …but never sooner than this.
+    pub timeout_floor_ms: u64,
+    /// Timeouts (or failure reports) after which a task is given up and moved to failed.
+    pub max_retries: u32,
+}
+
+impl Default for MasterConfig {
+    fn default() -> Self {
+        MasterConfig {
+            chunks_per_task: 1,
+            num_epochs: 1,
+            timeout_multiplier: 4.0,
+            timeout_floor_ms: 10_000,
+            max_retries: 3,
+        }
+    }
+}
+
+impl MasterConfig {
+    /// Checks the values; the error says which one is wrong.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.chunks_per_task == 0 {
+            return Err("chunks per task must be at least 1".into());
+        }
+        if self.num_epochs == 0 {
+            return Err("the number of epochs must be at least 1".into());
+        }
+        if self.timeout_multiplier.is_nan() || self.timeout_multiplier < 1.0 {
+            return Err("the timeout multiplier must be at least 1".into());
+        }
+        if self.timeout_floor_ms == 0 {
+            return Err("the timeout floor must be above 0 ms".into());
+        }
+        Ok(())
+    }
+}

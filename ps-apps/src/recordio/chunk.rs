@@ -1,0 +1,176 @@
+//! The chunk header, compression, and the errors of the format.
+
+use std::fmt;
+use std::io::{Read, Write};
+
+/// Magic number opening every chunk (`PRIO`).
+pub const MAGIC: u32 = u32::from_le_bytes(*b"PRIO");
+/// Size of a chunk header.
+pub const HEADER_LEN: usize = 20;
+/// Largest stored or uncompressed chunk payload accepted.
+pub const MAX_CHUNK_BYTES: u64 = 256 << 20;
+
+/// How a chunk's payload is compressed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Compressor {
+    /// Stored as is.
+    None,
+    /// Snappy (frame format).
+    Snappy,
+    /// Gzip.
+    Gzip,
+}
+
+impl Compressor {
+    /// The code stored in the header.
+    pub fn code(self) -> u8 {
+        match self {
+            Compressor::None => 0,
+            Compressor::Snappy => 1,
+            Compressor::Gzip => 2,
+        }
+    }
+    /// The compressor with this header code.
+    pub fn from_code(c: u8) -> Option<Compressor> {
+        match c {
+            0 => Some(Compressor::None),
+            1 => Some(Compressor::Snappy),
+            2 => Some(Compressor::Gzip),
+            _ => None,
+        }
+    }
+    /// Parses `none`, `snappy` or `gzip`.
+    pub fn parse(s: &str) -> Option<Compressor> {
+        match s {
+            "none" => Some(Compressor::None),
+            "snappy" => Some(Compressor::Snappy),
+            "gzip" => Some(Compressor::Gzip),
+            _ => None,
+        }
+    }
+    /// Compresses `raw`.
+    pub fn compress(self, raw: &[u8]) -> std::io::Result<Vec<u8>> {
+        match self {
+            Compressor::None => Ok(raw.to_vec()),
+            Compressor::Snappy => {
+                let mut w = snap::write::FrameEncoder::new(Vec::new());
+                w.write_all(raw)?;
+                w.into_inner().map_err(|e| std::io::Error::other(e.to_string()))
+            }
+            Compressor::Gzip => {
+                let mut w = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+                w.write_all(raw)?;
+                w.finish()
+            }
+        }
+    }
+    /// Decompresses `stored`, refusing to produce more than [`MAX_CHUNK_BYTES`].
+    pub fn decompress(self, stored: &[u8]) -> std::io::Result<Vec<u8>> {
+        let mut out = Vec::new();
+        let limit = MAX_CHUNK_BYTES + 1;
+        match self {
+            Compressor::None => return Ok(stored.to_vec()),
+            Compressor::Snappy => snap::read::FrameDecoder::new(stored)
+                .take(limit)
+                .read_to_end(&mut out)?,
+            Compressor::Gzip => flate2::read::GzDecoder::new(stored).take(limit).read_to_end(&mut out)?,
+        };
+        if out.len() as u64 > MAX_CHUNK_BYTES {
+            return Err(std::io::Error::other("decompressed chunk is larger than 256 MiB"));
+        }
+        Ok(out)
+    }
+}
+
+/// Where one chunk is in its file.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ChunkIndex {
+    /// Chunk number within the file (0-based).
+    pub idx: usize,
+    /// Byte offset of the chunk header.
+    pub offset: u64,
+    /// Stored payload size.
+    pub len: u64,
+    /// Records in the chunk.
+    pub records: u32,
+}
+
+/// A RecordIO error, naming the file and (when known) the chunk.
+#[derive(Debug)]
+pub struct RecordIoError {
+    /// The file.
+    pub path: String,
+    /// The chunk number, if the error is in one.
+    pub chunk: Option<usize>,
+    /// What is wrong.
+    pub reason: String,
+}
+
+impl fmt::Display for RecordIoError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.chunk {
+            Some(c) => write!(f, "{}: chunk {c}: {}", self.path, self.reason),
+            None => write!(f, "{}: {}", self.path, self.reason),
+        }
+    }
+}
+
+impl std::error::Error for RecordIoError {}
+
+/// A decoded chunk header.
+pub(crate) struct Header {
+    pub crc: u32,
+    pub compressor: Compressor,
+    pub len: u64,
+    pub records: u32,
+}
+
+pub(crate) fn encode_header(crc: u32, c: Compressor, len: u32, records: u32) -> [u8; HEADER_LEN] {
+    let mut h = [0u8; HEADER_LEN];
+    h[..4].copy_from_slice(&MAGIC.to_le_bytes());
+    h[4..8].copy_from_slice(&crc.to_le_bytes());
+    h[8] = c.code();
+    h[12..16].copy_from_slice(&len.to_le_bytes());
+    h[16..20].copy_from_slice(&records.to_le_bytes());
+    h
+}
+
+pub(crate) fn decode_header(h: &[u8; HEADER_LEN]) -> Result<Header, String> {
+    let u = |a: usize| u32::from_le_bytes(h[a..a + 4].try_into().expect("4 bytes"));
+    if u(0) != MAGIC {
+        return Err(format!("bad magic {:#010x} (not a RecordIO chunk)", u(0)));
+    }
+    let compressor = Compressor::from_code(h[8]).ok_or_else(|| format!("unknown compressor {}", h[8]))?;
+    let len = u(12) as u64;
+    if len > MAX_CHUNK_BYTES {
+        return Err(format!("chunk of {len} bytes exceeds the 256 MiB limit"));
+    }
+    Ok(Header {
+        crc: u(4),
+        compressor,
+        len,
+        records: u(16),
+    })
+}
+
+/// Splits an uncompressed payload into its records.
+pub(crate) fn split_records(raw: &[u8], records: u32) -> Result<Vec<Vec<u8>>, String> {
+    let mut out = Vec::with_capacity((records as usize).min(raw.len() / 4 + 1));
+    let mut at = 0usize;
+    for i in 0..records {
+        let len = raw
+            .get(at..at + 4)
+            .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")) as usize)
+            .ok_or_else(|| format!("record {i} is cut off"))?;
+        at += 4;
+        let rec = raw
+            .get(at..at + len)
+            .ok_or_else(|| format!("record {i} claims {len} bytes past the end"))?;
+        out.push(rec.to_vec());
+        at += len;
+    }
+    if at != raw.len() {
+        return Err(format!("{} stray bytes after {records} records", raw.len() - at));
+    }
+    Ok(out)
+}

@@ -1,0 +1,304 @@
+//! Converting libsvm, CSV and IDX (MNIST-style) files into RecordIO datasets.
+
+use super::example::{Example, Features};
+use super::writer::Writer;
+use super::Compressor;
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
+
+/// Reports progress: (units done, units in all).
+pub type Progress<'a> = &'a mut dyn FnMut(u64, u64);
+
+/// What a conversion produced.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ConvertStats {
+    /// Records written.
+    pub records: u64,
+    /// Chunks written.
+    pub chunks: usize,
+    /// One past the largest feature index.
+    pub dim: usize,
+    /// Number of distinct labels.
+    pub classes: usize,
+}
+
+struct Sink {
+    w: Writer,
+    stats: ConvertStats,
+    labels: std::collections::BTreeSet<i64>,
+}
+
+impl Sink {
+    fn new(out: &Path, per_chunk: u32, c: Compressor) -> Result<Sink, String> {
+        Ok(Sink {
+            w: Writer::create(out, c, per_chunk, 64 << 20)
+                .map_err(|e| format!("cannot create {}: {e}", out.display()))?,
+            stats: ConvertStats::default(),
+            labels: Default::default(),
+        })
+    }
+    fn push(&mut self, e: &Example) -> Result<(), String> {
+        self.stats.dim = self.stats.dim.max(e.dim());
+        self.labels.insert(e.label as i64);
+        self.w.write(&e.encode()).map_err(|e| e.to_string())
+    }
+    fn finish(self) -> Result<ConvertStats, String> {
+        let mut s = self.stats;
+        s.records = self.w.total_records;
+        s.classes = self.labels.len();
+        s.chunks = self.w.finish().map_err(|e| e.to_string())?;
+        Ok(s)
+    }
+}
+
+fn lines(input: &Path) -> Result<(impl Iterator<Item = std::io::Result<String>>, u64), String> {
+    let f = File::open(input).map_err(|e| format!("cannot open {}: {e}", input.display()))?;
+    let size = f.metadata().map(|m| m.len()).unwrap_or(0);
+    Ok((BufReader::new(f).lines(), size))
+}
+
+/// Converts a libsvm file (`label idx:val idx:val ...`, indices kept as written).
+pub fn convert_libsvm(
+    input: &Path,
+    out: &Path,
+    per_chunk: u32,
+    c: Compressor,
+    progress: Progress,
+) -> Result<ConvertStats, String> {
+    let (it, size) = lines(input)?;
+    let mut sink = Sink::new(out, per_chunk, c)?;
+    let mut done = 0u64;
+    for (n, line) in it.enumerate() {
+        let line = line.map_err(|e| format!("{}: {e}", input.display()))?;
+        done += line.len() as u64 + 1;
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let bad = |what: &str| format!("{}:{}: {what}", input.display(), n + 1);
+        let mut parts = line.split_whitespace();
+        let label: f32 = parts
+            .next()
+            .and_then(|l| l.parse().ok())
+            .ok_or_else(|| bad("bad label"))?;
+        let mut feats: Vec<(u32, f32)> = Vec::new();
+        for p in parts {
+            let (i, v) = p.split_once(':').ok_or_else(|| bad(&format!("'{p}' is not idx:val")))?;
+            let i: u32 = i.parse().map_err(|_| bad(&format!("bad index '{i}'")))?;
+            let v: f32 = v.parse().map_err(|_| bad(&format!("bad value '{v}'")))?;
+            feats.push((i, v));
+        }
+        feats.sort_by_key(|f| f.0);
+        feats.dedup_by_key(|f| f.0);
+        sink.push(&Example {
+            label,
+            features: Features::Sparse {
+                idx: feats.iter().map(|f| f.0).collect(),
+                val: feats.iter().map(|f| f.1).collect(),
+            },
+        })?;
+        if n % 1024 == 0 {
+            progress(done.min(size), size);
+        }
+    }
+    progress(size, size);
+    sink.finish()
+}
+
+/// Converts a CSV file whose first column is the label and the rest numeric features.
+pub fn convert_csv(
+    input: &Path,
+    out: &Path,
+    header: bool,
+    per_chunk: u32,
+    c: Compressor,
+    progress: Progress,
+) -> Result<ConvertStats, String> {
+    let (it, size) = lines(input)?;
+    let mut sink = Sink::new(out, per_chunk, c)?;
+    let mut done = 0u64;
+    let mut width = None;
+    for (n, line) in it.enumerate() {
+        let line = line.map_err(|e| format!("{}: {e}", input.display()))?;
+        done += line.len() as u64 + 1;
+        if (n == 0 && header) || line.trim().is_empty() {
+            continue;
+        }
+        let vals: Result<Vec<f32>, _> = line.split(',').map(|s| s.trim().parse::<f32>()).collect();
+        let vals = vals.map_err(|_| format!("{}:{}: a value is not a number", input.display(), n + 1))?;
+        if vals.len() < 2 {
+            return Err(format!(
+                "{}:{}: need a label and at least one feature",
+                input.display(),
+                n + 1
+            ));
+        }
+        if *width.get_or_insert(vals.len()) != vals.len() {
+            return Err(format!(
+                "{}:{}: {} columns, earlier rows have {}",
+                input.display(),
+                n + 1,
+                vals.len(),
+                width.unwrap_or(0)
+            ));
+        }
+        sink.push(&Example {
+            label: vals[0],
+            features: Features::Dense(vals[1..].to_vec()),
+        })?;
+        if n % 1024 == 0 {
+            progress(done.min(size), size);
+        }
+    }
+    progress(size, size);
+    sink.finish()
+}
+
+fn read_idx(path: &Path, want_dims: usize) -> Result<(Vec<usize>, Vec<u8>), String> {
+    let f = File::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+    let mut raw = Vec::new();
+    let gz = path.extension().is_some_and(|e| e == "gz");
+    let limit = 1u64 << 31;
+    if gz {
+        flate2::read::GzDecoder::new(f).take(limit).read_to_end(&mut raw)
+    } else {
+        f.take(limit).read_to_end(&mut raw)
+    }
+    .map_err(|e| format!("{}: {e}", path.display()))?;
+    let bad = |w: &str| format!("{}: not an IDX file: {w}", path.display());
+    if raw.len() < 4 || raw[0] != 0 || raw[1] != 0 || raw[2] != 0x08 {
+        return Err(bad("bad magic (expected unsigned bytes)"));
+    }
+    let ndims = raw[3] as usize;
+    if ndims != want_dims || raw.len() < 4 + 4 * ndims {
+        return Err(bad(&format!("{ndims} dimensions, expected {want_dims}")));
+    }
+    let dims: Vec<usize> = (0..ndims)
+        .map(|i| u32::from_be_bytes(raw[4 + 4 * i..8 + 4 * i].try_into().expect("4 bytes")) as usize)
+        .collect();
+    let n: usize = dims.iter().product();
+    let data = raw.split_off(4 + 4 * ndims);
+    if data.len() != n {
+        return Err(bad(&format!("{} data bytes, header says {n}", data.len())));
+    }
+    Ok((dims, data))
+}
+
+/// Converts IDX images (`idx3-ubyte`, optionally `.gz`) and labels (`idx1-ubyte`)
+/// into dense examples with pixels scaled to [0, 1].
+pub fn convert_idx(
+    images: &Path,
+    labels: &Path,
+    out: &Path,
+    per_chunk: u32,
+    c: Compressor,
+    progress: Progress,
+) -> Result<ConvertStats, String> {
+    let (idims, pixels) = read_idx(images, 3)?;
+    let (ldims, labs) = read_idx(labels, 1)?;
+    if idims[0] != ldims[0] {
+        return Err(format!("{} images but {} labels", idims[0], ldims[0]));
+    }
+    let dim = idims[1] * idims[2];
+    let mut sink = Sink::new(out, per_chunk, c)?;
+    let n = idims[0] as u64;
+    for i in 0..idims[0] {
+        let px = &pixels[i * dim..(i + 1) * dim];
+        sink.push(&Example {
+            label: labs[i] as f32,
+            features: Features::Dense(px.iter().map(|&p| p as f32 / 255.0).collect()),
+        })?;
+        if i % 1024 == 0 {
+            progress(i as u64, n);
+        }
+    }
+    progress(n, n);
+    sink.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::reader::read_all;
+    use super::*;
+
+    fn nop() -> impl FnMut(u64, u64) {
+        |_, _| {}
+    }
+
+    #[test]
+    fn libsvm_and_csv() {
+        let d = tempfile::tempdir().unwrap();
+        let src = d.path().join("a.svm");
+        std::fs::write(&src, "1 3:0.5 1:2\n0 2:1\n\n# comment\n1 7:1\n").unwrap();
+        let out = d.path().join("a.rio");
+        let s = convert_libsvm(&src, &out, 2, Compressor::Snappy, &mut nop()).unwrap();
+        assert_eq!((s.records, s.dim, s.classes), (3, 8, 2));
+        let recs = read_all(&out).unwrap();
+        let e = Example::decode(&recs[0]).unwrap();
+        assert_eq!(
+            e.features,
+            Features::Sparse {
+                idx: vec![1, 3],
+                val: vec![2.0, 0.5]
+            }
+        );
+        std::fs::write(&src, "1 3:x\n").unwrap();
+        let err = convert_libsvm(&src, &out, 2, Compressor::None, &mut nop()).unwrap_err();
+        assert!(err.contains("a.svm:1") && err.contains("bad value"), "{err}");
+
+        let csv = d.path().join("b.csv");
+        std::fs::write(&csv, "y,a,b\n1,0.5,1\n0,1,2\n").unwrap();
+        let s = convert_csv(&csv, &out, true, 10, Compressor::Gzip, &mut nop()).unwrap();
+        assert_eq!((s.records, s.dim), (2, 2));
+        std::fs::write(&csv, "1,0.5,1\n0,1\n").unwrap();
+        assert!(convert_csv(&csv, &out, false, 10, Compressor::Gzip, &mut nop())
+            .unwrap_err()
+            .contains("columns"));
+    }
+
+    #[test]
+    fn idx_images() {
+        let d = tempfile::tempdir().unwrap();
+        let img = d.path().join("i-idx3-ubyte");
+        let lab = d.path().join("l-idx1-ubyte");
+        let mut b = vec![0, 0, 8, 3, 0, 0, 0, 2, 0, 0, 0, 2, 0, 0, 0, 2];
+        b.extend([0, 255, 51, 0, 255, 255, 255, 255]);
+        std::fs::write(&img, &b).unwrap();
+        std::fs::write(&lab, [0, 0, 8, 1, 0, 0, 0, 2, 7, 3]).unwrap();
+        let out = d.path().join("m.rio");
+        let s = convert_idx(&img, &lab, &out, 1, Compressor::None, &mut nop()).unwrap();
+        assert_eq!((s.records, s.dim, s.classes), (2, 4, 2));
+        let e = Example::decode(&read_all(&out).unwrap()[0]).unwrap();
+        assert_eq!(e.label, 7.0);
+        assert_eq!(e.features, Features::Dense(vec![0.0, 1.0, 0.2, 0.0]));
+        std::fs::write(&lab, [0, 0, 8, 1, 0, 0, 0, 3, 7, 3, 1]).unwrap();
+        assert!(convert_idx(&img, &lab, &out, 1, Compressor::None, &mut nop())
+            .unwrap_err()
+            .contains("2 images but 3 labels"));
+    }
+
+    #[test]
+    fn fashion_mnist_test_set() {
+        let dir = Path::new("/usr/share/datasets/fashion-mnist");
+        if !dir.exists() {
+            eprintln!(
+                "SKIPPED: {} is absent (apt-get install dataset-fashion-mnist)",
+                dir.display()
+            );
+            return;
+        }
+        let d = tempfile::tempdir().unwrap();
+        let out = d.path().join("t10k.rio");
+        let s = convert_idx(
+            &dir.join("t10k-images-idx3-ubyte.gz"),
+            &dir.join("t10k-labels-idx1-ubyte.gz"),
+            &out,
+            1000,
+            Compressor::Snappy,
+            &mut nop(),
+        )
+        .unwrap();
+        assert_eq!((s.records, s.dim, s.classes, s.chunks), (10_000, 784, 10, 10));
+    }
+}

@@ -1,0 +1,89 @@
+//! A training example as stored in a record.
+
+use bincode::Options;
+use serde::{Deserialize, Serialize};
+
+/// Feature values of an example.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Features {
+    /// Every feature, in order.
+    Dense(Vec<f32>),
+    /// Only the non-zero features: sorted indices and their values.
+    Sparse {
+        /// Feature indices (sorted, 0-based).
+        idx: Vec<u32>,
+        /// Their values.
+        val: Vec<f32>,
+    },
+}
+
+/// One labelled example.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Example {
+    /// The label: a class number, or 0/1 for binary tasks.
+    pub label: f32,
+    /// The features.
+    pub features: Features,
+}
+
+/// Largest encoded example accepted.
+const MAX_EXAMPLE: u64 = 64 << 20;
+
+impl Example {
+    /// The record bytes of this example.
+    pub fn encode(&self) -> Vec<u8> {
+        bincode::DefaultOptions::new()
+            .serialize(self)
+            .expect("examples always serialize")
+    }
+
+    /// Decodes a record; a malformed one is an error, never a panic.
+    pub fn decode(bytes: &[u8]) -> Result<Example, String> {
+        let e: Example = bincode::DefaultOptions::new()
+            .with_limit(MAX_EXAMPLE)
+            .reject_trailing_bytes()
+            .deserialize(bytes)
+            .map_err(|e| format!("malformed example record: {e}"))?;
+        if let Features::Sparse { idx, val } = &e.features {
+            if idx.len() != val.len() {
+                return Err("malformed example record: sparse indices and values differ in length".into());
+            }
+        }
+        Ok(e)
+    }
+
+    /// One past the largest feature index.
+    pub fn dim(&self) -> usize {
+        match &self.features {
+            Features::Dense(v) => v.len(),
+            Features::Sparse { idx, .. } => idx.iter().max().map_or(0, |&m| m as usize + 1),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_and_garbage() {
+        let e = Example {
+            label: 3.0,
+            features: Features::Sparse {
+                idx: vec![1, 5],
+                val: vec![0.5, 2.0],
+            },
+        };
+        assert_eq!(Example::decode(&e.encode()).unwrap(), e);
+        assert_eq!(e.dim(), 6);
+        assert!(Example::decode(b"\xff\xff\xff\xff\xff\xff").is_err());
+        let bad = Example {
+            label: 1.0,
+            features: Features::Sparse {
+                idx: vec![1],
+                val: vec![],
+            },
+        };
+        assert!(Example::decode(&bad.encode()).is_err());
+    }
+}

@@ -1,0 +1,154 @@
+//! Reading RecordIO files: index by headers, read chunks with CRC checks.
+
+use super::chunk::{decode_header, split_records, ChunkIndex, RecordIoError, HEADER_LEN};
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::Path;
+
+fn err(path: &Path, chunk: Option<usize>, reason: impl Into<String>) -> RecordIoError {
+    RecordIoError {
+        path: path.display().to_string(),
+        chunk,
+        reason: reason.into(),
+    }
+}
+
+/// Indexes `path` by reading chunk headers only (seeking past payloads).
+pub fn index(path: &Path) -> Result<Vec<ChunkIndex>, RecordIoError> {
+    let mut f = File::open(path).map_err(|e| err(path, None, format!("cannot open: {e}")))?;
+    let size = f.metadata().map_err(|e| err(path, None, e.to_string()))?.len();
+    let mut out = Vec::new();
+    let mut offset = 0u64;
+    while offset < size {
+        let idx = out.len();
+        let mut h = [0u8; HEADER_LEN];
+        f.read_exact(&mut h)
+            .map_err(|_| err(path, Some(idx), "truncated chunk header"))?;
+        let header = decode_header(&h).map_err(|e| err(path, Some(idx), e))?;
+        let end = offset + HEADER_LEN as u64 + header.len;
+        if end > size {
+            return Err(err(
+                path,
+                Some(idx),
+                format!("payload of {} bytes runs past the end of the file", header.len),
+            ));
+        }
+        out.push(ChunkIndex {
+            idx,
+            offset,
+            len: header.len,
+            records: header.records,
+        });
+        f.seek(SeekFrom::Start(end))
+            .map_err(|e| err(path, Some(idx), e.to_string()))?;
+        offset = end;
+    }
+    Ok(out)
+}
+
+/// Reads chunk `c` of `path`, checking its CRC, and returns its records.
+pub fn read_chunk(path: &Path, c: &ChunkIndex) -> Result<Vec<Vec<u8>>, RecordIoError> {
+    let e = |reason: String| err(path, Some(c.idx), reason);
+    let mut f = File::open(path).map_err(|x| err(path, None, format!("cannot open: {x}")))?;
+    f.seek(SeekFrom::Start(c.offset)).map_err(|x| e(x.to_string()))?;
+    let mut h = [0u8; HEADER_LEN];
+    f.read_exact(&mut h).map_err(|_| e("truncated chunk header".into()))?;
+    let header = decode_header(&h).map_err(e)?;
+    let mut stored = Vec::with_capacity(header.len as usize);
+    f.take(header.len)
+        .read_to_end(&mut stored)
+        .map_err(|x| e(x.to_string()))?;
+    if stored.len() as u64 != header.len {
+        return Err(e("truncated chunk payload".into()));
+    }
+    if crc32fast::hash(&stored) != header.crc {
+        return Err(e("CRC mismatch: the chunk is corrupt".into()));
+    }
+    let raw = header
+        .compressor
+        .decompress(&stored)
+        .map_err(|x| e(format!("cannot decompress: {x}")))?;
+    split_records(&raw, header.records).map_err(e)
+}
+
+/// Every record of `path`, in order.
+pub fn read_all(path: &Path) -> Result<Vec<Vec<u8>>, RecordIoError> {
+    let mut out = Vec::new();
+    for c in index(path)? {
+        out.extend(read_chunk(path, &c)?);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Compressor, Writer};
+    use super::*;
+    use proptest::prelude::*;
+
+    fn write(dir: &Path, c: Compressor, n: usize) -> std::path::PathBuf {
+        let p = dir.join(format!("data-{:?}.rio", c));
+        let mut w = Writer::create(&p, c, 7, 1 << 20).unwrap();
+        for i in 0..n {
+            w.write(format!("record number {i}").as_bytes()).unwrap();
+        }
+        w.finish().unwrap();
+        p
+    }
+
+    #[test]
+    fn round_trips_with_every_compressor() {
+        let d = tempfile::tempdir().unwrap();
+        for c in [Compressor::None, Compressor::Snappy, Compressor::Gzip] {
+            let p = write(d.path(), c, 50);
+            let idx = index(&p).unwrap();
+            assert_eq!(idx.len(), 8, "50 records in chunks of 7");
+            assert_eq!(idx.iter().map(|c| c.records).sum::<u32>(), 50);
+            let all = read_all(&p).unwrap();
+            assert_eq!(all.len(), 50);
+            assert_eq!(all[49], b"record number 49");
+            assert_eq!(read_chunk(&p, &idx[1]).unwrap()[0], b"record number 7");
+        }
+    }
+
+    #[test]
+    fn corruption_names_file_and_chunk() {
+        let d = tempfile::tempdir().unwrap();
+        let p = write(d.path(), Compressor::None, 20);
+        let idx = index(&p).unwrap();
+        let mut bytes = std::fs::read(&p).unwrap();
+        let at = idx[1].offset as usize + HEADER_LEN + 3;
+        bytes[at] ^= 0x55;
+        std::fs::write(&p, &bytes).unwrap();
+        let e = read_chunk(&p, &idx[1]).unwrap_err().to_string();
+        assert!(
+            e.contains("chunk 1") && e.contains("CRC") && e.contains("data-None"),
+            "{e}"
+        );
+        bytes.truncate(bytes.len() - 5);
+        std::fs::write(&p, &bytes).unwrap();
+        let e = index(&p).unwrap_err().to_string();
+        assert!(e.contains("chunk 2") && e.contains("past the end"), "{e}");
+        std::fs::write(&p, b"definitely not recordio, but long enough").unwrap();
+        assert!(index(&p).unwrap_err().to_string().contains("bad magic"));
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        #[test]
+        fn damaged_files_never_panic(pos in 0usize..2000, val in any::<u8>(), cut in 0usize..2000, c in 0u8..3) {
+            let d = tempfile::tempdir().unwrap();
+            let p = write(d.path(), Compressor::from_code(c).unwrap(), 30);
+            let mut bytes = std::fs::read(&p).unwrap();
+            let n = bytes.len();
+            bytes[pos % n] = val;
+            bytes.truncate(cut.min(n));
+            std::fs::write(&p, &bytes).unwrap();
+            if let Ok(idx) = index(&p) {
+                for c in &idx {
+                    let _ = read_chunk(&p, c);
+                }
+            }
+        }
+    }
+}
