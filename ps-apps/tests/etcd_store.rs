@@ -58,7 +58,7 @@ fn start_etcd() -> Option<Etcd> {
 
 fn store(etcd: &Etcd, wait: Duration) -> Result<EtcdStore, String> {
     EtcdStore::connect(
-        &[etcd.endpoint.clone()],
+        std::slice::from_ref(&etcd.endpoint),
         "/t/queues",
         "/t/lock",
         Duration::from_secs(5),
