@@ -27,6 +27,12 @@ enum Cmd {
     KvTest(commands::kv::Args),
     /// KV benchmarks: latency, push/pull throughput, many small keys.
     Bench(commands::bench::Args),
+    /// Train a model on a RecordIO dataset (run on every node).
+    Train(commands::train::Args),
+    /// Convert libsvm / CSV / IDX files to RecordIO.
+    Convert(commands::convert::Args),
+    /// Evaluate a saved model on a RecordIO dataset.
+    Eval(commands::eval::Args),
 }
 
 fn main() -> ExitCode {
@@ -37,6 +43,9 @@ fn main() -> ExitCode {
         Cmd::SimpleApp(a) => commands::simple::run(a),
         Cmd::KvTest(a) => commands::kv::run(a),
         Cmd::Bench(a) => commands::bench::run(a),
+        Cmd::Train(a) => commands::train::run(a),
+        Cmd::Convert(a) => commands::convert::run(a),
+        Cmd::Eval(a) => commands::eval::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

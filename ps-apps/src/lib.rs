@@ -5,6 +5,8 @@ pub mod bench;
 pub mod etcd_store;
 pub mod fsutil;
 pub mod master;
+pub mod metrics;
+pub mod model;
 pub mod recordio;
 pub mod stats;
 pub mod train;

@@ -3,8 +3,11 @@
 pub mod barrier;
 pub mod bench;
 pub mod connection;
+pub mod convert;
+pub mod eval;
 pub mod kv;
 pub mod simple;
+pub mod train;
 
 use ps_core::{Config, Postoffice};
 use std::sync::Arc;

@@ -1,7 +1,13 @@
-//! Distributed training on the parameter server: the server-side shard rules
-//! (sync / async / bounded staleness), checkpoints, and the worker's minibatch loop.
+//! Distributed training on the parameter server: the shard rules (sync / async /
+//! bounded staleness), checkpoints, the parameter layout and exchange, the worker's
+//! minibatch loop, and the three roles (coordinator, server, worker).
 
 pub mod checkpoint;
+pub mod coordinator;
 pub mod exchange;
+pub mod kv_exchange;
+pub mod layout;
 pub mod minibatch;
+pub mod server;
 pub mod shard;
+pub mod worker;

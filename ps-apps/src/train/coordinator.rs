@@ -1,0 +1,234 @@
+//! The scheduler's side of training: the master served over SimpleApp, its timeout
+//! ticker, dead-worker requeueing, progress reporting and the statistics endpoint.
+
+use crate::master::{Master, MasterRequest, MasterResponse, QueueSnapshot};
+use crate::stats::{NodeStat, QueueStat, Snapshot, StatsServer, TrafficStat, TrainStat};
+use bincode::Options;
+use bytes::Bytes;
+use parking_lot::Mutex;
+use ps_core::node::{id_role, SCHEDULER};
+use ps_core::simple_app::{SimpleApp, SimpleData};
+use ps_core::{Postoffice, Role};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The SimpleApp id of the master service.
+pub const MASTER_APP: i32 = 1;
+/// The head of master requests.
+pub const MASTER_HEAD: i32 = 1;
+
+/// Encodes a master message.
+pub fn encode<T: serde::Serialize>(v: &T) -> Bytes {
+    Bytes::from(
+        bincode::DefaultOptions::new()
+            .serialize(v)
+            .expect("master messages serialize"),
+    )
+}
+
+/// Decodes a master message from untrusted bytes.
+pub fn decode<T: serde::de::DeserializeOwned>(b: &[u8]) -> Result<T, String> {
+    bincode::DefaultOptions::new()
+        .with_limit(64 << 20)
+        .deserialize(b)
+        .map_err(|e| format!("malformed master message: {e}"))
+}
+
+#[derive(Default)]
+struct Progress {
+    examples: u64,
+    loss_sum: f64,
+    correct: u64,
+    version: u64,
+    history: Vec<(f64, f64)>,
+    last_done: u64,
+}
+
+/// The running coordinator; stops its threads when dropped.
+pub struct Coordinator {
+    _app: SimpleApp,
+    _stats: Option<StatsServer>,
+    stop: Arc<AtomicBool>,
+    ticker: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Coordinator {
+    /// Serves `master` on this (scheduler) node; statistics on `stats_addr` if given.
+    pub fn start(
+        po: &Arc<Postoffice>,
+        master: Master,
+        stats_addr: Option<&str>,
+        job: String,
+    ) -> Result<Coordinator, String> {
+        let master = Arc::new(Mutex::new(master));
+        let progress = Arc::new(Mutex::new(Progress::default()));
+        let epoch = Instant::now();
+        let (m, p) = (Arc::clone(&master), Arc::clone(&progress));
+        let handle = move |req: &SimpleData, resp: &ps_core::simple_app::Responder| {
+            let now = epoch.elapsed().as_millis() as u64;
+            let reply = match decode::<MasterRequest>(&req.body) {
+                Ok(r) => {
+                    if let MasterRequest::GetTask { report: Some(rep), .. } = &r {
+                        let mut p = p.lock();
+                        p.examples += rep.examples;
+                        p.loss_sum += rep.loss_sum;
+                        p.correct += rep.correct;
+                        p.version = p.version.max(rep.version);
+                        if rep.examples > 0 {
+                            p.history
+                                .push((now as f64 / 1000.0, rep.loss_sum / rep.examples as f64));
+                        }
+                    }
+                    let mut m = m.lock();
+                    let out = m.handle(req.sender, r, now);
+                    report_progress(&m.snapshot(), &mut p.lock());
+                    out
+                }
+                Err(e) => {
+                    log::warn!("from {}: {e}", req.sender);
+                    MasterResponse::Error(e)
+                }
+            };
+            if let Err(e) = resp.response(req, encode(&reply)) {
+                log::warn!("master reply to {} not sent: {e}", req.sender);
+            }
+        };
+        let app = SimpleApp::new(po, MASTER_APP, Some(Box::new(handle)), None)?;
+        let m = Arc::clone(&master);
+        po.on_node_dead(move |ids| {
+            for &id in ids.iter().filter(|&&id| id_role(id) == Some(Role::Worker)) {
+                match m.lock().worker_dead(id) {
+                    Ok(n) => log::warn!("worker {id} is dead: {n} of its tasks requeued"),
+                    Err(e) => log::error!("cannot requeue the tasks of dead worker {id}: {e}"),
+                }
+            }
+        });
+        let stop = Arc::new(AtomicBool::new(false));
+        let (s2, m2) = (Arc::clone(&stop), Arc::clone(&master));
+        let ticker = std::thread::Builder::new()
+            .name("master-tick".into())
+            .spawn(move || {
+                while !s2.load(Ordering::Relaxed) {
+                    std::thread::sleep(Duration::from_millis(100));
+                    if let Err(e) = m2.lock().tick(epoch.elapsed().as_millis() as u64) {
+                        log::error!("master: {e}");
+                    }
+                }
+            })
+            .map_err(|e| e.to_string())?;
+        let stats = match stats_addr {
+            None => None,
+            Some(addr) => {
+                let (po, m, p) = (Arc::clone(po), Arc::clone(&master), Arc::clone(&progress));
+                let srv = StatsServer::start(
+                    addr,
+                    Arc::new(move || snapshot(&po, &m.lock().snapshot(), &p.lock(), epoch, &job)),
+                )?;
+                log::info!(
+                    "statistics at http://{}/ (JSON /stats.json, Prometheus /metrics)",
+                    srv.addr()
+                );
+                println!("stats: http://{}/", srv.addr());
+                Some(srv)
+            }
+        };
+        Ok(Coordinator {
+            _app: app,
+            _stats: stats,
+            stop,
+            ticker: Some(ticker),
+        })
+    }
+}
+
+fn report_progress(s: &QueueSnapshot, p: &mut Progress) {
+    if s.total_done == p.last_done {
+        return;
+    }
+    p.last_done = s.total_done;
+    let total = s.tasks_per_epoch as u64 * s.num_epochs;
+    let loss = if p.examples > 0 {
+        p.loss_sum / p.examples as f64
+    } else {
+        0.0
+    };
+    log::info!(
+        "progress: {}/{} tasks, pass {}/{}, train loss {:.4}, train accuracy {:.4}, {} failed",
+        s.total_done,
+        total,
+        s.epoch + 1,
+        s.num_epochs,
+        loss,
+        if p.examples > 0 {
+            p.correct as f64 / p.examples as f64
+        } else {
+            0.0
+        },
+        s.failed
+    );
+}
+
+fn snapshot(po: &Postoffice, q: &QueueSnapshot, p: &Progress, epoch: Instant, job: &str) -> Snapshot {
+    let van = po.van();
+    let dead = po.dead_nodes();
+    let hb: std::collections::HashMap<i32, Option<u64>> = van.heartbeat_table().into_iter().collect();
+    let nodes = po
+        .nodes()
+        .iter()
+        .map(|n| NodeStat {
+            id: n.id,
+            role: n.role.to_string(),
+            addr: n.addr(),
+            heartbeat_age_ms: if n.id == SCHEDULER {
+                Some(0)
+            } else {
+                hb.get(&n.id).copied().flatten()
+            },
+            dead: dead.contains(&n.id),
+            recovered: n.is_recovery,
+        })
+        .collect();
+    let up = epoch.elapsed().as_secs_f64();
+    let st = &van.stats;
+    let get = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+    Snapshot {
+        uptime_s: up,
+        job: job.to_string(),
+        nodes,
+        queues: (q.tasks_per_epoch > 0).then(|| QueueStat {
+            todo: q.todo,
+            pending: q.pending,
+            done: q.done,
+            failed: q.failed,
+            epoch: q.epoch,
+            num_epochs: q.num_epochs,
+            avg_task_ms: q.avg_task_ms,
+        }),
+        train: TrainStat {
+            examples: p.examples,
+            examples_per_sec: if up > 0.0 { p.examples as f64 / up } else { 0.0 },
+            loss: (p.examples > 0).then(|| p.loss_sum / p.examples as f64),
+            loss_history: p.history.iter().rev().take(500).rev().copied().collect(),
+            accuracy: (p.examples > 0).then(|| p.correct as f64 / p.examples as f64),
+            version: p.version,
+        },
+        traffic: TrafficStat {
+            sent_msgs: get(&st.sent_msgs),
+            sent_bytes: get(&st.sent_bytes),
+            recv_msgs: get(&st.recv_msgs),
+            recv_bytes: get(&st.recv_bytes),
+            malformed: get(&st.malformed),
+            resent: get(&st.resent),
+        },
+    }
+}
+
+impl Drop for Coordinator {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.ticker.take() {
+            let _ = t.join();
+        }
+    }
+}

@@ -1,0 +1,99 @@
+//! [`ParamExchange`] over a `KVWorker<f32>`: one request covers every shard, each
+//! carrying its own version (push: the version the gradient was computed on; pull:
+//! `after + 1`, 0 for "answer now").
+
+use super::exchange::{ParamExchange, Pulled, ShardReply};
+use super::layout::Layout;
+use ps_core::kv::{KVPairs, KVWorker, KvRequest, SArray};
+use std::time::Duration;
+
+/// Push response status: the gradient was rejected (stale version).
+pub const STATUS_REJECTED: i32 = 1;
+
+/// Talks to the training servers.
+pub struct KvExchange {
+    kv: KVWorker<f32>,
+    layout: Layout,
+    all_keys: SArray<u64>,
+    timeout: Duration,
+}
+
+impl KvExchange {
+    /// An exchange for `layout` over `kv`; a request unanswered after `timeout` fails.
+    pub fn new(kv: KVWorker<f32>, layout: Layout, timeout: Duration) -> KvExchange {
+        let all_keys = layout.all_keys().into();
+        KvExchange {
+            kv,
+            layout,
+            all_keys,
+            timeout,
+        }
+    }
+
+    fn keys_for(&self, keys: Option<&[u64]>) -> SArray<u64> {
+        match keys {
+            None => self.all_keys.clone(),
+            Some(k) => k.iter().map(|&i| self.layout.key(i)).collect::<Vec<_>>().into(),
+        }
+    }
+}
+
+impl ParamExchange for KvExchange {
+    fn num_shards(&self) -> usize {
+        self.kv.ranges().len()
+    }
+
+    fn pull(&mut self, keys: Option<&[u64]>, after: &[Option<u64>]) -> Result<Pulled, String> {
+        let kvs = KVPairs {
+            keys: self.keys_for(keys),
+            ..Default::default()
+        };
+        let mut req = KvRequest::new(kvs, 0, false, true);
+        req.versions = after.iter().map(|a| a.map_or(0, |v| v + 1)).collect();
+        let ts = self.kv.request(req, None).map_err(|e| e.to_string())?;
+        let replies = self
+            .kv
+            .wait_replies(ts, Some(self.timeout))
+            .map_err(|e| e.to_string())?;
+        let mut versions = vec![0; self.num_shards()];
+        let mut parts = Vec::with_capacity(replies.len());
+        for r in replies {
+            versions[r.rank] = r.version;
+            parts.push(r.data);
+        }
+        let values = KVPairs::concat(parts).vals.to_vec();
+        Ok(Pulled { values, versions })
+    }
+
+    fn push(
+        &mut self,
+        keys: Option<&[u64]>,
+        grads: &[f32],
+        versions: &[u64],
+        send: &[bool],
+    ) -> Result<Vec<ShardReply>, String> {
+        let kvs = KVPairs {
+            keys: self.keys_for(keys),
+            vals: SArray::copy_from(grads),
+            lens: SArray::empty(),
+        };
+        let parts = kvs.slice(self.kv.ranges(), true);
+        let mut req = KvRequest::new(kvs, 0, true, false);
+        req.versions = versions.to_vec();
+        req.only = send.iter().zip(&parts).map(|(&s, p)| s && !p.keys.is_empty()).collect();
+        let ts = self.kv.request(req, None).map_err(|e| e.to_string())?;
+        let replies = self
+            .kv
+            .wait_replies(ts, Some(self.timeout))
+            .map_err(|e| e.to_string())?;
+        let mut out = vec![ShardReply::Skipped; self.num_shards()];
+        for r in replies {
+            out[r.rank] = if r.status == STATUS_REJECTED {
+                ShardReply::Rejected(r.version)
+            } else {
+                ShardReply::Accepted
+            };
+        }
+        Ok(out)
+    }
+}

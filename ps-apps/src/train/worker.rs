@@ -1,0 +1,226 @@
+//! A training worker: asks the master for tasks, reads their chunks, trains minibatch
+//! by minibatch through the parameter servers, reports each task, and (rank 0)
+//! evaluates the model after every pass and saves it at the end.
+
+use super::coordinator::{decode, encode, MASTER_APP, MASTER_HEAD};
+use super::exchange::ParamExchange;
+use super::minibatch::{BatchError, MinibatchLoop};
+use crate::master::{MasterRequest, MasterResponse, Task, TaskReport};
+use crate::metrics;
+use crate::model::Model;
+use crate::recordio::{self, Example};
+use ps_core::node::SCHEDULER;
+use ps_core::simple_app::SimpleApp;
+use ps_core::Postoffice;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How a worker trains.
+#[derive(Clone, Debug)]
+pub struct WorkerOptions {
+    /// Dataset files.
+    pub train: Vec<String>,
+    /// Held-out set (rank 0 evaluates on it).
+    pub test: Option<PathBuf>,
+    /// Examples per minibatch.
+    pub batch: usize,
+    /// Sync mode (pulls wait for the contributed version).
+    pub sync: bool,
+    /// Rejections after which a task fails.
+    pub max_rejections: u32,
+    /// Where rank 0 saves the model.
+    pub out: Option<PathBuf>,
+    /// How long to keep asking an unreachable master.
+    pub master_patience: Duration,
+}
+
+/// What evaluation measured.
+#[derive(Clone, Debug, Default)]
+pub struct Evaluation {
+    /// Accuracy.
+    pub accuracy: f64,
+    /// Mean log-loss.
+    pub log_loss: f64,
+    /// AUC (binary models only).
+    pub auc: Option<f64>,
+}
+
+/// Evaluates `params` on `examples`.
+pub fn evaluate(model: &Model, params: &[f32], examples: &[Example]) -> Evaluation {
+    let labels: Vec<usize> = examples.iter().map(|e| e.label.max(0.0) as usize).collect();
+    let labels = match model {
+        Model::LogReg { .. } => examples.iter().map(|e| usize::from(e.label > 0.0)).collect(),
+        _ => labels,
+    };
+    let probs: Vec<Vec<f32>> = examples.iter().map(|e| model.predict(params, e)).collect();
+    let pred: Vec<usize> = probs
+        .iter()
+        .map(|p| {
+            p.iter()
+                .enumerate()
+                .fold((0, f32::MIN), |b, (i, &v)| if v > b.1 { (i, v) } else { b })
+                .0
+        })
+        .collect();
+    let auc = matches!(model, Model::LogReg { .. }).then(|| {
+        let scores: Vec<f32> = probs.iter().map(|p| p[1]).collect();
+        metrics::auc(&scores, &labels.iter().map(|&l| l == 1).collect::<Vec<_>>())
+    });
+    Evaluation {
+        accuracy: metrics::accuracy(&pred, &labels),
+        log_loss: metrics::log_loss(&probs, &labels),
+        auc,
+    }
+}
+
+/// Reads every example of `path`.
+pub fn read_examples(path: &Path) -> Result<Vec<Example>, String> {
+    recordio::read_all(path)
+        .map_err(|e| e.to_string())?
+        .iter()
+        .map(|r| Example::decode(r))
+        .collect()
+}
+
+/// Calls the master, retrying while it is unreachable (e.g. restarting) for at most
+/// `patience`.
+pub fn call_master(app: &SimpleApp, req: &MasterRequest, patience: Duration) -> Result<MasterResponse, String> {
+    let start = Instant::now();
+    let body = encode(req);
+    loop {
+        match app.call(MASTER_HEAD, body.clone(), SCHEDULER, Duration::from_secs(5)) {
+            Ok(replies) => {
+                let r = replies.first().ok_or("empty reply from the master")?;
+                return decode(&r.body);
+            }
+            Err(e) if start.elapsed() < patience => {
+                log::warn!("master unreachable ({e}); retrying");
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            Err(e) => return Err(format!("the master did not answer for {patience:?}: {e}")),
+        }
+    }
+}
+
+fn task_examples(t: &Task) -> Result<Vec<Example>, String> {
+    let mut out = Vec::new();
+    for c in &t.chunks {
+        for r in recordio::read_chunk(Path::new(&c.path), &c.index).map_err(|e| e.to_string())? {
+            out.push(Example::decode(&r)?);
+        }
+    }
+    Ok(out)
+}
+
+/// Runs the worker until the master says the job is complete.
+pub fn run(
+    po: &Arc<Postoffice>,
+    model: Model,
+    ex: &mut impl ParamExchange,
+    opts: &WorkerOptions,
+) -> Result<(), String> {
+    let app = SimpleApp::new(po, MASTER_APP, None, None)?;
+    let me = po.my_id();
+    let lead = po.my_rank() == 0 && !po.is_recovery();
+    let test = match (&opts.test, lead) {
+        (Some(p), true) => Some(read_examples(p)?),
+        _ => None,
+    };
+    match call_master(
+        &app,
+        &MasterRequest::ReportDataset {
+            paths: opts.train.clone(),
+        },
+        opts.master_patience,
+    )? {
+        MasterResponse::Error(e) => return Err(e),
+        _ => log::debug!("dataset reported"),
+    }
+    let mut lp = MinibatchLoop::new(ex.num_shards(), opts.sync, opts.max_rejections);
+    let mut finished = None;
+    let mut report = None;
+    let mut epoch_seen = 0;
+    let mut tasks = 0;
+    loop {
+        let req = MasterRequest::GetTask {
+            finished: finished.take(),
+            report: report.take(),
+        };
+        let task = match call_master(&app, &req, opts.master_patience)? {
+            MasterResponse::Task(t) => t,
+            MasterResponse::Wait => {
+                std::thread::sleep(Duration::from_millis(50));
+                continue;
+            }
+            MasterResponse::NoMoreTasks => break,
+            MasterResponse::Error(e) => {
+                log::warn!("master: {e}; asking again");
+                std::thread::sleep(Duration::from_millis(200));
+                continue;
+            }
+            other => return Err(format!("unexpected master reply {other:?}")),
+        };
+        if let Some(test) = &test {
+            if task.epoch > epoch_seen {
+                let params = ex.pull(None, &vec![None; ex.num_shards()])?.values;
+                let ev = evaluate(&model, &params, test);
+                println!(
+                    "pass {} test accuracy {:.4} log-loss {:.4}",
+                    epoch_seen + 1,
+                    ev.accuracy,
+                    ev.log_loss
+                );
+                epoch_seen = task.epoch;
+            }
+        }
+        let examples = task_examples(&task)?;
+        let mut rep = TaskReport::default();
+        let mut failed = false;
+        for batch in examples.chunks(opts.batch.max(1)) {
+            match lp.step(&model, ex, batch) {
+                Ok(o) => {
+                    rep.examples += batch.len() as u64;
+                    rep.loss_sum += o.loss as f64 * batch.len() as f64;
+                    rep.correct += o.correct as u64;
+                }
+                Err(BatchError::TooManyRejections(n)) => {
+                    log::warn!("task {} failed: {n} rejected pushes in a row", task.id);
+                    failed = true;
+                    break;
+                }
+                Err(BatchError::Exchange(e)) => return Err(e),
+            }
+        }
+        if failed {
+            call_master(&app, &MasterRequest::TaskFailed { task: task.id }, opts.master_patience)?;
+        } else {
+            finished = Some(task.id);
+            report = Some(rep);
+            tasks += 1;
+        }
+    }
+    println!("worker {me} trained {tasks} tasks");
+    if lead {
+        let params = ex.pull(None, &vec![None; ex.num_shards()])?.values;
+        if let Some(test) = &test {
+            let ev = evaluate(&model, &params, test);
+            println!(
+                "pass {} test accuracy {:.4} log-loss {:.4}",
+                epoch_seen + 1,
+                ev.accuracy,
+                ev.log_loss
+            );
+            print!("final test accuracy {:.4} log-loss {:.4}", ev.accuracy, ev.log_loss);
+            if let Some(a) = ev.auc {
+                print!(" auc {a:.4}");
+            }
+            println!();
+        }
+        if let Some(out) = &opts.out {
+            crate::model::save(out, &model, &params)?;
+            println!("model saved to {}", out.display());
+        }
+    }
+    Ok(())
+}

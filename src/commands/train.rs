@@ -1,0 +1,248 @@
+//! `psrs train`: distributed training. Run the same command on every node (e.g. with
+//! `scripts/local.sh`); the scheduler hosts the master, servers hold the model, workers
+//! train.
+
+use clap::{Args as ClapArgs, ValueEnum};
+use ps_apps::master::{FileStore, Master, MasterConfig, Store};
+use ps_apps::model::Model;
+use ps_apps::recordio::{self, Example, Features};
+use ps_apps::train::coordinator::Coordinator;
+use ps_apps::train::kv_exchange::KvExchange;
+use ps_apps::train::layout::Layout;
+use ps_apps::train::server::{ServerOptions, TrainServer};
+use ps_apps::train::shard::{Mode, Sgd};
+use ps_apps::train::worker::{self, WorkerOptions};
+use ps_core::kv::KVWorker;
+use ps_core::Role;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Model kinds.
+#[derive(Clone, Copy, ValueEnum, PartialEq)]
+pub enum Kind {
+    /// Softmax regression.
+    Softmax,
+    /// One hidden ReLU layer.
+    Mlp,
+    /// Binary logistic regression on sparse features.
+    Logreg,
+}
+
+/// Update rules.
+#[derive(Clone, Copy, ValueEnum, PartialEq)]
+pub enum Rule {
+    /// Synchronous SGD on model versions.
+    Sync,
+    /// Apply each gradient at once.
+    Async,
+    /// Async, rejecting gradients more than --staleness versions old.
+    Bounded,
+}
+
+/// Arguments of `psrs train`.
+#[derive(ClapArgs)]
+pub struct Args {
+    /// Training data: RecordIO files, comma-separated.
+    #[arg(long, value_delimiter = ',', required = true)]
+    train: Vec<String>,
+    /// Held-out RecordIO file: worker 0 reports accuracy on it after every pass.
+    #[arg(long)]
+    test: Option<PathBuf>,
+    /// The model.
+    #[arg(long, value_enum, default_value = "softmax")]
+    model: Kind,
+    /// Hidden units of the MLP.
+    #[arg(long, default_value_t = 128)]
+    hidden: usize,
+    /// Classes (dense models).
+    #[arg(long, default_value_t = 10)]
+    classes: usize,
+    /// Input features (default: the length of the first example; required for logreg).
+    #[arg(long)]
+    dim: Option<usize>,
+    /// Passes over the data.
+    #[arg(long, default_value_t = 3)]
+    epochs: u64,
+    /// Examples per minibatch.
+    #[arg(long, default_value_t = 64)]
+    batch: usize,
+    /// Learning rate.
+    #[arg(long, default_value_t = 0.1)]
+    lr: f32,
+    /// Momentum.
+    #[arg(long, default_value_t = 0.0)]
+    momentum: f32,
+    /// L2 weight decay.
+    #[arg(long, default_value_t = 0.0)]
+    weight_decay: f32,
+    /// Update rule.
+    #[arg(long, value_enum, default_value = "sync")]
+    mode: Rule,
+    /// Largest accepted gradient age in versions (bounded mode).
+    #[arg(long, default_value_t = 4)]
+    staleness: u64,
+    /// Sync mode: apply what has arrived this many ms after a version's first gradient.
+    #[arg(long, default_value_t = 500)]
+    sync_timeout_ms: u64,
+    /// Chunks per task.
+    #[arg(long, default_value_t = 1)]
+    chunks_per_task: usize,
+    /// A task times out after this many ms at least (or 4x the average task time).
+    #[arg(long, default_value_t = 10_000)]
+    task_timeout_ms: u64,
+    /// Timeouts or failures after which a task is given up.
+    #[arg(long, default_value_t = 3)]
+    max_retries: u32,
+    /// Directory for the master's state and the servers' checkpoints. The scheduler
+    /// resumes from the state found there (a restarted scheduler continues the job).
+    #[arg(long, default_value = "psrs-work")]
+    work_dir: PathBuf,
+    /// Servers checkpoint their shard every this many versions.
+    #[arg(long, default_value_t = 20)]
+    checkpoint_every: u64,
+    /// Where worker 0 saves the trained model.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Serve live statistics on this address (scheduler), e.g. 127.0.0.1:8080.
+    #[arg(long)]
+    stats_addr: Option<String>,
+    /// etcd endpoints for the master's state instead of a local file (needs the `etcd` feature).
+    #[arg(long, value_delimiter = ',')]
+    etcd: Vec<String>,
+    /// Seed of the initial parameters.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Rejected pushes in a row after which a task fails.
+    #[arg(long, default_value_t = 20)]
+    max_rejections: u32,
+}
+
+const KV_APP: i32 = 0;
+
+fn first_example(path: &str) -> Result<Example, String> {
+    let p = Path::new(path);
+    let idx = recordio::index(p).map_err(|e| e.to_string())?;
+    let c = idx.first().ok_or_else(|| format!("{path} holds no records"))?;
+    let rec = recordio::read_chunk(p, c).map_err(|e| e.to_string())?;
+    Example::decode(rec.first().ok_or_else(|| format!("{path} holds no records"))?)
+}
+
+fn model(a: &Args) -> Result<Model, String> {
+    let dim = match a.dim {
+        Some(d) => d,
+        None => match first_example(&a.train[0])?.features {
+            Features::Dense(v) => v.len(),
+            Features::Sparse { .. } => return Err("--dim is required for sparse data".into()),
+        },
+    };
+    Ok(match a.model {
+        Kind::Softmax => Model::Softmax {
+            dim,
+            classes: a.classes,
+        },
+        Kind::Mlp => Model::Mlp {
+            dim,
+            hidden: a.hidden,
+            classes: a.classes,
+        },
+        Kind::Logreg => Model::LogReg { dim },
+    })
+}
+
+fn store(a: &Args) -> Result<Box<dyn Store>, String> {
+    if !a.etcd.is_empty() {
+        #[cfg(feature = "etcd")]
+        {
+            let s = ps_apps::etcd_store::EtcdStore::connect(
+                &a.etcd,
+                ps_apps::etcd_store::DEFAULT_KEY,
+                ps_apps::etcd_store::DEFAULT_LOCK,
+                Duration::from_secs(10),
+                Duration::from_secs(60),
+            )?;
+            return Ok(Box::new(s));
+        }
+        #[cfg(not(feature = "etcd"))]
+        return Err("--etcd: this psrs was built without the `etcd` feature (cargo build --features etcd)".into());
+    }
+    let path = a.work_dir.join("master.state");
+    if path.exists() {
+        log::info!("resuming the job state in {} (delete it to start over)", path.display());
+    }
+    Ok(Box::new(FileStore::new(path)))
+}
+
+/// Runs this node's role of the training job.
+pub fn run(a: Args) -> Result<(), String> {
+    if a.batch == 0 || a.epochs == 0 || !(a.lr > 0.0) {
+        return Err("--batch, --epochs and --lr must be above 0".into());
+    }
+    let po = super::start_node()?;
+    let model = model(&a)?;
+    let layout = Layout::new(model.num_params(), po.num_servers());
+    match po.role() {
+        Role::Scheduler => {
+            let cfg = MasterConfig {
+                chunks_per_task: a.chunks_per_task,
+                num_epochs: a.epochs,
+                timeout_multiplier: 4.0,
+                timeout_floor_ms: a.task_timeout_ms,
+                max_retries: a.max_retries,
+            };
+            let master = Master::new(cfg, store(&a)?, 0)?;
+            log::info!(
+                "training {} ({} parameters) for {} passes",
+                model.name(),
+                model.num_params(),
+                a.epochs
+            );
+            let _c = Coordinator::start(
+                &po,
+                master,
+                a.stats_addr.as_deref(),
+                format!("{} on {}", model.name(), a.train.join(",")),
+            )?;
+            po.finalize(true);
+        }
+        Role::Server => {
+            let mode = match a.mode {
+                Rule::Sync => Mode::Sync {
+                    grads_per_version: po.num_workers(),
+                    timeout_ms: a.sync_timeout_ms,
+                },
+                Rule::Async => Mode::Async,
+                Rule::Bounded => Mode::Bounded { staleness: a.staleness },
+            };
+            let opts = ServerOptions {
+                mode,
+                sgd: Sgd {
+                    lr: a.lr,
+                    momentum: a.momentum,
+                    weight_decay: a.weight_decay,
+                },
+                checkpoint_dir: Some(a.work_dir.join("checkpoints")),
+                checkpoint_every: a.checkpoint_every.max(1),
+            };
+            let _s = TrainServer::start(&po, KV_APP, &layout, &model.init(a.seed), opts)?;
+            po.finalize(true);
+        }
+        Role::Worker => {
+            let kv = KVWorker::<f32>::new(&po, KV_APP)?;
+            let mut ex = KvExchange::new(kv, layout, Duration::from_secs(120));
+            let opts = WorkerOptions {
+                train: a.train.clone(),
+                test: a.test.clone(),
+                batch: a.batch,
+                sync: a.mode == Rule::Sync,
+                max_rejections: a.max_rejections,
+                out: a.out.clone(),
+                master_patience: Duration::from_secs(120),
+            };
+            let result = worker::run(&po, model, &mut ex, &opts);
+            drop(ex);
+            po.finalize(true);
+            result?;
+        }
+    }
+    Ok(())
+}
