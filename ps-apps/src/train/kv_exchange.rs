@@ -4,8 +4,12 @@
 
 use super::exchange::{ParamExchange, Pulled, ShardReply};
 use super::layout::Layout;
-use ps_core::kv::{KVPairs, KVWorker, KvRequest, SArray};
-use std::time::Duration;
+use ps_core::kv::{KVPairs, KVWorker, KvRequest, SArray, ServerReply};
+use std::time::{Duration, Instant};
+
+/// How long one attempt waits before the request is sent again: a server that died
+/// after acknowledging a request never answers it, but its replacement will.
+const ATTEMPT: Duration = Duration::from_secs(3);
 
 /// Push response status: the gradient was rejected (stale version).
 pub const STATUS_REJECTED: i32 = 1;
@@ -30,6 +34,19 @@ impl KvExchange {
         }
     }
 
+    /// Sends the request `make` builds until it is answered, for at most the timeout.
+    fn exchange(&self, make: impl Fn() -> KvRequest<f32>) -> Result<Vec<ServerReply<f32>>, String> {
+        let start = Instant::now();
+        loop {
+            let ts = self.kv.request(make(), None).map_err(|e| e.to_string())?;
+            match self.kv.wait_replies(ts, Some(ATTEMPT.min(self.timeout))) {
+                Ok(r) => return Ok(r),
+                Err(e) if start.elapsed() < self.timeout => log::warn!("{e}; sending it again"),
+                Err(e) => return Err(format!("the servers did not answer within {:?}: {e}", self.timeout)),
+            }
+        }
+    }
+
     fn keys_for(&self, keys: Option<&[u64]>) -> SArray<u64> {
         match keys {
             None => self.all_keys.clone(),
@@ -44,17 +61,16 @@ impl ParamExchange for KvExchange {
     }
 
     fn pull(&mut self, keys: Option<&[u64]>, after: &[Option<u64>]) -> Result<Pulled, String> {
-        let kvs = KVPairs {
-            keys: self.keys_for(keys),
-            ..Default::default()
-        };
-        let mut req = KvRequest::new(kvs, 0, false, true);
-        req.versions = after.iter().map(|a| a.map_or(0, |v| v + 1)).collect();
-        let ts = self.kv.request(req, None).map_err(|e| e.to_string())?;
-        let replies = self
-            .kv
-            .wait_replies(ts, Some(self.timeout))
-            .map_err(|e| e.to_string())?;
+        let keys = self.keys_for(keys);
+        let replies = self.exchange(|| {
+            let kvs = KVPairs {
+                keys: keys.clone(),
+                ..Default::default()
+            };
+            let mut req = KvRequest::new(kvs, 0, false, true);
+            req.versions = after.iter().map(|a| a.map_or(0, |v| v + 1)).collect();
+            req
+        })?;
         let mut versions = vec![0; self.num_shards()];
         let mut parts = Vec::with_capacity(replies.len());
         for r in replies {
@@ -78,14 +94,13 @@ impl ParamExchange for KvExchange {
             lens: SArray::empty(),
         };
         let parts = kvs.slice(self.kv.ranges(), true);
-        let mut req = KvRequest::new(kvs, 0, true, false);
-        req.versions = versions.to_vec();
-        req.only = send.iter().zip(&parts).map(|(&s, p)| s && !p.keys.is_empty()).collect();
-        let ts = self.kv.request(req, None).map_err(|e| e.to_string())?;
-        let replies = self
-            .kv
-            .wait_replies(ts, Some(self.timeout))
-            .map_err(|e| e.to_string())?;
+        let only: Vec<bool> = send.iter().zip(&parts).map(|(&s, p)| s && !p.keys.is_empty()).collect();
+        let replies = self.exchange(|| {
+            let mut req = KvRequest::new(kvs.clone(), 0, true, false);
+            req.versions = versions.to_vec();
+            req.only = only.clone();
+            req
+        })?;
         let mut out = vec![ShardReply::Skipped; self.num_shards()];
         for r in replies {
             out[r.rank] = if r.status == STATUS_REJECTED {
