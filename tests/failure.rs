@@ -136,3 +136,28 @@ fn restarted_scheduler_rebuilds_the_table_and_the_job_completes() {
     let out = c.all_stdout();
     assert_eq!(out.matches("simple-app ok").count(), 2, "{}", c.dump());
 }
+
+#[test]
+fn tcp_transport_replacement_and_garbage() {
+    let mut env: Vec<(&str, &str)> = HB.to_vec();
+    env.push(("DMLC_PS_VAN_TYPE", "tcp"));
+    let args = ["simple-app", "--requests", "300", "--interval-ms", "20"];
+    let mut c = Cluster::start(1, 2, &args, &env, LIMIT);
+    for i in 0..4 {
+        wait_started(&mut c, i);
+    }
+    // garbage on the scheduler's port: the connection is dropped, the node goes on
+    if let Ok(mut t) = std::net::TcpStream::connect(("127.0.0.1", c.port)) {
+        use std::io::Write;
+        let _ = t.write_all(b"GET / HTTP/1.0\r\n\r\n");
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let victim = started_id(&c, 3);
+    c.kill(3);
+    c.wait_for_output(0, "the death report", |s| s.contains("declared dead"));
+    let r = c.spawn("worker");
+    assert_eq!(wait_started(&mut c, r), victim);
+    c.wait_success();
+    assert_eq!(c.all_stdout().matches("simple-app ok").count(), 2, "{}", c.dump());
+    assert!(c.procs[0].stderr().contains("malformed message"), "{}", c.dump());
+}

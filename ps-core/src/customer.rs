@@ -156,9 +156,14 @@ impl Customer {
     }
 }
 
-/// Runs `handle` on `msg`; a response then counts towards its request.
+/// Status of a response that does not count towards its request: the receiver asks
+/// for the request again (e.g. a KV server that no longer has the cached key list).
+pub const STATUS_NOT_COUNTED: i32 = i32::MIN + 1;
+
+/// Runs `handle` on `msg`; a response then counts towards its request (unless its
+/// status is [`STATUS_NOT_COUNTED`]).
 fn accept(t: &Tracker, msg: Message, handle: &mut impl FnMut(Message)) {
-    let response_ts = (!msg.meta.request).then_some(msg.meta.timestamp);
+    let response_ts = (!msg.meta.request && msg.meta.status != STATUS_NOT_COUNTED).then_some(msg.meta.timestamp);
     handle(msg);
     if let Some(ts) = response_ts {
         let mut r = t.requests.lock();

@@ -77,6 +77,9 @@ pub struct Meta {
     /// Status of a response: 0 = ok; the application defines the rest (KV: negative =
     /// the request was invalid, with the reason in the first data frame).
     pub status: i32,
+    /// KV key caching: a signature naming the key list of this request (0 = none).
+    /// With an empty key frame, the receiver uses the list it cached under it.
+    pub key_sig: u64,
     /// The sender process's incarnation (see `Node::incarnation`).
     pub incarnation: u64,
     /// The control part; `cmd == Empty` for data messages.

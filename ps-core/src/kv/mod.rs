@@ -2,6 +2,7 @@
 //! plain-old-data type `V`; each server owns one contiguous key range.
 
 pub mod handles;
+pub mod key_cache;
 pub mod pairs;
 pub mod range;
 pub mod sarray;

@@ -2,9 +2,12 @@
 //! range and hands it to a request handle, which answers through a [`KVResponder`]
 //! (now, or later: the responder and the request's [`KVMeta`] can be kept).
 
+use super::key_cache::KnownKeys;
 use super::pairs::{KVPairs, KvError};
 use super::range::{server_key_ranges, KeyRange};
-use crate::customer::Customer;
+use crate::customer::{Customer, STATUS_NOT_COUNTED};
+
+const UNKNOWN_KEYS: &str = "unknown key list signature";
 use crate::message::{Message, Meta};
 use crate::postoffice::Postoffice;
 use bytemuck::Pod;
@@ -69,7 +72,7 @@ impl KVResponder {
         self.send(req, vec![Bytes::from(err.to_string())], STATUS_INVALID, 0)
     }
 
-    fn send(&self, req: &KVMeta, data: Vec<Bytes>, status: i32, version: u64) -> io::Result<()> {
+    pub(crate) fn send(&self, req: &KVMeta, data: Vec<Bytes>, status: i32, version: u64) -> io::Result<()> {
         let msg = Message {
             meta: Meta {
                 head: req.cmd,
@@ -110,6 +113,7 @@ impl<V: Pod + Send + Sync> KVServer<V> {
             po: Arc::clone(po),
             app_id,
         };
+        let mut known = KnownKeys::new(64);
         let customer = Customer::new_inline(po, app_id, app_id, move |msg: Message| {
             if !msg.meta.request {
                 return;
@@ -124,8 +128,25 @@ impl<V: Pod + Send + Sync> KVServer<V> {
                 customer_id: m.customer_id,
                 version: m.version,
             };
-            let checked = KVPairs::<V>::from_frames(&msg.data).and_then(|p| {
-                p.validate(meta.push)?;
+            let sig = msg.meta.key_sig;
+            let checked = KVPairs::<V>::from_frames(&msg.data).and_then(|mut p| {
+                match (sig, p.keys.is_empty()) {
+                    (0, _) => p.validate(meta.push)?,
+                    (_, false) => {
+                        p.validate(meta.push)?;
+                        known.insert(sig, p.keys.clone());
+                    }
+                    (_, true) => match known.get(sig) {
+                        // validated when it was cached
+                        Some(keys) => {
+                            p.keys = keys;
+                            if meta.push {
+                                p.validate_counts()?;
+                            }
+                        }
+                        None => return Err(KvError::Transport(UNKNOWN_KEYS.into())),
+                    },
+                }
                 // keys are sorted: the ends decide
                 let outside = [p.keys.first(), p.keys.last()]
                     .into_iter()
@@ -139,6 +160,11 @@ impl<V: Pod + Send + Sync> KVServer<V> {
             });
             match checked {
                 Ok(p) => handle(&meta, p, &responder),
+                Err(KvError::Transport(t)) if t == UNKNOWN_KEYS => {
+                    if let Err(e) = responder.send(&meta, Vec::new(), STATUS_NOT_COUNTED, 0) {
+                        log::warn!("key list request to {} not sent: {e}", meta.sender);
+                    }
+                }
                 Err(e) => {
                     log::warn!("refused a request from {}: {e}", meta.sender);
                     if let Err(e) = responder.error(&meta, &e) {

@@ -2,11 +2,12 @@
 //! range, tracking each request by timestamp, and reassembling pulled values in key
 //! order. Every call returns at once with a timestamp; `wait*` blocks for the answer.
 
+use super::key_cache::SentKeys;
 use super::pairs::{KVPairs, KvError};
 use super::range::{server_key_ranges, KeyRange};
 use super::sarray::SArray;
 use super::server::STATUS_INVALID;
-use crate::customer::Customer;
+use crate::customer::{Customer, STATUS_NOT_COUNTED};
 use crate::message::{Message, Meta};
 use crate::node::server_rank_to_id;
 use crate::postoffice::Postoffice;
@@ -71,12 +72,16 @@ struct Pending<V: Pod> {
     keys: SArray<u64>,
     /// The keys sent to each server rank (servers do not send them back).
     sent_keys: Vec<SArray<u64>>,
+    /// Per rank: the request with its full key list, for a server that lost the cached
+    /// list.
+    full: Vec<Option<Message>>,
 }
 
 type State<V> = Arc<Mutex<HashMap<i32, Pending<V>>>>;
 
 /// A KV worker for app `app_id`.
 pub struct KVWorker<V: Pod> {
+    sent: Mutex<SentKeys>,
     customer: Customer,
     po: Arc<Postoffice>,
     ranges: Vec<KeyRange>,
@@ -88,13 +93,15 @@ impl<V: Pod + Send + Sync> KVWorker<V> {
     pub fn new(po: &Arc<Postoffice>, app_id: i32) -> Result<KVWorker<V>, String> {
         let state: State<V> = Arc::default();
         let st = Arc::clone(&state);
+        let po2 = Arc::clone(po);
         let customer = Customer::new_inline(po, app_id, app_id, move |msg: Message| {
             if msg.meta.request {
                 return;
             }
-            on_response(&st, msg);
+            on_response(&st, &po2, msg);
         })?;
         Ok(KVWorker {
+            sent: Mutex::new(SentKeys::new(po.num_servers(), 8)),
             customer,
             po: Arc::clone(po),
             ranges: server_key_ranges(po.num_servers()),
@@ -156,13 +163,14 @@ impl<V: Pod + Send + Sync> KVWorker<V> {
                 callback,
                 keys: req.kvs.keys.clone(),
                 sent_keys: parts.iter().map(|p| p.keys.clone()).collect(),
+                full: vec![None; parts.len()],
             },
         );
         if targets.is_empty() {
             finish(&self.state, ts);
         }
         for r in targets {
-            let msg = Message {
+            let mut msg = Message {
                 meta: Meta {
                     head: req.cmd,
                     app_id: self.customer.app_id(),
@@ -177,6 +185,16 @@ impl<V: Pod + Send + Sync> KVWorker<V> {
                 },
                 data: parts[r].to_frames(),
             };
+            let sig = self.sent.lock().signature(r, &parts[r].keys);
+            if let Some((sig, known)) = sig {
+                msg.meta.key_sig = sig;
+                if let Some(p) = self.state.lock().get_mut(&ts) {
+                    p.full[r] = Some(msg.clone());
+                }
+                if known {
+                    msg.data[0] = bytes::Bytes::new();
+                }
+            }
             if let Err(e) = self.po.van().send(msg) {
                 let e = KvError::Transport(format!("cannot send to server {r}: {e}"));
                 self.state.lock().remove(&ts);
@@ -236,7 +254,7 @@ impl<V: Pod + Send + Sync> KVWorker<V> {
     }
 }
 
-fn on_response<V: Pod + Send + Sync>(state: &State<V>, msg: Message) {
+fn on_response<V: Pod + Send + Sync>(state: &State<V>, po: &Postoffice, msg: Message) {
     let ts = msg.meta.timestamp;
     let rank = crate::node::id_to_rank(msg.meta.sender).unwrap_or(0);
     {
@@ -245,6 +263,16 @@ fn on_response<V: Pod + Send + Sync>(state: &State<V>, msg: Message) {
             log::debug!("response to unknown or abandoned request {ts} from {}", msg.meta.sender);
             return;
         };
+        if msg.meta.status == STATUS_NOT_COUNTED {
+            // the server lost the cached key list (it restarted): send the keys again
+            if let Some(full) = p.full.get(rank).cloned().flatten() {
+                drop(st);
+                if let Err(e) = po.van().send(full) {
+                    log::warn!("cannot resend request {ts} to server {rank}: {e}");
+                }
+            }
+            return;
+        }
         if msg.meta.status == STATUS_INVALID {
             let text = msg
                 .data
