@@ -104,11 +104,28 @@ fn dropped_messages_are_resent_and_applied_exactly_once() {
 #[test]
 fn tcp_transport_sums_exactly_and_survives_loss() {
     let env = [("DMLC_PS_VAN_TYPE", "tcp")];
-    let mut c = Cluster::start(2, 3, &["kv-test", "--keys", "10000", "--repeat", "50", "--uneven"], &env, LIMIT);
+    let mut c = Cluster::start(
+        2,
+        3,
+        &["kv-test", "--keys", "10000", "--repeat", "50", "--uneven"],
+        &env,
+        LIMIT,
+    );
     c.wait_success();
     assert_eq!(ok_lines(&c), 3, "{}", c.dump());
-    let env = [("DMLC_PS_VAN_TYPE", "tcp"), ("PS_RESEND", "1"), ("PS_RESEND_TIMEOUT", "200"), ("PS_DROP_MSG", "20")];
-    let mut c = Cluster::start(1, 2, &["kv-test", "--keys", "5000", "--repeat", "20", "--edge-cases"], &env, LIMIT);
+    let env = [
+        ("DMLC_PS_VAN_TYPE", "tcp"),
+        ("PS_RESEND", "1"),
+        ("PS_RESEND_TIMEOUT", "200"),
+        ("PS_DROP_MSG", "20"),
+    ];
+    let mut c = Cluster::start(
+        1,
+        2,
+        &["kv-test", "--keys", "5000", "--repeat", "20", "--edge-cases"],
+        &env,
+        LIMIT,
+    );
     c.wait_success();
     assert_eq!(ok_lines(&c), 2, "{}", c.dump());
 }

@@ -135,7 +135,7 @@ fn model(a: &Args) -> Result<Model, String> {
             Features::Sparse { .. } => return Err("--dim is required for sparse data".into()),
         },
     };
-    Ok(match a.model {
+    let m = match a.model {
         Kind::Softmax => Model::Softmax {
             dim,
             classes: a.classes,
@@ -146,7 +146,9 @@ fn model(a: &Args) -> Result<Model, String> {
             classes: a.classes,
         },
         Kind::Logreg => Model::LogReg { dim },
-    })
+    };
+    m.validate()?;
+    Ok(m)
 }
 
 fn store(a: &Args) -> Result<Box<dyn Store>, String> {
@@ -174,7 +176,7 @@ fn store(a: &Args) -> Result<Box<dyn Store>, String> {
 
 /// Runs this node's role of the training job.
 pub fn run(a: Args) -> Result<(), String> {
-    if a.batch == 0 || a.epochs == 0 || !(a.lr > 0.0) {
+    if a.batch == 0 || a.epochs == 0 || !a.lr.is_finite() || a.lr <= 0.0 {
         return Err("--batch, --epochs and --lr must be above 0".into());
     }
     let po = super::start_node()?;

@@ -2,12 +2,25 @@
 //! todo / pending / done / failed queues, dispatch, timeouts and retries, passes over
 //! the data, and persistence of every change before the reply leaves.
 
+//!
+//! Layers: [`TaskQueues`] is the pure state machine (time passed in as milliseconds,
+//! no I/O); [`Master`] wraps it with a [`Store`] and persists every change before the
+//! reply; [`MasterRequest`] / [`MasterResponse`] are the wire types answered by
+//! [`Master::handle`], so the network shell only decodes, calls and encodes.
+
+mod codec;
 mod config;
 mod queues;
 mod service;
 mod store;
+mod wire;
 
+pub use codec::{decode_queues, encode_queues};
 pub use config::MasterConfig;
 pub use queues::{Chunk, Reply, Task, TaskEntry, TaskQueues};
-pub use service::{Master, MasterRequest, MasterResponse, QueueSnapshot, TaskReport};
+pub use service::{index_dataset, Master};
 pub use store::{FileStore, MemStore, Store};
+pub use wire::{MasterRequest, MasterResponse, QueueSnapshot, TaskReport};
+
+#[cfg(test)]
+mod sim_tests;

@@ -33,7 +33,8 @@ pub struct TaskEntry {
     pub task: Task,
     /// Times it timed out or was reported failed.
     pub num_timeout: u32,
-    /// The worker holding it (pending only).
+    /// The node id of the worker holding it while pending (kept in done: who finished
+    /// it); -1 in todo and failed.
     pub worker: i32,
     /// When it was handed out.
     pub dispatched_ms: u64,
@@ -121,8 +122,14 @@ impl TaskQueues {
         ((self.avg_task_ms * cfg.timeout_multiplier) as u64).max(cfg.timeout_floor_ms)
     }
 
-    /// `worker` finished task `id` at `now_ms`. A late finish of a task that timed out
-    /// and waits in todo, or was handed to another worker, still counts (once).
+    /// Task `id` was finished at `now_ms`; returns whether this changed anything.
+    ///
+    /// A pending task moves to done and its completion time (now − dispatch) feeds the
+    /// moving average (exponential, weight 0.2 on the newest). A late finish of a task
+    /// that timed out and waits in todo, was handed to another worker, or was given up
+    /// on (failed) still counts, once: it moves to done. A task already done, or of an
+    /// earlier pass, or unknown, is ignored (false). The seed accepts that a task may
+    /// thus be trained on twice.
     pub fn finish(&mut self, id: u64, now_ms: u64) -> bool {
         let entry = if let Some(e) = self.pending.remove(&id) {
             let took = now_ms.saturating_sub(e.dispatched_ms) as f64;
@@ -134,6 +141,8 @@ impl TaskQueues {
             e
         } else if let Some(i) = self.todo.iter().position(|e| e.task.id == id) {
             self.todo.remove(i).expect("position is valid")
+        } else if let Some(i) = self.failed.iter().position(|e| e.task.id == id) {
+            self.failed.remove(i)
         } else {
             return false;
         };
@@ -159,15 +168,18 @@ impl TaskQueues {
         }
     }
 
-    /// A worker reported task `id` failed: treated like a timeout.
-    pub fn fail(&mut self, id: u64, cfg: &MasterConfig) -> bool {
-        match self.pending.remove(&id) {
-            Some(e) => {
-                self.retry_or_fail(e, cfg, "was reported failed");
-                true
-            }
-            None => false,
+    /// `worker` reported task `id` failed: treated like a timeout (count raised, back
+    /// to todo, or to failed above the threshold). Ignored (false) unless `worker`
+    /// holds the task: a stale report about a task since handed to another worker must
+    /// not take it away from that worker.
+    pub fn fail(&mut self, worker: i32, id: u64, cfg: &MasterConfig) -> bool {
+        match self.pending.get(&id) {
+            Some(e) if e.worker == worker => {}
+            _ => return false,
         }
+        let e = self.pending.remove(&id).expect("checked above");
+        self.retry_or_fail(e, cfg, "was reported failed");
+        true
     }
 
     /// Moves pending tasks whose deadline passed back to todo (or to failed); returns
@@ -249,162 +261,5 @@ impl TaskQueues {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn chunks(n: usize) -> Vec<Chunk> {
-        (0..n)
-            .map(|i| Chunk {
-                path: "f".into(),
-                index: ChunkIndex {
-                    idx: i,
-                    offset: i as u64 * 100,
-                    len: 80,
-                    records: 10,
-                },
-            })
-            .collect()
-    }
-
-    fn cfg(epochs: u64) -> MasterConfig {
-        MasterConfig {
-            chunks_per_task: 2,
-            num_epochs: epochs,
-            timeout_multiplier: 2.0,
-            timeout_floor_ms: 100,
-            max_retries: 2,
-        }
-    }
-
-    fn task(r: Reply) -> Task {
-        match r {
-            Reply::Task(t) => t,
-            other => panic!("expected a task, got {other:?}"),
-        }
-    }
-
-    #[test]
-    fn first_dataset_wins_and_tasks_group_chunks() {
-        let c = cfg(1);
-        let mut q = TaskQueues::default();
-        assert_eq!(q.next(9, 0, &c), Reply::Wait, "no dataset yet");
-        assert!(q.report_dataset(vec!["a".into()], chunks(5), &c));
-        assert!(!q.report_dataset(vec!["b".into()], chunks(1), &c));
-        assert_eq!(q.dataset.as_deref(), Some(&["a".to_string()][..]));
-        assert_eq!(q.todo.len(), 3);
-        assert_eq!(q.todo[2].task.chunks.len(), 1);
-    }
-
-    #[test]
-    fn wait_while_others_hold_tasks_then_no_more() {
-        let c = cfg(1);
-        let mut q = TaskQueues::default();
-        q.report_dataset(vec![], chunks(2), &c);
-        let t = task(q.next(9, 0, &c));
-        assert_eq!(q.next(11, 0, &c), Reply::Wait);
-        assert!(q.finish(t.id, 50));
-        assert!(!q.finish(t.id, 60), "a second finish is ignored");
-        assert_eq!(q.next(11, 70, &c), Reply::NoMoreTasks);
-        assert_eq!(q.total_done, 1);
-    }
-
-    #[test]
-    fn timeouts_requeue_then_fail_above_the_threshold() {
-        let c = cfg(1);
-        let mut q = TaskQueues::default();
-        q.report_dataset(vec![], chunks(2), &c);
-        let t = task(q.next(9, 0, &c));
-        assert!(q.tick(99, &c).is_empty());
-        assert_eq!(q.tick(100, &c), vec![t.id]);
-        assert_eq!(q.todo[0].num_timeout, 1);
-        for round in 2..=3 {
-            let again = task(q.next(11, 1000 * round, &c));
-            assert_eq!(again.id, t.id);
-            q.tick(1000 * round + 100, &c);
-        }
-        assert_eq!(q.failed.len(), 1, "3 timeouts > 2 retries");
-        assert!(q.todo.is_empty());
-        // the job still completes: failed tasks end the pass
-        assert_eq!(q.next(9, 5000, &c), Reply::NoMoreTasks);
-    }
-
-    #[test]
-    fn reported_failures_count_like_timeouts() {
-        let c = cfg(1);
-        let mut q = TaskQueues::default();
-        q.report_dataset(vec![], chunks(2), &c);
-        let t = task(q.next(9, 0, &c));
-        assert!(q.fail(t.id, &c));
-        assert!(!q.fail(t.id, &c), "not pending any more");
-        assert_eq!(q.todo[0].num_timeout, 1);
-    }
-
-    #[test]
-    fn timeout_follows_the_moving_average_with_a_floor() {
-        let c = cfg(1);
-        let mut q = TaskQueues::default();
-        q.report_dataset(vec![], chunks(6), &c);
-        assert_eq!(q.timeout_ms(&c), 100);
-        let t = task(q.next(9, 0, &c));
-        q.finish(t.id, 1000);
-        assert_eq!(q.timeout_ms(&c), 2000);
-        let t = task(q.next(9, 1000, &c));
-        q.finish(t.id, 1500);
-        // 0.8 * 1000 + 0.2 * 500 = 900
-        assert_eq!(q.timeout_ms(&c), 1800);
-        let t = task(q.next(9, 2000, &c));
-        assert_eq!(q.pending[&t.id].deadline_ms, 3800);
-    }
-
-    #[test]
-    fn dead_worker_tasks_are_requeued_at_once() {
-        let c = cfg(1);
-        let mut q = TaskQueues::default();
-        q.report_dataset(vec![], chunks(6), &c);
-        let a = task(q.next(9, 0, &c));
-        let _b = task(q.next(11, 0, &c));
-        assert_eq!(q.worker_dead(9), 1);
-        assert_eq!(q.todo[0].task.id, a.id, "requeued first");
-        assert_eq!(q.todo[0].num_timeout, 0, "a death is not the task's fault");
-        assert_eq!(q.pending.len(), 1);
-    }
-
-    #[test]
-    fn late_finish_of_a_requeued_task_counts_once() {
-        let c = cfg(1);
-        let mut q = TaskQueues::default();
-        q.report_dataset(vec![], chunks(4), &c);
-        let t = task(q.next(9, 0, &c));
-        q.tick(100, &c);
-        assert!(q.finish(t.id, 150), "finished while waiting in todo");
-        assert!(q.todo.iter().all(|e| e.task.id != t.id));
-        assert_eq!(q.done.len(), 1);
-    }
-
-    #[test]
-    fn passes_repeat_every_task_with_new_ids() {
-        let c = cfg(3);
-        let mut q = TaskQueues::default();
-        q.report_dataset(vec![], chunks(4), &c);
-        let mut seen = Vec::new();
-        let mut now = 0;
-        loop {
-            match q.next(9, now, &c) {
-                Reply::Task(t) => {
-                    seen.push((t.epoch, t.chunks[0].index.idx));
-                    q.finish(t.id, now + 10);
-                }
-                Reply::Wait => panic!("single worker never waits"),
-                Reply::NoMoreTasks => break,
-            }
-            now += 20;
-        }
-        assert_eq!(seen.len(), 6);
-        for e in 0..3 {
-            assert_eq!(
-                seen.iter().filter(|s| s.0 == e).map(|s| s.1).collect::<Vec<_>>(),
-                vec![0, 2]
-            );
-        }
-    }
-}
+#[path = "queues_tests.rs"]
+mod tests;

@@ -2,97 +2,13 @@
 //! copy is saved to the store, and only then does it replace the queues and the reply
 //! leave (seed 000). A failed save discards the copy and answers with an error.
 
+use super::codec::{decode_queues, encode_queues};
 use super::config::MasterConfig;
-use super::queues::{Chunk, Reply, Task, TaskQueues};
+use super::queues::{Chunk, Reply, TaskQueues};
 use super::store::Store;
+use super::wire::{MasterRequest, MasterResponse, QueueSnapshot};
 use crate::recordio;
-use bincode::Options;
-use serde::{Deserialize, Serialize};
-use std::io::{Read, Write};
 use std::path::Path;
-
-/// What a worker tells about the task it finished (for statistics).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct TaskReport {
-    /// Examples trained on.
-    pub examples: u64,
-    /// Sum of their losses.
-    pub loss_sum: f64,
-    /// Correct predictions among them (before the update).
-    pub correct: u64,
-    /// Model version the worker last saw.
-    pub version: u64,
-}
-
-/// A request to the master.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub enum MasterRequest {
-    /// The dataset's RecordIO files; only the first report counts.
-    ReportDataset {
-        /// File paths.
-        paths: Vec<String>,
-    },
-    /// Report the finished task (if any) and get the next.
-    GetTask {
-        /// The task just finished.
-        finished: Option<u64>,
-        /// Its statistics.
-        report: Option<TaskReport>,
-    },
-    /// The task could not be trained.
-    TaskFailed {
-        /// The task.
-        task: u64,
-    },
-    /// The queues' sizes.
-    Snapshot,
-}
-
-/// The queues at a glance.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct QueueSnapshot {
-    /// Waiting.
-    pub todo: usize,
-    /// Handed out.
-    pub pending: usize,
-    /// Finished this pass.
-    pub done: usize,
-    /// Given up this pass.
-    pub failed: usize,
-    /// Current pass.
-    pub epoch: u64,
-    /// Passes in all.
-    pub num_epochs: u64,
-    /// Moving average task time.
-    pub avg_task_ms: f64,
-    /// Tasks finished over the job.
-    pub total_done: u64,
-    /// Tasks in one pass.
-    pub tasks_per_epoch: usize,
-    /// Every pass is complete.
-    pub finished: bool,
-}
-
-/// The master's reply.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub enum MasterResponse {
-    /// Done.
-    Ok,
-    /// Train on this task.
-    Task(Task),
-    /// Ask again shortly.
-    Wait,
-    /// The job is complete.
-    NoMoreTasks,
-    /// The queues.
-    Snapshot(QueueSnapshot),
-    /// The request failed; nothing changed.
-    Error(String),
-}
-
-fn codec() -> impl Options {
-    bincode::DefaultOptions::new().with_limit(1 << 30)
-}
 
 /// The master: queues, settings and the store they are saved to.
 pub struct Master {
@@ -101,30 +17,18 @@ pub struct Master {
     store: Box<dyn Store>,
 }
 
-/// Serializes the queues (bincode, then gzip, as the seed's gob + gzip).
-pub fn encode_queues(q: &TaskQueues) -> Vec<u8> {
-    let raw = codec().serialize(q).expect("queues always serialize");
-    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
-    gz.write_all(&raw).expect("writing to memory");
-    gz.finish().expect("writing to memory")
-}
-
-/// Reads queues written by [`encode_queues`]; corrupt bytes are an error.
-pub fn decode_queues(bytes: &[u8]) -> Result<TaskQueues, String> {
-    let mut raw = Vec::new();
-    flate2::read::GzDecoder::new(bytes)
-        .take(1 << 30)
-        .read_to_end(&mut raw)
-        .map_err(|e| format!("the stored task queues are corrupt: {e}"))?;
-    codec()
-        .deserialize(&raw)
-        .map_err(|e| format!("the stored task queues are corrupt: {e}"))
-}
-
 impl Master {
-    /// A master resuming from `store` if it holds queues (pending tasks get fresh
-    /// deadlines from `now_ms`), else starting empty.
-    pub fn new(cfg: MasterConfig, mut store: Box<dyn Store>, now_ms: u64) -> Result<Master, String> {
+    /// A master resuming from `store` if it holds queues, else starting empty: see
+    /// [`Master::recover`]. The configuration is validated first.
+    pub fn new(cfg: MasterConfig, store: Box<dyn Store>, now_ms: u64) -> Result<Master, String> {
+        Master::recover(store, cfg, now_ms)
+    }
+
+    /// Resumes from the queues in `store` (nothing done is redone, nothing pending is
+    /// lost: pending tasks keep their workers and get fresh deadlines from `now_ms`, so
+    /// workers that still hold them can finish them), or starts empty if the store is
+    /// empty. Corrupt stored bytes or an invalid configuration are an error.
+    pub fn recover(mut store: Box<dyn Store>, cfg: MasterConfig, now_ms: u64) -> Result<Master, String> {
         cfg.validate()?;
         let q = match store.load()? {
             Some(bytes) => {
@@ -150,7 +54,12 @@ impl Master {
         &self.q
     }
 
-    /// The queues at a glance.
+    /// The settings.
+    pub fn config(&self) -> &MasterConfig {
+        &self.cfg
+    }
+
+    /// The queues at a glance (for the stats endpoint and progress lines).
     pub fn snapshot(&self) -> QueueSnapshot {
         QueueSnapshot {
             todo: self.q.todo.len(),
@@ -166,57 +75,66 @@ impl Master {
         }
     }
 
-    fn commit(&mut self, copy: TaskQueues) -> Result<(), String> {
-        if copy != self.q {
-            self.store.save(&encode_queues(&copy))?;
-            self.q = copy;
-        }
-        Ok(())
-    }
-
-    /// Applies `f` to a copy, persists it, then adopts it; on a failed save nothing
-    /// changes and the error is returned.
+    /// Applies `f` to a copy of the queues; if the copy differs it is saved to the
+    /// store and only then adopted. On a failed save the copy is discarded (nothing
+    /// changes) and the error is returned.
     fn change<T>(&mut self, f: impl FnOnce(&mut TaskQueues, &MasterConfig) -> T) -> Result<T, String> {
         let mut copy = self.q.clone();
         let out = f(&mut copy, &self.cfg);
-        self.commit(copy)?;
+        if copy != self.q {
+            self.store.save(&encode_queues(&copy)?)?;
+            self.q = copy;
+        }
         Ok(out)
     }
 
-    /// Handles a request from `worker` at `now_ms`.
+    /// Sets the dataset: indexes every file's chunks (headers only) and fills todo
+    /// with tasks of `chunks_per_task` chunks, in file and chunk order. Only the first
+    /// report is honoured: later ones return `Ok(false)` without reading the files. An
+    /// unreadable or corrupt file, or a failed save, is an error and changes nothing.
+    pub fn report_dataset(&mut self, paths: Vec<String>) -> Result<bool, String> {
+        if self.q.dataset.is_some() {
+            return Ok(false);
+        }
+        let chunks = index_dataset(&paths)?;
+        let n = chunks.len();
+        let taken = self.change(|q, c| q.report_dataset(paths, chunks, c))?;
+        log::info!("dataset: {n} chunks, {} tasks per pass", self.q.template.len());
+        Ok(taken)
+    }
+
+    /// `worker` reports the task it `finished` (if any) and asks for the next one at
+    /// `now_ms`: a task, `Wait` (no dataset yet, or every remaining task is pending),
+    /// or `NoMoreTasks` (every pass complete). Starts the next pass when the current
+    /// one is complete. Persisted before returning; on a failed save nothing changes.
+    pub fn get_task(&mut self, worker: i32, finished: Option<u64>, now_ms: u64) -> Result<Reply, String> {
+        self.change(|q, c| {
+            if let Some(id) = finished {
+                q.finish(id, now_ms);
+            }
+            q.next(worker, now_ms, c)
+        })
+    }
+
+    /// `worker` could not train `task`: treated like a timeout (see
+    /// [`TaskQueues::fail`]). Returns whether the report was taken (the worker held it).
+    pub fn task_failed(&mut self, worker: i32, task: u64) -> Result<bool, String> {
+        self.change(|q, c| q.fail(worker, task, c))
+    }
+
+    /// Handles a request from node `worker` at `now_ms`: the whole protocol for the
+    /// network shell, which only has to decode the request and send the response. Any
+    /// error (unreadable dataset, failed save) becomes `MasterResponse::Error` and
+    /// leaves the queues unchanged.
     pub fn handle(&mut self, worker: i32, req: MasterRequest, now_ms: u64) -> MasterResponse {
         let result = match req {
-            MasterRequest::ReportDataset { paths } => {
-                if self.q.dataset.is_some() {
-                    return MasterResponse::Ok;
-                }
-                match index_dataset(&paths) {
-                    Ok(chunks) => {
-                        let n = chunks.len();
-                        self.change(|q, c| q.report_dataset(paths, chunks, c)).map(|taken| {
-                            if taken {
-                                log::info!("dataset: {n} chunks, {} tasks per pass", self.q.template.len());
-                            }
-                            MasterResponse::Ok
-                        })
-                    }
-                    Err(e) => Err(e),
-                }
-            }
-            MasterRequest::GetTask { finished, .. } => self.change(|q, c| {
-                if let Some(id) = finished {
-                    q.finish(id, now_ms);
-                }
-                match q.next(worker, now_ms, c) {
-                    Reply::Task(t) => MasterResponse::Task(t),
-                    Reply::Wait => MasterResponse::Wait,
-                    Reply::NoMoreTasks => MasterResponse::NoMoreTasks,
-                }
+            MasterRequest::ReportDataset { paths } => self.report_dataset(paths).map(|_| MasterResponse::Ok),
+            MasterRequest::GetTask { finished, .. } => self.get_task(worker, finished, now_ms).map(|r| match r {
+                Reply::Task(t) => MasterResponse::Task(t),
+                Reply::Wait => MasterResponse::Wait,
+                Reply::NoMoreTasks => MasterResponse::NoMoreTasks,
             }),
-            MasterRequest::TaskFailed { task } => self.change(|q, c| {
-                q.fail(task, c);
-                MasterResponse::Ok
-            }),
+            MasterRequest::TaskFailed { task } => self.task_failed(worker, task).map(|_| MasterResponse::Ok),
             MasterRequest::Snapshot => Ok(MasterResponse::Snapshot(self.snapshot())),
         };
         result.unwrap_or_else(|e| {
@@ -225,7 +143,9 @@ impl Master {
         })
     }
 
-    /// Times out late tasks; returns their ids.
+    /// Times out pending tasks whose deadline is at or before `now_ms` (back to todo
+    /// with the count raised, or to failed above the threshold); returns their ids.
+    /// Cheap when nothing is late (no copy, no save).
     pub fn tick(&mut self, now_ms: u64) -> Result<Vec<u64>, String> {
         if self.q.pending.values().all(|e| e.deadline_ms > now_ms) {
             return Ok(Vec::new());
@@ -233,13 +153,17 @@ impl Master {
         self.change(|q, c| q.tick(now_ms, c))
     }
 
-    /// Requeues the tasks of a dead worker; returns how many.
+    /// Requeues at once, at the front of todo and without counting a timeout, every
+    /// task the dead node `worker` holds; returns how many.
     pub fn worker_dead(&mut self, worker: i32) -> Result<usize, String> {
+        if self.q.pending.values().all(|e| e.worker != worker) {
+            return Ok(0);
+        }
         self.change(|q, _| q.worker_dead(worker))
     }
 }
 
-/// Indexes every file of the dataset into chunks, in order.
+/// Indexes every file of the dataset into chunks, in file then chunk order.
 pub fn index_dataset(paths: &[String]) -> Result<Vec<Chunk>, String> {
     let mut out = Vec::new();
     for p in paths {
@@ -251,212 +175,5 @@ pub fn index_dataset(paths: &[String]) -> Result<Vec<Chunk>, String> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::super::store::{FileStore, MemStore};
-    use super::*;
-    use crate::recordio::{Compressor, Writer};
-
-    fn dataset(dir: &Path, files: usize, records: usize) -> Vec<String> {
-        (0..files)
-            .map(|f| {
-                let p = dir.join(format!("part-{f}.rio"));
-                let mut w = Writer::create(&p, Compressor::Snappy, 10, 1 << 20).unwrap();
-                for r in 0..records {
-                    w.write(format!("{f}:{r}").as_bytes()).unwrap();
-                }
-                w.finish().unwrap();
-                p.display().to_string()
-            })
-            .collect()
-    }
-
-    fn cfg(epochs: u64) -> MasterConfig {
-        MasterConfig {
-            chunks_per_task: 2,
-            num_epochs: epochs,
-            timeout_floor_ms: 1000,
-            ..Default::default()
-        }
-    }
-
-    fn records_of(t: &Task) -> Vec<String> {
-        t.chunks
-            .iter()
-            .flat_map(|c| recordio::read_chunk(Path::new(&c.path), &c.index).unwrap())
-            .map(|r| String::from_utf8(r).unwrap())
-            .collect()
-    }
-
-    #[test]
-    fn four_workers_three_passes_see_every_record_once_per_pass() {
-        let d = tempfile::tempdir().unwrap();
-        let paths = dataset(d.path(), 3, 95);
-        let mut m = Master::new(cfg(3), Box::new(MemStore::default()), 0).unwrap();
-        assert_eq!(
-            m.handle(9, MasterRequest::ReportDataset { paths: paths.clone() }, 0),
-            MasterResponse::Ok
-        );
-        let mut seen: Vec<Vec<String>> = vec![Vec::new(); 3];
-        let workers = [9, 11, 13, 15];
-        let mut holding: Vec<Option<u64>> = vec![None; 4];
-        let mut now = 0;
-        let mut finished = 0;
-        while finished < 4 {
-            finished = 0;
-            for (i, &w) in workers.iter().enumerate() {
-                now += 7;
-                match m.handle(
-                    w,
-                    MasterRequest::GetTask {
-                        finished: holding[i].take(),
-                        report: None,
-                    },
-                    now,
-                ) {
-                    MasterResponse::Task(t) => {
-                        seen[t.epoch as usize].extend(records_of(&t));
-                        holding[i] = Some(t.id);
-                    }
-                    MasterResponse::Wait => {}
-                    MasterResponse::NoMoreTasks => finished += 1,
-                    other => panic!("{other:?}"),
-                }
-            }
-        }
-        for pass in seen {
-            let mut sorted = pass.clone();
-            sorted.sort();
-            sorted.dedup();
-            assert_eq!((pass.len(), sorted.len()), (285, 285));
-        }
-    }
-
-    #[test]
-    fn restart_resumes_without_redoing_or_losing_tasks() {
-        let d = tempfile::tempdir().unwrap();
-        let paths = dataset(d.path(), 2, 100);
-        let state = d.path().join("master.state");
-        let mut m = Master::new(cfg(1), Box::new(FileStore::new(&state)), 0).unwrap();
-        m.handle(9, MasterRequest::ReportDataset { paths }, 0);
-        let MasterResponse::Task(a) = m.handle(
-            9,
-            MasterRequest::GetTask {
-                finished: None,
-                report: None,
-            },
-            1,
-        ) else {
-            panic!()
-        };
-        let MasterResponse::Task(b) = m.handle(
-            11,
-            MasterRequest::GetTask {
-                finished: None,
-                report: None,
-            },
-            2,
-        ) else {
-            panic!()
-        };
-        // a is finished (and persisted), b is pending when the master dies
-        let MasterResponse::Task(c) = m.handle(
-            9,
-            MasterRequest::GetTask {
-                finished: Some(a.id),
-                report: None,
-            },
-            3,
-        ) else {
-            panic!()
-        };
-        drop(m);
-        let mut m = Master::new(cfg(1), Box::new(FileStore::new(&state)), 10_000).unwrap();
-        let s = m.snapshot();
-        assert_eq!((s.done, s.pending, s.todo), (1, 2, 7));
-        assert!(m.queues().pending.contains_key(&b.id) && m.queues().pending.contains_key(&c.id));
-        // the worker holding b finishes it after the restart
-        let r = m.handle(
-            11,
-            MasterRequest::GetTask {
-                finished: Some(b.id),
-                report: None,
-            },
-            10_001,
-        );
-        assert!(matches!(r, MasterResponse::Task(t) if t.id != a.id && t.id != b.id && t.id != c.id));
-        assert_eq!(m.snapshot().done, 2);
-        // a second report of the dataset is ignored
-        assert_eq!(
-            m.handle(
-                9,
-                MasterRequest::ReportDataset {
-                    paths: vec!["other".into()]
-                },
-                10_002
-            ),
-            MasterResponse::Ok
-        );
-    }
-
-    #[test]
-    fn failed_save_changes_nothing() {
-        let d = tempfile::tempdir().unwrap();
-        let paths = dataset(d.path(), 1, 50);
-        let store = MemStore::default();
-        let mut m = Master::new(cfg(1), Box::new(store.clone()), 0).unwrap();
-        m.handle(9, MasterRequest::ReportDataset { paths }, 0);
-        let before = m.queues().clone();
-        *store.fail.lock() = true;
-        let r = m.handle(
-            9,
-            MasterRequest::GetTask {
-                finished: None,
-                report: None,
-            },
-            1,
-        );
-        assert!(matches!(r, MasterResponse::Error(e) if e.contains("unavailable")));
-        assert_eq!(m.queues(), &before);
-        *store.fail.lock() = false;
-        assert!(matches!(
-            m.handle(
-                9,
-                MasterRequest::GetTask {
-                    finished: None,
-                    report: None
-                },
-                2
-            ),
-            MasterResponse::Task(_)
-        ));
-        assert_eq!(decode_queues(store.data.lock().as_ref().unwrap()).unwrap(), *m.queues());
-    }
-
-    #[test]
-    fn corrupt_state_and_missing_files_are_clear_errors() {
-        let store = MemStore::default();
-        *store.data.lock() = Some(b"garbage".to_vec());
-        let e = Master::new(cfg(1), Box::new(store), 0).err().unwrap();
-        assert!(e.contains("corrupt"), "{e}");
-        let mut m = Master::new(cfg(1), Box::new(MemStore::default()), 0).unwrap();
-        let r = m.handle(
-            9,
-            MasterRequest::ReportDataset {
-                paths: vec!["/no/such/file.rio".into()],
-            },
-            0,
-        );
-        assert!(matches!(r, MasterResponse::Error(e) if e.contains("/no/such/file.rio")));
-        assert_eq!(
-            m.handle(
-                9,
-                MasterRequest::GetTask {
-                    finished: None,
-                    report: None
-                },
-                1
-            ),
-            MasterResponse::Wait
-        );
-    }
-}
+#[path = "service_tests.rs"]
+mod tests;

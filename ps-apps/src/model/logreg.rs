@@ -1,92 +1,134 @@
-//! Binary logistic regression on sparse features; parameter `dim` is the bias.
+//! Binary logistic regression on sparse (libsvm-style) features.
+//!
+//! Parameter layout: `dim` feature weights, then the bias at index `dim`. Labels: a
+//! positive label (`1`, `+1`) is the positive class, anything else (`0`, `-1`) the
+//! negative one. Loss: log-loss `softplus(z) - y z` with `z = w · x + b`, computed
+//! without overflow. A minibatch depends only on the weights of the features present
+//! in it and the bias, so workers pull and push just those keys.
 
+use super::batch::accumulate;
+use super::flat::{BatchStats, FlatModel};
+use super::math::{binary_target, sigmoid, softplus};
 use crate::recordio::{Example, Features};
 
-/// The sorted parameter keys a batch touches (its features, and the bias).
-pub fn touched(batch: &[Example], dim: usize) -> Vec<u64> {
-    let mut k: Vec<u64> = batch
-        .iter()
-        .flat_map(|e| match &e.features {
-            Features::Sparse { idx, .. } => idx.iter().map(|&i| i as u64).collect::<Vec<_>>(),
-            Features::Dense(v) => (0..v.len() as u64).collect(),
+/// Logistic regression over `dim` features (indices `>= dim` are ignored).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LogisticRegression {
+    /// Feature weights (one past the largest feature index used).
+    pub dim: usize,
+}
+
+/// Where a feature's weight lives in the parameter values at hand.
+trait Slots: Sync {
+    /// The position of key `k`'s value, if present.
+    fn slot(&self, k: u64) -> Option<usize>;
+}
+
+/// The values are the full vector.
+struct Full(usize);
+
+impl Slots for Full {
+    fn slot(&self, k: u64) -> Option<usize> {
+        (k < self.0 as u64).then_some(k as usize)
+    }
+}
+
+/// The values belong to these sorted keys.
+struct Keyed<'a>(&'a [u64]);
+
+impl Slots for Keyed<'_> {
+    fn slot(&self, k: u64) -> Option<usize> {
+        self.0.binary_search(&k).ok()
+    }
+}
+
+impl LogisticRegression {
+    /// `(feature, value)` pairs of an example below `dim`.
+    fn features<'a>(&self, f: &'a Features) -> Box<dyn Iterator<Item = (u64, f32)> + 'a> {
+        let dim = self.dim as u64;
+        match f {
+            Features::Sparse { idx, val } => Box::new(
+                idx.iter()
+                    .zip(val)
+                    .map(|(&i, &v)| (u64::from(i), v))
+                    .filter(move |&(i, _)| i < dim),
+            ),
+            Features::Dense(x) => Box::new(x.iter().enumerate().take(self.dim).map(|(i, &v)| (i as u64, v))),
+        }
+    }
+
+    /// The logit `w · x + b`, reading weights through `slots` (absent ones are 0).
+    fn logit(&self, values: &[f32], slots: &impl Slots, f: &Features) -> f32 {
+        let w = |k: u64| slots.slot(k).map_or(0.0, |s| values[s]);
+        self.features(f).fold(w(self.dim as u64), |z, (i, v)| z + w(i) * v)
+    }
+
+    fn stats(&self, values: &[f32], slots: &impl Slots, batch: &[Example]) -> BatchStats {
+        let nnz = batch
+            .iter()
+            .map(|e| match &e.features {
+                Features::Sparse { idx, .. } => idx.len(),
+                Features::Dense(x) => x.len().min(self.dim),
+            })
+            .sum::<usize>()
+            / batch.len().max(1);
+        accumulate(batch, values.len(), 8 * nnz.max(1), |e, g| {
+            let z = self.logit(values, slots, &e.features);
+            let y = binary_target(e.label);
+            let d = sigmoid(z) - y;
+            if let Some(b) = slots.slot(self.dim as u64) {
+                g[b] += d;
+            }
+            for (i, v) in self.features(&e.features) {
+                if let Some(s) = slots.slot(i) {
+                    g[s] += d * v;
+                }
+            }
+            (softplus(z) - y * z, (z >= 0.0) == (y == 1.0))
         })
-        .filter(|&i| i < dim as u64)
-        .collect();
-    k.push(dim as u64);
-    k.sort_unstable();
-    k.dedup();
-    k
-}
-
-fn target(e: &Example) -> f32 {
-    if e.label > 0.0 {
-        1.0
-    } else {
-        0.0
     }
 }
 
-/// P(label = 1). `keys`: the parameter index of each value of `params` (None: params
-/// are the full vector).
-pub fn probability(params: &[f32], dim: usize, e: &Example, keys: Option<&[u64]>) -> f32 {
-    let w = |i: u64| -> f32 {
-        match keys {
-            None => params.get(i as usize).copied().unwrap_or(0.0),
-            Some(k) => k.binary_search(&i).map(|p| params[p]).unwrap_or(0.0),
-        }
-    };
-    let mut z = w(dim as u64);
-    match &e.features {
-        Features::Sparse { idx, val } => {
-            for (&i, &v) in idx.iter().zip(val) {
-                if (i as usize) < dim {
-                    z += w(i as u64) * v;
-                }
-            }
-        }
-        Features::Dense(x) => {
-            for (i, &v) in x.iter().enumerate().take(dim) {
-                z += w(i as u64) * v;
-            }
-        }
+impl FlatModel for LogisticRegression {
+    fn num_params(&self) -> usize {
+        self.dim + 1
     }
-    1.0 / (1.0 + (-z).exp())
-}
 
-/// Mean log-loss, correct count, and the gradient for `keys` (or every parameter).
-pub fn grad(params: &[f32], keys: Option<&[u64]>, dim: usize, batch: &[Example]) -> (f32, usize, Vec<f32>) {
-    let mut g = vec![0.0; params.len()];
-    let slot = |i: u64| -> Option<usize> {
-        match keys {
-            None => Some(i as usize),
-            Some(k) => k.binary_search(&i).ok(),
-        }
-    };
-    let (mut loss, mut correct) = (0.0f32, 0);
-    for e in batch {
-        let p = probability(params, dim, e, keys);
-        let y = target(e);
-        loss -= y * p.max(1e-7).ln() + (1.0 - y) * (1.0 - p).max(1e-7).ln();
-        correct += usize::from((p >= 0.5) == (y == 1.0));
-        let d = p - y;
-        if let Some(b) = slot(dim as u64) {
-            g[b] += d;
-        }
-        if let Features::Sparse { idx, val } = &e.features {
-            for (&i, &v) in idx.iter().zip(val) {
-                if let Some(s) = slot(i as u64).filter(|_| (i as usize) < dim) {
-                    g[s] += d * v;
-                }
-            }
-        } else if let Features::Dense(x) = &e.features {
-            for (i, &v) in x.iter().enumerate().take(dim) {
-                if let Some(s) = slot(i as u64) {
-                    g[s] += d * v;
-                }
-            }
-        }
+    fn num_outputs(&self) -> usize {
+        2
     }
-    let n = batch.len().max(1) as f32;
-    g.iter_mut().for_each(|v| *v /= n);
-    (loss / n, correct, g)
+
+    /// All zeros (the loss is convex; `seed` is not needed).
+    fn init_params(&self, _seed: u64) -> Vec<f32> {
+        vec![0.0; self.num_params()]
+    }
+
+    /// `[P(negative), P(positive)]`.
+    fn predict(&self, params: &[f32], features: &Features) -> Vec<f32> {
+        let p = sigmoid(self.logit(params, &Full(params.len()), features));
+        vec![1.0 - p, p]
+    }
+
+    fn batch_stats(&self, params: &[f32], batch: &[Example]) -> BatchStats {
+        assert_eq!(params.len(), self.num_params(), "logreg: parameter count");
+        self.stats(params, &Full(params.len()), batch)
+    }
+
+    /// The features present in the batch (below `dim`) and the bias key `dim`.
+    fn touched_keys(&self, batch: &[Example]) -> Vec<u64> {
+        let mut keys: Vec<u64> = batch
+            .iter()
+            .flat_map(|e| self.features(&e.features).map(|(i, _)| i))
+            .chain([self.dim as u64])
+            .collect();
+        keys.sort_unstable();
+        keys.dedup();
+        keys
+    }
+
+    /// Works on the compact values directly (no full vector is built).
+    fn batch_stats_on_keys(&self, values: &[f32], keys: &[u64], batch: &[Example]) -> BatchStats {
+        assert_eq!(values.len(), keys.len(), "one value per key");
+        self.stats(values, &Keyed(keys), batch)
+    }
 }

@@ -9,6 +9,9 @@ pub const MAGIC: u32 = u32::from_le_bytes(*b"PRIO");
 pub const HEADER_LEN: usize = 20;
 /// Largest stored or uncompressed chunk payload accepted.
 pub const MAX_CHUNK_BYTES: u64 = 256 << 20;
+/// Largest record count a chunk header may claim (every record takes at least its
+/// 4-byte length prefix, so more cannot fit in [`MAX_CHUNK_BYTES`]).
+pub const MAX_CHUNK_RECORDS: u32 = (MAX_CHUNK_BYTES / 4) as u32;
 
 /// How a chunk's payload is compressed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -82,6 +85,9 @@ impl Compressor {
     }
 }
 
+/// The chunks of one file, in order, as found by [`crate::recordio::index`].
+pub type FileIndex = Vec<ChunkIndex>;
+
 /// Where one chunk is in its file.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ChunkIndex {
@@ -140,16 +146,23 @@ pub(crate) fn decode_header(h: &[u8; HEADER_LEN]) -> Result<Header, String> {
     if u(0) != MAGIC {
         return Err(format!("bad magic {:#010x} (not a RecordIO chunk)", u(0)));
     }
+    if h[9..12] != [0, 0, 0] {
+        return Err("reserved header bytes are not zero".into());
+    }
     let compressor = Compressor::from_code(h[8]).ok_or_else(|| format!("unknown compressor {}", h[8]))?;
     let len = u(12) as u64;
     if len > MAX_CHUNK_BYTES {
         return Err(format!("chunk of {len} bytes exceeds the 256 MiB limit"));
     }
+    let records = u(16);
+    if records > MAX_CHUNK_RECORDS {
+        return Err(format!("chunk claims {records} records, more than can fit in 256 MiB"));
+    }
     Ok(Header {
         crc: u(4),
         compressor,
         len,
-        records: u(16),
+        records,
     })
 }
 

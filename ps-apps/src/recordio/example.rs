@@ -30,14 +30,16 @@ pub struct Example {
 const MAX_EXAMPLE: u64 = 64 << 20;
 
 impl Example {
-    /// The record bytes of this example.
+    /// The record bytes of this example (bincode with varint integers).
     pub fn encode(&self) -> Vec<u8> {
         bincode::DefaultOptions::new()
             .serialize(self)
             .expect("examples always serialize")
     }
 
-    /// Decodes a record; a malformed one is an error, never a panic.
+    /// Decodes a record (bincode, bounded to 64 MiB, no trailing bytes); a malformed
+    /// one, or sparse indices and values of different lengths, is an error, never a
+    /// panic.
     pub fn decode(bytes: &[u8]) -> Result<Example, String> {
         let e: Example = bincode::DefaultOptions::new()
             .with_limit(MAX_EXAMPLE)
@@ -85,5 +87,14 @@ mod tests {
             },
         };
         assert!(Example::decode(&bad.encode()).is_err());
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn random_records_decode_or_err(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..64)) {
+            if let Ok(e) = Example::decode(&bytes) {
+                proptest::prop_assert_eq!(Example::decode(&e.encode()).unwrap().encode(), e.encode());
+            }
+        }
     }
 }

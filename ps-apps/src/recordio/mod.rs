@@ -7,14 +7,27 @@
 //! compressor (0 none, 1 snappy, 2 gzip) and 3 zero bytes, stored payload size, record
 //! count. Payload before compression: for each record, its length (u32) then its bytes.
 
+//!
+//! Every size read from disk is bounded ([`MAX_CHUNK_BYTES`], [`MAX_CHUNK_RECORDS`]);
+//! a damaged file gives a [`RecordIoError`] naming the file and chunk, never a panic.
+//!
+//! Entry points: [`Writer`] to write, [`index`] + [`read_chunk`] for random access by
+//! chunk (what the master and workers use), [`Scanner`] / [`read_all`] to stream a
+//! file, [`Example`] for the record encoding of training examples, and the
+//! `convert_*` functions (optionally under [`convert_with_progress`]).
+
 mod chunk;
 mod convert;
 mod example;
+mod progress;
 mod reader;
+mod scanner;
 mod writer;
 
-pub use chunk::{ChunkIndex, Compressor, RecordIoError, MAX_CHUNK_BYTES};
+pub use chunk::{ChunkIndex, Compressor, FileIndex, RecordIoError, MAX_CHUNK_BYTES, MAX_CHUNK_RECORDS};
 pub use convert::{convert_csv, convert_idx, convert_libsvm, ConvertStats, Progress};
 pub use example::{Example, Features};
+pub use progress::convert_with_progress;
 pub use reader::{index, read_all, read_chunk};
+pub use scanner::Scanner;
 pub use writer::Writer;

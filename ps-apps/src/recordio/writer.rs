@@ -1,11 +1,17 @@
 //! Writing RecordIO files.
 
-use super::chunk::{encode_header, Compressor};
+use super::chunk::{encode_header, Compressor, MAX_CHUNK_BYTES};
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-/// Writes records, cutting a chunk every `max_records` records or `max_bytes` bytes.
+/// Largest uncompressed chunk the writer builds: the format's limit less a margin for
+/// compressor overhead on incompressible data, so every chunk written can be read back.
+const MAX_RAW_CHUNK: usize = (MAX_CHUNK_BYTES - (1 << 20)) as usize;
+
+/// Writes records, cutting a chunk every `max_records` records or `max_bytes` bytes
+/// (uncompressed, capped just below [`MAX_CHUNK_BYTES`]). Nothing is visible at the
+/// target path until [`Writer::finish`]; dropping an unfinished writer discards it.
 pub struct Writer {
     out: BufWriter<File>,
     path: PathBuf,
@@ -32,7 +38,7 @@ impl Writer {
             tmp,
             compressor,
             max_records: max_records.max(1),
-            max_bytes: max_bytes.max(1),
+            max_bytes: max_bytes.clamp(1, MAX_RAW_CHUNK),
             buf: Vec::new(),
             records: 0,
             chunks: 0,
@@ -40,9 +46,18 @@ impl Writer {
         })
     }
 
-    /// Appends one record.
+    /// Appends one record. A record too large to fit in a chunk by itself is refused.
     pub fn write(&mut self, record: &[u8]) -> io::Result<()> {
-        let len = u32::try_from(record.len()).map_err(|_| io::Error::other("record larger than 4 GiB"))?;
+        if record.len() + 4 > MAX_RAW_CHUNK {
+            return Err(io::Error::other(format!(
+                "a record of {} bytes cannot fit in a chunk",
+                record.len()
+            )));
+        }
+        if self.buf.len() + 4 + record.len() > MAX_RAW_CHUNK {
+            self.flush_chunk()?;
+        }
+        let len = record.len() as u32;
         self.buf.extend_from_slice(&len.to_le_bytes());
         self.buf.extend_from_slice(record);
         self.records += 1;
@@ -58,7 +73,10 @@ impl Writer {
             return Ok(());
         }
         let stored = self.compressor.compress(&self.buf)?;
-        let len = u32::try_from(stored.len()).map_err(|_| io::Error::other("chunk larger than 4 GiB"))?;
+        if stored.len() as u64 > MAX_CHUNK_BYTES {
+            return Err(io::Error::other("compressed chunk is larger than 256 MiB"));
+        }
+        let len = stored.len() as u32;
         self.out.write_all(&encode_header(
             crc32fast::hash(&stored),
             self.compressor,

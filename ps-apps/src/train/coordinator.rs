@@ -196,7 +196,7 @@ fn snapshot(po: &Postoffice, q: &QueueSnapshot, p: &Progress, epoch: Instant, jo
         uptime_s: up,
         job: job.to_string(),
         nodes,
-        queues: (q.tasks_per_epoch > 0).then(|| QueueStat {
+        queues: (q.tasks_per_epoch > 0).then_some(QueueStat {
             todo: q.todo,
             pending: q.pending,
             done: q.done,

@@ -45,6 +45,21 @@ impl SentKeys {
     }
 }
 
+impl SentKeys {
+    /// Renames the list sent to `rank` under `old` (the server lost it) to a fresh
+    /// signature, which the next request with that list registers again; returns it.
+    /// (A fresh one, so the resent request is not taken for a duplicate of the first.)
+    pub fn renew(&mut self, rank: usize, old: u64) -> u64 {
+        let new = rand::random::<u64>() | 1;
+        if let Some(q) = self.per_rank.get_mut(rank) {
+            for e in q.iter_mut().filter(|e| e.1 == old) {
+                e.1 = new;
+            }
+        }
+        new
+    }
+}
+
 /// The server's side: validated key lists by signature.
 pub struct KnownKeys {
     lists: HashMap<u64, SArray<u64>>,

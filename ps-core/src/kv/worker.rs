@@ -81,7 +81,7 @@ type State<V> = Arc<Mutex<HashMap<i32, Pending<V>>>>;
 
 /// A KV worker for app `app_id`.
 pub struct KVWorker<V: Pod> {
-    sent: Mutex<SentKeys>,
+    sent: Arc<Mutex<SentKeys>>,
     customer: Customer,
     po: Arc<Postoffice>,
     ranges: Vec<KeyRange>,
@@ -94,14 +94,16 @@ impl<V: Pod + Send + Sync> KVWorker<V> {
         let state: State<V> = Arc::default();
         let st = Arc::clone(&state);
         let po2 = Arc::clone(po);
+        let sent = Arc::new(Mutex::new(SentKeys::new(po.num_servers(), 8)));
+        let sent2 = Arc::clone(&sent);
         let customer = Customer::new_inline(po, app_id, app_id, move |msg: Message| {
             if msg.meta.request {
                 return;
             }
-            on_response(&st, &po2, msg);
+            on_response(&st, &po2, &sent2, msg);
         })?;
         Ok(KVWorker {
-            sent: Mutex::new(SentKeys::new(po.num_servers(), 8)),
+            sent,
             customer,
             po: Arc::clone(po),
             ranges: server_key_ranges(po.num_servers()),
@@ -254,7 +256,7 @@ impl<V: Pod + Send + Sync> KVWorker<V> {
     }
 }
 
-fn on_response<V: Pod + Send + Sync>(state: &State<V>, po: &Postoffice, msg: Message) {
+fn on_response<V: Pod + Send + Sync>(state: &State<V>, po: &Postoffice, sent: &Mutex<SentKeys>, msg: Message) {
     let ts = msg.meta.timestamp;
     let rank = crate::node::id_to_rank(msg.meta.sender).unwrap_or(0);
     {
@@ -265,8 +267,9 @@ fn on_response<V: Pod + Send + Sync>(state: &State<V>, po: &Postoffice, msg: Mes
         };
         if msg.meta.status == STATUS_NOT_COUNTED {
             // the server lost the cached key list (it restarted): send the keys again
-            if let Some(full) = p.full.get(rank).cloned().flatten() {
+            if let Some(mut full) = p.full.get(rank).cloned().flatten() {
                 drop(st);
+                full.meta.key_sig = sent.lock().renew(rank, full.meta.key_sig);
                 if let Err(e) = po.van().send(full) {
                     log::warn!("cannot resend request {ts} to server {rank}: {e}");
                 }

@@ -21,6 +21,9 @@ pub fn signature(meta: &Meta) -> u64 {
         meta.pull,
         meta.head,
         meta.incarnation,
+        meta.key_sig,
+        // a "send the keys again" answer and the real answer share everything else
+        meta.status,
     )
         .hash(&mut h);
     (meta.control.cmd as u8, meta.control.barrier_group).hash(&mut h);
@@ -233,6 +236,14 @@ mod tests {
         c.request = false;
         assert_ne!(signature(&a), signature(&b));
         assert_ne!(signature(&a), signature(&c));
+        // a request resent with its full key list under a new key signature, and a
+        // "send the keys again" answer followed by the real answer, are not duplicates
+        let mut d = meta(1);
+        d.key_sig = 5;
+        assert_ne!(signature(&a), signature(&d));
+        let mut again = c.clone();
+        again.status = crate::customer::STATUS_NOT_COUNTED;
+        assert_ne!(signature(&c), signature(&again));
         let mut hb = Meta::default();
         hb.control.cmd = Command::Heartbeat;
         assert!(!needs_ack(&hb));

@@ -1,0 +1,210 @@
+//! Tests of the persisted master: real RecordIO files, stores, restarts.
+
+use super::super::store::{FileStore, MemStore};
+use super::super::Task;
+use super::*;
+use crate::recordio::{Compressor, Writer};
+
+fn dataset(dir: &Path, files: usize, records: usize) -> Vec<String> {
+    (0..files)
+        .map(|f| {
+            let p = dir.join(format!("part-{f}.rio"));
+            let mut w = Writer::create(&p, Compressor::Snappy, 10, 1 << 20).unwrap();
+            for r in 0..records {
+                w.write(format!("{f}:{r}").as_bytes()).unwrap();
+            }
+            w.finish().unwrap();
+            p.display().to_string()
+        })
+        .collect()
+}
+
+fn cfg(epochs: u64) -> MasterConfig {
+    MasterConfig {
+        chunks_per_task: 2,
+        num_epochs: epochs,
+        timeout_floor_ms: 1000,
+        ..Default::default()
+    }
+}
+
+fn records_of(t: &Task) -> Vec<String> {
+    t.chunks
+        .iter()
+        .flat_map(|c| recordio::read_chunk(Path::new(&c.path), &c.index).unwrap())
+        .map(|r| String::from_utf8(r).unwrap())
+        .collect()
+}
+
+#[test]
+fn four_workers_three_passes_see_every_record_once_per_pass() {
+    let d = tempfile::tempdir().unwrap();
+    let paths = dataset(d.path(), 3, 95);
+    let mut m = Master::new(cfg(3), Box::new(MemStore::default()), 0).unwrap();
+    assert_eq!(
+        m.handle(9, MasterRequest::ReportDataset { paths: paths.clone() }, 0),
+        MasterResponse::Ok
+    );
+    let mut seen: Vec<Vec<String>> = vec![Vec::new(); 3];
+    let workers = [9, 11, 13, 15];
+    let mut holding: Vec<Option<u64>> = vec![None; 4];
+    let mut now = 0;
+    let mut finished = 0;
+    while finished < 4 {
+        finished = 0;
+        for (i, &w) in workers.iter().enumerate() {
+            now += 7;
+            match m.handle(
+                w,
+                MasterRequest::GetTask {
+                    finished: holding[i].take(),
+                    report: None,
+                },
+                now,
+            ) {
+                MasterResponse::Task(t) => {
+                    seen[t.epoch as usize].extend(records_of(&t));
+                    holding[i] = Some(t.id);
+                }
+                MasterResponse::Wait => {}
+                MasterResponse::NoMoreTasks => finished += 1,
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+    for pass in seen {
+        let mut sorted = pass.clone();
+        sorted.sort();
+        sorted.dedup();
+        assert_eq!((pass.len(), sorted.len()), (285, 285));
+    }
+}
+
+#[test]
+fn restart_resumes_without_redoing_or_losing_tasks() {
+    let d = tempfile::tempdir().unwrap();
+    let paths = dataset(d.path(), 2, 100);
+    let state = d.path().join("master.state");
+    let mut m = Master::new(cfg(1), Box::new(FileStore::new(&state)), 0).unwrap();
+    m.handle(9, MasterRequest::ReportDataset { paths }, 0);
+    let MasterResponse::Task(a) = m.handle(
+        9,
+        MasterRequest::GetTask {
+            finished: None,
+            report: None,
+        },
+        1,
+    ) else {
+        panic!()
+    };
+    let MasterResponse::Task(b) = m.handle(
+        11,
+        MasterRequest::GetTask {
+            finished: None,
+            report: None,
+        },
+        2,
+    ) else {
+        panic!()
+    };
+    // a is finished (and persisted), b is pending when the master dies
+    let MasterResponse::Task(c) = m.handle(
+        9,
+        MasterRequest::GetTask {
+            finished: Some(a.id),
+            report: None,
+        },
+        3,
+    ) else {
+        panic!()
+    };
+    drop(m);
+    let mut m = Master::new(cfg(1), Box::new(FileStore::new(&state)), 10_000).unwrap();
+    let s = m.snapshot();
+    assert_eq!((s.done, s.pending, s.todo), (1, 2, 7));
+    assert!(m.queues().pending.contains_key(&b.id) && m.queues().pending.contains_key(&c.id));
+    // the worker holding b finishes it after the restart
+    let r = m.handle(
+        11,
+        MasterRequest::GetTask {
+            finished: Some(b.id),
+            report: None,
+        },
+        10_001,
+    );
+    assert!(matches!(r, MasterResponse::Task(t) if t.id != a.id && t.id != b.id && t.id != c.id));
+    assert_eq!(m.snapshot().done, 2);
+    // a second report of the dataset is ignored
+    assert_eq!(
+        m.handle(
+            9,
+            MasterRequest::ReportDataset {
+                paths: vec!["other".into()]
+            },
+            10_002
+        ),
+        MasterResponse::Ok
+    );
+}
+
+#[test]
+fn failed_save_changes_nothing() {
+    let d = tempfile::tempdir().unwrap();
+    let paths = dataset(d.path(), 1, 50);
+    let store = MemStore::default();
+    let mut m = Master::new(cfg(1), Box::new(store.clone()), 0).unwrap();
+    m.handle(9, MasterRequest::ReportDataset { paths }, 0);
+    let before = m.queues().clone();
+    *store.fail.lock() = true;
+    let r = m.handle(
+        9,
+        MasterRequest::GetTask {
+            finished: None,
+            report: None,
+        },
+        1,
+    );
+    assert!(matches!(r, MasterResponse::Error(e) if e.contains("unavailable")));
+    assert_eq!(m.queues(), &before);
+    *store.fail.lock() = false;
+    assert!(matches!(
+        m.handle(
+            9,
+            MasterRequest::GetTask {
+                finished: None,
+                report: None
+            },
+            2
+        ),
+        MasterResponse::Task(_)
+    ));
+    assert_eq!(decode_queues(store.data.lock().as_ref().unwrap()).unwrap(), *m.queues());
+}
+
+#[test]
+fn corrupt_state_and_missing_files_are_clear_errors() {
+    let store = MemStore::default();
+    *store.data.lock() = Some(b"garbage".to_vec());
+    let e = Master::new(cfg(1), Box::new(store), 0).err().unwrap();
+    assert!(e.contains("corrupt"), "{e}");
+    let mut m = Master::new(cfg(1), Box::new(MemStore::default()), 0).unwrap();
+    let r = m.handle(
+        9,
+        MasterRequest::ReportDataset {
+            paths: vec!["/no/such/file.rio".into()],
+        },
+        0,
+    );
+    assert!(matches!(r, MasterResponse::Error(e) if e.contains("/no/such/file.rio")));
+    assert_eq!(
+        m.handle(
+            9,
+            MasterRequest::GetTask {
+                finished: None,
+                report: None
+            },
+            1
+        ),
+        MasterResponse::Wait
+    );
+}

@@ -1,0 +1,84 @@
+//! The master's request and response types, as they travel between workers and the
+//! master (the network shell serializes them; [`super::Master::handle`] answers them).
+
+use super::queues::Task;
+use serde::{Deserialize, Serialize};
+
+/// What a worker tells about the task it finished (for statistics).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TaskReport {
+    /// Examples trained on.
+    pub examples: u64,
+    /// Sum of their losses.
+    pub loss_sum: f64,
+    /// Correct predictions among them (before the update).
+    pub correct: u64,
+    /// Model version the worker last saw.
+    pub version: u64,
+}
+
+/// A request to the master.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum MasterRequest {
+    /// The dataset's RecordIO files; only the first report counts.
+    ReportDataset {
+        /// File paths.
+        paths: Vec<String>,
+    },
+    /// Report the finished task (if any) and get the next.
+    GetTask {
+        /// The task just finished.
+        finished: Option<u64>,
+        /// Its statistics.
+        report: Option<TaskReport>,
+    },
+    /// The task could not be trained.
+    TaskFailed {
+        /// The task.
+        task: u64,
+    },
+    /// The queues' sizes.
+    Snapshot,
+}
+
+/// The queues at a glance.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct QueueSnapshot {
+    /// Waiting.
+    pub todo: usize,
+    /// Handed out.
+    pub pending: usize,
+    /// Finished this pass.
+    pub done: usize,
+    /// Given up this pass.
+    pub failed: usize,
+    /// Current pass.
+    pub epoch: u64,
+    /// Passes in all.
+    pub num_epochs: u64,
+    /// Moving average task time.
+    pub avg_task_ms: f64,
+    /// Tasks finished over the job.
+    pub total_done: u64,
+    /// Tasks in one pass.
+    pub tasks_per_epoch: usize,
+    /// Every pass is complete.
+    pub finished: bool,
+}
+
+/// The master's reply.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum MasterResponse {
+    /// Done.
+    Ok,
+    /// Train on this task.
+    Task(Task),
+    /// Ask again shortly.
+    Wait,
+    /// The job is complete.
+    NoMoreTasks,
+    /// The queues.
+    Snapshot(QueueSnapshot),
+    /// The request failed; nothing changed.
+    Error(String),
+}
