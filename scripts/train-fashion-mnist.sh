@@ -5,7 +5,7 @@
 #   scripts/train-fashion-mnist.sh            # the MLP (about 1 minute on 2 cores)
 #   MODEL=softmax scripts/train-fashion-mnist.sh
 #
-# Variables: MODEL (mlp|softmax), EPOCHS, WORK (output directory, default
+# Variables: MODEL (mlp|softmax), EPOCHS, LR_DECAY (per pass, default 0.9), WORK (output directory, default
 # ./psrs-fashion-mnist), SERVERS, WORKERS, STATS (address for the live dashboard,
 # default 127.0.0.1:0 = a free port, printed at start).
 set -euo pipefail
@@ -31,6 +31,7 @@ case "$MODEL" in
   softmax) HP=(--model softmax --lr 0.05 --momentum 0.9 --batch 64 --epochs "${EPOCHS:-10}") ;;
   *) echo "MODEL must be mlp or softmax" >&2; exit 2 ;;
 esac
+HP+=(--lr-decay "${LR_DECAY:-0.9}")
 
 cargo build --release --quiet
 PSRS=target/release/psrs

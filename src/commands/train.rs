@@ -75,6 +75,10 @@ pub struct Args {
     /// L2 weight decay.
     #[arg(long, default_value_t = 0.0)]
     weight_decay: f32,
+    /// Learning-rate decay per pass: pass p (from 0) trains with lr * D^p (workers
+    /// scale their gradients; 1 keeps the rate constant).
+    #[arg(long, value_name = "D", default_value_t = 1.0)]
+    lr_decay: f32,
     /// Update rule.
     #[arg(long, value_enum, default_value = "sync")]
     mode: Rule,
@@ -179,6 +183,9 @@ pub fn run(a: Args) -> Result<(), String> {
     if a.batch == 0 || a.epochs == 0 || !a.lr.is_finite() || a.lr <= 0.0 {
         return Err("--batch, --epochs and --lr must be above 0".into());
     }
+    if !(a.lr_decay.is_finite() && a.lr_decay > 0.0 && a.lr_decay <= 1.0) {
+        return Err(format!("--lr-decay {}: must be in (0, 1]", a.lr_decay));
+    }
     let po = super::start_node()?;
     let model = model(&a)?;
     let layout = Layout::new(model.num_params(), po.num_servers());
@@ -239,6 +246,7 @@ pub fn run(a: Args) -> Result<(), String> {
                 max_rejections: a.max_rejections,
                 out: a.out.clone(),
                 master_patience: Duration::from_secs(120),
+                lr_decay: a.lr_decay,
             };
             let result = worker::run(&po, model, &mut ex, &opts);
             drop(ex);

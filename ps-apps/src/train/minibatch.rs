@@ -41,6 +41,10 @@ pub struct MinibatchLoop {
     pub sync: bool,
     /// Rejections after which a minibatch fails.
     pub max_rejections: u32,
+    /// Every gradient is multiplied by this before it is pushed (1.0 by default). With
+    /// (momentum) SGD on the servers this is a learning-rate schedule: the worker sets
+    /// it per pass for `--lr-decay`.
+    pub grad_scale: f32,
     after: Vec<Option<u64>>,
 }
 
@@ -50,6 +54,7 @@ impl MinibatchLoop {
         MinibatchLoop {
             sync,
             max_rejections,
+            grad_scale: 1.0,
             after: vec![None; num_shards],
         }
     }
@@ -68,7 +73,10 @@ impl MinibatchLoop {
         let mut first: Option<(f32, usize)> = None;
         loop {
             let pulled = ex.pull(keys.as_deref(), &self.after).map_err(BatchError::Exchange)?;
-            let (loss, correct, grad) = learner.loss_and_grad(&pulled.values, keys.as_deref(), batch);
+            let (loss, correct, mut grad) = learner.loss_and_grad(&pulled.values, keys.as_deref(), batch);
+            if self.grad_scale != 1.0 {
+                grad.iter_mut().for_each(|g| *g *= self.grad_scale);
+            }
             first.get_or_insert((loss, correct));
             let replies = ex
                 .push(keys.as_deref(), &grad, &pulled.versions, &send)
@@ -210,5 +218,15 @@ mod tests {
         l.step(&Square, &mut f, &1.0).unwrap();
         l.step(&Square, &mut f, &1.0).unwrap();
         assert_eq!(f.pulls, vec![vec![None], vec![None]]);
+    }
+
+    #[test]
+    fn gradients_are_scaled_before_the_push() {
+        let mut f = fake(0);
+        let mut l = MinibatchLoop::new(1, false, 3);
+        l.grad_scale = 0.25;
+        let o = l.step(&Square, &mut f, &1.0).unwrap();
+        assert_eq!(o.loss, 4.0, "the loss is not scaled");
+        assert_eq!(f.pushed, vec![(1.0, 0)]);
     }
 }

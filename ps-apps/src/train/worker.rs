@@ -33,6 +33,9 @@ pub struct WorkerOptions {
     pub out: Option<PathBuf>,
     /// How long to keep asking an unreachable master.
     pub master_patience: Duration,
+    /// Learning-rate decay per pass: pass p's gradients are scaled by `lr_decay^p`
+    /// (1.0: constant learning rate).
+    pub lr_decay: f32,
 }
 
 /// What evaluation measured.
@@ -174,6 +177,7 @@ pub fn run(
                 epoch_seen = task.epoch;
             }
         }
+        lp.grad_scale = opts.lr_decay.powi(i32::try_from(task.epoch).unwrap_or(i32::MAX));
         let examples = task_examples(&task)?;
         let mut rep = TaskReport::default();
         let mut failed = false;
