@@ -44,6 +44,8 @@ fn args(train: &Path, test: &Path, work: &Path) -> Vec<String> {
         "0.05",
         "--momentum",
         "0.9",
+        "--lr-decay",
+        "0.7",
         "--batch",
         "64",
         "--epochs",

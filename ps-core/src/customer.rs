@@ -11,10 +11,25 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+/// One request's responses.
+struct Pending {
+    expected: usize,
+    received: usize,
+    /// The nodes that answered: a node's second answer (to a request delivered to it
+    /// twice) does not count.
+    from: Vec<i32>,
+}
+
+impl Pending {
+    fn done(&self) -> bool {
+        self.received >= self.expected
+    }
+}
+
 #[derive(Default)]
 struct Tracker {
-    /// timestamp → (responses expected, responses received)
-    requests: Mutex<HashMap<i32, (usize, usize)>>,
+    /// timestamp → its responses
+    requests: Mutex<HashMap<i32, Pending>>,
     cv: Condvar,
 }
 
@@ -115,7 +130,14 @@ impl Customer {
     /// A new request awaiting exactly `expected` responses.
     pub fn new_request_expecting(&self, expected: usize) -> i32 {
         let ts = self.next_ts.fetch_add(1, Ordering::Relaxed);
-        self.tracker.requests.lock().insert(ts, (expected, 0));
+        self.tracker.requests.lock().insert(
+            ts,
+            Pending {
+                expected,
+                received: 0,
+                from: Vec::new(),
+            },
+        );
         ts
     }
 
@@ -123,20 +145,20 @@ impl Customer {
     /// e.g. an empty slice).
     pub fn add_response(&self, ts: i32, n: usize) {
         if let Some(e) = self.tracker.requests.lock().get_mut(&ts) {
-            e.1 += n;
+            e.received += n;
         }
         self.tracker.cv.notify_all();
     }
 
     /// Responses received so far for `ts`.
     pub fn num_response(&self, ts: i32) -> usize {
-        self.tracker.requests.lock().get(&ts).map_or(0, |e| e.1)
+        self.tracker.requests.lock().get(&ts).map_or(0, |e| e.received)
     }
 
     /// Blocks until request `ts` has all its responses, then forgets it.
     pub fn wait_request(&self, ts: i32) {
         let mut r = self.tracker.requests.lock();
-        while r.get(&ts).is_some_and(|e| e.1 < e.0) {
+        while r.get(&ts).is_some_and(|e| !e.done()) {
             self.tracker.cv.wait(&mut r);
         }
         r.remove(&ts);
@@ -146,7 +168,7 @@ impl Customer {
     pub fn wait_request_timeout(&self, ts: i32, timeout: Duration) -> bool {
         let deadline = Instant::now() + timeout;
         let mut r = self.tracker.requests.lock();
-        while r.get(&ts).is_some_and(|e| e.1 < e.0) {
+        while r.get(&ts).is_some_and(|e| !e.done()) {
             if self.tracker.cv.wait_until(&mut r, deadline).timed_out() {
                 return false;
             }
@@ -161,14 +183,20 @@ impl Customer {
 pub const STATUS_NOT_COUNTED: i32 = i32::MIN + 1;
 
 /// Runs `handle` on `msg`; a response then counts towards its request (unless its
-/// status is [`STATUS_NOT_COUNTED`]).
+/// status is [`STATUS_NOT_COUNTED`], or its sender answered the request already).
 fn accept(t: &Tracker, msg: Message, handle: &mut impl FnMut(Message)) {
-    let response_ts = (!msg.meta.request && msg.meta.status != STATUS_NOT_COUNTED).then_some(msg.meta.timestamp);
+    let response =
+        (!msg.meta.request && msg.meta.status != STATUS_NOT_COUNTED).then_some((msg.meta.timestamp, msg.meta.sender));
     handle(msg);
-    if let Some(ts) = response_ts {
+    if let Some((ts, sender)) = response {
         let mut r = t.requests.lock();
         if let Some(e) = r.get_mut(&ts) {
-            e.1 += 1;
+            if e.from.contains(&sender) {
+                log::debug!("request {ts}: a second answer from node {sender} ignored");
+            } else {
+                e.from.push(sender);
+                e.received += 1;
+            }
         }
         t.cv.notify_all();
     }
@@ -182,5 +210,49 @@ impl Drop for Customer {
                 let _ = t.join();
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::message::Meta;
+
+    fn response(ts: i32, sender: i32, status: i32) -> Message {
+        Message {
+            meta: Meta {
+                timestamp: ts,
+                sender,
+                status,
+                ..Default::default()
+            },
+            data: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_response_counts_once_per_sender_and_not_counted_ones_never() {
+        let t = Tracker::default();
+        t.requests.lock().insert(
+            3,
+            Pending {
+                expected: 2,
+                received: 0,
+                from: Vec::new(),
+            },
+        );
+        let mut seen = 0;
+        let mut h = |_m: Message| seen += 1;
+        accept(&t, response(3, 8, STATUS_NOT_COUNTED), &mut h);
+        accept(&t, response(3, 8, 0), &mut h);
+        accept(&t, response(3, 8, 0), &mut h);
+        assert!(
+            !t.requests.lock()[&3].done(),
+            "server 8 answered twice, server 10 not at all"
+        );
+        accept(&t, response(3, 10, 0), &mut h);
+        assert!(t.requests.lock()[&3].done());
+        accept(&t, response(99, 8, 0), &mut h); // unknown request: handled, not counted
+        assert_eq!(seen, 5, "the handle sees every message");
     }
 }

@@ -11,6 +11,9 @@ use std::time::{Duration, Instant};
 /// after acknowledging a request never answers it, but its replacement will.
 const ATTEMPT: Duration = Duration::from_secs(3);
 
+/// How often a waiting request checks whether a server was replaced.
+const POLL: Duration = Duration::from_millis(50);
+
 /// Push response status: the gradient was rejected (stale version).
 pub const STATUS_REJECTED: i32 = 1;
 
@@ -34,15 +37,47 @@ impl KvExchange {
         }
     }
 
+    /// Per server rank: the incarnation of the process holding its id (0 if unknown).
+    fn server_incarnations(&self) -> Vec<u64> {
+        let mut inc = vec![0; self.num_shards()];
+        for n in self.kv.postoffice().nodes() {
+            let is_server = ps_core::node::id_role(n.id) == Some(ps_core::Role::Server);
+            if let Some(r) = ps_core::node::id_to_rank(n.id).filter(|_| is_server) {
+                if let Some(slot) = inc.get_mut(r) {
+                    *slot = n.incarnation;
+                }
+            }
+        }
+        inc
+    }
+
     /// Sends the request `make` builds until it is answered, for at most the timeout.
+    /// It is sent again when a server was replaced since it was sent (the dead one may
+    /// have acknowledged it and never answered), or after [`ATTEMPT`] without answer.
     fn exchange(&self, make: impl Fn() -> KvRequest<f32>) -> Result<Vec<ServerReply<f32>>, String> {
         let start = Instant::now();
         loop {
+            let servers = self.server_incarnations();
+            let sent = Instant::now();
             let ts = self.kv.request(make(), None).map_err(|e| e.to_string())?;
-            match self.kv.wait_replies(ts, Some(ATTEMPT.min(self.timeout))) {
-                Ok(r) => return Ok(r),
-                Err(e) if start.elapsed() < self.timeout => log::warn!("{e}; sending it again"),
-                Err(e) => return Err(format!("the servers did not answer within {:?}: {e}", self.timeout)),
+            loop {
+                if let Some(r) = self.kv.try_wait(ts, POLL) {
+                    return r.map_err(|e| e.to_string());
+                }
+                if start.elapsed() >= self.timeout {
+                    self.kv.abandon(ts);
+                    return Err(format!(
+                        "the servers did not answer request {ts} within {:?}",
+                        self.timeout
+                    ));
+                }
+                let replaced = self.server_incarnations() != servers;
+                if replaced || sent.elapsed() >= ATTEMPT {
+                    let why = if replaced { "a server was replaced" } else { "no answer" };
+                    log::warn!("request {ts}: {why} after {:?}; sending it again", sent.elapsed());
+                    self.kv.abandon(ts);
+                    break;
+                }
             }
         }
     }

@@ -188,6 +188,13 @@ impl Shard {
         if n < self.needed() && !timed_out {
             return false;
         }
+        if n < self.needed() {
+            log::debug!(
+                "version {} applied on timeout with {n} of {} gradients",
+                self.version,
+                self.needed()
+            );
+        }
         self.apply(n);
         true
     }

@@ -75,6 +75,8 @@ struct Pending<V: Pod> {
     /// Per rank: the request with its full key list, for a server that lost the cached
     /// list.
     full: Vec<Option<Message>>,
+    /// Per rank: whether its answer is in (ranks not asked count as answered).
+    answered: Vec<bool>,
 }
 
 type State<V> = Arc<Mutex<HashMap<i32, Pending<V>>>>;
@@ -166,6 +168,7 @@ impl<V: Pod + Send + Sync> KVWorker<V> {
                 keys: req.kvs.keys.clone(),
                 sent_keys: parts.iter().map(|p| p.keys.clone()).collect(),
                 full: vec![None; parts.len()],
+                answered: (0..parts.len()).map(|r| !targets.contains(&r)).collect(),
             },
         );
         if targets.is_empty() {
@@ -226,6 +229,28 @@ impl<V: Pod + Send + Sync> KVWorker<V> {
         Ok(out)
     }
 
+    /// Waits at most `timeout` for request `ts`: `None` if it is still incomplete (it
+    /// stays pending: wait again, or [`KVWorker::abandon`] it), else its replies sorted
+    /// by server rank.
+    pub fn try_wait(&self, ts: i32, timeout: Duration) -> Option<Result<Vec<ServerReply<V>>, KvError>> {
+        if !self.customer.wait_request_timeout(ts, timeout) {
+            return None;
+        }
+        Some(self.take(ts, None).map(|(r, _)| r))
+    }
+
+    /// Forgets request `ts`: later answers to it are dropped.
+    pub fn abandon(&self, ts: i32) {
+        self.state.lock().remove(&ts);
+        self.customer.add_response(ts, usize::MAX / 2);
+        self.customer.wait_request(ts);
+    }
+
+    /// The postoffice this worker sends through.
+    pub fn postoffice(&self) -> &Arc<Postoffice> {
+        &self.po
+    }
+
     /// Waits (at most `timeout`, if given) for every server's reply to `ts`, sorted by
     /// server rank.
     pub fn wait_replies(&self, ts: i32, timeout: Option<Duration>) -> Result<Vec<ServerReply<V>>, KvError> {
@@ -237,7 +262,7 @@ impl<V: Pod + Send + Sync> KVWorker<V> {
             None => self.customer.wait_request(ts),
             Some(t) => {
                 if !self.customer.wait_request_timeout(ts, t) {
-                    self.state.lock().remove(&ts);
+                    self.abandon(ts);
                     return Err(KvError::Transport(format!("no reply to request {ts} within {t:?}")));
                 }
             }
@@ -265,9 +290,16 @@ fn on_response<V: Pod + Send + Sync>(state: &State<V>, po: &Postoffice, sent: &M
             log::debug!("response to unknown or abandoned request {ts} from {}", msg.meta.sender);
             return;
         };
+        if p.answered.get(rank).copied().unwrap_or(true) {
+            // a second answer from one server (a request it was sent twice): the first
+            // one counted; counting this one too would finish the request early
+            log::debug!("request {ts}: another answer from server {rank} ignored");
+            return;
+        }
         if msg.meta.status == STATUS_NOT_COUNTED {
-            // the server lost the cached key list (it restarted): send the keys again
-            if let Some(mut full) = p.full.get(rank).cloned().flatten() {
+            // the server lost the cached key list (it restarted): send the keys again,
+            // once (a second copy could be applied twice under its new signature)
+            if let Some(mut full) = p.full.get_mut(rank).and_then(Option::take) {
                 drop(st);
                 full.meta.key_sig = sent.lock().renew(rank, full.meta.key_sig);
                 if let Err(e) = po.van().send(full) {
@@ -276,6 +308,7 @@ fn on_response<V: Pod + Send + Sync>(state: &State<V>, po: &Postoffice, sent: &M
             }
             return;
         }
+        p.answered[rank] = true;
         if msg.meta.status == STATUS_INVALID {
             let text = msg
                 .data
