@@ -24,3 +24,5 @@ pub use wire::{MasterRequest, MasterResponse, QueueSnapshot, TaskReport};
 
 #[cfg(test)]
 mod sim_tests;
+#[cfg(test)]
+mod test_data;

@@ -1,22 +1,11 @@
 //! Tests of the persisted master: real RecordIO files, stores, restarts.
 
 use super::super::store::{FileStore, MemStore};
-use super::super::Task;
 use super::*;
-use crate::recordio::{Compressor, Writer};
+use crate::recordio::Compressor;
 
 fn dataset(dir: &Path, files: usize, records: usize) -> Vec<String> {
-    (0..files)
-        .map(|f| {
-            let p = dir.join(format!("part-{f}.rio"));
-            let mut w = Writer::create(&p, Compressor::Snappy, 10, 1 << 20).unwrap();
-            for r in 0..records {
-                w.write(format!("{f}:{r}").as_bytes()).unwrap();
-            }
-            w.finish().unwrap();
-            p.display().to_string()
-        })
-        .collect()
+    super::super::test_data::dataset(dir, files, records, Compressor::Snappy, 10)
 }
 
 fn cfg(epochs: u64) -> MasterConfig {
@@ -28,13 +17,7 @@ fn cfg(epochs: u64) -> MasterConfig {
     }
 }
 
-fn records_of(t: &Task) -> Vec<String> {
-    t.chunks
-        .iter()
-        .flat_map(|c| recordio::read_chunk(Path::new(&c.path), &c.index).unwrap())
-        .map(|r| String::from_utf8(r).unwrap())
-        .collect()
-}
+use super::super::test_data::records_of;
 
 #[test]
 fn four_workers_three_passes_see_every_record_once_per_pass() {

@@ -2,22 +2,12 @@
 //! with deaths, stalls, failure reports and master restarts, on an injected clock.
 
 use super::*;
-use crate::recordio::{self, Compressor, Writer};
+use crate::recordio::Compressor;
 use std::collections::BTreeSet;
 use std::path::Path;
 
 fn dataset(dir: &Path, files: usize, records: usize) -> Vec<String> {
-    (0..files)
-        .map(|f| {
-            let p = dir.join(format!("part-{f}.rio"));
-            let mut w = Writer::create(&p, Compressor::Gzip, 9, 1 << 20).unwrap();
-            for r in 0..records {
-                w.write(format!("{f}:{r}").as_bytes()).unwrap();
-            }
-            w.finish().unwrap();
-            p.display().to_string()
-        })
-        .collect()
+    super::test_data::dataset(dir, files, records, Compressor::Gzip, 9)
 }
 
 fn cfg(epochs: u64) -> MasterConfig {
@@ -30,13 +20,7 @@ fn cfg(epochs: u64) -> MasterConfig {
     }
 }
 
-fn records_of(t: &Task) -> Vec<String> {
-    t.chunks
-        .iter()
-        .flat_map(|c| recordio::read_chunk(Path::new(&c.path), &c.index).unwrap())
-        .map(|r| String::from_utf8(r).unwrap())
-        .collect()
-}
+use super::test_data::records_of;
 
 fn get(m: &mut Master, w: i32, finished: Option<u64>, now: u64) -> MasterResponse {
     m.handle(w, MasterRequest::GetTask { finished, report: None }, now)

@@ -19,24 +19,8 @@ pub struct NodeStat {
     pub recovered: bool,
 }
 
-/// The master's task queues.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct QueueStat {
-    /// Tasks waiting.
-    pub todo: usize,
-    /// Tasks dispatched and not finished.
-    pub pending: usize,
-    /// Tasks finished this pass.
-    pub done: usize,
-    /// Tasks given up on.
-    pub failed: usize,
-    /// Current pass (0-based).
-    pub epoch: u64,
-    /// Passes in the job.
-    pub num_epochs: u64,
-    /// Moving average of task completion time, ms.
-    pub avg_task_ms: f64,
-}
+/// The master's task queues: the master's own snapshot of them.
+pub use crate::master::QueueSnapshot as QueueStat;
 
 /// Training progress.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

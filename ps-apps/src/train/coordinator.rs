@@ -2,7 +2,7 @@
 //! ticker, dead-worker requeueing, progress reporting and the statistics endpoint.
 
 use crate::master::{Master, MasterRequest, MasterResponse, QueueSnapshot};
-use crate::stats::{NodeStat, QueueStat, Snapshot, StatsServer, TrafficStat, TrainStat};
+use crate::stats::{NodeStat, Snapshot, StatsServer, TrafficStat, TrainStat};
 use bincode::Options;
 use bytes::Bytes;
 use parking_lot::Mutex;
@@ -196,15 +196,7 @@ fn snapshot(po: &Postoffice, q: &QueueSnapshot, p: &Progress, epoch: Instant, jo
         uptime_s: up,
         job: job.to_string(),
         nodes,
-        queues: (q.tasks_per_epoch > 0).then_some(QueueStat {
-            todo: q.todo,
-            pending: q.pending,
-            done: q.done,
-            failed: q.failed,
-            epoch: q.epoch,
-            num_epochs: q.num_epochs,
-            avg_task_ms: q.avg_task_ms,
-        }),
+        queues: (q.tasks_per_epoch > 0).then(|| q.clone()),
         train: TrainStat {
             examples: p.examples,
             examples_per_sec: if up > 0.0 { p.examples as f64 / up } else { 0.0 },
