@@ -5,10 +5,12 @@ use crate::master::{Master, MasterRequest, MasterResponse, QueueSnapshot};
 use crate::stats::{NodeStat, Snapshot, StatsServer, TrafficStat, TrainStat};
 use bincode::Options;
 use bytes::Bytes;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use parking_lot::Mutex;
 use ps_core::node::{id_role, SCHEDULER};
 use ps_core::simple_app::{SimpleApp, SimpleData};
 use ps_core::{Postoffice, Role};
+use std::io::IsTerminal;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -43,6 +45,8 @@ struct Progress {
     version: u64,
     history: Vec<(f64, f64)>,
     last_done: u64,
+    /// Shown on a terminal (hidden otherwise: the progress lines are the record).
+    bar: Option<ProgressBar>,
 }
 
 /// The running coordinator; stops its threads when dropped.
@@ -148,25 +152,36 @@ fn report_progress(s: &QueueSnapshot, p: &mut Progress) {
     }
     p.last_done = s.total_done;
     let total = s.tasks_per_epoch as u64 * s.num_epochs;
-    let loss = if p.examples > 0 {
-        p.loss_sum / p.examples as f64
-    } else {
-        0.0
+    let (loss, accuracy) = match p.examples {
+        0 => (0.0, 0.0),
+        n => (p.loss_sum / n as f64, p.correct as f64 / n as f64),
     };
-    log::info!(
-        "progress: {}/{} tasks, pass {}/{}, train loss {:.4}, train accuracy {:.4}, {} failed",
-        s.total_done,
-        total,
+    let line = format!(
+        "pass {}/{}, train loss {loss:.4}, train accuracy {accuracy:.4}, {} failed",
         s.epoch + 1,
         s.num_epochs,
-        loss,
-        if p.examples > 0 {
-            p.correct as f64 / p.examples as f64
-        } else {
-            0.0
-        },
         s.failed
     );
+    let bar = p.bar.get_or_insert_with(|| {
+        let bar = ProgressBar::new(total);
+        if !std::io::stderr().is_terminal() {
+            bar.set_draw_target(ProgressDrawTarget::hidden());
+        }
+        if let Ok(style) = ProgressStyle::with_template("tasks [{bar:30}] {pos}/{len} {msg} ({eta})") {
+            bar.set_style(style.progress_chars("=> "));
+        }
+        bar
+    });
+    bar.set_position(s.total_done.min(total));
+    bar.set_message(line.clone());
+    if bar.is_hidden() {
+        log::info!("progress: {}/{} tasks, {line}", s.total_done, total);
+    } else {
+        log::debug!("progress: {}/{} tasks, {line}", s.total_done, total);
+    }
+    if s.finished {
+        bar.finish();
+    }
 }
 
 fn snapshot(po: &Postoffice, q: &QueueSnapshot, p: &Progress, epoch: Instant, job: &str) -> Snapshot {
