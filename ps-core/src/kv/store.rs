@@ -45,13 +45,14 @@ impl<V: Pod> SortedStore<V> {
         self.keys.is_empty()
     }
 
-    /// Where `key` is (or would go), searching forward from `at`: the next slot is
-    /// tried first, as requests usually repeat stored key sets.
+    /// Where `key` is (or would go), searching forward from `at`: the next few slots
+    /// are scanned first (requests usually repeat stored key sets, or interleave with
+    /// a few other workers' keys), then the search gallops.
     fn find(&self, at: usize, key: u64) -> usize {
-        match self.keys.get(at) {
-            Some(&k) if k == key => at,
-            Some(&k) if k < key && self.keys.get(at + 1) == Some(&key) => at + 1,
-            _ => seek(&self.keys, at, key),
+        let near = (at + 8).min(self.keys.len());
+        match self.keys.get(at..near).and_then(|w| w.iter().position(|&k| k >= key)) {
+            Some(i) => at + i,
+            None => seek(&self.keys, near.max(at), key),
         }
     }
 
@@ -222,6 +223,32 @@ mod tests {
                     assert_eq!(seek(&keys, from, k), want, "from {from} key {k}");
                 }
             }
+        }
+    }
+
+    proptest::proptest! {
+        /// Any sequence of pushes and pulls of sorted key sets (interleaved, sparse,
+        /// overlapping) agrees with a map from key to summed value.
+        #[test]
+        fn agrees_with_a_map(sets in proptest::collection::vec(
+            proptest::collection::btree_set(0u64..300, 0..60), 1..12)) {
+            let mut s = SortedStore::<f64>::new();
+            let mut model = std::collections::BTreeMap::new();
+            for (n, set) in sets.iter().enumerate() {
+                let keys: Vec<u64> = set.iter().copied().collect();
+                let vals: Vec<f64> = keys.iter().map(|&k| (k as f64) + n as f64).collect();
+                s.push(&keys, &vals, &[], |d, v| *d += v);
+                for (k, v) in keys.iter().zip(&vals) {
+                    *model.entry(*k).or_insert(0.0) += v;
+                }
+                let (got, _) = s.pull(&keys, |_| 1);
+                let want: Vec<f64> = keys.iter().map(|k| model[k]).collect();
+                proptest::prop_assert_eq!(got, want);
+            }
+            let all: Vec<u64> = (0..300).collect();
+            let (got, _) = s.pull(&all, |_| 1);
+            let want: Vec<f64> = all.iter().map(|k| model.get(k).copied().unwrap_or(0.0)).collect();
+            proptest::prop_assert_eq!(got, want);
         }
     }
 }
