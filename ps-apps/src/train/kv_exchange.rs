@@ -7,8 +7,7 @@ use super::layout::Layout;
 use ps_core::kv::{KVPairs, KVWorker, KvRequest, SArray, ServerReply};
 use std::time::{Duration, Instant};
 
-/// How long one attempt waits before the request is sent again: a server that died
-/// after acknowledging a request never answers it, but its replacement will.
+/// How long a pull waits for an answer before it is sent again.
 const ATTEMPT: Duration = Duration::from_secs(3);
 
 /// How often a waiting request checks whether a server was replaced.
@@ -53,8 +52,10 @@ impl KvExchange {
 
     /// Sends the request `make` builds until it is answered, for at most the timeout.
     /// It is sent again when a server was replaced since it was sent (the dead one may
-    /// have acknowledged it and never answered), or after [`ATTEMPT`] without answer.
-    fn exchange(&self, make: impl Fn() -> KvRequest<f32>) -> Result<Vec<ServerReply<f32>>, String> {
+    /// have acknowledged it and never answered), and, if `idempotent` (a pull), also
+    /// after [`ATTEMPT`] without an answer; a push is not, as a slow server would then
+    /// apply it twice.
+    fn exchange(&self, idempotent: bool, make: impl Fn() -> KvRequest<f32>) -> Result<Vec<ServerReply<f32>>, String> {
         let start = Instant::now();
         loop {
             let servers = self.server_incarnations();
@@ -72,7 +73,7 @@ impl KvExchange {
                     ));
                 }
                 let replaced = self.server_incarnations() != servers;
-                if replaced || sent.elapsed() >= ATTEMPT {
+                if replaced || (idempotent && sent.elapsed() >= ATTEMPT) {
                     let why = if replaced { "a server was replaced" } else { "no answer" };
                     log::warn!("request {ts}: {why} after {:?}; sending it again", sent.elapsed());
                     self.kv.abandon(ts);
@@ -97,7 +98,7 @@ impl ParamExchange for KvExchange {
 
     fn pull(&mut self, keys: Option<&[u64]>, after: &[Option<u64>]) -> Result<Pulled, String> {
         let keys = self.keys_for(keys);
-        let replies = self.exchange(|| {
+        let replies = self.exchange(true, || {
             let kvs = KVPairs {
                 keys: keys.clone(),
                 ..Default::default()
@@ -130,7 +131,7 @@ impl ParamExchange for KvExchange {
         };
         let parts = kvs.slice(self.kv.ranges(), true);
         let only: Vec<bool> = send.iter().zip(&parts).map(|(&s, p)| s && !p.keys.is_empty()).collect();
-        let replies = self.exchange(|| {
+        let replies = self.exchange(false, || {
             let mut req = KvRequest::new(kvs.clone(), 0, true, false);
             req.versions = versions.to_vec();
             req.only = only.clone();
