@@ -170,12 +170,50 @@ fn run(fault: Fault, train: &Path, test: &Path, dir: &Path, name: &str) -> (f64,
     (final_accuracy(&c), recovery)
 }
 
-#[test]
-fn training_survives_the_loss_of_any_node() {
-    if !Path::new(DATA).join("train-images-idx3-ubyte.gz").exists() {
+/// The tests of this file take both cores: one at a time.
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn have_data() -> bool {
+    let ok = Path::new(DATA).join("train-images-idx3-ubyte.gz").exists();
+    if !ok {
         eprintln!("SKIPPED: {DATA} is absent (apt-get install dataset-fashion-mnist)");
+    }
+    ok
+}
+
+#[test]
+fn async_and_bounded_staleness_modes_train() {
+    if !have_data() {
         return;
     }
+    let _x = one_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    let (train, test) = (convert(dir.path(), "train"), convert(dir.path(), "t10k"));
+    for mode in [&["--mode", "async"][..], &["--mode", "bounded", "--staleness", "4"]] {
+        let work = dir.path().join(mode[1]);
+        let mut a = args(&train, &test, &work);
+        let e = a.iter().position(|x| x == "--epochs").unwrap();
+        a[e + 1] = "2".into();
+        a.extend(mode.iter().map(|s| s.to_string()));
+        let a: Vec<&str> = a.iter().map(|s| s.as_str()).collect();
+        let mut c = Cluster::start(2, 2, &a, ENV, LIMIT);
+        c.wait_success();
+        let acc = final_accuracy(&c);
+        println!("{}: test accuracy {acc:.4}", mode[1]);
+        assert!(acc > 0.80, "{}: accuracy {acc}", mode[1]);
+        assert_eq!(trained_tasks(&c), 120, "{}: 60 tasks x 2 passes\n{}", mode[1], c.dump());
+    }
+}
+
+#[test]
+fn training_survives_the_loss_of_any_node() {
+    if !have_data() {
+        return;
+    }
+    let _x = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let (train, test) = (convert(dir.path(), "train"), convert(dir.path(), "t10k"));
     let (base, _) = run(Fault::None, &train, &test, dir.path(), "clean");
