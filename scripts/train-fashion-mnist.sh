@@ -5,9 +5,9 @@
 #   scripts/train-fashion-mnist.sh            # the MLP (about 1 minute on 2 cores)
 #   MODEL=softmax scripts/train-fashion-mnist.sh
 #
-# Variables: MODEL (mlp|softmax), EPOCHS, LR_DECAY (per pass, default 0.9), WORK (output directory, default
-# ./psrs-fashion-mnist), SERVERS, WORKERS, STATS (address for the live dashboard,
-# default 127.0.0.1:0 = a free port, printed at start).
+# Variables: MODEL (mlp|softmax), EPOCHS, LR_DECAY (per pass, default 0.9), WORK
+# (output directory, default ./psrs-fashion-mnist), SERVERS, WORKERS, STATS (address
+# for the live dashboard, default 127.0.0.1:0 = a free port, printed at start).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -150,6 +150,13 @@ impl Customer {
         self.tracker.cv.notify_all();
     }
 
+    /// Forgets request `ts`: a waiter returns at once, later responses count for
+    /// nothing.
+    pub fn forget_request(&self, ts: i32) {
+        self.tracker.requests.lock().remove(&ts);
+        self.tracker.cv.notify_all();
+    }
+
     /// Responses received so far for `ts`.
     pub fn num_response(&self, ts: i32) -> usize {
         self.tracker.requests.lock().get(&ts).map_or(0, |e| e.received)

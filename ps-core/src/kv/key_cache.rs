@@ -43,9 +43,7 @@ impl SentKeys {
         q.push_back((keys.clone(), sig));
         Some((sig, false))
     }
-}
 
-impl SentKeys {
     /// Renames the list sent to `rank` under `old` (the server lost it) to a fresh
     /// signature, which the next request with that list registers again; returns it.
     /// (A fresh one, so the resent request is not taken for a duplicate of the first.)

@@ -202,8 +202,7 @@ impl<V: Pod + Send + Sync> KVWorker<V> {
             }
             if let Err(e) = self.po.van().send(msg) {
                 let e = KvError::Transport(format!("cannot send to server {r}: {e}"));
-                self.state.lock().remove(&ts);
-                self.customer.add_response(ts, usize::MAX / 2);
+                self.abandon(ts);
                 return Err(e);
             }
         }
@@ -242,8 +241,7 @@ impl<V: Pod + Send + Sync> KVWorker<V> {
     /// Forgets request `ts`: later answers to it are dropped.
     pub fn abandon(&self, ts: i32) {
         self.state.lock().remove(&ts);
-        self.customer.add_response(ts, usize::MAX / 2);
-        self.customer.wait_request(ts);
+        self.customer.forget_request(ts);
     }
 
     /// The postoffice this worker sends through.
