@@ -42,6 +42,13 @@ pub struct Config {
     /// `PS_JOIN_TIMEOUT`: seconds a node waits for the scheduler's node table before it
     /// gives up (default 120).
     pub join_timeout: Duration,
+    /// `PS_SCHEDULERS`: every scheduler candidate as `host:port,host:port`, in order
+    /// (see `protocol::failover`); defaults to the one at `DMLC_PS_ROOT_URI` /
+    /// `DMLC_PS_ROOT_PORT`. A scheduler finds itself in the list by its root address.
+    pub schedulers: Vec<(String, u16)>,
+    /// `PS_SCHEDULER_STANDBY`: non-zero makes this scheduler a standby that follows the
+    /// active one and takes over when it dies.
+    pub scheduler_standby: bool,
 }
 
 /// A missing or malformed variable; its `Display` is one line naming the variable.
@@ -134,6 +141,11 @@ impl Config {
             .parse("PS_RESEND_TIMEOUT", "a number of milliseconds")?
             .unwrap_or(1000);
         let drop_msg_percent = v.parse("PS_DROP_MSG", "a percent (0-100)")?.unwrap_or(0);
+        let schedulers = match v.get("PS_SCHEDULERS") {
+            None => vec![(root_uri.clone(), root_port)],
+            Some(list) => crate::protocol::failover::parse_candidates(list).map_err(|e| err("PS_SCHEDULERS", e))?,
+        };
+        let scheduler_standby = v.parse::<i64>("PS_SCHEDULER_STANDBY", "0 or 1")?.unwrap_or(0) != 0;
         let cfg = Config {
             role,
             root_uri,
@@ -149,6 +161,8 @@ impl Config {
             heartbeat_timeout: v.seconds("PS_HEARTBEAT_TIMEOUT", 0.0)?,
             join_timeout: v.seconds("PS_JOIN_TIMEOUT", 120.0)?,
             van_type: v.get("DMLC_PS_VAN_TYPE").unwrap_or("zmq").to_string(),
+            schedulers,
+            scheduler_standby,
         };
         cfg.validate()?;
         Ok(cfg)
@@ -197,7 +211,31 @@ impl Config {
                 "must exceed PS_HEARTBEAT_INTERVAL, or every node would be declared dead",
             ));
         }
+        if self.role == Role::Scheduler && self.scheduler_index().is_none() {
+            return Err(err(
+                "PS_SCHEDULERS",
+                format!(
+                    "this scheduler ({}:{}, from DMLC_PS_ROOT_URI and DMLC_PS_ROOT_PORT) is not in the list",
+                    self.root_uri, self.root_port
+                ),
+            ));
+        }
+        if self.scheduler_standby && (self.role != Role::Scheduler || self.schedulers.len() < 2) {
+            return Err(err(
+                "PS_SCHEDULER_STANDBY",
+                "only a scheduler can be a standby, and PS_SCHEDULERS must list at least two",
+            ));
+        }
         Ok(())
+    }
+
+    /// This scheduler's index in [`Config::schedulers`] (its own root address); for
+    /// other roles, the index of the scheduler at the root address (the first active
+    /// one), if listed.
+    pub fn scheduler_index(&self) -> Option<usize> {
+        self.schedulers
+            .iter()
+            .position(|(h, p)| *h == self.root_uri && *p == self.root_port)
     }
 
     /// The `log` level `PS_VERBOSE` maps onto: 0 → info, 1 → debug, 2 → trace.
@@ -288,5 +326,26 @@ mod tests {
         m = vars(&base());
         m.insert("PS_DROP_MSG".into(), "101".into());
         assert_eq!(Config::from_vars(&m).unwrap_err().var, "PS_DROP_MSG");
+    }
+
+    #[test]
+    fn scheduler_candidates() {
+        let c = Config::from_vars(&vars(&base())).unwrap();
+        assert_eq!(c.schedulers, vec![("127.0.0.1".to_string(), 9000)]);
+        assert_eq!(c.scheduler_index(), Some(0));
+        assert!(!c.scheduler_standby);
+        let mut m = vars(&base());
+        m.insert("DMLC_ROLE".into(), "scheduler".into());
+        m.insert("DMLC_PS_ROOT_PORT".into(), "9001".into());
+        m.insert("PS_SCHEDULERS".into(), "127.0.0.1:9000,127.0.0.1:9001".into());
+        m.insert("PS_SCHEDULER_STANDBY".into(), "1".into());
+        let c = Config::from_vars(&m).unwrap();
+        assert_eq!((c.scheduler_index(), c.scheduler_standby), (Some(1), true));
+        m.insert("DMLC_PS_ROOT_PORT".into(), "9002".into());
+        assert_eq!(Config::from_vars(&m).unwrap_err().var, "PS_SCHEDULERS");
+        m.insert("PS_SCHEDULERS".into(), "127.0.0.1:9002".into());
+        assert_eq!(Config::from_vars(&m).unwrap_err().var, "PS_SCHEDULER_STANDBY");
+        m.insert("PS_SCHEDULERS".into(), "127.0.0.1".into());
+        assert_eq!(Config::from_vars(&m).unwrap_err().var, "PS_SCHEDULERS");
     }
 }

@@ -4,6 +4,7 @@
 //! deterministically; the van is a thin shell that feeds them events.
 
 pub mod barrier;
+pub mod failover;
 pub mod liveness;
 pub mod membership;
 pub mod resender;

@@ -1,0 +1,228 @@
+//! One scheduler candidate's failover role: active, or a standby following the active
+//! one; when a standby takes over and when an active one steps down.
+
+use super::Epoch;
+use std::collections::BTreeMap;
+
+/// Why a standby that lost the active scheduler does not take over (yet).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// Fewer than a majority of the live nodes report the active one silent too: it is
+    /// alive and only this standby was cut off from it.
+    NoMajority {
+        /// Nodes reporting the silence.
+        have: usize,
+        /// Nodes needed.
+        need: usize,
+    },
+    /// A node has seen a state newer than the one this standby holds: taking over
+    /// would redo or lose work. Waits to be caught up by an active scheduler.
+    Stale {
+        /// The state sequence held here.
+        mine: u64,
+        /// The newest one a node saw.
+        seen: u64,
+    },
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Refusal::NoMajority { have, need } => write!(
+                f,
+                "only {have} of the {need} nodes needed report the active scheduler silent"
+            ),
+            Refusal::Stale { mine, seen } => write!(
+                f,
+                "this standby holds state {mine} but a node saw state {seen}; waiting to be caught up"
+            ),
+        }
+    }
+}
+
+/// What a candidate must do after [`Candidate::tick`] or a message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Decision {
+    /// Nothing changes.
+    Nothing,
+    /// This standby is now the active scheduler under this epoch: take the state
+    /// followed so far, announce the epoch to every node and candidate.
+    TakeOver(Epoch),
+    /// This active scheduler heard a better epoch: it is a standby now and must not
+    /// act any more.
+    StepDown(Epoch),
+    /// The active one is silent but this standby may not take over.
+    Refused(Refusal),
+}
+
+#[derive(Clone, Debug)]
+struct Witness {
+    silence_ms: u64,
+    seen_seq: u64,
+    at_ms: u64,
+}
+
+/// A scheduler candidate's failover state.
+#[derive(Clone, Debug)]
+pub struct Candidate {
+    me: usize,
+    n: usize,
+    timeout_ms: u64,
+    active: bool,
+    epoch: Epoch,
+    state_epoch: Epoch,
+    last_heard_ms: u64,
+    seq: u64,
+    witnesses: BTreeMap<i32, Witness>,
+}
+
+impl Candidate {
+    /// Candidate `me` of `n`, active at term 1 unless `standby`, losing the active one
+    /// after `timeout_ms` of silence (0 = never takes over), at `now_ms`.
+    pub fn new(me: usize, n: usize, timeout_ms: u64, standby: bool, now_ms: u64) -> Candidate {
+        let epoch = if standby {
+            Epoch::default()
+        } else {
+            Epoch {
+                term: 1,
+                candidate: me as u32,
+            }
+        };
+        Candidate {
+            me,
+            n: n.max(1),
+            timeout_ms,
+            active: !standby,
+            epoch,
+            state_epoch: epoch,
+            last_heard_ms: now_ms,
+            seq: 0,
+            witnesses: BTreeMap::new(),
+        }
+    }
+
+    /// True while this candidate is the active scheduler.
+    pub fn is_active(&self) -> bool {
+        self.active
+    }
+
+    /// The epoch followed (this candidate's own while active).
+    pub fn epoch(&self) -> Epoch {
+        self.epoch
+    }
+
+    /// This candidate's index.
+    pub fn me(&self) -> usize {
+        self.me
+    }
+
+    /// The state sequence held (the last one produced while active).
+    pub fn seq(&self) -> u64 {
+        self.seq
+    }
+
+    /// Active only: the sequence number of a new state about to be streamed.
+    pub fn next_seq(&mut self) -> u64 {
+        self.seq += 1;
+        self.seq
+    }
+
+    /// A message (heartbeat or state) from the scheduler candidate under `from` at
+    /// `now_ms`. An active candidate steps down before a better epoch; a standby follows
+    /// the best epoch it hears and ignores worse ones.
+    pub fn on_peer(&mut self, from: Epoch, now_ms: u64) -> Decision {
+        if self.active {
+            if from > self.epoch {
+                self.active = false;
+                self.epoch = from;
+                self.last_heard_ms = now_ms;
+                return Decision::StepDown(from);
+            }
+            return Decision::Nothing;
+        }
+        if from >= self.epoch {
+            self.epoch = from;
+            self.last_heard_ms = now_ms;
+        }
+        Decision::Nothing
+    }
+
+    /// The state with sequence `seq` from the active scheduler under `from` (after
+    /// [`Candidate::on_peer`]). Returns true if this standby keeps it: it comes from the
+    /// epoch followed and is not older than the state held (any state of a newer
+    /// epoch replaces the one held).
+    pub fn on_state(&mut self, from: Epoch, seq: u64) -> bool {
+        if self.active || from != self.epoch || (from == self.state_epoch && seq < self.seq) {
+            return false;
+        }
+        self.state_epoch = from;
+        self.seq = seq;
+        true
+    }
+
+    /// Node `node` reports, at `now_ms`, that the scheduler it follows (under `epoch`)
+    /// has been silent for `silence_ms`, and the newest state sequence it has seen. A
+    /// better epoch than this candidate's makes an active one step down.
+    pub fn on_witness(&mut self, node: i32, epoch: Epoch, silence_ms: u64, seen_seq: u64, now_ms: u64) -> Decision {
+        self.witnesses.insert(
+            node,
+            Witness {
+                silence_ms,
+                seen_seq,
+                at_ms: now_ms,
+            },
+        );
+        if self.active && epoch > self.epoch {
+            self.active = false;
+            self.epoch = epoch;
+            self.last_heard_ms = now_ms;
+            return Decision::StepDown(epoch);
+        }
+        Decision::Nothing
+    }
+
+    /// How long this standby waits, beyond the timeout, before it considers taking over:
+    /// standbys further from the lost active in the candidate order wait longer, so the
+    /// nearest one normally wins and the others follow it.
+    fn extra_wait_ms(&self) -> u64 {
+        let rank = (self.me + self.n - self.epoch.candidate as usize) % self.n;
+        rank.saturating_sub(1) as u64 * self.timeout_ms / 2
+    }
+
+    /// Periodic check at `now_ms`; `live_nodes` is how many nodes the node table
+    /// followed so far holds alive (a majority of them must report the active one
+    /// silent).
+    pub fn tick(&mut self, now_ms: u64, live_nodes: usize) -> Decision {
+        if self.active || self.timeout_ms == 0 {
+            return Decision::Nothing;
+        }
+        if now_ms.saturating_sub(self.last_heard_ms) <= self.timeout_ms + self.extra_wait_ms() {
+            return Decision::Nothing;
+        }
+        let seen = self.witnesses.values().map(|w| w.seen_seq).max().unwrap_or(0);
+        if seen > self.seq {
+            return Decision::Refused(Refusal::Stale { mine: self.seq, seen });
+        }
+        let need = if live_nodes == 0 { 0 } else { live_nodes / 2 + 1 };
+        let have = self
+            .witnesses
+            .values()
+            .filter(|w| now_ms.saturating_sub(w.at_ms) <= self.timeout_ms && w.silence_ms > self.timeout_ms)
+            .count();
+        if have < need {
+            return Decision::Refused(Refusal::NoMajority { have, need });
+        }
+        self.active = true;
+        self.epoch = Epoch {
+            term: self.epoch.term + 1,
+            candidate: self.me as u32,
+        };
+        self.state_epoch = self.epoch;
+        self.witnesses.clear();
+        Decision::TakeOver(self.epoch)
+    }
+}
+
+#[cfg(test)]
+#[path = "candidate_tests.rs"]
+mod tests;
