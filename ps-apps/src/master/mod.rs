@@ -23,6 +23,8 @@ pub use store::{FileStore, MemStore, Store};
 pub use wire::{MasterRequest, MasterResponse, QueueSnapshot, TaskReport};
 
 #[cfg(test)]
+mod dead_worker_tests;
+#[cfg(test)]
 mod sim_tests;
 #[cfg(test)]
 mod test_data;

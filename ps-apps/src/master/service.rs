@@ -8,6 +8,7 @@ use super::queues::{Chunk, Reply, TaskQueues};
 use super::store::Store;
 use super::wire::{MasterRequest, MasterResponse, QueueSnapshot};
 use crate::recordio;
+use std::collections::BTreeSet;
 use std::path::Path;
 
 /// The master: queues, settings and the store they are saved to.
@@ -15,6 +16,9 @@ pub struct Master {
     q: TaskQueues,
     cfg: MasterConfig,
     store: Box<dyn Store>,
+    /// Workers declared dead: never handed a task (until a replacement takes the id).
+    /// Not persisted: a restarted scheduler learns deaths from its own node table.
+    dead: BTreeSet<i32>,
 }
 
 impl Master {
@@ -46,7 +50,12 @@ impl Master {
             }
             None => TaskQueues::default(),
         };
-        Ok(Master { q, cfg, store })
+        Ok(Master {
+            q,
+            cfg,
+            store,
+            dead: BTreeSet::new(),
+        })
     }
 
     /// The queues (read-only).
@@ -107,12 +116,24 @@ impl Master {
     /// `now_ms`: a task, `Wait` (no dataset yet, or every remaining task is pending),
     /// or `NoMoreTasks` (every pass complete). Starts the next pass when the current
     /// one is complete. Persisted before returning; on a failed save nothing changes.
+    ///
+    /// A worker declared dead (a request it sent before dying, handled after its
+    /// death) still gets its finished task counted, but is never handed a task: it
+    /// gets `Wait`.
     pub fn get_task(&mut self, worker: i32, finished: Option<u64>, now_ms: u64) -> Result<Reply, String> {
+        let dead = self.dead.contains(&worker);
+        if dead {
+            log::debug!("GetTask from dead worker {worker}: no task handed out");
+        }
         self.change(|q, c| {
             if let Some(id) = finished {
                 q.finish(id, now_ms);
             }
-            q.next(worker, now_ms, c)
+            if dead {
+                Reply::Wait
+            } else {
+                q.next(worker, now_ms, c)
+            }
         })
     }
 
@@ -153,13 +174,38 @@ impl Master {
         self.change(|q, c| q.tick(now_ms, c))
     }
 
-    /// Requeues at once, at the front of todo and without counting a timeout, every
-    /// task the dead node `worker` holds; returns how many.
+    /// `worker` was declared dead: it is handed no task from now on, and every task it
+    /// holds is requeued at once, at the front of todo and without counting a timeout.
+    /// Returns how many. Idempotent.
     pub fn worker_dead(&mut self, worker: i32) -> Result<usize, String> {
+        self.dead.insert(worker);
         if self.q.pending.values().all(|e| e.worker != worker) {
             return Ok(0);
         }
         self.change(|q, _| q.worker_dead(worker))
+    }
+}
+
+impl Master {
+    /// What the node table says of the sender of a request, before it is handled: a
+    /// dead sender is treated as [`Master::worker_dead`] (its death may be handled
+    /// after its last messages, or before), a live one whose id was declared dead is
+    /// its replacement and may be handed tasks again.
+    pub fn sender_liveness(&mut self, worker: i32, alive: bool) -> Result<(), String> {
+        if !alive {
+            let n = self.worker_dead(worker)?;
+            if n > 0 {
+                log::warn!("worker {worker} is dead: {n} of its tasks requeued");
+            }
+        } else if self.dead.remove(&worker) {
+            log::info!("worker {worker} was replaced: it gets tasks again");
+        }
+        Ok(())
+    }
+
+    /// True if `worker` was declared dead (and not replaced).
+    pub fn is_dead(&self, worker: i32) -> bool {
+        self.dead.contains(&worker)
     }
 }
 

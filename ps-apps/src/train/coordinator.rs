@@ -69,6 +69,8 @@ impl Coordinator {
         let progress = Arc::new(Mutex::new(Progress::default()));
         let epoch = Instant::now();
         let (m, p) = (Arc::clone(&master), Arc::clone(&progress));
+        let po2 = Arc::clone(po);
+        let dead_nodes = move |id: i32| id_role(id) == Some(Role::Worker) && po2.dead_nodes().contains(&id);
         let handle = move |req: &SimpleData, resp: &ps_core::simple_app::Responder| {
             let now = epoch.elapsed().as_millis() as u64;
             let reply = match decode::<MasterRequest>(&req.body) {
@@ -85,6 +87,11 @@ impl Coordinator {
                         }
                     }
                     let mut m = m.lock();
+                    // a request handled after its sender's death must not hand it a task
+                    let alive = !dead_nodes(req.sender);
+                    if let Err(e) = m.sender_liveness(req.sender, alive) {
+                        log::error!("master: {e}");
+                    }
                     let out = m.handle(req.sender, r, now);
                     report_progress(&m.snapshot(), &mut p.lock());
                     out

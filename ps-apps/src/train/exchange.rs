@@ -38,4 +38,11 @@ pub trait ParamExchange {
         versions: &[u64],
         send: &[bool],
     ) -> Result<Vec<ShardReply>, String>;
+    /// Tells the shards this worker holds no task (it waits at the end of a pass, or
+    /// the job is over): sync versions stop waiting for its gradient until it pushes
+    /// again. Cheap to call repeatedly. An exchange whose shards never wait for a
+    /// worker's gradient has nothing to do (the default).
+    fn idle(&mut self) -> Result<(), String> {
+        Ok(())
+    }
 }

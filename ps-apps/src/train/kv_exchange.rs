@@ -16,12 +16,20 @@ const POLL: Duration = Duration::from_millis(50);
 /// Push response status: the gradient was rejected (stale version).
 pub const STATUS_REJECTED: i32 = 1;
 
+/// Request command (message head) of a worker's idle notice: it holds no task, so sync
+/// versions must not wait for its gradient until it pushes again. No keys, no values.
+pub const CMD_IDLE: i32 = 1;
+
 /// Talks to the training servers.
 pub struct KvExchange {
     kv: KVWorker<f32>,
     layout: Layout,
     all_keys: SArray<u64>,
     timeout: Duration,
+    /// The server incarnations the last idle notice went to (None: none since the
+    /// last push), so a notice is sent once per idle spell, and again to a replaced
+    /// server.
+    idle_sent: Option<Vec<u64>>,
 }
 
 impl KvExchange {
@@ -33,6 +41,7 @@ impl KvExchange {
             layout,
             all_keys,
             timeout,
+            idle_sent: None,
         }
     }
 
@@ -124,6 +133,7 @@ impl ParamExchange for KvExchange {
         versions: &[u64],
         send: &[bool],
     ) -> Result<Vec<ShardReply>, String> {
+        self.idle_sent = None;
         let kvs = KVPairs {
             keys: self.keys_for(keys),
             vals: SArray::copy_from(grads),
@@ -146,5 +156,21 @@ impl ParamExchange for KvExchange {
             };
         }
         Ok(out)
+    }
+
+    /// Sends the idle notice to every server, without waiting for the answers (a dead
+    /// server must not hold the worker); only once per idle spell, unless a server was
+    /// replaced since (the replacement does not know).
+    fn idle(&mut self) -> Result<(), String> {
+        let servers = self.server_incarnations();
+        if self.idle_sent.as_ref() == Some(&servers) {
+            return Ok(());
+        }
+        let mut req = KvRequest::new(KVPairs::<f32>::default(), CMD_IDLE, false, false);
+        req.only = vec![true; self.num_shards()];
+        let ts = self.kv.request(req, None).map_err(|e| e.to_string())?;
+        self.kv.abandon(ts);
+        self.idle_sent = Some(servers);
+        Ok(())
     }
 }

@@ -1,16 +1,18 @@
 //! A training server: one [`Shard`] behind a KV server. Pushes are gradients tagged
 //! with a version and answered accepted / rejected; pulls that wait for the next
-//! version are held and answered when it is applied. A ticker applies timed-out sync
-//! versions, follows the number of live workers, and checkpoints the shard.
+//! version are held and answered when it is applied. A worker's idle notice (it holds
+//! no task) stops sync versions waiting for it. A ticker applies timed-out sync
+//! versions, follows the dead workers, and checkpoints the shard.
 
 use super::checkpoint;
-use super::kv_exchange::STATUS_REJECTED;
+use super::kv_exchange::{CMD_IDLE, STATUS_REJECTED};
 use super::layout::Layout;
 use super::shard::{Mode, PushOutcome, Sgd, Shard};
 use parking_lot::Mutex;
 use ps_core::kv::{KVMeta, KVPairs, KVResponder, KVServer, SArray};
 use ps_core::node::id_role;
 use ps_core::{Postoffice, Role};
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -129,7 +131,15 @@ impl TrainServer {
                 r2.lock().get_or_insert_with(|| resp.clone());
                 let now = epoch.elapsed().as_millis() as u64;
                 let mut st = st.lock();
-                if meta.push {
+                if meta.cmd == CMD_IDLE {
+                    let applied = st.shard.set_idle(meta.sender, now);
+                    if let Err(e) = resp.response(meta, &KVPairs::<f32>::default()) {
+                        log::warn!("idle answer to {} not sent: {e}", meta.sender);
+                    }
+                    if applied {
+                        after_apply(resp, &mut st, &o, rank);
+                    }
+                } else if meta.push {
                     let offs: Vec<u64> = req.keys.iter().map(|k| k - begin).collect();
                     let full = offs.len() == st.shard.len();
                     let outcome = st.shard.push(
@@ -171,15 +181,14 @@ impl TrainServer {
             .spawn(move || {
                 while !s2.load(Ordering::Relaxed) {
                     std::thread::sleep(Duration::from_millis(10));
-                    let dead_workers = po2
+                    let dead: BTreeSet<i32> = po2
                         .dead_nodes()
-                        .iter()
-                        .filter(|&&id| id_role(id) == Some(Role::Worker))
-                        .count();
-                    let live = po2.num_workers().saturating_sub(dead_workers);
+                        .into_iter()
+                        .filter(|&id| id_role(id) == Some(Role::Worker))
+                        .collect();
                     let now = epoch.elapsed().as_millis() as u64;
                     let mut st = st.lock();
-                    let applied = st.shard.set_live_workers(live, now) | st.shard.tick(now);
+                    let applied = st.shard.set_dead_workers(&dead, now) | st.shard.tick(now);
                     if applied {
                         if let Some(resp) = responder.lock().clone() {
                             after_apply(&resp, &mut st, &opts, rank);

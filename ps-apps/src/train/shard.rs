@@ -6,9 +6,11 @@
 //! - **Sync** (seed 001): a push carries the version the worker computed on. A push
 //!   for another version is rejected (the worker re-pulls and retries). Each worker
 //!   contributes at most one gradient per version; when `grads_per_version` distinct
-//!   workers (capped at the live workers) have pushed, or `timeout_ms` has passed since
-//!   the first push of the version, the averaged gradient is applied and the version
-//!   bumped.
+//!   workers have pushed, or every worker that is neither dead nor idle has, or
+//!   `timeout_ms` has passed since the first push of the version, the averaged gradient
+//!   is applied and the version bumped. A worker is *idle* from its idle notice (it
+//!   holds no task: it waits at the end of a pass, or the job is over) until its next
+//!   push; a version never waits for an idle or dead worker's gradient.
 //! - **Async**: every push is applied at once; the version counts updates.
 //! - **Bounded staleness**: like async, but a push computed on a version more than
 //!   `staleness` updates old is rejected.
@@ -87,12 +89,19 @@ pub struct Shard {
     pub mode: Mode,
     /// The optimizer.
     pub sgd: Sgd,
-    live_workers: usize,
+    num_workers: usize,
+    /// Workers declared dead (set from the node table).
+    #[serde(default)]
+    dead: BTreeSet<i32>,
+    /// Workers that said they hold no task, until their next push. Not kept in a
+    /// checkpoint: a restored shard learns it again from the workers' notices.
+    #[serde(skip)]
+    idle: BTreeSet<i32>,
 }
 
 impl Shard {
     /// A shard starting at key `begin` with initial `params`.
-    pub fn new(begin: u64, params: Vec<f32>, mode: Mode, sgd: Sgd, live_workers: usize) -> Shard {
+    pub fn new(begin: u64, params: Vec<f32>, mode: Mode, sgd: Sgd, num_workers: usize) -> Shard {
         let n = params.len();
         Shard {
             begin,
@@ -104,7 +113,9 @@ impl Shard {
             first_push_ms: None,
             mode,
             sgd,
-            live_workers: live_workers.max(1),
+            num_workers: num_workers.max(1),
+            dead: BTreeSet::new(),
+            idle: BTreeSet::new(),
         }
     }
 
@@ -118,16 +129,42 @@ impl Shard {
         self.params.is_empty()
     }
 
-    /// Sets how many workers are alive (caps the gradients a sync version waits for);
-    /// returns true if that completed the current version.
-    pub fn set_live_workers(&mut self, n: usize, now_ms: u64) -> bool {
-        self.live_workers = n.max(1);
+    /// Sets the workers declared dead (a sync version stops waiting for them; an id
+    /// taken over by a replacement leaves the set); returns true if that completed the
+    /// current version.
+    pub fn set_dead_workers(&mut self, dead: &BTreeSet<i32>, now_ms: u64) -> bool {
+        if *dead != self.dead {
+            self.dead = dead.clone();
+        }
         self.maybe_apply(now_ms)
     }
 
+    /// `worker` holds no task (it waits for the others to finish the pass, or the job
+    /// is over): a sync version no longer waits for its gradient, until it pushes
+    /// again. Returns true if that completed the current version.
+    pub fn set_idle(&mut self, worker: i32, now_ms: u64) -> bool {
+        self.idle.insert(worker);
+        self.maybe_apply(now_ms)
+    }
+
+    /// True if `worker` is marked idle.
+    pub fn is_idle(&self, worker: i32) -> bool {
+        self.idle.contains(&worker)
+    }
+
+    /// Gradients the current version needs: `grads_per_version`, or fewer when every
+    /// worker that is neither dead nor idle has already contributed.
     fn needed(&self) -> usize {
         match self.mode {
-            Mode::Sync { grads_per_version, .. } => grads_per_version.min(self.live_workers).max(1),
+            Mode::Sync { grads_per_version, .. } => {
+                let gone = self
+                    .dead
+                    .union(&self.idle)
+                    .filter(|w| !self.contributors.contains(w))
+                    .count();
+                let expected = self.num_workers.saturating_sub(gone);
+                grads_per_version.min(expected).max(1)
+            }
             _ => 1,
         }
     }
@@ -152,6 +189,8 @@ impl Shard {
             None if vals.len() != self.params.len() => return Err(PushError::LengthMismatch),
             None => {}
         }
+        // any push, even a rejected one, shows the worker is training again
+        self.idle.remove(&worker);
         let accept = match self.mode {
             Mode::Sync { .. } => version == self.version && !self.contributors.contains(&worker),
             Mode::Async => true,
@@ -247,134 +286,5 @@ impl Shard {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const SGD: Sgd = Sgd {
-        lr: 0.5,
-        momentum: 0.0,
-        weight_decay: 0.0,
-    };
-
-    fn sync(k: usize, timeout: u64) -> Shard {
-        Shard::new(
-            100,
-            vec![1.0, 2.0, 3.0],
-            Mode::Sync {
-                grads_per_version: k,
-                timeout_ms: timeout,
-            },
-            SGD,
-            k,
-        )
-    }
-
-    #[test]
-    fn sync_applies_the_average_once_enough_workers_pushed() {
-        let mut s = sync(2, 0);
-        assert_eq!(
-            s.push(9, 0, None, &[1.0, 1.0, 1.0], 0),
-            Ok(PushOutcome::Accepted { applied: false })
-        );
-        assert!(s.pull_must_wait(Some(0)));
-        // the same worker again for the same version: rejected
-        assert_eq!(
-            s.push(9, 0, None, &[5.0, 5.0, 5.0], 1),
-            Ok(PushOutcome::Rejected { current: 0 })
-        );
-        assert_eq!(
-            s.push(11, 0, None, &[3.0, 3.0, 3.0], 2),
-            Ok(PushOutcome::Accepted { applied: true })
-        );
-        assert_eq!(s.version, 1);
-        // mean gradient 2.0, lr 0.5
-        assert_eq!(s.params, vec![0.0, 1.0, 2.0]);
-        assert!(!s.pull_must_wait(Some(0)));
-        // a push on the old version is rejected with the current one
-        assert_eq!(
-            s.push(9, 0, None, &[1.0; 3], 3),
-            Ok(PushOutcome::Rejected { current: 1 })
-        );
-    }
-
-    #[test]
-    fn sync_timeout_applies_partial_versions() {
-        let mut s = sync(3, 100);
-        s.push(9, 0, Some(&[1]), &[2.0], 50).unwrap();
-        assert!(!s.tick(149));
-        assert!(s.tick(150));
-        assert_eq!(s.params, vec![1.0, 1.0, 3.0]);
-        assert_eq!(s.version, 1);
-        assert!(!s.tick(1000), "nothing pending");
-    }
-
-    #[test]
-    fn fewer_live_workers_complete_a_version() {
-        let mut s = sync(3, 0);
-        s.push(9, 0, None, &[1.0; 3], 0).unwrap();
-        s.push(11, 0, None, &[1.0; 3], 0).unwrap();
-        assert_eq!(s.version, 0);
-        assert!(s.set_live_workers(2, 10));
-        assert_eq!(s.version, 1);
-    }
-
-    #[test]
-    fn async_and_bounded_staleness() {
-        let mut a = Shard::new(0, vec![0.0; 2], Mode::Async, SGD, 4);
-        assert_eq!(
-            a.push(9, 0, None, &[2.0, 2.0], 0),
-            Ok(PushOutcome::Accepted { applied: true })
-        );
-        assert_eq!(
-            a.push(11, 0, None, &[2.0, 2.0], 0),
-            Ok(PushOutcome::Accepted { applied: true })
-        );
-        assert_eq!((a.version, a.params.clone()), (2, vec![-2.0, -2.0]));
-        let mut b = Shard::new(0, vec![0.0], Mode::Bounded { staleness: 1 }, SGD, 4);
-        b.push(9, 0, None, &[1.0], 0).unwrap();
-        b.push(9, 1, None, &[1.0], 0).unwrap();
-        assert_eq!(b.push(11, 0, None, &[1.0], 0), Ok(PushOutcome::Rejected { current: 2 }));
-        assert_eq!(
-            b.push(11, 1, None, &[1.0], 0),
-            Ok(PushOutcome::Accepted { applied: true })
-        );
-        assert_eq!(
-            b.push(11, 7, None, &[1.0], 0),
-            Ok(PushOutcome::Rejected { current: 3 }),
-            "from the future"
-        );
-        assert!(!b.pull_must_wait(Some(3)));
-    }
-
-    #[test]
-    fn bad_pushes_are_errors_not_panics() {
-        let mut s = sync(1, 0);
-        assert_eq!(s.push(9, 0, Some(&[3]), &[1.0], 0), Err(PushError::KeyOutOfRange(103)));
-        assert_eq!(s.push(9, 0, Some(&[0, 1]), &[1.0], 0), Err(PushError::LengthMismatch));
-        assert_eq!(s.push(9, 0, None, &[1.0], 0), Err(PushError::LengthMismatch));
-        assert_eq!(s.values(Some(&[5])), Err(PushError::KeyOutOfRange(105)));
-        assert_eq!(s.values(Some(&[2, 0])), Ok(vec![3.0, 1.0]));
-    }
-
-    #[test]
-    fn momentum_and_weight_decay() {
-        let sgd = Sgd {
-            lr: 1.0,
-            momentum: 0.5,
-            weight_decay: 0.0,
-        };
-        let mut s = Shard::new(0, vec![0.0], Mode::Async, sgd, 1);
-        s.push(9, 0, None, &[1.0], 0).unwrap();
-        s.push(9, 1, None, &[1.0], 0).unwrap();
-        // v1 = 1, p = -1; v2 = 0.5 + 1 = 1.5, p = -2.5
-        assert_eq!(s.params, vec![-2.5]);
-        let sgd = Sgd {
-            lr: 0.1,
-            momentum: 0.0,
-            weight_decay: 1.0,
-        };
-        let mut s = Shard::new(0, vec![10.0], Mode::Async, sgd, 1);
-        s.push(9, 0, None, &[0.0], 0).unwrap();
-        assert!((s.params[0] - 9.0).abs() < 1e-6);
-    }
-}
+#[path = "shard_tests.rs"]
+mod tests;

@@ -153,10 +153,20 @@ pub fn run(
         let task = match call_master(&app, &req, opts.master_patience)? {
             MasterResponse::Task(t) => t,
             MasterResponse::Wait => {
+                // nothing to train until the others finish the pass: the servers must
+                // not wait for this worker's gradients meanwhile
+                if let Err(e) = ex.idle() {
+                    log::warn!("idle notice not sent: {e}");
+                }
                 std::thread::sleep(Duration::from_millis(50));
                 continue;
             }
-            MasterResponse::NoMoreTasks => break,
+            MasterResponse::NoMoreTasks => {
+                if let Err(e) = ex.idle() {
+                    log::warn!("idle notice not sent: {e}");
+                }
+                break;
+            }
             MasterResponse::Error(e) => {
                 log::warn!("master: {e}; asking again");
                 std::thread::sleep(Duration::from_millis(200));
