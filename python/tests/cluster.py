@@ -1,0 +1,131 @@
+"""Test harness: a local psrs cluster of real processes on 127.0.0.1.
+
+Every node's command is given per role (a Python script, or the psrs binary for Rust
+nodes); output goes to files; a hard time limit kills every process, each by its pid.
+"""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+
+
+def psrs_bin() -> str:
+    """The psrs binary: $PSRS_BIN, else target/{release,debug}/psrs (newest)."""
+    if os.environ.get("PSRS_BIN"):
+        return os.environ["PSRS_BIN"]
+    found = [ROOT / "target" / p / "psrs" for p in ("release", "debug")]
+    found = [p for p in found if p.exists()]
+    if not found:
+        raise RuntimeError("no psrs binary: run `cargo build` (or set PSRS_BIN)")
+    return str(max(found, key=lambda p: p.stat().st_mtime))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def py(script: str, *args: str) -> list:
+    """The command running tests/nodes/SCRIPT with this interpreter."""
+    return [sys.executable, str(HERE / "nodes" / script), *args]
+
+
+class Node:
+    def __init__(self, role, cmd, env, out_dir, name):
+        self.role = role
+        self.name = name
+        self.out = out_dir / f"{name}.out"
+        self.err = out_dir / f"{name}.err"
+        with open(self.out, "wb") as o, open(self.err, "wb") as e:
+            self.proc = subprocess.Popen(cmd, env=env, stdout=o, stderr=e, stdin=subprocess.DEVNULL)
+
+    @property
+    def pid(self):
+        return self.proc.pid
+
+    def stdout(self) -> str:
+        return self.out.read_text(errors="replace")
+
+    def stderr(self) -> str:
+        return self.err.read_text(errors="replace")
+
+    def kill(self):
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+
+
+class Cluster:
+    """A scheduler, servers and workers, each with its own command."""
+
+    def __init__(self, tmp_path, servers, workers, limit=120.0, env=None):
+        self.servers, self.workers = servers, workers
+        self.dir = Path(tmp_path)
+        self.port = free_port()
+        self.deadline = time.monotonic() + limit
+        self.nodes = []
+        self.env = dict(os.environ)
+        self.env.update(
+            DMLC_PS_ROOT_URI="127.0.0.1",
+            DMLC_PS_ROOT_PORT=str(self.port),
+            DMLC_NUM_SERVER=str(servers),
+            DMLC_NUM_WORKER=str(workers),
+            DMLC_NODE_HOST="127.0.0.1",
+            PYTHONUNBUFFERED="1",
+        )
+        self.env.update(env or {})
+
+    def spawn(self, role, cmd, env=None):
+        e = dict(self.env, DMLC_ROLE=role)
+        e.update(env or {})
+        n = Node(role, cmd, e, self.dir, f"{role}{sum(x.role == role for x in self.nodes)}")
+        self.nodes.append(n)
+        return n
+
+    def start(self, scheduler, server, worker):
+        """Starts every node: the commands per role."""
+        self.spawn("scheduler", scheduler)
+        for _ in range(self.servers):
+            self.spawn("server", server)
+        for _ in range(self.workers):
+            self.spawn("worker", worker)
+        return self
+
+    def role(self, role):
+        return [n for n in self.nodes if n.role == role]
+
+    def wait_until(self, pred, what):
+        while not pred():
+            if time.monotonic() > self.deadline:
+                self.kill_all()
+                raise AssertionError(f"timed out waiting for {what}\n{self.logs()}")
+            time.sleep(0.02)
+
+    def wait(self, nodes=None):
+        """Waits for `nodes` (default all) to exit; their exit codes. Kills every node
+        and fails at the time limit."""
+        nodes = nodes if nodes is not None else self.nodes
+        self.wait_until(lambda: all(n.proc.poll() is not None for n in nodes), "the nodes to exit")
+        return [n.proc.returncode for n in nodes]
+
+    def kill_all(self):
+        for n in self.nodes:
+            n.kill()
+
+    def logs(self) -> str:
+        return "\n".join(
+            f"--- {n.name} (pid {n.pid}, exit {n.proc.poll()})\n{n.stdout()}{n.stderr()[-4000:]}"
+            for n in self.nodes
+        )
+
+    def assert_ok(self, nodes=None):
+        codes = self.wait(nodes)
+        assert all(c == 0 for c in codes), f"exit codes {codes}\n{self.logs()}"
