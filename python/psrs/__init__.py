@@ -46,6 +46,9 @@ __all__ = [
 ]
 
 
+_client = None  # one connection to the master per process, shared by tasks() loops
+
+
 def tasks(train: Union[str, Sequence[str]], patience: float = 120.0) -> Iterator[Task]:
     """Yields the master's tasks for this worker until the job is complete.
 
@@ -53,10 +56,14 @@ def tasks(train: Union[str, Sequence[str]], patience: float = 120.0) -> Iterator
     report of the job counts). A task is reported finished when the loop body returns
     for it (with the statistics given to ``task.report(...)``), and failed (handed out
     again, up to the master's retry limit) if the body raises or the loop is left with
-    ``break``. ``task.records()`` gives its examples as numpy arrays.
+    ``break``; a later ``tasks()`` loop goes on with the job. ``task.records()`` gives
+    its examples as numpy arrays.
     """
+    global _client
     files = [os.fspath(train)] if isinstance(train, (str, os.PathLike)) else [os.fspath(f) for f in train]
-    client = TaskClient(files, patience)
+    if _client is None:
+        _client = TaskClient(files, patience)
+    client = _client
     finished = None
     while True:
         task = client.next_task(finished)
