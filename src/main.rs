@@ -29,6 +29,10 @@ enum Cmd {
     Bench(commands::bench::Args),
     /// Train a model on a RecordIO dataset (run on every node).
     Train(commands::train::Args),
+    /// A long-running cluster that runs submitted jobs (run on every node).
+    Cluster(commands::cluster::Args),
+    /// Submit, list, watch and cancel a cluster's jobs.
+    Job(commands::job::Args),
     /// Convert libsvm / CSV / IDX files to RecordIO.
     Convert(commands::convert::Args),
     /// Evaluate a saved model on a RecordIO dataset.
@@ -44,6 +48,8 @@ fn main() -> ExitCode {
         Cmd::KvTest(a) => commands::kv::run(a),
         Cmd::Bench(a) => commands::bench::run(a),
         Cmd::Train(a) => commands::train::run(a),
+        Cmd::Cluster(a) => commands::cluster::run(a),
+        Cmd::Job(a) => commands::job::run(a),
         Cmd::Convert(a) => commands::convert::run(a),
         Cmd::Eval(a) => commands::eval::run(a),
     };

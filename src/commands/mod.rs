@@ -2,9 +2,11 @@
 
 pub mod barrier;
 pub mod bench;
+pub mod cluster;
 pub mod connection;
 pub mod convert;
 pub mod eval;
+pub mod job;
 pub mod kv;
 pub mod simple;
 pub mod train;

@@ -3,6 +3,7 @@
 //! train.
 
 use clap::{Args as ClapArgs, ValueEnum};
+use ps_apps::jobs::{ModelKind, TrainSpec, UpdateRule};
 use ps_apps::master::{FileStore, Master, MasterConfig, Store};
 use ps_apps::model::Model;
 use ps_apps::recordio::{self, Example, Features};
@@ -123,6 +124,45 @@ pub struct Args {
 
 const KV_APP: i32 = 0;
 
+impl Args {
+    /// These options as a cluster's training job (`psrs job submit train`); the
+    /// cluster-level ones (`--work-dir`, `--stats-addr`, `--etcd`) are not part of it.
+    pub fn job_spec(&self) -> TrainSpec {
+        TrainSpec {
+            train: self.train.clone(),
+            test: self.test.as_ref().map(|p| p.display().to_string()),
+            model: match self.model {
+                Kind::Softmax => ModelKind::Softmax,
+                Kind::Mlp => ModelKind::Mlp,
+                Kind::Logreg => ModelKind::Logreg,
+            },
+            hidden: self.hidden,
+            classes: self.classes,
+            dim: self.dim,
+            epochs: self.epochs,
+            batch: self.batch,
+            lr: self.lr,
+            momentum: self.momentum,
+            weight_decay: self.weight_decay,
+            lr_decay: self.lr_decay,
+            mode: match self.mode {
+                Rule::Sync => UpdateRule::Sync,
+                Rule::Async => UpdateRule::Async,
+                Rule::Bounded => UpdateRule::Bounded,
+            },
+            staleness: self.staleness,
+            sync_timeout_ms: self.sync_timeout_ms,
+            chunks_per_task: self.chunks_per_task,
+            task_timeout_ms: self.task_timeout_ms,
+            max_retries: self.max_retries,
+            checkpoint_every: self.checkpoint_every,
+            out: self.out.as_ref().map(|p| p.display().to_string()),
+            seed: self.seed,
+            max_rejections: self.max_rejections,
+        }
+    }
+}
+
 fn first_example(path: &str) -> Result<Example, String> {
     let p = Path::new(path);
     let idx = recordio::index(p).map_err(|e| e.to_string())?;
@@ -231,6 +271,7 @@ pub fn run(a: Args) -> Result<(), String> {
                 },
                 checkpoint_dir: Some(a.work_dir.join("checkpoints")),
                 checkpoint_every: a.checkpoint_every.max(1),
+                quorum: None,
             };
             let _s = TrainServer::start(&po, KV_APP, &layout, &model.init(a.seed), opts)?;
             po.finalize(true);

@@ -1,14 +1,31 @@
 //! Many jobs on one cluster (seed 002): the job table and its state machine, job
 //! specifications (the JSON of `POST /jobs`), the fair-time scheduler (local and
-//! global modes), per-job query rates over the last 10 s, and the assignment of workers
-//! to jobs. Everything here is pure (time passed in, no sockets or threads); the
-//! scheduler's shell that serves it lives beside it.
+//! global modes), per-job query rates over the last 10 s, the assignment of workers
+//! to jobs, and the scheduler that ties them together ([`JobScheduler`], driven with
+//! injected time). Those are pure or touch only files; the shells — the scheduler's
+//! service (SimpleApp + HTTP API), the cluster worker and the cluster server — are
+//! thin loops around them.
 
+pub mod api;
 pub mod assign;
+mod dispatch;
 pub mod fairtime;
+pub mod outputs;
+pub mod page;
 pub mod rate;
+pub mod scheduler;
+pub mod server;
+pub mod service;
 pub mod spec;
 pub mod table;
+pub mod view;
+pub mod wire;
+pub mod worker;
 
+pub use scheduler::{FairMode, JobScheduler, SchedulerConfig, StoreFactory};
 pub use spec::{InferSpec, JobSpec, ModelKind, TrainSpec, UpdateRule};
 pub use table::{parse_id, Job, JobNum, JobState, JobTable};
+pub use view::{JobView, WorkerView};
+
+#[cfg(test)]
+mod scheduler_tests;

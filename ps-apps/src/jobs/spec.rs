@@ -257,7 +257,7 @@ impl JobSpec {
             JobSpec::Infer(i) => i.data.iter().collect(),
         };
         for f in files {
-            recordio::index(Path::new(f)).map_err(|e| format!("{f}: {e}"))?;
+            recordio::index(Path::new(f)).map_err(|e| e.to_string())?;
         }
         match self {
             JobSpec::Train(t) => t.resolve_model(),

@@ -56,6 +56,10 @@ pub struct Job {
     pub accuracy: Option<f64>,
     /// Why it failed.
     pub error: Option<String>,
+    /// Fraction of its tasks done when it ended (while active the scheduler computes
+    /// it from the queues).
+    #[serde(default)]
+    pub progress: f64,
 }
 
 impl Job {
@@ -97,6 +101,7 @@ impl JobTable {
                 ended_ms: None,
                 accuracy: None,
                 error: None,
+                progress: 0.0,
             },
         );
         num

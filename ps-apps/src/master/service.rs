@@ -137,6 +137,21 @@ impl Master {
         })
     }
 
+    /// Records that `task` was finished at `now_ms` (see [`TaskQueues::finish`])
+    /// without handing out another; returns whether it changed anything. Persisted
+    /// before returning.
+    pub fn finish_task(&mut self, task: u64, now_ms: u64) -> Result<bool, String> {
+        self.change(|q, _| q.finish(task, now_ms))
+    }
+
+    /// True when every pass is complete: nothing waits and nothing is handed out in
+    /// the last pass (also before a worker has asked and seen `NoMoreTasks`).
+    pub fn complete(&self) -> bool {
+        let q = &self.q;
+        q.finished
+            || (q.dataset.is_some() && q.todo.is_empty() && q.pending.is_empty() && q.epoch + 1 >= self.cfg.num_epochs)
+    }
+
     /// `worker` could not train `task`: treated like a timeout (see
     /// [`TaskQueues::fail`]). Returns whether the report was taken (the worker held it).
     pub fn task_failed(&mut self, worker: i32, task: u64) -> Result<bool, String> {

@@ -7,5 +7,5 @@ mod server;
 mod snapshot;
 
 pub use prometheus::to_prometheus;
-pub use server::StatsServer;
+pub use server::{Api, ApiResponse, StatsServer};
 pub use snapshot::{NodeStat, QueueStat, Snapshot, TrafficStat, TrainStat};

@@ -9,6 +9,16 @@ use std::time::Duration;
 /// Produces the current snapshot.
 pub type Provider = Arc<dyn Fn() -> Snapshot + Send + Sync>;
 
+/// An HTTP response from an [`Api`]: status, content type and body.
+pub type ApiResponse = (u16, &'static str, String);
+
+/// Extra routes served before the statistics ones: gets the method, the path (without
+/// the query) and the body, and answers, or None to fall through.
+pub type Api = Arc<dyn Fn(&str, &str, &str) -> Option<ApiResponse> + Send + Sync>;
+
+/// Largest request body read.
+const MAX_BODY: u64 = 1 << 20;
+
 /// A running statistics server; stops when dropped.
 pub struct StatsServer {
     addr: std::net::SocketAddr,
@@ -20,6 +30,11 @@ impl StatsServer {
     /// Serves on `addr` (e.g. `127.0.0.1:0` for any free port): `/stats.json`,
     /// `/metrics` and `/` (dashboard).
     pub fn start(addr: &str, provider: Provider) -> Result<StatsServer, String> {
+        StatsServer::start_with_api(addr, provider, None)
+    }
+
+    /// Like [`StatsServer::start`], with `api` consulted first for every request.
+    pub fn start_with_api(addr: &str, provider: Provider, api: Option<Api>) -> Result<StatsServer, String> {
         let server = tiny_http::Server::http(addr).map_err(|e| format!("cannot serve statistics on {addr}: {e}"))?;
         let bound = server
             .server_addr()
@@ -32,7 +47,7 @@ impl StatsServer {
             .spawn(move || {
                 while !s2.load(Ordering::Relaxed) {
                     match server.recv_timeout(Duration::from_millis(100)) {
-                        Ok(Some(req)) => respond(req, &provider),
+                        Ok(Some(req)) => respond(req, &provider, api.as_ref()),
                         Ok(None) => {}
                         Err(e) => log::warn!("statistics server: {e}"),
                     }
@@ -56,8 +71,26 @@ fn header(v: &str) -> tiny_http::Header {
     tiny_http::Header::from_bytes(&b"Content-Type"[..], v.as_bytes()).expect("valid header")
 }
 
-fn respond(req: tiny_http::Request, provider: &Provider) {
+fn respond(mut req: tiny_http::Request, provider: &Provider, api: Option<&Api>) {
     let path = req.url().split('?').next().unwrap_or("/").to_string();
+    if let Some(api) = api {
+        use std::io::Read;
+        let mut body = String::new();
+        let read = req.as_reader().take(MAX_BODY).read_to_string(&mut body);
+        let answer = match read {
+            Ok(_) => api(req.method().as_str(), &path, &body),
+            Err(e) => Some((400, "text/plain", format!("unreadable request body: {e}\n"))),
+        };
+        if let Some((code, ctype, body)) = answer {
+            let resp = tiny_http::Response::from_string(body)
+                .with_status_code(code)
+                .with_header(header(ctype));
+            if let Err(e) = req.respond(resp) {
+                log::debug!("API response failed: {e}");
+            }
+            return;
+        }
+    }
     let resp = match path.as_str() {
         "/stats.json" | "/api/stats" => {
             let body = serde_json::to_string(&provider()).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"));

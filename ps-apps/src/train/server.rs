@@ -14,7 +14,7 @@ use ps_core::node::id_role;
 use ps_core::{Postoffice, Role};
 use std::collections::BTreeSet;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -29,6 +29,10 @@ pub struct ServerOptions {
     pub checkpoint_dir: Option<PathBuf>,
     /// Checkpoint every this many versions.
     pub checkpoint_every: u64,
+    /// Sync mode: the gradients a version waits for, when someone else decides it (a
+    /// cluster's job gets a share of the workers, which changes); read every tick and
+    /// replaces the mode's `grads_per_version`. None: the mode's own value.
+    pub quorum: Option<Arc<AtomicUsize>>,
 }
 
 struct State {
@@ -188,6 +192,13 @@ impl TrainServer {
                         .collect();
                     let now = epoch.elapsed().as_millis() as u64;
                     let mut st = st.lock();
+                    if let (Some(q), Mode::Sync { timeout_ms, .. }) = (&opts.quorum, st.shard.mode) {
+                        let grads_per_version = q.load(Ordering::Relaxed).max(1);
+                        st.shard.mode = Mode::Sync {
+                            grads_per_version,
+                            timeout_ms,
+                        };
+                    }
                     let applied = st.shard.set_dead_workers(&dead, now) | st.shard.tick(now);
                     if applied {
                         if let Some(resp) = responder.lock().clone() {

@@ -106,7 +106,8 @@ pub fn call_master(app: &SimpleApp, req: &MasterRequest, patience: Duration) -> 
     }
 }
 
-fn task_examples(t: &Task) -> Result<Vec<Example>, String> {
+/// Reads every example of a task's chunks, in order.
+pub fn task_examples(t: &Task) -> Result<Vec<Example>, String> {
     let mut out = Vec::new();
     for c in &t.chunks {
         for r in recordio::read_chunk(Path::new(&c.path), &c.index).map_err(|e| e.to_string())? {
@@ -114,6 +115,35 @@ fn task_examples(t: &Task) -> Result<Vec<Example>, String> {
         }
     }
     Ok(out)
+}
+
+/// Trains one task minibatch by minibatch (`batch` examples each) through `ex`; the
+/// report, or None if the task failed (too many rejected pushes in a row). A failed
+/// exchange with the servers or an unreadable chunk is an error.
+pub fn train_task(
+    model: &Model,
+    ex: &mut impl ParamExchange,
+    lp: &mut MinibatchLoop,
+    task: &Task,
+    batch: usize,
+) -> Result<Option<TaskReport>, String> {
+    let examples = task_examples(task)?;
+    let mut rep = TaskReport::default();
+    for b in examples.chunks(batch.max(1)) {
+        match lp.step(model, ex, b) {
+            Ok(o) => {
+                rep.examples += b.len() as u64;
+                rep.loss_sum += o.loss as f64 * b.len() as f64;
+                rep.correct += o.correct as u64;
+            }
+            Err(BatchError::TooManyRejections(n)) => {
+                log::warn!("task {} failed: {n} rejected pushes in a row", task.id);
+                return Ok(None);
+            }
+            Err(BatchError::Exchange(e)) => return Err(e),
+        }
+    }
+    Ok(Some(rep))
 }
 
 /// Runs the worker until the master says the job is complete.
@@ -188,24 +218,9 @@ pub fn run(
             }
         }
         lp.grad_scale = opts.lr_decay.powi(i32::try_from(task.epoch).unwrap_or(i32::MAX));
-        let examples = task_examples(&task)?;
-        let mut rep = TaskReport::default();
-        let mut failed = false;
-        for batch in examples.chunks(opts.batch.max(1)) {
-            match lp.step(&model, ex, batch) {
-                Ok(o) => {
-                    rep.examples += batch.len() as u64;
-                    rep.loss_sum += o.loss as f64 * batch.len() as f64;
-                    rep.correct += o.correct as u64;
-                }
-                Err(BatchError::TooManyRejections(n)) => {
-                    log::warn!("task {} failed: {n} rejected pushes in a row", task.id);
-                    failed = true;
-                    break;
-                }
-                Err(BatchError::Exchange(e)) => return Err(e),
-            }
-        }
+        let outcome = train_task(&model, ex, &mut lp, &task, opts.batch)?;
+        let failed = outcome.is_none();
+        let rep = outcome.unwrap_or_default();
         if failed {
             call_master(&app, &MasterRequest::TaskFailed { task: task.id }, opts.master_patience)?;
         } else {

@@ -1,0 +1,62 @@
+//! The HTTP/JSON API on the scheduler's stats port, as a plain function of (method,
+//! path, body) so it is tested without sockets:
+//!
+//! - `POST /jobs` with a job's JSON → 201 and the job object;
+//! - `GET /jobs` → the array of jobs; `GET /jobs/ID` → one job;
+//! - `DELETE /jobs/ID` → cancels it, 200 and the job object;
+//! - `GET /workers` → each worker's job and task;
+//! - `GET /` → the jobs dashboard.
+//!
+//! Bad requests get a 4xx whose body is `{"error": "one-line reason"}`: 400 bad JSON
+//! or options, 404 unknown job, 405 wrong method, 409 a job already ended.
+
+use super::scheduler::JobScheduler;
+use super::table::parse_id;
+use crate::stats::ApiResponse;
+
+const JSON: &str = "application/json";
+
+fn error(code: u16, why: &str) -> ApiResponse {
+    let one_line = why.lines().next().unwrap_or("");
+    (code, JSON, format!("{}\n", serde_json::json!({ "error": one_line })))
+}
+
+fn json<T: serde::Serialize>(code: u16, v: &T) -> ApiResponse {
+    (
+        code,
+        JSON,
+        format!("{}\n", serde_json::to_string(v).expect("views serialize")),
+    )
+}
+
+/// Answers an API request at `now_ms`, or None if `path` is not the API's (the stats
+/// routes then answer it).
+pub fn route(s: &mut JobScheduler, method: &str, path: &str, body: &str, now_ms: u64) -> Option<ApiResponse> {
+    let path = path.trim_end_matches('/');
+    Some(match (method, path) {
+        ("GET", "" | "/jobs.html") => (200, "text/html; charset=utf-8", super::page::PAGE.to_string()),
+        ("GET", "/jobs") => json(200, &s.views(now_ms)),
+        ("POST", "/jobs") => match s.submit(body, now_ms) {
+            Ok(v) => json(201, &v),
+            Err(e) => error(400, &e),
+        },
+        (_, "/jobs") => error(405, "use GET or POST on /jobs"),
+        ("GET", "/workers") => json(200, &s.worker_views()),
+        (m, p) if p.starts_with("/jobs/") => {
+            let id = &p["/jobs/".len()..];
+            let Some(num) = parse_id(id).filter(|&n| s.table().get(n).is_some()) else {
+                return Some(error(404, &format!("no job {id:?}")));
+            };
+            match m {
+                "GET" => json(200, &s.view(num, now_ms).expect("exists")),
+                "DELETE" => match s.cancel(num, now_ms) {
+                    Ok(v) => json(200, &v),
+                    Err(e) if e.contains("already") => error(409, &e),
+                    Err(e) => error(500, &e),
+                },
+                _ => error(405, "use GET or DELETE on /jobs/ID"),
+            }
+        }
+        _ => return None,
+    })
+}

@@ -1,0 +1,200 @@
+//! The scheduler's answers to workers and servers: a worker reports what it finished
+//! and gets a task of the job it is assigned to (so it moves between jobs only between
+//! tasks); a complete inference job's batches are joined into its output; a complete
+//! training job is finalized by one worker; servers learn which training jobs' shards
+//! to hold.
+
+use super::outputs;
+use super::scheduler::JobScheduler;
+use super::spec::JobSpec;
+use super::table::JobNum;
+use super::wire::{Finished, JobsRequest, JobsResponse, ServerJob};
+use crate::master::Reply;
+use std::path::PathBuf;
+
+impl JobScheduler {
+    /// Answers a request from node `sender` at `now_ms`. Errors become
+    /// [`JobsResponse::Error`] and change nothing.
+    pub fn handle(&mut self, sender: i32, req: JobsRequest, now_ms: u64) -> JobsResponse {
+        let out = match req {
+            JobsRequest::Next { finished } => self.next(sender, finished, now_ms),
+            JobsRequest::Failed { job, task } => match self.active.get_mut(&job) {
+                Some(a) => a.master.task_failed(sender, task).map(|_| JobsResponse::Ok),
+                None => Ok(JobsResponse::Ok),
+            },
+            JobsRequest::Finalized { job, accuracy, error } => self.finalized(job, accuracy, error, now_ms),
+            JobsRequest::ServerPoll { hosting } => Ok(self.server_poll(sender, hosting)),
+        };
+        out.unwrap_or_else(|e| {
+            log::error!("jobs: request from {sender}: {e}");
+            JobsResponse::Error(e)
+        })
+    }
+
+    fn batches_dir(&self, num: JobNum) -> PathBuf {
+        let sub = self.table.get(num).map_or(0, |j| j.submitted_ms);
+        self.cfg.work_dir.join(format!("job-{num}-{sub}-batches"))
+    }
+
+    /// Records a finished task: inference predictions are saved first, then the queue.
+    fn record(&mut self, f: Finished, now_ms: u64) -> Result<(), String> {
+        let dir = self.batches_dir(f.job);
+        let Some(a) = self.active.get_mut(&f.job) else {
+            return Ok(()); // the job ended meanwhile
+        };
+        let q = a.master.queues();
+        let took = q.pending.get(&f.task).map(|e| now_ms.saturating_sub(e.dispatched_ms));
+        let known = q.pending.contains_key(&f.task)
+            || q.todo.iter().any(|e| e.task.id == f.task)
+            || q.failed.iter().any(|e| e.task.id == f.task);
+        if !known {
+            return Ok(()); // done already (a late duplicate) or of an earlier pass
+        }
+        if let Some(p) = &f.predictions {
+            outputs::save_batch(&dir, f.task, p)?;
+        }
+        if a.master.finish_task(f.task, now_ms)? {
+            a.rate.record(now_ms, took.unwrap_or(0));
+            a.examples += f.report.examples;
+            a.loss_sum += f.report.loss_sum;
+        }
+        Ok(())
+    }
+
+    fn next(&mut self, worker: i32, finished: Option<Finished>, now_ms: u64) -> Result<JobsResponse, String> {
+        if self.workers.insert(worker) {
+            log::info!("worker {worker} joined");
+            self.reallocate(now_ms);
+        }
+        if let Some(f) = finished {
+            let job = f.job;
+            self.record(f, now_ms)?;
+            self.settle(job, now_ms)?;
+        }
+        let Some(&num) = self.assignment.get(&worker) else {
+            return Ok(JobsResponse::Wait);
+        };
+        let Some(job) = self.table.get(num).cloned() else {
+            return Ok(JobsResponse::Wait);
+        };
+        if let JobSpec::Train(_) = job.spec {
+            let holding = self.hosting.values().filter(|h| h.contains(&num)).count();
+            if holding < self.cfg.num_servers {
+                return Ok(JobsResponse::Wait);
+            }
+        }
+        let a = self.active.get_mut(&num).expect("assigned jobs are active");
+        if a.master.complete() {
+            return match &job.spec {
+                JobSpec::Train(t) if a.finalizer.is_none() => {
+                    a.finalizer = Some(worker);
+                    log::info!("job {}: every pass done; worker {worker} finalizes it", job.id());
+                    Ok(JobsResponse::Finalize {
+                        job: num,
+                        model: job.model,
+                        spec: t.clone(),
+                    })
+                }
+                _ => {
+                    self.settle(num, now_ms)?;
+                    Ok(JobsResponse::Wait)
+                }
+            };
+        }
+        let task = match a.master.get_task(worker, None, now_ms)? {
+            Reply::Task(t) => t,
+            Reply::Wait | Reply::NoMoreTasks => return Ok(JobsResponse::Wait),
+        };
+        a.rate.start(now_ms);
+        self.change(|t| t.start(num, now_ms))?;
+        Ok(match job.spec {
+            JobSpec::Train(spec) => JobsResponse::Train {
+                job: num,
+                model: job.model,
+                spec,
+                task,
+            },
+            JobSpec::Infer(i) => JobsResponse::Infer {
+                job: num,
+                model_path: i.model,
+                task,
+            },
+        })
+    }
+
+    /// Ends a complete inference job: joins its batches into its output and records
+    /// the accuracy (a missing batch fails the job).
+    fn settle(&mut self, num: JobNum, now_ms: u64) -> Result<(), String> {
+        let Some(a) = self.active.get(&num) else { return Ok(()) };
+        let Some(JobSpec::Infer(spec)) = self.table.get(num).map(|j| j.spec.clone()) else {
+            return Ok(());
+        };
+        if !a.master.complete() {
+            return Ok(());
+        }
+        let tasks = a.master.snapshot().tasks_per_epoch as u64;
+        let dir = self.batches_dir(num);
+        match outputs::join(&dir, tasks, std::path::Path::new(&spec.out)) {
+            Ok(j) => {
+                log::info!("job j{num} done: {} records written to {}", j.records, spec.out);
+                self.change(|t| {
+                    t.finish(num, j.accuracy, now_ms)?;
+                    t.jobs.get_mut(&num).expect("finished").progress = 1.0;
+                    Ok(())
+                })?;
+                let _ = std::fs::remove_dir_all(&dir);
+            }
+            Err(e) => {
+                log::error!("job j{num} failed: {e}");
+                self.change(|t| t.fail(num, &e, now_ms))?;
+            }
+        }
+        self.end(num, now_ms);
+        Ok(())
+    }
+
+    fn finalized(
+        &mut self,
+        num: JobNum,
+        accuracy: Option<f64>,
+        error: Option<String>,
+        now_ms: u64,
+    ) -> Result<JobsResponse, String> {
+        if !self.is_active(num) {
+            return Ok(JobsResponse::Ok);
+        }
+        let progress = self.progress(num);
+        match &error {
+            None => self.change(|t| {
+                t.finish(num, accuracy, now_ms)?;
+                t.jobs.get_mut(&num).expect("finished").progress = progress;
+                Ok(())
+            })?,
+            Some(e) => self.change(|t| t.fail(num, e, now_ms))?,
+        }
+        log::info!("job j{num} ended: accuracy {accuracy:?}, error {error:?}");
+        self.end(num, now_ms);
+        Ok(JobsResponse::Ok)
+    }
+
+    fn server_poll(&mut self, server: i32, hosting: Vec<JobNum>) -> JobsResponse {
+        self.hosting.insert(server, hosting.into_iter().collect());
+        let jobs = self
+            .active
+            .keys()
+            .filter_map(|&num| {
+                let job = self.table.get(num)?;
+                match &job.spec {
+                    JobSpec::Train(t) => Some(ServerJob {
+                        job: num,
+                        model: job.model,
+                        spec: t.clone(),
+                        workers: self.assignment.values().filter(|&&j| j == num).count(),
+                    }),
+                    JobSpec::Infer(_) => None,
+                }
+            })
+            .collect();
+        JobsResponse::Servers(jobs)
+    }
+}

@@ -1,0 +1,357 @@
+//! The cluster's scheduler state: the job table (saved through a `Store` before any
+//! reply), one [`Master`] per active job (its task queues, saved through its own
+//! store), each job's query rate, the live workers and which job each works on, and
+//! which servers hold which training job's shards. Time is passed in (ms since the
+//! Unix epoch), so the whole scheduler is driven deterministically in tests; the
+//! network shell ([`super::service`]) only decodes, calls and encodes.
+
+use super::assign::{self, WorkerId};
+use super::fairtime::{self, JobLoad};
+use super::rate::RateWindow;
+use super::spec::JobSpec;
+use super::table::{Job, JobNum, JobState, JobTable};
+use super::view::{JobView, WorkerView};
+use crate::master::{Master, MasterConfig, Store};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+
+/// How the workers are split among jobs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FairMode {
+    /// `n·S_i/ΣS_j` workers for job i.
+    Local,
+    /// Balance the expected query rates over the jobs' lifetimes.
+    Global,
+}
+
+/// Opens the store named `name` (`jobs` for the table, `job-N-T` for a job's queues).
+pub type StoreFactory = Box<dyn Fn(&str) -> Box<dyn Store> + Send>;
+
+/// The scheduler's settings.
+pub struct SchedulerConfig {
+    /// Where inference batches are kept until a job's outputs are joined.
+    pub work_dir: PathBuf,
+    /// Fair-time mode.
+    pub mode: FairMode,
+    /// Reallocate at least this often (besides arrivals, ends and deaths).
+    pub realloc_every_ms: u64,
+    /// Servers in the cluster (a training job starts once all of them hold it).
+    pub num_servers: usize,
+}
+
+/// An active job's runtime state.
+pub(super) struct Active {
+    pub master: Master,
+    pub rate: RateWindow,
+    /// The worker finalizing a complete training job.
+    pub finalizer: Option<WorkerId>,
+    pub examples: u64,
+    pub loss_sum: f64,
+}
+
+/// The scheduler.
+pub struct JobScheduler {
+    pub(super) cfg: SchedulerConfig,
+    pub(super) table: JobTable,
+    table_store: Box<dyn Store>,
+    stores: StoreFactory,
+    pub(super) active: BTreeMap<JobNum, Active>,
+    pub(super) workers: BTreeSet<WorkerId>,
+    pub(super) assignment: BTreeMap<WorkerId, JobNum>,
+    pub(super) hosting: BTreeMap<i32, BTreeSet<JobNum>>,
+    last_alloc_ms: u64,
+}
+
+fn master_config(spec: &JobSpec) -> MasterConfig {
+    match spec {
+        JobSpec::Train(t) => MasterConfig {
+            chunks_per_task: t.chunks_per_task,
+            num_epochs: t.epochs,
+            timeout_multiplier: 4.0,
+            timeout_floor_ms: t.task_timeout_ms,
+            max_retries: t.max_retries,
+        },
+        JobSpec::Infer(i) => MasterConfig {
+            chunks_per_task: i.chunks_per_task,
+            ..MasterConfig::default()
+        },
+    }
+}
+
+fn store_name(job: &Job) -> String {
+    format!("job-{}-{}", job.num, job.submitted_ms)
+}
+
+impl JobScheduler {
+    /// A scheduler resuming the jobs saved in the `jobs` store (each active job's
+    /// queues from its own store: nothing finished is redone), or starting empty.
+    pub fn new(cfg: SchedulerConfig, stores: StoreFactory, now_ms: u64) -> Result<JobScheduler, String> {
+        let mut table_store = stores("jobs");
+        let table = match table_store.load()? {
+            Some(b) => JobTable::decode(&b)?,
+            None => JobTable::default(),
+        };
+        let mut active = BTreeMap::new();
+        for job in table.active() {
+            let master = Master::recover(stores(&store_name(job)), master_config(&job.spec), now_ms)?;
+            log::info!("resuming job {} ({:?})", job.id(), job.state);
+            active.insert(job.num, Active::new(master));
+        }
+        Ok(JobScheduler {
+            cfg,
+            table,
+            table_store,
+            stores,
+            active,
+            workers: BTreeSet::new(),
+            assignment: BTreeMap::new(),
+            hosting: BTreeMap::new(),
+            last_alloc_ms: now_ms,
+        })
+    }
+
+    /// The job table.
+    pub fn table(&self) -> &JobTable {
+        &self.table
+    }
+
+    /// Applies `f` to a copy of the table, saves the copy, and only then adopts it.
+    pub(super) fn change<T>(&mut self, f: impl FnOnce(&mut JobTable) -> Result<T, String>) -> Result<T, String> {
+        let mut copy = self.table.clone();
+        let out = f(&mut copy)?;
+        if copy != self.table {
+            self.table_store.save(&copy.encode())?;
+            self.table = copy;
+        }
+        Ok(out)
+    }
+
+    /// Accepts a job (the JSON of `POST /jobs`): checks it and its files, indexes its
+    /// dataset into a new queue, saves both, then reallocates. The error is one line.
+    pub fn submit(&mut self, body: &str, now_ms: u64) -> Result<JobView, String> {
+        let spec = JobSpec::from_json(body)?;
+        let model = spec.check_files()?;
+        if let JobSpec::Infer(i) = &spec {
+            let parent = std::path::Path::new(&i.out)
+                .parent()
+                .filter(|p| !p.as_os_str().is_empty());
+            if let Some(p) = parent.filter(|p| !p.is_dir()) {
+                return Err(format!("\"out\": no directory {}", p.display()));
+            }
+        }
+        let mut preview = self.table.clone();
+        let num = preview.submit(spec.clone(), model, now_ms);
+        let job = preview.get(num).expect("just added").clone();
+        let mut master = Master::new(master_config(&spec), (self.stores)(&store_name(&job)), now_ms)?;
+        let paths = match &spec {
+            JobSpec::Train(t) => t.train.clone(),
+            JobSpec::Infer(i) => i.data.clone(),
+        };
+        master.report_dataset(paths)?;
+        self.change(|t| {
+            *t = preview;
+            Ok(())
+        })?;
+        self.active.insert(num, Active::new(master));
+        log::info!("job {} submitted: {} {}", job.id(), spec.kind(), model.name());
+        self.reallocate(now_ms);
+        Ok(self.view(num, now_ms).expect("just added"))
+    }
+
+    /// Cancels job `num` (saved before returning); its workers go to other jobs and its
+    /// servers drop its shards at their next poll.
+    pub fn cancel(&mut self, num: JobNum, now_ms: u64) -> Result<JobView, String> {
+        let progress = self.progress(num);
+        self.change(|t| {
+            t.cancel(num, now_ms)?;
+            t.jobs.get_mut(&num).expect("cancelled").progress = progress;
+            Ok(())
+        })?;
+        self.end(num, now_ms);
+        log::info!("job j{num} cancelled");
+        Ok(self.view(num, now_ms).expect("exists"))
+    }
+
+    /// Forgets an ended job's runtime state and gives its workers to the others.
+    pub(super) fn end(&mut self, num: JobNum, now_ms: u64) {
+        self.active.remove(&num);
+        self.assignment.retain(|_, j| *j != num);
+        self.reallocate(now_ms);
+    }
+
+    /// Fraction of the job's tasks done (1 once done).
+    pub(super) fn progress(&self, num: JobNum) -> f64 {
+        match (self.active.get(&num), self.table.get(num)) {
+            (Some(a), _) => {
+                let s = a.master.snapshot();
+                let total = (s.tasks_per_epoch as u64 * s.num_epochs).max(1);
+                (s.total_done as f64 / total as f64).min(1.0)
+            }
+            (None, Some(j)) => j.progress,
+            (None, None) => 0.0,
+        }
+    }
+
+    /// Splits the live workers among the active jobs by the fair-time mode (the oldest
+    /// jobs first while there are more jobs than workers) and moves workers as little
+    /// as possible.
+    pub fn reallocate(&mut self, now_ms: u64) {
+        self.last_alloc_ms = now_ms;
+        let n = self.workers.len();
+        let jobs: Vec<JobNum> = self.active.keys().copied().take(n.max(1)).collect();
+        let known: Vec<f64> = jobs
+            .iter()
+            .filter_map(|j| self.active.get_mut(j).and_then(|a| a.rate.seconds_per_query(now_ms)))
+            .collect();
+        let mean = if known.is_empty() {
+            1.0
+        } else {
+            known.iter().sum::<f64>() / known.len() as f64
+        };
+        let counts = match self.cfg.mode {
+            FairMode::Local => {
+                let s: Vec<f64> = jobs
+                    .iter()
+                    .map(|j| {
+                        self.active
+                            .get_mut(j)
+                            .and_then(|a| a.rate.seconds_per_query(now_ms))
+                            .unwrap_or(mean)
+                    })
+                    .collect();
+                fairtime::local(&s, n)
+            }
+            FairMode::Global => {
+                let loads: Vec<JobLoad> = jobs.iter().map(|&j| self.load(j, mean, now_ms)).collect();
+                fairtime::global(&loads, n)
+            }
+        };
+        let targets: BTreeMap<JobNum, usize> = jobs.iter().copied().zip(counts).collect();
+        let next = assign::assign(&self.assignment, &targets, &self.workers);
+        if next != self.assignment {
+            log::info!("workers per job: {:?}", assign::counts(&next));
+        }
+        self.assignment = next;
+    }
+
+    fn load(&mut self, num: JobNum, mean_s: f64, now_ms: u64) -> JobLoad {
+        let started = self.table.get(num).and_then(|j| j.started_ms).unwrap_or(now_ms);
+        let a = self.active.get_mut(&num).expect("active");
+        let s = a.master.snapshot();
+        let total = (s.tasks_per_epoch as u64 * s.num_epochs) as f64;
+        JobLoad {
+            total,
+            elapsed_s: now_ms.saturating_sub(started) as f64 / 1000.0,
+            s_per_query: a.rate.seconds_per_query(now_ms).unwrap_or(mean_s),
+            remaining: (total - s.total_done as f64).max(0.0),
+        }
+    }
+
+    /// Times out late tasks of every job and reallocates when the period has passed.
+    pub fn tick(&mut self, now_ms: u64) {
+        for (num, a) in self.active.iter_mut() {
+            if let Err(e) = a.master.tick(now_ms) {
+                log::error!("job j{num}: {e}");
+            }
+        }
+        if now_ms >= self.last_alloc_ms + self.cfg.realloc_every_ms {
+            self.reallocate(now_ms);
+        }
+    }
+
+    /// Worker `id` died: its tasks go back to their queues at once, and the workers are
+    /// split again.
+    pub fn worker_dead(&mut self, id: WorkerId, now_ms: u64) {
+        self.workers.remove(&id);
+        self.assignment.remove(&id);
+        for (num, a) in self.active.iter_mut() {
+            match a.master.worker_dead(id) {
+                Ok(0) => {}
+                Ok(n) => log::warn!("worker {id} is dead: {n} task(s) of job j{num} requeued"),
+                Err(e) => log::error!("job j{num}: cannot requeue the tasks of dead worker {id}: {e}"),
+            }
+            if a.finalizer == Some(id) {
+                a.finalizer = None;
+            }
+        }
+        self.reallocate(now_ms);
+    }
+
+    /// Server `id` died: training jobs wait until its replacement holds their shards.
+    pub fn server_dead(&mut self, id: i32) {
+        self.hosting.remove(&id);
+    }
+
+    /// Every job, oldest first.
+    pub fn views(&mut self, now_ms: u64) -> Vec<JobView> {
+        let nums: Vec<JobNum> = self.table.jobs.keys().copied().collect();
+        nums.into_iter().filter_map(|n| self.view(n, now_ms)).collect()
+    }
+
+    /// One job as clients see it.
+    pub fn view(&mut self, num: JobNum, now_ms: u64) -> Option<JobView> {
+        let progress = self.progress(num);
+        let job = self.table.get(num)?.clone();
+        let workers = self.assignment.values().filter(|&&j| j == num).count();
+        let (qps, spq, loss, done, total) = match self.active.get_mut(&num) {
+            Some(a) => {
+                let s = a.master.snapshot();
+                let loss = (a.examples > 0).then(|| a.loss_sum / a.examples as f64);
+                (
+                    a.rate.queries_per_s(now_ms),
+                    a.rate.seconds_per_query(now_ms),
+                    loss,
+                    s.total_done,
+                    s.tasks_per_epoch as u64 * s.num_epochs,
+                )
+            }
+            None => (0.0, None, None, 0, 0),
+        };
+        Some(JobView::new(&job, workers, progress, qps, spq, loss, done, total))
+    }
+
+    /// Each live worker's job and the task it holds.
+    pub fn worker_views(&self) -> Vec<WorkerView> {
+        self.workers
+            .iter()
+            .map(|&w| {
+                let job = self.assignment.get(&w).copied();
+                let task = self.active.iter().find_map(|(&j, a)| {
+                    a.master
+                        .queues()
+                        .pending
+                        .values()
+                        .find(|e| e.worker == w)
+                        .map(|e| (format!("j{j}"), e.task.id))
+                });
+                WorkerView {
+                    id: w,
+                    job: job.map(|j| format!("j{j}")),
+                    task: task.map(|t| format!("{} task {}", t.0, t.1)),
+                }
+            })
+            .collect()
+    }
+
+    /// Whether a job is in the table and not finished.
+    pub fn is_active(&self, num: JobNum) -> bool {
+        self.table.get(num).is_some_and(|j| !j.state.is_final()) && self.active.contains_key(&num)
+    }
+
+    /// The state of a job.
+    pub fn state(&self, num: JobNum) -> Option<JobState> {
+        self.table.get(num).map(|j| j.state)
+    }
+}
+
+impl Active {
+    fn new(master: Master) -> Active {
+        Active {
+            master,
+            rate: RateWindow::default(),
+            finalizer: None,
+            examples: 0,
+            loss_sum: 0.0,
+        }
+    }
+}

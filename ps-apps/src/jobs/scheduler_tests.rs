@@ -1,0 +1,259 @@
+//! The scheduler driven deterministically: in-memory stores, small datasets on disk,
+//! time passed in.
+
+use super::api::route;
+use super::scheduler::{FairMode, JobScheduler, SchedulerConfig, StoreFactory};
+use super::table::JobState;
+use super::wire::{Finished, JobsRequest, JobsResponse, Prediction};
+use crate::master::{MemStore, Store, Task, TaskReport};
+use crate::model::Model;
+use crate::recordio::{Compressor, Example, Features, Writer};
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+
+type Stores = Arc<Mutex<HashMap<String, MemStore>>>;
+
+fn factory(stores: &Stores) -> StoreFactory {
+    let s = Arc::clone(stores);
+    Box::new(move |name| Box::new(s.lock().entry(name.to_string()).or_default().clone()) as Box<dyn Store>)
+}
+
+/// `n` examples of 2 features in chunks of 4; label i % 2.
+fn dataset(dir: &Path, n: usize) -> String {
+    let p = dir.join("data.rio");
+    let mut w = Writer::create(&p, Compressor::None, 4, 1 << 20).unwrap();
+    for i in 0..n {
+        let e = Example {
+            label: (i % 2) as f32,
+            features: Features::Dense(vec![i as f32, 1.0]),
+        };
+        w.write(&e.encode()).unwrap();
+    }
+    w.finish().unwrap();
+    p.display().to_string()
+}
+
+fn sched(dir: &Path, stores: &Stores, servers: usize) -> JobScheduler {
+    let cfg = SchedulerConfig {
+        work_dir: dir.to_path_buf(),
+        mode: FairMode::Local,
+        realloc_every_ms: 1000,
+        num_servers: servers,
+    };
+    JobScheduler::new(cfg, factory(stores), 0).unwrap()
+}
+
+fn next(s: &mut JobScheduler, w: i32, finished: Option<Finished>, now: u64) -> JobsResponse {
+    s.handle(w, JobsRequest::Next { finished }, now)
+}
+
+fn infer_task(r: JobsResponse) -> (u32, Task) {
+    match r {
+        JobsResponse::Infer { job, task, .. } => (job, task),
+        other => panic!("expected an inference task, got {other:?}"),
+    }
+}
+
+/// Predicts class = label for every record of the task (read back from disk).
+fn done(job: u32, t: &Task) -> Finished {
+    let ex = crate::train::worker::task_examples(t).unwrap();
+    Finished {
+        job,
+        task: t.id,
+        report: TaskReport::default(),
+        predictions: Some(
+            ex.iter()
+                .map(|e| Prediction {
+                    class: e.label as u32,
+                    prob: 0.9,
+                    label: e.label,
+                })
+                .collect(),
+        ),
+    }
+}
+
+fn infer_body(dir: &Path, data: &str) -> String {
+    let model = dir.join("m.model");
+    let m = Model::Softmax { dim: 2, classes: 2 };
+    crate::model::save(&model, &m, &m.init(1)).unwrap();
+    serde_json::json!({"kind": "infer", "model": model, "data": data, "out": dir.join("out.csv")}).to_string()
+}
+
+#[test]
+fn inference_job_survives_a_restart_and_writes_every_record_once() {
+    let d = tempfile::tempdir().unwrap();
+    let stores = Stores::default();
+    let data = dataset(d.path(), 12); // 3 chunks of 4
+    let mut s = sched(d.path(), &stores, 1);
+    let v = s.submit(&infer_body(d.path(), &data), 10).unwrap();
+    assert_eq!((v.id.as_str(), v.state, v.tasks_total), ("j1", JobState::Queued, 3));
+    let (j, t0) = infer_task(next(&mut s, 9, None, 20));
+    let (_, t1) = infer_task(next(&mut s, 11, None, 20));
+    assert_eq!(s.view(j, 20).unwrap().state, JobState::Running);
+    assert_eq!(s.view(j, 20).unwrap().workers, 2);
+    let (_, t2) = infer_task(next(&mut s, 9, Some(done(j, &t0)), 120));
+    // the scheduler is killed and restarted: the job, its queue and batch 0 survive
+    drop(s);
+    let mut s = sched(d.path(), &stores, 1);
+    let v = s.view(j, 200).unwrap();
+    assert_eq!((v.state, v.tasks_done), (JobState::Running, 1));
+    // batch 1 is finished twice (a late duplicate): kept once
+    assert!(matches!(next(&mut s, 11, Some(done(j, &t1)), 300), JobsResponse::Wait));
+    assert!(matches!(next(&mut s, 11, Some(done(j, &t1)), 300), JobsResponse::Wait));
+    assert!(matches!(next(&mut s, 9, Some(done(j, &t2)), 400), JobsResponse::Wait));
+    let v = s.view(j, 400).unwrap();
+    assert_eq!((v.state, v.accuracy, v.progress), (JobState::Done, Some(1.0), 1.0));
+    let out = std::fs::read_to_string(d.path().join("out.csv")).unwrap();
+    let idx: Vec<&str> = out.lines().skip(1).map(|l| l.split(',').next().unwrap()).collect();
+    assert_eq!(idx, (0..12).map(|i| i.to_string()).collect::<Vec<_>>());
+    assert_eq!(s.table().active().count(), 0);
+}
+
+#[test]
+fn worker_death_requeues_its_batch_and_reallocates() {
+    let d = tempfile::tempdir().unwrap();
+    let stores = Stores::default();
+    let data = dataset(d.path(), 8);
+    let mut s = sched(d.path(), &stores, 1);
+    for w in [9, 11, 13] {
+        assert!(matches!(next(&mut s, w, None, 0), JobsResponse::Wait), "no job yet");
+    }
+    let a = s.submit(&infer_body(d.path(), &data), 1).unwrap();
+    let b = s.submit(&infer_body(d.path(), &data), 2).unwrap();
+    let workers = |s: &mut JobScheduler| (s.view(1, 3).unwrap().workers, s.view(2, 3).unwrap().workers);
+    assert_eq!((a.id.as_str(), b.id.as_str()), ("j1", "j2"));
+    assert_eq!(workers(&mut s), (2, 1), "3 workers, no rates yet: 2 / 1");
+    let held: Vec<(i32, u32, u64)> = [9, 11, 13]
+        .iter()
+        .map(|&w| {
+            let (j, t) = infer_task(next(&mut s, w, None, 10));
+            (w, j, t.id)
+        })
+        .collect();
+    let (dead, job, task) = held[0];
+    s.worker_dead(dead, 50);
+    assert_eq!(workers(&mut s), (1, 1));
+    // the dead worker's batch goes to the next worker of its job
+    let other = held.iter().find(|h| h.1 == job && h.0 != dead).unwrap().0;
+    let (j, t) = infer_task(next(&mut s, other, None, 60));
+    assert_eq!((j, t.id), (job, task), "the requeued batch comes first");
+    assert!(s.worker_views().iter().all(|w| w.id != dead));
+}
+
+#[test]
+fn training_jobs_wait_for_every_server() {
+    let d = tempfile::tempdir().unwrap();
+    let stores = Stores::default();
+    let data = dataset(d.path(), 8);
+    let mut s = sched(d.path(), &stores, 2);
+    let body = serde_json::json!({"kind": "train", "train": data, "epochs": 1}).to_string();
+    let v = s.submit(&body, 0).unwrap();
+    assert!(matches!(next(&mut s, 9, None, 1), JobsResponse::Wait));
+    let JobsResponse::Servers(list) = s.handle(8, JobsRequest::ServerPoll { hosting: vec![] }, 1) else {
+        panic!("servers' answer")
+    };
+    assert_eq!((list.len(), list[0].workers), (1, 1));
+    s.handle(8, JobsRequest::ServerPoll { hosting: vec![1] }, 2);
+    assert!(
+        matches!(next(&mut s, 9, None, 3), JobsResponse::Wait),
+        "one of two servers"
+    );
+    s.handle(10, JobsRequest::ServerPoll { hosting: vec![1] }, 4);
+    let mut tasks = 0;
+    let mut finished = None;
+    loop {
+        match next(&mut s, 9, finished.take(), 5) {
+            JobsResponse::Train { task, .. } => {
+                tasks += 1;
+                finished = Some(Finished {
+                    job: 1,
+                    task: task.id,
+                    report: TaskReport::default(),
+                    predictions: None,
+                });
+            }
+            JobsResponse::Finalize { job, .. } => {
+                assert_eq!(job, 1);
+                break;
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(tasks, 2);
+    s.handle(
+        9,
+        JobsRequest::Finalized {
+            job: 1,
+            accuracy: Some(0.5),
+            error: None,
+        },
+        9,
+    );
+    let v2 = s.view(1, 10).unwrap();
+    assert_eq!(
+        (v.id.as_str(), v2.state, v2.accuracy),
+        ("j1", JobState::Done, Some(0.5))
+    );
+    let JobsResponse::Servers(list) = s.handle(8, JobsRequest::ServerPoll { hosting: vec![1] }, 11) else {
+        panic!("servers' answer")
+    };
+    assert!(list.is_empty(), "servers drop the ended job's shards");
+}
+
+#[test]
+fn http_api_statuses_and_reasons() {
+    let d = tempfile::tempdir().unwrap();
+    let stores = Stores::default();
+    let data = dataset(d.path(), 8);
+    let mut s = sched(d.path(), &stores, 1);
+    let mut call = |m: &str, p: &str, b: &str| route(&mut s, m, p, b, 5).unwrap();
+    for (body, code) in [
+        ("{", 400),
+        (r#"{"kind":"dance"}"#, 400),
+        (r#"{"kind":"train","train":"/no.rio"}"#, 400),
+    ] {
+        let (c, _, text) = call("POST", "/jobs", body);
+        assert_eq!(c, code, "{body}: {text}");
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert!(!v["error"].as_str().unwrap().contains('\n'));
+    }
+    let (c, _, text) = call("POST", "/jobs", &infer_body(d.path(), &data));
+    assert_eq!(c, 201, "{text}");
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    for key in [
+        "id",
+        "kind",
+        "state",
+        "workers",
+        "progress",
+        "queries_per_s",
+        "accuracy",
+        "error",
+    ] {
+        assert!(v.get(key).is_some(), "job object lacks {key}: {text}");
+    }
+    assert_eq!((v["id"].as_str(), v["state"].as_str()), (Some("j1"), Some("queued")));
+    let (c, _, text) = call("GET", "/jobs", "");
+    assert_eq!(
+        (
+            c,
+            serde_json::from_str::<serde_json::Value>(&text).unwrap()[0]["id"].as_str()
+        ),
+        (200, Some("j1"))
+    );
+    assert_eq!(call("GET", "/jobs/j1", "").0, 200);
+    assert_eq!(call("GET", "/jobs/j7", "").0, 404);
+    assert_eq!(call("GET", "/jobs/zz", "").0, 404);
+    assert_eq!(call("PUT", "/jobs", "").0, 405);
+    let (c, _, text) = call("DELETE", "/jobs/j1", "");
+    assert!(c == 200 && text.contains("\"cancelled\""), "{text}");
+    assert_eq!(call("DELETE", "/jobs/j1", "").0, 409);
+    assert_eq!(call("GET", "/", "").0, 200);
+    assert!(
+        route(&mut s, "GET", "/stats.json", "", 5).is_none(),
+        "falls through to the stats routes"
+    );
+}

@@ -1,0 +1,142 @@
+//! The scheduler's shell for a cluster of jobs: the [`JobScheduler`] served to workers
+//! and servers over SimpleApp, its ticker (timeouts, periodic reallocation), node
+//! deaths, and the HTTP API plus dashboard on the stats port.
+
+use super::scheduler::JobScheduler;
+use super::wire::{JobsRequest, JOBS_APP};
+use crate::stats::{Api, NodeStat, Snapshot, StatsServer, TrafficStat};
+use crate::train::coordinator::{decode, encode};
+use parking_lot::Mutex;
+use ps_core::node::{id_role, SCHEDULER};
+use ps_core::simple_app::{Responder, SimpleApp, SimpleData};
+use ps_core::{Postoffice, Role};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// Milliseconds since the Unix epoch (the scheduler's clock).
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// The running service; stops its threads when dropped.
+pub struct JobService {
+    _app: SimpleApp,
+    http: StatsServer,
+    stop: Arc<AtomicBool>,
+    ticker: Option<std::thread::JoinHandle<()>>,
+}
+
+impl JobService {
+    /// Serves `sched` on this (scheduler) node, the API on `http_addr`.
+    pub fn start(po: &Arc<Postoffice>, sched: JobScheduler, http_addr: &str) -> Result<JobService, String> {
+        let sched = Arc::new(Mutex::new(sched));
+        let s = Arc::clone(&sched);
+        let handle = move |req: &SimpleData, resp: &Responder| {
+            let reply = match decode::<JobsRequest>(&req.body) {
+                Ok(r) => s.lock().handle(req.sender, r, now_ms()),
+                Err(e) => {
+                    log::warn!("from {}: {e}", req.sender);
+                    super::wire::JobsResponse::Error(e)
+                }
+            };
+            if let Err(e) = resp.response(req, encode(&reply)) {
+                log::warn!("jobs reply to {} not sent: {e}", req.sender);
+            }
+        };
+        let app = SimpleApp::new(po, JOBS_APP, Some(Box::new(handle)), None)?;
+        let s = Arc::clone(&sched);
+        po.on_node_dead(move |ids| {
+            let mut s = s.lock();
+            for &id in ids {
+                match id_role(id) {
+                    Some(Role::Worker) => s.worker_dead(id, now_ms()),
+                    Some(Role::Server) => s.server_dead(id),
+                    _ => {}
+                }
+            }
+        });
+        let stop = Arc::new(AtomicBool::new(false));
+        let (s2, sc) = (Arc::clone(&stop), Arc::clone(&sched));
+        let ticker = std::thread::Builder::new()
+            .name("jobs-tick".into())
+            .spawn(move || {
+                while !s2.load(Ordering::Relaxed) {
+                    std::thread::sleep(Duration::from_millis(100));
+                    sc.lock().tick(now_ms());
+                }
+            })
+            .map_err(|e| e.to_string())?;
+        let sa = Arc::clone(&sched);
+        let api: Api = Arc::new(move |m, p, b| super::api::route(&mut sa.lock(), m, p, b, now_ms()));
+        let (po2, started, sp) = (Arc::clone(po), Instant::now(), Arc::clone(&sched));
+        let provider = Arc::new(move || {
+            let n = sp.lock().table().active().count();
+            snapshot(&po2, started, format!("cluster: {n} active job(s)"))
+        });
+        let http = StatsServer::start_with_api(http_addr, provider, Some(api))?;
+        log::info!("jobs API and dashboard at http://{}/", http.addr());
+        println!("api: http://{}/", http.addr());
+        Ok(JobService {
+            _app: app,
+            http,
+            stop,
+            ticker: Some(ticker),
+        })
+    }
+
+    /// The HTTP address bound.
+    pub fn addr(&self) -> std::net::SocketAddr {
+        self.http.addr()
+    }
+}
+
+fn snapshot(po: &Postoffice, started: Instant, job: String) -> Snapshot {
+    let van = po.van();
+    let dead = po.dead_nodes();
+    let hb: std::collections::HashMap<i32, Option<u64>> = van.heartbeat_table().into_iter().collect();
+    let nodes = po
+        .nodes()
+        .iter()
+        .map(|n| NodeStat {
+            id: n.id,
+            role: n.role.to_string(),
+            addr: n.addr(),
+            heartbeat_age_ms: if n.id == SCHEDULER {
+                Some(0)
+            } else {
+                hb.get(&n.id).copied().flatten()
+            },
+            dead: dead.contains(&n.id),
+            recovered: n.is_recovery,
+        })
+        .collect();
+    let st = &van.stats;
+    let get = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+    Snapshot {
+        uptime_s: started.elapsed().as_secs_f64(),
+        job,
+        nodes,
+        traffic: TrafficStat {
+            sent_msgs: get(&st.sent_msgs),
+            sent_bytes: get(&st.sent_bytes),
+            recv_msgs: get(&st.recv_msgs),
+            recv_bytes: get(&st.recv_bytes),
+            malformed: get(&st.malformed),
+            resent: get(&st.resent),
+        },
+        ..Default::default()
+    }
+}
+
+impl Drop for JobService {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.ticker.take() {
+            let _ = t.join();
+        }
+    }
+}

@@ -1,0 +1,129 @@
+//! What workers and servers say to the cluster's scheduler (over SimpleApp app
+//! [`JOBS_APP`], bincode) and what it answers.
+
+use super::spec::TrainSpec;
+use super::table::JobNum;
+use crate::master::{Task, TaskReport};
+use crate::model::Model;
+use serde::{Deserialize, Serialize};
+
+/// The SimpleApp id of the jobs service on the scheduler.
+pub const JOBS_APP: i32 = 3;
+/// The head of jobs requests.
+pub const JOBS_HEAD: i32 = 1;
+/// The KV app id of job `num`'s parameters (each training job has its own customer on
+/// the servers).
+pub fn job_app(num: JobNum) -> i32 {
+    100 + num as i32
+}
+
+/// One record's prediction in an inference job.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Prediction {
+    /// The predicted class.
+    pub class: u32,
+    /// Its probability.
+    pub prob: f32,
+    /// The record's label (NaN if it has none).
+    pub label: f32,
+}
+
+/// A finished query (task) of a job.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Finished {
+    /// The job.
+    pub job: JobNum,
+    /// The task.
+    pub task: u64,
+    /// Training statistics (examples, loss, correct).
+    pub report: TaskReport,
+    /// Inference: one prediction per record of the task, in order.
+    pub predictions: Option<Vec<Prediction>>,
+}
+
+/// A request to the scheduler.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum JobsRequest {
+    /// A worker reports what it finished (if anything) and asks for more.
+    Next {
+        /// The finished task.
+        finished: Option<Finished>,
+    },
+    /// A worker could not do a task (it goes back to the job's queue).
+    Failed {
+        /// The job.
+        job: JobNum,
+        /// The task.
+        task: u64,
+    },
+    /// A worker finalized a training job (evaluated and saved the model).
+    Finalized {
+        /// The job.
+        job: JobNum,
+        /// Test accuracy, if the job has a test set.
+        accuracy: Option<f64>,
+        /// Why finalizing failed.
+        error: Option<String>,
+    },
+    /// A server says which jobs' shards it holds and asks which it should hold.
+    ServerPoll {
+        /// Jobs whose shards it serves now.
+        hosting: Vec<JobNum>,
+    },
+}
+
+/// A training job's parameters as a server needs them.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ServerJob {
+    /// The job.
+    pub job: JobNum,
+    /// Its model.
+    pub model: Model,
+    /// Its options.
+    pub spec: TrainSpec,
+    /// Workers on it now.
+    pub workers: usize,
+}
+
+/// The scheduler's answer.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum JobsResponse {
+    /// Train on this task of a training job.
+    Train {
+        /// The job.
+        job: JobNum,
+        /// Its model.
+        model: Model,
+        /// Its options.
+        spec: TrainSpec,
+        /// The task.
+        task: Task,
+    },
+    /// Predict every record of this task of an inference job.
+    Infer {
+        /// The job.
+        job: JobNum,
+        /// The model file.
+        model_path: String,
+        /// The task.
+        task: Task,
+    },
+    /// Pull the job's model, evaluate it on its test set, save it, and report
+    /// [`JobsRequest::Finalized`].
+    Finalize {
+        /// The job.
+        job: JobNum,
+        /// Its model.
+        model: Model,
+        /// Its options.
+        spec: TrainSpec,
+    },
+    /// Nothing to do now; ask again shortly.
+    Wait,
+    /// The training jobs whose shards servers should hold now.
+    Servers(Vec<ServerJob>),
+    /// Done.
+    Ok,
+    /// The request was refused.
+    Error(String),
+}

@@ -1,0 +1,216 @@
+//! A cluster worker: asks the scheduler for work, runs it, reports it, forever. A
+//! training task goes through the job's own KV app on the servers; an inference task
+//! predicts every record of its chunks with the job's saved model; a finalize order
+//! evaluates a finished training job on its test set and saves its model. A worker
+//! switches jobs only between tasks, as the scheduler's answers say.
+
+use super::table::JobNum;
+use super::wire::{job_app, Finished, JobsRequest, JobsResponse, Prediction, JOBS_APP, JOBS_HEAD};
+use super::{TrainSpec, UpdateRule};
+use crate::master::{Task, TaskReport};
+use crate::model::Model;
+use crate::train::coordinator::{decode, encode};
+use crate::train::exchange::ParamExchange;
+use crate::train::kv_exchange::KvExchange;
+use crate::train::layout::Layout;
+use crate::train::minibatch::MinibatchLoop;
+use crate::train::worker::{evaluate, read_examples, task_examples, train_task};
+use ps_core::kv::KVWorker;
+use ps_core::node::SCHEDULER;
+use ps_core::simple_app::SimpleApp;
+use ps_core::Postoffice;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How long a cluster node keeps asking an unreachable scheduler (e.g. restarting).
+pub const PATIENCE: Duration = Duration::from_secs(120);
+
+/// Sends `req` to the scheduler's jobs service, retrying while it is unreachable for
+/// at most `patience`.
+pub fn call(app: &SimpleApp, req: &JobsRequest, patience: Duration) -> Result<JobsResponse, String> {
+    let start = Instant::now();
+    let body = encode(req);
+    loop {
+        match app.call(JOBS_HEAD, body.clone(), SCHEDULER, Duration::from_secs(5)) {
+            Ok(replies) => {
+                let r = replies.first().ok_or("empty reply from the scheduler")?;
+                return decode(&r.body);
+            }
+            Err(e) if start.elapsed() < patience => {
+                log::warn!("scheduler unreachable ({e}); retrying");
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            Err(e) => return Err(format!("the scheduler did not answer for {patience:?}: {e}")),
+        }
+    }
+}
+
+/// The worker's link to one training job's parameters.
+struct TrainCtx {
+    job: JobNum,
+    ex: KvExchange,
+    lp: MinibatchLoop,
+}
+
+fn train_ctx(po: &Arc<Postoffice>, job: JobNum, model: &Model, spec: &TrainSpec) -> Result<TrainCtx, String> {
+    let kv = KVWorker::<f32>::new(po, job_app(job))?;
+    let ex = KvExchange::new(
+        kv,
+        Layout::new(model.num_params(), po.num_servers()),
+        Duration::from_secs(30),
+    );
+    let lp = MinibatchLoop::new(ex.num_shards(), spec.mode == UpdateRule::Sync, spec.max_rejections);
+    Ok(TrainCtx { job, ex, lp })
+}
+
+fn predict(model: &Model, params: &[f32], task: &Task) -> Result<(Vec<Prediction>, TaskReport), String> {
+    let examples = task_examples(task)?;
+    let mut rep = TaskReport::default();
+    let preds = examples
+        .iter()
+        .map(|e| {
+            let probs = model.predict(params, e);
+            let (class, prob) = probs
+                .iter()
+                .enumerate()
+                .fold((0, f32::MIN), |b, (i, &v)| if v > b.1 { (i, v) } else { b });
+            let label = match model {
+                Model::LogReg { .. } => f32::from(u8::from(e.label > 0.0)),
+                _ => e.label,
+            };
+            rep.examples += 1;
+            rep.correct += u64::from(label == class as f32);
+            Prediction {
+                class: class as u32,
+                prob,
+                label,
+            }
+        })
+        .collect();
+    Ok((preds, rep))
+}
+
+fn finalize(ctx: &mut TrainCtx, model: &Model, spec: &TrainSpec) -> Result<Option<f64>, String> {
+    let params = ctx.ex.pull(None, &vec![None; ctx.ex.num_shards()])?.values;
+    let mut accuracy = None;
+    if let Some(test) = &spec.test {
+        let ev = evaluate(model, &params, &read_examples(Path::new(test))?);
+        println!(
+            "job j{} final test accuracy {:.4} log-loss {:.4}",
+            ctx.job, ev.accuracy, ev.log_loss
+        );
+        accuracy = Some(ev.accuracy);
+    }
+    if let Some(out) = &spec.out {
+        crate::model::save(Path::new(out), model, &params).map_err(|e| e.to_string())?;
+        println!("job j{} model saved to {out}", ctx.job);
+    }
+    Ok(accuracy)
+}
+
+/// Leaves the current training job: tells its servers this worker holds no task (its
+/// sync versions stop waiting for it), then drops the job's KV app.
+fn leave(ctx: &mut Option<TrainCtx>) {
+    if let Some(mut c) = ctx.take() {
+        if let Err(e) = c.ex.idle() {
+            log::debug!("idle notice to job j{} not sent: {e}", c.job);
+        }
+    }
+}
+
+/// Runs the worker until the scheduler stays unreachable for [`PATIENCE`].
+pub fn run(po: &Arc<Postoffice>) -> Result<(), String> {
+    let app = SimpleApp::new(po, JOBS_APP, None, None)?;
+    let mut ctx: Option<TrainCtx> = None;
+    let mut loaded: Option<(JobNum, Model, Vec<f32>)> = None;
+    let mut finished: Option<Finished> = None;
+    loop {
+        let resp = call(
+            &app,
+            &JobsRequest::Next {
+                finished: finished.clone(),
+            },
+            PATIENCE,
+        )?;
+        if let JobsResponse::Error(e) = &resp {
+            log::warn!("scheduler: {e}; asking again");
+            std::thread::sleep(Duration::from_millis(200));
+            continue;
+        }
+        finished = None;
+        match resp {
+            JobsResponse::Train { job, model, spec, task } => {
+                if ctx.as_ref().map(|c| c.job) != Some(job) {
+                    leave(&mut ctx); // the old job's KV app goes before the new one's comes
+                    ctx = Some(train_ctx(po, job, &model, &spec)?);
+                    log::info!("working on job j{job}");
+                }
+                let c = ctx.as_mut().expect("set above");
+                c.lp.grad_scale = spec.lr_decay.powi(i32::try_from(task.epoch).unwrap_or(i32::MAX));
+                match train_task(&model, &mut c.ex, &mut c.lp, &task, spec.batch) {
+                    Ok(Some(report)) => {
+                        finished = Some(Finished {
+                            job,
+                            task: task.id,
+                            report,
+                            predictions: None,
+                        })
+                    }
+                    Ok(None) => {
+                        call(&app, &JobsRequest::Failed { job, task: task.id }, PATIENCE)?;
+                    }
+                    Err(e) => {
+                        log::warn!("job j{job} task {}: {e}", task.id);
+                        ctx = None;
+                        call(&app, &JobsRequest::Failed { job, task: task.id }, PATIENCE)?;
+                    }
+                }
+            }
+            JobsResponse::Infer { job, model_path, task } => {
+                if loaded.as_ref().map(|l| l.0) != Some(job) {
+                    let (m, p) = crate::model::load(Path::new(&model_path)).map_err(|e| e.to_string())?;
+                    loaded = Some((job, m, p));
+                    log::info!("working on job j{job}");
+                }
+                let (_, m, p) = loaded.as_ref().expect("set above");
+                match predict(m, p, &task) {
+                    Ok((preds, report)) => {
+                        finished = Some(Finished {
+                            job,
+                            task: task.id,
+                            report,
+                            predictions: Some(preds),
+                        })
+                    }
+                    Err(e) => {
+                        log::warn!("job j{job} task {}: {e}", task.id);
+                        call(&app, &JobsRequest::Failed { job, task: task.id }, PATIENCE)?;
+                    }
+                }
+            }
+            JobsResponse::Finalize { job, model, spec } => {
+                if ctx.as_ref().map(|c| c.job) != Some(job) {
+                    drop(ctx.take());
+                    ctx = Some(train_ctx(po, job, &model, &spec)?);
+                }
+                let out = finalize(ctx.as_mut().expect("set above"), &model, &spec);
+                let (accuracy, error) = match out {
+                    Ok(a) => (a, None),
+                    Err(e) => (None, Some(e)),
+                };
+                call(&app, &JobsRequest::Finalized { job, accuracy, error }, PATIENCE)?;
+                ctx = None;
+            }
+            _ => {
+                if let Some(c) = ctx.as_mut() {
+                    // holds no task: the job's sync versions must not wait for it
+                    if let Err(e) = c.ex.idle() {
+                        log::debug!("idle notice not sent: {e}");
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(50))
+            }
+        }
+    }
+}

@@ -1,0 +1,69 @@
+//! `psrs cluster`: a long-running cluster that runs jobs as they are submitted (run on
+//! every node, e.g. `scripts/local.sh 2 2 psrs cluster --stats-addr 127.0.0.1:8080`).
+//! The scheduler serves the jobs API and dashboard on `--stats-addr`; servers hold each
+//! training job's parameters; workers take tasks of the job they are assigned to.
+
+use clap::{Args as ClapArgs, ValueEnum};
+use ps_apps::jobs::service::{now_ms, JobService};
+use ps_apps::jobs::{FairMode, JobScheduler, SchedulerConfig, StoreFactory};
+use ps_apps::master::{FileStore, Store};
+use ps_core::Role;
+use std::path::PathBuf;
+
+/// Fair-time modes.
+#[derive(Clone, Copy, ValueEnum)]
+pub enum Scheduling {
+    /// Job i gets n·S_i/ΣS_j workers (S: seconds per query over the last 10 s).
+    Local,
+    /// Balance the jobs' expected query rates (dynamic programming).
+    Global,
+}
+
+/// Arguments of `psrs cluster`.
+#[derive(ClapArgs)]
+pub struct Args {
+    /// Serve the jobs API, the dashboard and the statistics on this address
+    /// (scheduler), e.g. 127.0.0.1:8080.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    stats_addr: String,
+    /// How the workers are split among running jobs.
+    #[arg(long, value_enum, default_value = "local")]
+    scheduling: Scheduling,
+    /// Reallocate the workers at least this often, ms (also on every arrival, end and
+    /// worker death).
+    #[arg(long, default_value_t = 2000)]
+    realloc_ms: u64,
+    /// Directory for the job table, the jobs' queues and batches (scheduler) and the
+    /// jobs' checkpoints (servers). A restarted scheduler resumes the jobs found there.
+    #[arg(long, default_value = "psrs-cluster")]
+    work_dir: PathBuf,
+}
+
+/// Runs this node's role of the cluster until it is killed.
+pub fn run(a: Args) -> Result<(), String> {
+    let po = super::start_node()?;
+    std::fs::create_dir_all(&a.work_dir).map_err(|e| format!("{}: {e}", a.work_dir.display()))?;
+    match po.role() {
+        Role::Scheduler => {
+            let dir = a.work_dir.clone();
+            let stores: StoreFactory =
+                Box::new(move |name| Box::new(FileStore::new(dir.join(format!("{name}.state")))) as Box<dyn Store>);
+            let cfg = SchedulerConfig {
+                work_dir: a.work_dir.clone(),
+                mode: match a.scheduling {
+                    Scheduling::Local => FairMode::Local,
+                    Scheduling::Global => FairMode::Global,
+                },
+                realloc_every_ms: a.realloc_ms.max(100),
+                num_servers: po.num_servers(),
+            };
+            let sched = JobScheduler::new(cfg, stores, now_ms())?;
+            let _svc = JobService::start(&po, sched, &a.stats_addr)?;
+            loop {
+                std::thread::sleep(std::time::Duration::from_secs(3600));
+            }
+        }
+        Role::Server => ps_apps::jobs::server::run(&po, &a.work_dir),
+        Role::Worker => ps_apps::jobs::worker::run(&po),
+    }
+}

@@ -1,0 +1,167 @@
+//! `psrs job`: the client of a cluster's jobs API (`--api http://HOST:PORT` or
+//! `PSRS_API`): submit training and inference jobs, list them, show one, wait for one
+//! to end, cancel one. Everything goes through the HTTP/JSON API, so curl does too.
+
+use clap::{Args as ClapArgs, Subcommand};
+use serde_json::Value;
+use std::time::{Duration, Instant};
+
+/// Arguments of `psrs job`.
+#[derive(ClapArgs)]
+pub struct Args {
+    /// The scheduler's API (its --stats-addr).
+    #[arg(long, env = "PSRS_API", default_value = "http://127.0.0.1:8080")]
+    api: String,
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Submit a job.
+    #[command(subcommand)]
+    Submit(Submit),
+    /// List every job.
+    List,
+    /// Show one job (JSON).
+    Status {
+        /// The job's id.
+        id: String,
+    },
+    /// Wait until a job ends; fails unless it is done.
+    Wait {
+        /// The job's id.
+        id: String,
+        /// Give up after this many seconds.
+        #[arg(long, default_value_t = 3600)]
+        timeout_s: u64,
+    },
+    /// Cancel a job.
+    Cancel {
+        /// The job's id.
+        id: String,
+    },
+}
+
+#[derive(Subcommand)]
+enum Submit {
+    /// A training job: the options of `psrs train`.
+    Train(Box<super::train::Args>),
+    /// An inference job: a saved model over a RecordIO dataset.
+    Infer(InferArgs),
+}
+
+/// Arguments of `psrs job submit infer`.
+#[derive(ClapArgs)]
+struct InferArgs {
+    /// The model file (`--out` of a training job or of `psrs train`).
+    #[arg(long)]
+    model: String,
+    /// The dataset: RecordIO files, comma-separated.
+    #[arg(long)]
+    data: String,
+    /// Where the outputs go (CSV `index,class,probability,label`, in dataset order).
+    #[arg(long)]
+    out: String,
+    /// Chunks per batch ("query").
+    #[arg(long, default_value_t = 1)]
+    chunks_per_task: usize,
+}
+
+fn request(method: &str, url: &str, body: Option<&str>) -> Result<Value, String> {
+    let req = ureq::request(method, url).timeout(Duration::from_secs(30));
+    let resp = match body {
+        Some(b) => req.set("Content-Type", "application/json").send_string(b),
+        None => req.call(),
+    };
+    let text = match resp {
+        Ok(r) => r.into_string().map_err(|e| e.to_string())?,
+        Err(ureq::Error::Status(code, r)) => {
+            let text = r.into_string().unwrap_or_default();
+            let why = serde_json::from_str::<Value>(&text)
+                .ok()
+                .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(str::to_string))
+                .unwrap_or(text);
+            return Err(format!("{code}: {}", why.trim()));
+        }
+        Err(e) => return Err(format!("cannot reach the scheduler at {url}: {e}")),
+    };
+    serde_json::from_str(&text).map_err(|e| format!("bad answer from {url}: {e}"))
+}
+
+fn fmt_opt(v: &Value, d: usize) -> String {
+    v.as_f64().map_or("-".into(), |x| format!("{x:.d$}"))
+}
+
+fn line(j: &Value) -> String {
+    format!(
+        "{:<5} {:<6} {:<10} workers {:<3} progress {:>5.1}%  q/s {:>7}  accuracy {}{}",
+        j["id"].as_str().unwrap_or("?"),
+        j["kind"].as_str().unwrap_or("?"),
+        j["state"].as_str().unwrap_or("?"),
+        j["workers"],
+        j["progress"].as_f64().unwrap_or(0.0) * 100.0,
+        fmt_opt(&j["queries_per_s"], 2),
+        fmt_opt(&j["accuracy"], 4),
+        j["error"].as_str().map(|e| format!("  error: {e}")).unwrap_or_default(),
+    )
+}
+
+/// Runs the client.
+pub fn run(a: Args) -> Result<(), String> {
+    let base = a.api.trim_end_matches('/').to_string();
+    let base = if base.contains("://") {
+        base
+    } else {
+        format!("http://{base}")
+    };
+    match a.cmd {
+        Cmd::Submit(s) => {
+            let body = match s {
+                Submit::Train(t) => {
+                    let mut v = serde_json::to_value(t.job_spec()).map_err(|e| e.to_string())?;
+                    v["kind"] = "train".into();
+                    v
+                }
+                Submit::Infer(i) => serde_json::json!({
+                    "kind": "infer", "model": i.model, "data": i.data, "out": i.out,
+                    "chunks_per_task": i.chunks_per_task,
+                }),
+            };
+            let j = request("POST", &format!("{base}/jobs"), Some(&body.to_string()))?;
+            println!("{}", j["id"].as_str().unwrap_or("?"));
+        }
+        Cmd::List => {
+            for j in request("GET", &format!("{base}/jobs"), None)?
+                .as_array()
+                .into_iter()
+                .flatten()
+            {
+                println!("{}", line(j));
+            }
+        }
+        Cmd::Status { id } => {
+            let j = request("GET", &format!("{base}/jobs/{id}"), None)?;
+            println!("{}", serde_json::to_string_pretty(&j).map_err(|e| e.to_string())?);
+        }
+        Cmd::Cancel { id } => println!("{}", line(&request("DELETE", &format!("{base}/jobs/{id}"), None)?)),
+        Cmd::Wait { id, timeout_s } => {
+            let start = Instant::now();
+            loop {
+                let j = request("GET", &format!("{base}/jobs/{id}"), None)?;
+                match j["state"].as_str() {
+                    Some("done") => {
+                        println!("{}", line(&j));
+                        return Ok(());
+                    }
+                    Some("failed") | Some("cancelled") => return Err(line(&j)),
+                    _ if start.elapsed() > Duration::from_secs(timeout_s) => {
+                        return Err(format!("job {id} did not end within {timeout_s} s"))
+                    }
+                    _ => std::thread::sleep(Duration::from_millis(200)),
+                }
+            }
+        }
+    }
+    Ok(())
+}
