@@ -3,8 +3,12 @@
 use std::fmt;
 use std::io::{Read, Write};
 
-/// Magic number opening every chunk (`PRIO`).
-pub const MAGIC: u32 = u32::from_le_bytes(*b"PRIO");
+/// Magic number opening every chunk: PaddlePaddle RecordIO's `0x01020304`, stored
+/// little-endian (bytes `04 03 02 01`).
+pub const MAGIC: u32 = 0x0102_0304;
+/// Magic number of psrs's former chunk layout (`PRIO`): the same header and payload
+/// under another magic. Such files are still read; new files get [`MAGIC`].
+pub const LEGACY_MAGIC: u32 = u32::from_le_bytes(*b"PRIO");
 /// Size of a chunk header.
 pub const HEADER_LEN: usize = 20;
 /// Largest stored or uncompressed chunk payload accepted.
@@ -18,15 +22,18 @@ pub const MAX_CHUNK_RECORDS: u32 = (MAX_CHUNK_BYTES / 4) as u32;
 pub enum Compressor {
     /// Stored as is.
     None,
-    /// Snappy (frame format).
+    /// Snappy's framing format (stream identifier, then CRC-32C-checked chunks of at
+    /// most 64 KiB), as Go's `snappy.NewBufferedWriter` writes and `snappy.NewReader`
+    /// reads; not a raw snappy block.
     Snappy,
-    /// Gzip.
+    /// Gzip (RFC 1952); several concatenated members are read as one stream, as Go's
+    /// `gzip.Reader` does.
     Gzip,
 }
 
 impl Compressor {
-    /// The code stored in the header.
-    pub fn code(self) -> u8 {
+    /// The code stored in the header (Paddle's `NoCompression`, `Snappy`, `Gzip`).
+    pub fn code(self) -> u32 {
         match self {
             Compressor::None => 0,
             Compressor::Snappy => 1,
@@ -34,7 +41,7 @@ impl Compressor {
         }
     }
     /// The compressor with this header code.
-    pub fn from_code(c: u8) -> Option<Compressor> {
+    pub fn from_code(c: u32) -> Option<Compressor> {
         match c {
             0 => Some(Compressor::None),
             1 => Some(Compressor::Snappy),
@@ -76,7 +83,9 @@ impl Compressor {
             Compressor::Snappy => snap::read::FrameDecoder::new(stored)
                 .take(limit)
                 .read_to_end(&mut out)?,
-            Compressor::Gzip => flate2::read::GzDecoder::new(stored).take(limit).read_to_end(&mut out)?,
+            Compressor::Gzip => flate2::read::MultiGzDecoder::new(stored)
+                .take(limit)
+                .read_to_end(&mut out)?,
         };
         if out.len() as u64 > MAX_CHUNK_BYTES {
             return Err(std::io::Error::other("decompressed chunk is larger than 256 MiB"));
@@ -131,25 +140,26 @@ pub(crate) struct Header {
     pub records: u32,
 }
 
+/// The 20 header bytes of a chunk, all fields little-endian u32: magic, CRC32 (IEEE)
+/// of the stored payload, compressor code, stored payload size, record count.
 pub(crate) fn encode_header(crc: u32, c: Compressor, len: u32, records: u32) -> [u8; HEADER_LEN] {
     let mut h = [0u8; HEADER_LEN];
-    h[..4].copy_from_slice(&MAGIC.to_le_bytes());
-    h[4..8].copy_from_slice(&crc.to_le_bytes());
-    h[8] = c.code();
-    h[12..16].copy_from_slice(&len.to_le_bytes());
-    h[16..20].copy_from_slice(&records.to_le_bytes());
+    for (i, v) in [MAGIC, crc, c.code(), len, records].into_iter().enumerate() {
+        h[i * 4..i * 4 + 4].copy_from_slice(&v.to_le_bytes());
+    }
     h
 }
 
+/// Decodes and bounds-checks a chunk header (either magic, see [`LEGACY_MAGIC`]).
 pub(crate) fn decode_header(h: &[u8; HEADER_LEN]) -> Result<Header, String> {
     let u = |a: usize| u32::from_le_bytes(h[a..a + 4].try_into().expect("4 bytes"));
-    if u(0) != MAGIC {
-        return Err(format!("bad magic {:#010x} (not a RecordIO chunk)", u(0)));
+    if u(0) != MAGIC && u(0) != LEGACY_MAGIC {
+        return Err(format!(
+            "bad magic {:#010x} (not a RecordIO chunk; expected {MAGIC:#010x})",
+            u(0)
+        ));
     }
-    if h[9..12] != [0, 0, 0] {
-        return Err("reserved header bytes are not zero".into());
-    }
-    let compressor = Compressor::from_code(h[8]).ok_or_else(|| format!("unknown compressor {}", h[8]))?;
+    let compressor = Compressor::from_code(u(8)).ok_or_else(|| format!("unknown compressor {}", u(8)))?;
     let len = u(12) as u64;
     if len > MAX_CHUNK_BYTES {
         return Err(format!("chunk of {len} bytes exceeds the 256 MiB limit"));

@@ -3,10 +3,13 @@
 //! by reading headers only, then read any chunk by offset; the master cuts a dataset
 //! into tasks of chunks this way.
 //!
-//! Chunk header (20 bytes, little-endian): magic `PRIO`, CRC32 of the stored payload,
-//! compressor (0 none, 1 snappy, 2 gzip) and 3 zero bytes, stored payload size, record
-//! count. Payload before compression: for each record, its length (u32) then its bytes.
-
+//! The format is PaddlePaddle's RecordIO (`github.com/PaddlePaddle/recordio`), byte for
+//! byte: files written by Paddle's Go/Python/C library are read here, and files written
+//! here open in Paddle's reader. Chunk header (20 bytes, five little-endian u32): magic
+//! `0x01020304`, CRC32 (IEEE) of the stored payload, compressor (0 none, 1 snappy in
+//! the framing format, 2 gzip), stored payload size, record count. Payload before
+//! compression: for each record, its length (u32 little-endian) then its bytes. Files
+//! in psrs's earlier layout (magic `PRIO`, otherwise identical) are still read.
 //!
 //! Every size read from disk is bounded ([`MAX_CHUNK_BYTES`], [`MAX_CHUNK_RECORDS`]);
 //! a damaged file gives a [`RecordIoError`] naming the file and chunk, never a panic.
@@ -17,6 +20,8 @@
 //! `convert_*` functions (optionally under [`convert_with_progress`]).
 
 mod chunk;
+#[cfg(test)]
+mod compat_tests;
 mod convert;
 mod example;
 mod progress;
@@ -24,7 +29,9 @@ mod reader;
 mod scanner;
 mod writer;
 
-pub use chunk::{ChunkIndex, Compressor, FileIndex, RecordIoError, MAX_CHUNK_BYTES, MAX_CHUNK_RECORDS};
+pub use chunk::{
+    ChunkIndex, Compressor, FileIndex, RecordIoError, LEGACY_MAGIC, MAGIC, MAX_CHUNK_BYTES, MAX_CHUNK_RECORDS,
+};
 pub use convert::{convert_csv, convert_idx, convert_libsvm, ConvertStats, Progress};
 pub use example::{Example, Features};
 pub use progress::convert_with_progress;

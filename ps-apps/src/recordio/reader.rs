@@ -86,6 +86,7 @@ pub fn read_all(path: &Path) -> Result<Vec<Vec<u8>>, RecordIoError> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::chunk::{LEGACY_MAGIC, MAGIC};
     use super::super::{Compressor, Writer};
     use super::*;
     use proptest::prelude::*;
@@ -171,7 +172,7 @@ mod tests {
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(64))]
         #[test]
-        fn damaged_files_give_errors_or_valid_data(pos in 0usize..2000, val in any::<u8>(), cut in 0usize..2000, c in 0u8..3) {
+        fn damaged_files_give_errors_or_valid_data(pos in 0usize..2000, val in any::<u8>(), cut in 0usize..2000, c in 0u32..3) {
             let d = tempfile::tempdir().unwrap();
             let p = write(d.path(), Compressor::from_code(c).unwrap(), 30);
             let original = read_all(&p).unwrap();
@@ -186,12 +187,13 @@ mod tests {
         }
 
         #[test]
-        fn random_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..600), magic in any::<bool>()) {
+        fn random_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..600), magic in 0u8..3) {
             let d = tempfile::tempdir().unwrap();
             let p = d.path().join("random.rio");
             let mut bytes = bytes;
-            if magic && bytes.len() >= 4 {
-                bytes[..4].copy_from_slice(b"PRIO");
+            let magic = [None, Some(MAGIC), Some(LEGACY_MAGIC)][magic as usize];
+            if let (Some(m), true) = (magic, bytes.len() >= 4) {
+                bytes[..4].copy_from_slice(&m.to_le_bytes());
             }
             std::fs::write(&p, &bytes).unwrap();
             check_damaged(&p, &[], false);
