@@ -49,6 +49,9 @@ pub struct Config {
     /// `PS_SCHEDULER_STANDBY`: non-zero makes this scheduler a standby that follows the
     /// active one and takes over when it dies.
     pub scheduler_standby: bool,
+    /// `PS_REPLICAS`: how many next servers (on the ring of server ranks) also hold
+    /// each server's key range (0, the default: no replication).
+    pub replicas: usize,
 }
 
 /// A missing or malformed variable; its `Display` is one line naming the variable.
@@ -163,6 +166,7 @@ impl Config {
             van_type: v.get("DMLC_PS_VAN_TYPE").unwrap_or("zmq").to_string(),
             schedulers,
             scheduler_standby,
+            replicas: v.parse("PS_REPLICAS", "a count of replicas (0 = none)")?.unwrap_or(0),
         };
         cfg.validate()?;
         Ok(cfg)
@@ -196,6 +200,17 @@ impl Config {
         }
         if self.drop_msg_percent > 100 {
             return Err(err("PS_DROP_MSG", format!("{} is above 100", self.drop_msg_percent)));
+        }
+        if self.replicas > 0 && self.replicas >= self.num_servers {
+            return Err(err(
+                "PS_REPLICAS",
+                format!(
+                    "{} replicas need at least {} servers (DMLC_NUM_SERVER is {})",
+                    self.replicas,
+                    self.replicas + 1,
+                    self.num_servers
+                ),
+            ));
         }
         if let Some(t) = self.resend_timeout {
             if t.is_zero() {

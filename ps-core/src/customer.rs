@@ -15,9 +15,10 @@ use std::time::{Duration, Instant};
 struct Pending {
     expected: usize,
     received: usize,
-    /// The nodes that answered: a node's second answer (to a request delivered to it
-    /// twice) does not count.
-    from: Vec<i32>,
+    /// The (node, key range) pairs that answered: a node's second answer for one range
+    /// (to a request delivered to it twice) does not count; a KV server answering for
+    /// two ranges (its own and one it took over) counts twice.
+    from: Vec<(i32, i32)>,
 }
 
 impl Pending {
@@ -192,14 +193,14 @@ pub const STATUS_NOT_COUNTED: i32 = i32::MIN + 1;
 /// Runs `handle` on `msg`; a response then counts towards its request (unless its
 /// status is [`STATUS_NOT_COUNTED`], or its sender answered the request already).
 fn accept(t: &Tracker, msg: Message, handle: &mut impl FnMut(Message)) {
-    let response =
-        (!msg.meta.request && msg.meta.status != STATUS_NOT_COUNTED).then_some((msg.meta.timestamp, msg.meta.sender));
+    let response = (!msg.meta.request && msg.meta.status != STATUS_NOT_COUNTED)
+        .then_some((msg.meta.timestamp, (msg.meta.sender, msg.meta.range)));
     handle(msg);
     if let Some((ts, sender)) = response {
         let mut r = t.requests.lock();
         if let Some(e) = r.get_mut(&ts) {
             if e.from.contains(&sender) {
-                log::debug!("request {ts}: a second answer from node {sender} ignored");
+                log::debug!("request {ts}: a second answer from node {sender:?} ignored");
             } else {
                 e.from.push(sender);
                 e.received += 1;

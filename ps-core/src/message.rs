@@ -80,6 +80,9 @@ pub struct Meta {
     /// KV key caching: a signature naming the key list of this request (0 = none).
     /// With an empty key frame, the receiver uses the list it cached under it.
     pub key_sig: u64,
+    /// KV: the server key range (by server rank) a request is about, echoed in its
+    /// response; with replication a server may answer for a range it took over.
+    pub range: i32,
     /// The sender process's incarnation (see `Node::incarnation`).
     pub incarnation: u64,
     /// The control part; `cmd == Empty` for data messages.

@@ -23,6 +23,10 @@ pub struct Args {
     /// Also check empty and single-key requests, and that unsorted keys are refused.
     #[arg(long)]
     edge_cases: bool,
+    /// Pause this long after each push (and print `kv-test pushed N` every 10
+    /// pushes), so a test can kill a server in the middle of the pushes.
+    #[arg(long, default_value_t = 0)]
+    interval_ms: u64,
 }
 
 const APP: i32 = 0;
@@ -67,8 +71,14 @@ fn worker(po: &ps_core::Postoffice, kv: &KVWorker<f32>, a: &Args) -> Result<(), 
     let vals: Vec<f32> = (0..total).map(|i| (i % 100) as f32 + 1.0).collect();
     let pairs = KVPairs::new(keys.clone(), vals.clone(), lens.clone());
     let mut ts = Vec::new();
-    for _ in 0..a.repeat {
+    for i in 0..a.repeat {
         ts.push(kv.zpush(pairs.clone(), 0).map_err(|e| e.to_string())?);
+        if a.interval_ms > 0 {
+            std::thread::sleep(std::time::Duration::from_millis(a.interval_ms));
+            if (i + 1) % 10 == 0 {
+                println!("kv-test pushed {}", i + 1);
+            }
+        }
     }
     for t in ts {
         kv.wait(t).map_err(|e| e.to_string())?;

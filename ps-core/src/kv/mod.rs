@@ -5,10 +5,12 @@ pub mod handles;
 pub mod key_cache;
 pub mod pairs;
 pub mod range;
+pub mod replication;
 pub mod sarray;
 pub mod server;
 pub mod store;
 pub mod worker;
+mod worker_state;
 
 pub use pairs::{KVPairs, KvError};
 pub use range::{server_key_ranges, KeyRange};

@@ -1,19 +1,22 @@
 //! `KVServer<V>`: a customer that validates each push/pull against this server's key
 //! range and hands it to a request handle, which answers through a [`KVResponder`]
-//! (now, or later: the responder and the request's [`KVMeta`] can be kept).
+//! (now, or later: the responder and the request's [`KVMeta`] can be kept). With
+//! `PS_REPLICAS` > 0 the requests go through the replication layer instead
+//! (`kv/replication/`), which calls the same handle.
 
 use super::key_cache::KnownKeys;
 use super::pairs::{KVPairs, KvError};
 use super::range::{server_key_ranges, KeyRange};
 use crate::customer::{Customer, STATUS_NOT_COUNTED};
-
-const UNKNOWN_KEYS: &str = "unknown key list signature";
 use crate::message::{Message, Meta};
 use crate::postoffice::Postoffice;
 use bytemuck::Pod;
 use bytes::Bytes;
+use parking_lot::Mutex;
 use std::io;
 use std::sync::Arc;
+
+const UNKNOWN_KEYS: &str = "unknown key list signature";
 
 /// Status of a response to a request that was refused as invalid.
 pub const STATUS_INVALID: i32 = -1;
@@ -35,16 +38,59 @@ pub struct KVMeta {
     pub customer_id: i32,
     /// Application-defined version sent with the request.
     pub version: u64,
+    /// The key range (server rank) the request is about.
+    pub range: i32,
+    /// The requesting worker process's incarnation.
+    pub incarnation: u64,
 }
+
+impl KVMeta {
+    pub(crate) fn of(m: &Meta) -> KVMeta {
+        KVMeta {
+            cmd: m.head,
+            push: m.push,
+            pull: m.pull,
+            sender: m.sender,
+            timestamp: m.timestamp,
+            customer_id: m.customer_id,
+            version: m.version,
+            range: m.range,
+            incarnation: m.incarnation,
+        }
+    }
+}
+
+/// Where a captured answer goes (see [`KVResponder::capturing`]).
+pub(crate) type Captured = Arc<Mutex<Option<Message>>>;
 
 /// Sends responses for a KV server; clonable, so a handle can answer later.
 #[derive(Clone)]
 pub struct KVResponder {
     po: Arc<Postoffice>,
     app_id: i32,
+    capture: Option<Captured>,
 }
 
 impl KVResponder {
+    pub(crate) fn new(po: &Arc<Postoffice>, app_id: i32) -> KVResponder {
+        KVResponder {
+            po: Arc::clone(po),
+            app_id,
+            capture: None,
+        }
+    }
+
+    /// A responder that keeps the answer instead of sending it (a replica sends it
+    /// when the others have applied the push, or never).
+    pub(crate) fn capturing(&self) -> (KVResponder, Captured) {
+        let slot: Captured = Arc::default();
+        let r = KVResponder {
+            capture: Some(Arc::clone(&slot)),
+            ..self.clone()
+        };
+        (r, slot)
+    }
+
     /// Answers `req` with `res` (pulled values; empty for a push). The keys are not
     /// sent back: they are the request's, which the worker still has.
     pub fn response<V: Pod + Send + Sync>(&self, req: &KVMeta, res: &KVPairs<V>) -> io::Result<()> {
@@ -85,20 +131,85 @@ impl KVResponder {
                 pull: req.pull,
                 version,
                 status,
+                range: req.range,
                 ..Default::default()
             },
             data,
         };
-        self.po.van().send(msg).map(|_| ())
+        match &self.capture {
+            Some(slot) => {
+                *slot.lock() = Some(msg);
+                Ok(())
+            }
+            None => self.po.van().send(msg).map(|_| ()),
+        }
+    }
+
+    /// Refuses `meta` because of `err`: asks for the keys again if the cached key
+    /// list is unknown, else answers with the error.
+    pub(crate) fn refuse(&self, meta: &KVMeta, err: KvError) {
+        match err {
+            KvError::Transport(t) if t == UNKNOWN_KEYS => {
+                if let Err(e) = self.send(meta, Vec::new(), STATUS_NOT_COUNTED, 0) {
+                    log::warn!("key list request to {} not sent: {e}", meta.sender);
+                }
+            }
+            e => {
+                log::warn!("refused a request from {}: {e}", meta.sender);
+                if let Err(e) = self.error(meta, &e) {
+                    log::warn!("error response to {} not sent: {e}", meta.sender);
+                }
+            }
+        }
     }
 }
 
 /// The request handle: gets each valid request's header, data and a responder.
 pub type ReqHandle<V> = Box<dyn FnMut(&KVMeta, KVPairs<V>, &KVResponder) + Send>;
 
+/// Decodes and validates a request's pairs: keys sorted, values fitting, a cached key
+/// list resolved (or an `UNKNOWN_KEYS` error), every key inside `range`.
+pub(crate) fn checked_pairs<V: Pod + Send + Sync>(
+    msg: &Message,
+    push: bool,
+    known: &mut KnownKeys,
+    range: KeyRange,
+) -> Result<KVPairs<V>, KvError> {
+    let sig = msg.meta.key_sig;
+    let mut p = KVPairs::<V>::from_frames(&msg.data)?;
+    match (sig, p.keys.is_empty()) {
+        (0, _) => p.validate(push)?,
+        (_, false) => {
+            p.validate(push)?;
+            known.insert(sig, p.keys.clone());
+        }
+        (_, true) => match known.get(sig) {
+            // validated when it was cached
+            Some(keys) => {
+                p.keys = keys;
+                if push {
+                    p.validate_counts()?;
+                }
+            }
+            None => return Err(KvError::Transport(UNKNOWN_KEYS.into())),
+        },
+    }
+    // keys are sorted: the ends decide
+    let outside = [p.keys.first(), p.keys.last()]
+        .into_iter()
+        .flatten()
+        .copied()
+        .find(|&k| !range.contains(k));
+    match outside {
+        Some(k) => Err(KvError::OutOfRange(k, range)),
+        None => Ok(p),
+    }
+}
+
 /// A KV server. Create after the postoffice started (it needs its rank).
 pub struct KVServer<V: Pod> {
     customer: Customer,
+    _replication: Option<super::replication::Replication>,
     range: KeyRange,
     _v: std::marker::PhantomData<V>,
 }
@@ -106,81 +217,42 @@ pub struct KVServer<V: Pod> {
 impl<V: Pod + Send + Sync> KVServer<V> {
     /// Serves app `app_id` with `handle`. Requests with unsorted keys, values that do
     /// not fit, or keys outside this server's range are refused with a clear error
-    /// and never reach the handle.
-    pub fn new(po: &Arc<Postoffice>, app_id: i32, mut handle: ReqHandle<V>) -> Result<KVServer<V>, String> {
+    /// and never reach the handle. With `PS_REPLICAS` > 0, this server also holds the
+    /// ranges of the servers before it on the ring (see `kv/replication/`); `handle`
+    /// then gets those ranges' pushes too, and must answer a push at once.
+    pub fn new(po: &Arc<Postoffice>, app_id: i32, handle: ReqHandle<V>) -> Result<KVServer<V>, String> {
         let range = server_key_ranges(po.num_servers())[po.my_rank().min(po.num_servers().saturating_sub(1))];
-        let responder = KVResponder {
-            po: Arc::clone(po),
-            app_id,
-        };
+        let responder = KVResponder::new(po, app_id);
+        if po.config().replicas > 0 {
+            let (customer, rep) = super::replication::serve(po, app_id, handle, responder)?;
+            return Ok(KVServer {
+                customer,
+                _replication: Some(rep),
+                range,
+                _v: std::marker::PhantomData,
+            });
+        }
+        let mut handle = handle;
         let mut known = KnownKeys::new(64);
         let customer = Customer::new_inline(po, app_id, app_id, move |msg: Message| {
             if !msg.meta.request {
                 return;
             }
-            let m = &msg.meta;
-            let meta = KVMeta {
-                cmd: m.head,
-                push: m.push,
-                pull: m.pull,
-                sender: m.sender,
-                timestamp: m.timestamp,
-                customer_id: m.customer_id,
-                version: m.version,
-            };
-            let sig = msg.meta.key_sig;
-            let checked = KVPairs::<V>::from_frames(&msg.data).and_then(|mut p| {
-                match (sig, p.keys.is_empty()) {
-                    (0, _) => p.validate(meta.push)?,
-                    (_, false) => {
-                        p.validate(meta.push)?;
-                        known.insert(sig, p.keys.clone());
-                    }
-                    (_, true) => match known.get(sig) {
-                        // validated when it was cached
-                        Some(keys) => {
-                            p.keys = keys;
-                            if meta.push {
-                                p.validate_counts()?;
-                            }
-                        }
-                        None => return Err(KvError::Transport(UNKNOWN_KEYS.into())),
-                    },
-                }
-                // keys are sorted: the ends decide
-                let outside = [p.keys.first(), p.keys.last()]
-                    .into_iter()
-                    .flatten()
-                    .copied()
-                    .find(|&k| !range.contains(k));
-                match outside {
-                    Some(k) => Err(KvError::OutOfRange(k, range)),
-                    None => Ok(p),
-                }
-            });
-            match checked {
+            let meta = KVMeta::of(&msg.meta);
+            match checked_pairs::<V>(&msg, meta.push, &mut known, range) {
                 Ok(p) => handle(&meta, p, &responder),
-                Err(KvError::Transport(t)) if t == UNKNOWN_KEYS => {
-                    if let Err(e) = responder.send(&meta, Vec::new(), STATUS_NOT_COUNTED, 0) {
-                        log::warn!("key list request to {} not sent: {e}", meta.sender);
-                    }
-                }
-                Err(e) => {
-                    log::warn!("refused a request from {}: {e}", meta.sender);
-                    if let Err(e) = responder.error(&meta, &e) {
-                        log::warn!("error response to {} not sent: {e}", meta.sender);
-                    }
-                }
+                Err(e) => responder.refuse(&meta, e),
             }
         })?;
         Ok(KVServer {
             customer,
+            _replication: None,
             range,
             _v: std::marker::PhantomData,
         })
     }
 
-    /// The key range this server owns.
+    /// The key range this server owns (its primary range).
     pub fn range(&self) -> KeyRange {
         self.range
     }

@@ -5,15 +5,14 @@
 use super::key_cache::SentKeys;
 use super::pairs::{KVPairs, KvError};
 use super::range::{server_key_ranges, KeyRange};
+use super::replication::Chain;
 use super::sarray::SArray;
-use super::server::STATUS_INVALID;
-use crate::customer::{Customer, STATUS_NOT_COUNTED};
+use super::worker_state::{finish, on_response, reroute, target, Pending, State};
+use crate::customer::Customer;
 use crate::message::{Message, Meta};
-use crate::node::server_rank_to_id;
 use crate::postoffice::Postoffice;
 use bytemuck::Pod;
 use parking_lot::Mutex;
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -64,29 +63,13 @@ impl<V: Pod> KvRequest<V> {
     }
 }
 
-struct Pending<V: Pod> {
-    expected: usize,
-    replies: Vec<ServerReply<V>>,
-    error: Option<KvError>,
-    callback: Option<Callback<V>>,
-    keys: SArray<u64>,
-    /// The keys sent to each server rank (servers do not send them back).
-    sent_keys: Vec<SArray<u64>>,
-    /// Per rank: the request with its full key list, for a server that lost the cached
-    /// list.
-    full: Vec<Option<Message>>,
-    /// Per rank: whether its answer is in (ranks not asked count as answered).
-    answered: Vec<bool>,
-}
-
-type State<V> = Arc<Mutex<HashMap<i32, Pending<V>>>>;
-
 /// A KV worker for app `app_id`.
 pub struct KVWorker<V: Pod> {
     sent: Arc<Mutex<SentKeys>>,
     customer: Customer,
     po: Arc<Postoffice>,
     ranges: Vec<KeyRange>,
+    chain: Chain,
     state: State<V>,
 }
 
@@ -104,11 +87,21 @@ impl<V: Pod + Send + Sync> KVWorker<V> {
             }
             on_response(&st, &po2, &sent2, msg);
         })?;
+        let chain = Chain::new(po.num_servers(), po.config().replicas);
+        if chain.replicas() > 0 {
+            let (weak, weak_po) = (Arc::downgrade(&state), Arc::downgrade(po));
+            po.on_node_dead(move |_| {
+                if let (Some(st), Some(po)) = (weak.upgrade(), weak_po.upgrade()) {
+                    reroute(&st, &po, &chain);
+                }
+            });
+        }
         Ok(KVWorker {
             sent,
             customer,
             po: Arc::clone(po),
             ranges: server_key_ranges(po.num_servers()),
+            chain,
             state,
         })
     }
@@ -158,7 +151,41 @@ impl<V: Pod + Send + Sync> KVWorker<V> {
             })
             .collect();
         let ts = self.customer.new_request_expecting(targets.len());
-        self.state.lock().insert(
+        let mut out = Vec::with_capacity(targets.len());
+        let mut full = vec![None; parts.len()];
+        let mut sent_to = vec![0; parts.len()];
+        // targets are chosen under the lock `reroute` takes after a death is known:
+        // a part sent to a server that just died is rerouted
+        let mut st = self.state.lock();
+        for &r in &targets {
+            let mut msg = Message {
+                meta: Meta {
+                    head: req.cmd,
+                    app_id: self.customer.app_id(),
+                    customer_id: self.customer.customer_id(),
+                    timestamp: ts,
+                    recver: target(&self.chain, r, &self.po),
+                    request: true,
+                    push: req.push,
+                    pull: req.pull,
+                    version: req.versions.get(r).copied().unwrap_or(0),
+                    range: r as i32,
+                    ..Default::default()
+                },
+                data: parts[r].to_frames(),
+            };
+            sent_to[r] = msg.meta.recver;
+            let sig = self.sent.lock().signature(r, &parts[r].keys);
+            if let Some((sig, _)) = sig {
+                msg.meta.key_sig = sig;
+            }
+            full[r] = Some(msg.clone());
+            if sig.is_some_and(|(_, known)| known) {
+                msg.data[0] = bytes::Bytes::new();
+            }
+            out.push((r, msg));
+        }
+        st.insert(
             ts,
             Pending {
                 expected: targets.len(),
@@ -167,39 +194,17 @@ impl<V: Pod + Send + Sync> KVWorker<V> {
                 callback,
                 keys: req.kvs.keys.clone(),
                 sent_keys: parts.iter().map(|p| p.keys.clone()).collect(),
-                full: vec![None; parts.len()],
+                full,
+                keys_resent: vec![false; parts.len()],
+                sent_to,
                 answered: (0..parts.len()).map(|r| !targets.contains(&r)).collect(),
             },
         );
+        drop(st);
         if targets.is_empty() {
             finish(&self.state, ts);
         }
-        for r in targets {
-            let mut msg = Message {
-                meta: Meta {
-                    head: req.cmd,
-                    app_id: self.customer.app_id(),
-                    customer_id: self.customer.customer_id(),
-                    timestamp: ts,
-                    recver: server_rank_to_id(r),
-                    request: true,
-                    push: req.push,
-                    pull: req.pull,
-                    version: req.versions.get(r).copied().unwrap_or(0),
-                    ..Default::default()
-                },
-                data: parts[r].to_frames(),
-            };
-            let sig = self.sent.lock().signature(r, &parts[r].keys);
-            if let Some((sig, known)) = sig {
-                msg.meta.key_sig = sig;
-                if let Some(p) = self.state.lock().get_mut(&ts) {
-                    p.full[r] = Some(msg.clone());
-                }
-                if known {
-                    msg.data[0] = bytes::Bytes::new();
-                }
-            }
+        for (r, msg) in out {
             if let Err(e) = self.po.van().send(msg) {
                 let e = KvError::Transport(format!("cannot send to server {r}: {e}"));
                 self.abandon(ts);
@@ -276,80 +281,5 @@ impl<V: Pod + Send + Sync> KVWorker<V> {
         let mut replies = p.replies;
         replies.sort_by_key(|r| r.rank);
         Ok((replies, p.keys))
-    }
-}
-
-fn on_response<V: Pod + Send + Sync>(state: &State<V>, po: &Postoffice, sent: &Mutex<SentKeys>, msg: Message) {
-    let ts = msg.meta.timestamp;
-    let rank = crate::node::id_to_rank(msg.meta.sender).unwrap_or(0);
-    {
-        let mut st = state.lock();
-        let Some(p) = st.get_mut(&ts) else {
-            log::debug!("response to unknown or abandoned request {ts} from {}", msg.meta.sender);
-            return;
-        };
-        if p.answered.get(rank).copied().unwrap_or(true) {
-            // a second answer from one server (a request it was sent twice): the first
-            // one counted; counting this one too would finish the request early
-            log::debug!("request {ts}: another answer from server {rank} ignored");
-            return;
-        }
-        if msg.meta.status == STATUS_NOT_COUNTED {
-            // the server lost the cached key list (it restarted): send the keys again,
-            // once (a second copy could be applied twice under its new signature)
-            if let Some(mut full) = p.full.get_mut(rank).and_then(Option::take) {
-                drop(st);
-                full.meta.key_sig = sent.lock().renew(rank, full.meta.key_sig);
-                if let Err(e) = po.van().send(full) {
-                    log::warn!("cannot resend request {ts} to server {rank}: {e}");
-                }
-            }
-            return;
-        }
-        p.answered[rank] = true;
-        if msg.meta.status == STATUS_INVALID {
-            let text = msg
-                .data
-                .first()
-                .map(|b| String::from_utf8_lossy(b).into_owned())
-                .unwrap_or_default();
-            p.error.get_or_insert(KvError::Server(msg.meta.sender, text));
-        } else {
-            let parsed = KVPairs::from_frames(&msg.data).and_then(|mut d| {
-                if d.keys.is_empty() && !d.vals.is_empty() {
-                    d.keys = p.sent_keys.get(rank).cloned().unwrap_or_default();
-                }
-                d.validate_counts().map(|_| d)
-            });
-            match parsed {
-                Ok(data) => p.replies.push(ServerReply {
-                    data,
-                    rank,
-                    status: msg.meta.status,
-                    version: msg.meta.version,
-                }),
-                Err(e) => {
-                    p.error.get_or_insert(e);
-                }
-            }
-        }
-        if p.replies.len() + usize::from(p.error.is_some()) < p.expected && p.error.is_none() {
-            return;
-        }
-    }
-    finish(state, ts);
-}
-
-/// Runs the callback of `ts` if it has one and every answer is in.
-fn finish<V: Pod + Send + Sync>(state: &State<V>, ts: i32) {
-    let (cb, replies, error) = {
-        let mut st = state.lock();
-        let Some(p) = st.get_mut(&ts) else { return };
-        let Some(cb) = p.callback.take() else { return };
-        (cb, p.replies.clone(), p.error.clone())
-    };
-    match &error {
-        Some(e) => cb(Err(e)),
-        None => cb(Ok(&replies)),
     }
 }

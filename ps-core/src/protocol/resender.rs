@@ -26,7 +26,8 @@ pub fn signature(meta: &Meta) -> u64 {
         meta.status,
     )
         .hash(&mut h);
-    (meta.control.cmd as u8, meta.control.barrier_group).hash(&mut h);
+    // a replica answering for two key ranges of one request sends two answers
+    (meta.control.cmd as u8, meta.control.barrier_group, meta.range).hash(&mut h);
     h.finish()
 }
 

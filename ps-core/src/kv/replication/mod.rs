@@ -1,0 +1,38 @@
+//! Replicated key ranges (`PS_REPLICAS=k`, the Parameter Server paper's chain
+//! replication). Range r is held by servers r, r+1, …, r+k on the ring of ranks; a
+//! worker sends a range's requests to its first live holder (its primary). The
+//! holder a push reaches applies it, forwards it to the other live holders, and
+//! answers the worker once each applied it (or was declared dead): every answered push
+//! is on every live copy, so when a server dies the next holder serves its range at
+//! once. Each push carries a [`RequestId`] that every replica remembers for a window,
+//! so a push the worker sends again after a failover is applied once anywhere.
+//!
+//! Each push is forwarded as the worker sent it (not an aggregate): the sum and SGD
+//! handles apply pushes one by one anyway, and a forwarded push can be acknowledged
+//! on its own, which is what exactly-once needs.
+//!
+//! Pure parts: [`chain`] (who holds and who is primary for a range), [`dedup`] (the
+//! request-id window), [`acks`] (answers held for the replicas' acknowledgements),
+//! [`wire`] (the forward header). The shell is [`replica`] (server side); the worker
+//! side routes by [`Chain::primary`] in `kv/worker.rs`.
+
+pub mod acks;
+pub mod chain;
+pub mod dedup;
+mod replica;
+pub mod wire;
+
+pub use chain::{dead_server_ranks, Chain};
+pub use dedup::{DedupWindow, Outcome, RequestId};
+pub(crate) use replica::serve;
+pub use replica::Replication;
+
+/// The customer id replicas use among themselves for forwards and acknowledgements
+/// (per app; workers never use it).
+pub const FORWARD_CUSTOMER: i32 = 1 << 30;
+
+/// How long a replica remembers a request id.
+pub const DEDUP_WINDOW_MS: u64 = 120_000;
+
+/// At most this many request ids per replica (the oldest are forgotten first).
+pub const DEDUP_CAP: usize = 1 << 20;

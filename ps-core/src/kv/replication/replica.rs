@@ -1,0 +1,303 @@
+//! The replica shell: a KV server's requests and its forwards from other replicas,
+//! over the pure chain / dedup / ack tables.
+
+use super::acks::AckTable;
+use super::chain::{dead_server_ranks, Chain};
+use super::dedup::{DedupWindow, Outcome, RequestId};
+use super::wire::ForwardHead;
+use super::{DEDUP_CAP, DEDUP_WINDOW_MS, FORWARD_CUSTOMER};
+use crate::customer::Customer;
+use crate::kv::key_cache::KnownKeys;
+use crate::kv::pairs::{KVPairs, KvError};
+use crate::kv::range::{server_key_ranges, KeyRange};
+use crate::kv::server::{checked_pairs, KVMeta, KVResponder, ReqHandle};
+use crate::message::{Message, Meta};
+use crate::node::{id_to_rank, server_rank_to_id};
+use crate::postoffice::Postoffice;
+use bytemuck::Pod;
+use parking_lot::Mutex;
+use std::collections::BTreeSet;
+use std::sync::{Arc, Weak};
+use std::time::Instant;
+
+/// The handle and the ids it applied, under one lock: applying a push and recording
+/// its id are one step.
+struct Applied<V: Pod> {
+    handle: ReqHandle<V>,
+    dedup: DedupWindow,
+}
+
+struct Shared<V: Pod> {
+    po: Arc<Postoffice>,
+    app_id: i32,
+    chain: Chain,
+    me: usize,
+    ranges: Vec<KeyRange>,
+    responder: KVResponder,
+    applied: Mutex<Applied<V>>,
+    acks: Mutex<AckTable<Message>>,
+    epoch: Instant,
+}
+
+/// A running replica: its forward customer (dropping it stops taking forwards).
+pub struct Replication {
+    _forwards: Customer,
+}
+
+/// Serves app `app_id` as one replica: returns the customer taking the workers'
+/// requests, and the replication state.
+pub(crate) fn serve<V: Pod + Send + Sync>(
+    po: &Arc<Postoffice>,
+    app_id: i32,
+    handle: ReqHandle<V>,
+    responder: KVResponder,
+) -> Result<(Customer, Replication), String> {
+    let n = po.num_servers();
+    let shared = Arc::new(Shared {
+        po: Arc::clone(po),
+        app_id,
+        chain: Chain::new(n, po.config().replicas),
+        me: po.my_rank(),
+        ranges: server_key_ranges(n),
+        responder,
+        applied: Mutex::new(Applied {
+            handle,
+            dedup: DedupWindow::new(DEDUP_WINDOW_MS, DEDUP_CAP),
+        }),
+        acks: Mutex::new(AckTable::default()),
+        epoch: Instant::now(),
+    });
+    log::info!(
+        "server {} holds key ranges {:?} ({} replicas)",
+        shared.me,
+        shared.chain.ranges_of(shared.me),
+        shared.chain.replicas()
+    );
+    let s = Arc::clone(&shared);
+    let mut known = KnownKeys::new(64);
+    let requests = Customer::new_inline(po, app_id, app_id, move |msg: Message| {
+        if msg.meta.request {
+            s.on_request(&msg, &mut known);
+        }
+    })?;
+    let s = Arc::clone(&shared);
+    let forwards = Customer::new_inline(po, app_id, FORWARD_CUSTOMER, move |msg: Message| {
+        if msg.meta.request {
+            s.on_forward(&msg);
+        } else {
+            s.on_ack(&msg);
+        }
+    })?;
+    let weak: Weak<Shared<V>> = Arc::downgrade(&shared);
+    po.on_node_dead(move |_| {
+        if let Some(s) = weak.upgrade() {
+            s.release_dead();
+        }
+    });
+    Ok((requests, Replication { _forwards: forwards }))
+}
+
+impl<V: Pod + Send + Sync> Shared<V> {
+    fn now_ms(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64
+    }
+
+    fn dead(&self) -> BTreeSet<usize> {
+        dead_server_ranks(&self.po.dead_nodes())
+    }
+
+    /// The key range `range` names, if this server holds it.
+    fn held(&self, range: i32) -> Result<KeyRange, KvError> {
+        usize::try_from(range)
+            .ok()
+            .filter(|&r| self.chain.holds(self.me, r))
+            .map(|r| self.ranges[r])
+            .ok_or_else(|| KvError::Transport(format!("server {} does not hold key range {range}", self.me)))
+    }
+
+    fn send(&self, msg: Message) {
+        let to = msg.meta.recver;
+        if let Err(e) = self.po.van().send(msg) {
+            log::warn!("message to {to} not sent: {e}");
+        }
+    }
+
+    /// A worker's request: a pull is served here; a push is applied here (once),
+    /// forwarded to the other live holders, and answered when they applied it.
+    fn on_request(&self, msg: &Message, known: &mut KnownKeys) {
+        let meta = KVMeta::of(&msg.meta);
+        let pairs = self
+            .held(meta.range)
+            .and_then(|range| checked_pairs::<V>(msg, meta.push, known, range));
+        let kvs = match pairs {
+            Ok(p) => p,
+            Err(e) => return self.responder.refuse(&meta, e),
+        };
+        if !meta.push {
+            return (self.applied.lock().handle)(&meta, kvs, &self.responder);
+        }
+        let id = RequestId {
+            origin: meta.sender,
+            incarnation: meta.incarnation,
+            customer: meta.customer_id,
+            timestamp: meta.timestamp,
+            range: meta.range,
+        };
+        let Some(answer) = self.apply(&meta, id, kvs.clone()) else {
+            log::warn!(
+                "the handle did not answer push {} of {} at once",
+                meta.timestamp,
+                meta.sender
+            );
+            return;
+        };
+        let others = self.chain.others(id.range as usize, self.me, &self.dead());
+        if let Some(a) = self.acks.lock().add(id, others.iter().copied(), answer) {
+            return self.send(a);
+        }
+        let head = ForwardHead {
+            id,
+            cmd: meta.cmd,
+            version: meta.version,
+        }
+        .encode();
+        for r in others {
+            let mut data = vec![head.clone()];
+            data.extend(kvs.to_frames());
+            self.send(Message {
+                meta: Meta {
+                    head: meta.cmd,
+                    app_id: self.app_id,
+                    customer_id: FORWARD_CUSTOMER,
+                    timestamp: self.po.van().next_timestamp(),
+                    recver: server_rank_to_id(r),
+                    request: true,
+                    push: true,
+                    range: id.range,
+                    ..Default::default()
+                },
+                data,
+            });
+        }
+        // a replica declared dead while this push was being forwarded
+        self.release_dead();
+    }
+
+    /// Applies a push unless its id was applied already; returns the answer for the
+    /// worker (the first application's status and version).
+    fn apply(&self, meta: &KVMeta, id: RequestId, kvs: KVPairs<V>) -> Option<Message> {
+        let (resp, slot) = self.responder.capturing();
+        let mut a = self.applied.lock();
+        if let Some(out) = a.dedup.get(&id) {
+            log::debug!("push {id:?} was applied already");
+            if meta.pull {
+                let pull = KVMeta {
+                    push: false,
+                    ..meta.clone()
+                };
+                (a.handle)(&pull, kvs, &resp);
+            } else if let Err(e) = resp.send(meta, Vec::new(), out.status, out.version) {
+                log::warn!("{e}");
+            }
+            let mut m = slot.lock().take()?;
+            m.meta.push = meta.push;
+            m.meta.status = out.status;
+            m.meta.version = out.version;
+            return Some(m);
+        }
+        (a.handle)(meta, kvs, &resp);
+        let m = slot.lock().take();
+        let out = m.as_ref().map_or(
+            Outcome {
+                status: 0,
+                version: meta.version,
+            },
+            |m| Outcome {
+                status: m.meta.status,
+                version: m.meta.version,
+            },
+        );
+        let now = self.now_ms();
+        a.dedup.record(id, out, now);
+        m
+    }
+
+    /// A push another replica applied: apply it here too (once), then acknowledge.
+    fn on_forward(&self, msg: &Message) {
+        let head = match ForwardHead::decode(&msg.data) {
+            Ok(h) => h,
+            Err(e) => return log::warn!("dropped a forward from {}: {e}", msg.meta.sender),
+        };
+        let id = head.id;
+        let checked = self.held(id.range).and_then(|range| {
+            let p = KVPairs::<V>::from_frames(&msg.data[1..])?;
+            p.validate(true)?;
+            let outside = [p.keys.first(), p.keys.last()]
+                .into_iter()
+                .flatten()
+                .copied()
+                .find(|&k| !range.contains(k));
+            match outside {
+                Some(k) => Err(KvError::OutOfRange(k, range)),
+                None => Ok(p),
+            }
+        });
+        let kvs = match checked {
+            Ok(p) => p,
+            Err(e) => return log::warn!("dropped a forward from {}: {e}", msg.meta.sender),
+        };
+        let meta = KVMeta {
+            cmd: head.cmd,
+            push: true,
+            pull: false,
+            sender: id.origin,
+            timestamp: id.timestamp,
+            customer_id: id.customer,
+            version: head.version,
+            range: id.range,
+            incarnation: id.incarnation,
+        };
+        self.apply(&meta, id, kvs);
+        self.send(Message {
+            meta: Meta {
+                head: head.cmd,
+                app_id: self.app_id,
+                customer_id: FORWARD_CUSTOMER,
+                timestamp: msg.meta.timestamp,
+                recver: msg.meta.sender,
+                request: false,
+                push: true,
+                range: id.range,
+                ..Default::default()
+            },
+            data: vec![msg.data[0].clone()],
+        });
+    }
+
+    /// Another replica applied a push this one forwarded.
+    fn on_ack(&self, msg: &Message) {
+        let head = match ForwardHead::decode(&msg.data) {
+            Ok(h) => h,
+            Err(e) => return log::warn!("dropped an acknowledgement from {}: {e}", msg.meta.sender),
+        };
+        let Some(from) = id_to_rank(msg.meta.sender) else {
+            return;
+        };
+        let done = self.acks.lock().on_ack(&head.id, from);
+        if let Some(a) = done {
+            self.send(a);
+        }
+    }
+
+    /// Answers the pushes that waited only for replicas now dead.
+    fn release_dead(&self) {
+        let dead = self.dead();
+        if dead.is_empty() {
+            return;
+        }
+        let done = self.acks.lock().on_dead(&dead);
+        for a in done {
+            self.send(a);
+        }
+    }
+}

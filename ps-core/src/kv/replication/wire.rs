@@ -1,0 +1,66 @@
+//! The header of a push forwarded from one replica to another, and of its
+//! acknowledgement: the first data frame (bincode, bounded decode); a forward's key,
+//! value and length frames follow.
+
+use super::dedup::RequestId;
+use bincode::Options;
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+
+/// Largest header accepted.
+const MAX_HEAD_BYTES: u64 = 4096;
+
+/// What a forwarded push (or its acknowledgement) is about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ForwardHead {
+    /// The worker request it came from.
+    pub id: RequestId,
+    /// The worker's command.
+    pub cmd: i32,
+    /// The worker's version.
+    pub version: u64,
+}
+
+fn codec() -> impl Options {
+    bincode::DefaultOptions::new()
+        .with_limit(MAX_HEAD_BYTES)
+        .reject_trailing_bytes()
+}
+
+impl ForwardHead {
+    /// The header as a frame.
+    pub fn encode(&self) -> Bytes {
+        Bytes::from(codec().serialize(self).expect("ForwardHead always serializes"))
+    }
+
+    /// Decodes the first frame of `frames`.
+    pub fn decode(frames: &[Bytes]) -> Result<ForwardHead, String> {
+        let first = frames.first().ok_or("forward without a header frame")?;
+        codec()
+            .deserialize(first)
+            .map_err(|e| format!("malformed forward header: {e}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_and_garbage_is_an_error() {
+        let h = ForwardHead {
+            id: RequestId {
+                origin: 9,
+                incarnation: 7,
+                customer: 0,
+                timestamp: 42,
+                range: 2,
+            },
+            cmd: 3,
+            version: 11,
+        };
+        assert_eq!(ForwardHead::decode(&[h.encode()]), Ok(h));
+        assert!(ForwardHead::decode(&[]).is_err());
+        assert!(ForwardHead::decode(&[Bytes::from_static(b"\x01")]).is_err());
+    }
+}

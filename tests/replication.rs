@@ -1,0 +1,65 @@
+//! Replicated key ranges (`PS_REPLICAS`) on real processes: a server killed with
+//! SIGKILL in the middle of the pushes loses nothing, and no replacement is started.
+
+mod common;
+
+use common::Cluster;
+use std::time::{Duration, Instant};
+
+const LIMIT: Duration = Duration::from_secs(90);
+const ENV: &[(&str, &str)] = &[
+    ("PS_REPLICAS", "1"),
+    ("PS_HEARTBEAT_INTERVAL", "0.1"),
+    ("PS_HEARTBEAT_TIMEOUT", "0.5"),
+];
+
+/// Kills server `victim` (launch index: scheduler 0, servers 1..=3) once worker
+/// output shows `after` pushes, then checks every sum.
+fn kill_a_server_mid_pushes(victim: usize, after: usize) {
+    let args = [
+        "kv-test",
+        "--keys",
+        "3000",
+        "--repeat",
+        "200",
+        "--interval-ms",
+        "5",
+        "--uneven",
+    ];
+    let mut c = Cluster::start(3, 2, &args, ENV, LIMIT);
+    let worker = 4;
+    let mark = format!("kv-test pushed {after}\n");
+    c.wait_for_output(worker, "pushes", |s| s.contains(&mark));
+    let t = Instant::now();
+    c.kill(victim);
+    c.wait_for_output(0, "the death report", |s| s.contains("declared dead"));
+    println!(
+        "server {victim} killed after {after} pushes; declared dead after {:?}",
+        t.elapsed()
+    );
+    c.wait_success();
+    let out = c.all_stdout();
+    // 3000 keys with lens 1,2,3,...: 6000 values, each 200 pushes x 2 workers
+    assert_eq!(
+        out.matches("checked 6000 values = 400 x pushed").count(),
+        2,
+        "{}",
+        c.dump()
+    );
+    let rerouted: usize = c
+        .procs
+        .iter()
+        .map(|p| p.stderr().matches("now goes to server").count())
+        .sum();
+    println!("{rerouted} request parts sent again to the next replica");
+}
+
+#[test]
+fn kv_sums_exact_after_a_server_is_killed_early_without_replacement() {
+    kill_a_server_mid_pushes(1, 20);
+}
+
+#[test]
+fn kv_sums_exact_after_a_server_is_killed_late_without_replacement() {
+    kill_a_server_mid_pushes(3, 150);
+}
