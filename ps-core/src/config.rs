@@ -344,6 +344,20 @@ mod tests {
     }
 
     #[test]
+    fn replicas_need_enough_servers() {
+        assert_eq!(Config::from_vars(&vars(&base())).unwrap().replicas, 0);
+        let mut m = vars(&base());
+        m.insert("PS_REPLICAS".into(), "1".into());
+        assert_eq!(Config::from_vars(&m).unwrap().replicas, 1);
+        m.insert("PS_REPLICAS".into(), "2".into()); // 2 servers hold at most 1 copy more
+        let e = Config::from_vars(&m).unwrap_err();
+        assert_eq!(e.var, "PS_REPLICAS");
+        assert!(e.to_string().contains("need at least 3 servers"), "{e}");
+        m.insert("PS_REPLICAS".into(), "many".into());
+        assert_eq!(Config::from_vars(&m).unwrap_err().var, "PS_REPLICAS");
+    }
+
+    #[test]
     fn scheduler_candidates() {
         let c = Config::from_vars(&vars(&base())).unwrap();
         assert_eq!(c.schedulers, vec![("127.0.0.1".to_string(), 9000)]);
