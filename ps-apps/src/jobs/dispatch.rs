@@ -55,6 +55,7 @@ impl JobScheduler {
         }
         if a.master.finish_task(f.task, now_ms)? {
             a.rate.record(now_ms, took.unwrap_or(0));
+            a.first_done_ms.get_or_insert(now_ms);
             a.examples += f.report.examples;
             a.loss_sum += f.report.loss_sum;
         }

@@ -47,6 +47,8 @@ pub(super) struct Active {
     pub finalizer: Option<WorkerId>,
     pub examples: u64,
     pub loss_sum: f64,
+    /// When its first query finished (ms since the Unix epoch).
+    pub first_done_ms: Option<u64>,
 }
 
 /// The scheduler.
@@ -293,11 +295,12 @@ impl JobScheduler {
         let progress = self.progress(num);
         let job = self.table.get(num)?.clone();
         let workers = self.assignment.values().filter(|&&j| j == num).count();
-        let (qps, spq, loss, done, total) = match self.active.get_mut(&num) {
+        let (first, qps, spq, loss, done, total) = match self.active.get_mut(&num) {
             Some(a) => {
                 let s = a.master.snapshot();
                 let loss = (a.examples > 0).then(|| a.loss_sum / a.examples as f64);
                 (
+                    a.first_done_ms,
                     a.rate.queries_per_s(now_ms),
                     a.rate.seconds_per_query(now_ms),
                     loss,
@@ -305,9 +308,11 @@ impl JobScheduler {
                     s.tasks_per_epoch as u64 * s.num_epochs,
                 )
             }
-            None => (0.0, None, None, 0, 0),
+            None => (None, 0.0, None, None, 0, 0),
         };
-        Some(JobView::new(&job, workers, progress, qps, spq, loss, done, total))
+        let mut v = JobView::new(&job, workers, progress, qps, spq, loss, done, total);
+        v.first_query_ms = first;
+        Some(v)
     }
 
     /// Each live worker's job and the task it holds.
@@ -352,6 +357,7 @@ impl Active {
             finalizer: None,
             examples: 0,
             loss_sum: 0.0,
+            first_done_ms: None,
         }
     }
 }

@@ -40,6 +40,8 @@ pub struct JobView {
     pub started_ms: Option<u64>,
     /// When it ended.
     pub ended_ms: Option<u64>,
+    /// When its first query finished (while it is active; null otherwise).
+    pub first_query_ms: Option<u64>,
     /// What was submitted.
     pub spec: JobSpec,
 }
@@ -74,6 +76,7 @@ impl JobView {
             submitted_ms: job.submitted_ms,
             started_ms: job.started_ms,
             ended_ms: job.ended_ms,
+            first_query_ms: None,
             spec: job.spec.clone(),
         }
     }
