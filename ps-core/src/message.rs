@@ -32,6 +32,12 @@ pub enum Command {
     Heartbeat,
     /// Scheduler → nodes: the nodes in `nodes` were declared dead.
     NodeDead,
+    /// Active scheduler → standby: its whole state, sequence `seq` (data frames: the
+    /// node table, then the application's state, each possibly empty).
+    Sync,
+    /// Between scheduler candidates: I am alive, following `term`/`candidate`, and hold
+    /// the state up to `seq` (a standby's ack of a `Sync`).
+    PeerBeat,
 }
 
 /// The control part of a message.
@@ -47,6 +53,18 @@ pub struct Control {
     pub msg_sig: u64,
     /// Why an ADD_NODE was refused (empty otherwise).
     pub reason: String,
+    /// Failover epoch: the term of the scheduler that sent this (scheduler messages),
+    /// or of the scheduler the sender follows (node heartbeats). 0 = none.
+    pub term: u64,
+    /// Failover epoch: the candidate index of the active scheduler of `term`.
+    pub candidate: u32,
+    /// Scheduler messages: the sending scheduler's own candidate index.
+    pub origin: u32,
+    /// Scheduler messages: the state sequence the sender holds. Node heartbeats: the
+    /// newest one the node has seen.
+    pub seq: u64,
+    /// Node heartbeats: milliseconds since the node last heard its active scheduler.
+    pub silence_ms: u64,
 }
 
 /// The message header.

@@ -4,7 +4,7 @@
 
 use clap::{Args as ClapArgs, ValueEnum};
 use ps_apps::jobs::{ModelKind, TrainSpec, UpdateRule};
-use ps_apps::master::{FileStore, Master, MasterConfig, Store};
+use ps_apps::master::{FileStore, Master, MasterConfig, ReplicatedStore, Store};
 use ps_apps::model::Model;
 use ps_apps::recordio::{self, Example, Features};
 use ps_apps::train::coordinator::Coordinator;
@@ -16,6 +16,7 @@ use ps_apps::train::worker::{self, WorkerOptions};
 use ps_core::kv::KVWorker;
 use ps_core::Role;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Model kinds.
@@ -238,7 +239,12 @@ pub fn run(a: Args) -> Result<(), String> {
                 timeout_floor_ms: a.task_timeout_ms,
                 max_retries: a.max_retries,
             };
-            let master = Master::new(cfg, store(&a)?, 0)?;
+            let mut st = store(&a)?;
+            if po.config().schedulers.len() > 1 {
+                // standby schedulers get every change before the master acts on it
+                st = Box::new(ReplicatedStore::new(st, Arc::clone(po.van())));
+            }
+            let master = Master::new(cfg, st, 0)?;
             log::info!(
                 "training {} ({} parameters) for {} passes",
                 model.name(),

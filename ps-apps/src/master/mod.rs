@@ -19,7 +19,7 @@ pub use codec::{decode_queues, encode_queues};
 pub use config::MasterConfig;
 pub use queues::{Chunk, Reply, Task, TaskEntry, TaskQueues};
 pub use service::{index_dataset, Master};
-pub use store::{FileStore, MemStore, Store};
+pub use store::{FileStore, MemStore, ReplicatedStore, Store};
 pub use wire::{MasterRequest, MasterResponse, QueueSnapshot, TaskReport};
 
 #[cfg(test)]

@@ -69,3 +69,32 @@ impl Store for crate::etcd_store::EtcdStore {
         crate::etcd_store::EtcdStore::save(self, state)
     }
 }
+
+/// A store whose every save first reaches the standby schedulers (issue 11): the
+/// active scheduler's van streams the state to them and waits for their acks, then
+/// `inner` saves it locally. A standby that took over loads the state it was sent.
+/// Saving fails on a scheduler that is not (or no longer) active.
+pub struct ReplicatedStore {
+    inner: Box<dyn Store>,
+    van: Arc<ps_core::van::Van>,
+}
+
+impl ReplicatedStore {
+    /// Replicates through `van` (a scheduler's), keeping a local copy in `inner`.
+    pub fn new(inner: Box<dyn Store>, van: Arc<ps_core::van::Van>) -> ReplicatedStore {
+        ReplicatedStore { inner, van }
+    }
+}
+
+impl Store for ReplicatedStore {
+    fn load(&mut self) -> Result<Option<Vec<u8>>, String> {
+        match self.van.replicated_app_state() {
+            Some(b) => Ok(Some(b.to_vec())),
+            None => self.inner.load(),
+        }
+    }
+    fn save(&mut self, state: &[u8]) -> Result<(), String> {
+        self.van.replicate_app(bytes::Bytes::copy_from_slice(state))?;
+        self.inner.save(state)
+    }
+}

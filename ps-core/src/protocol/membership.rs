@@ -35,8 +35,9 @@ pub enum Join {
     Rejected(String),
 }
 
-/// The scheduler's view of the cluster's membership.
-#[derive(Debug, Clone)]
+/// The scheduler's view of the cluster's membership (serializable: the active
+/// scheduler streams it to its standbys).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Membership {
     num_servers: usize,
     num_workers: usize,
@@ -65,6 +66,13 @@ impl Membership {
             dead: BTreeSet::new(),
             waiting_replacements: Vec::new(),
         }
+    }
+
+    /// Makes `scheduler` (its id set to 1) the scheduler of this table: a standby took
+    /// over the table it followed.
+    pub fn set_scheduler(&mut self, mut scheduler: Node) {
+        scheduler.id = SCHEDULER;
+        self.scheduler = scheduler;
     }
 
     /// True once every expected node has an id.

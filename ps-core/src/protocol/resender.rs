@@ -37,7 +37,7 @@ pub fn signature(meta: &Meta) -> u64 {
 pub fn needs_ack(meta: &Meta) -> bool {
     !matches!(
         meta.control.cmd,
-        Command::Ack | Command::Heartbeat | Command::Terminate | Command::AddNode
+        Command::Ack | Command::Heartbeat | Command::Terminate | Command::AddNode | Command::Sync | Command::PeerBeat
     )
 }
 

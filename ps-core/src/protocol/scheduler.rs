@@ -75,6 +75,47 @@ impl SchedulerCore {
         &self.liveness
     }
 
+    /// The node table in its wire form, for the standbys (empty before the cluster
+    /// is complete: a standby taking over then waits for the nodes to register).
+    pub fn export(&self) -> Vec<u8> {
+        if !self.membership.is_ready() {
+            return Vec::new();
+        }
+        bincode::serialize(&self.membership).expect("the node table serializes")
+    }
+
+    /// A standby takes over at `now_ms` with the table `exported` by the active one
+    /// (see [`SchedulerCore::export`]), `me` as the scheduler (`is_recovery` set). Barrier
+    /// counts start empty: nodes repeat their pending requests. Every live node is
+    /// watched afresh and sent the table; dead ones stay dead. Bytes that do not decode
+    /// are an error and change nothing.
+    pub fn adopt(&mut self, exported: &[u8], mut me: Node, now_ms: u64) -> Result<Vec<Action>, String> {
+        me.is_recovery = true;
+        if exported.is_empty() {
+            self.membership.set_scheduler(me);
+            return Ok(Vec::new());
+        }
+        let mut m: Membership =
+            bincode::deserialize(exported).map_err(|e| format!("the node table from the active scheduler: {e}"))?;
+        m.set_scheduler(me);
+        self.membership = m;
+        self.barriers = Barriers::new();
+        let table = self.membership.table();
+        let mut out = Vec::new();
+        for id in self.membership.alive_members(crate::node::ALL_GROUP) {
+            if id == SCHEDULER {
+                continue;
+            }
+            if let Some(n) = self.membership.get(id).cloned() {
+                self.liveness.revive(id, now_ms);
+                out.push(Action::Connect(n));
+                out.push(Action::Send(add_node_msg(id, table.clone())));
+            }
+        }
+        out.push(Action::Table(table));
+        Ok(out)
+    }
+
     /// An ADD_NODE from `node` at `now_ms`.
     pub fn on_add_node(&mut self, node: Node, now_ms: u64) -> Vec<Action> {
         let join = self.membership.add_node(node.clone());
@@ -253,6 +294,34 @@ mod tests {
         assert_eq!(sends(&a)[0], (11, Command::AddNode));
         assert!(sends(&a).contains(&(9, Command::AddNode)));
         assert!(sends(&a).contains(&(8, Command::AddNode)));
+    }
+
+    #[test]
+    fn a_standby_adopts_the_table_and_keeps_the_dead_dead() {
+        let mut s = cluster();
+        s.on_heartbeat(8, 900);
+        s.on_heartbeat(9, 900);
+        s.tick(1001);
+        let exported = s.export();
+        let mut standby = SchedulerCore::new(1, 2, node(Role::Scheduler, 5), 1000);
+        assert!(standby.adopt(b"junk", node(Role::Scheduler, 5), 0).is_err());
+        let a = standby.adopt(&exported, node(Role::Scheduler, 5), 5000).unwrap();
+        assert_eq!(sends(&a), vec![(8, Command::AddNode), (9, Command::AddNode)]);
+        let Some(Action::Table(t)) = a.last() else {
+            panic!("no table: {a:?}")
+        };
+        assert_eq!((t[0].id, t[0].port, t[0].is_recovery), (SCHEDULER, 5, true));
+        assert!(standby.membership().dead().contains(&11));
+        // watched from the takeover on, not from the old heartbeats
+        assert!(standby.tick(5900).is_empty());
+        assert!(standby.tick(6001).contains(&Action::Dead(vec![8, 9])));
+        // a node that re-registers under its id is sent the table
+        let mut again = node(Role::Worker, 3);
+        again.id = 9;
+        let mut standby2 = SchedulerCore::new(1, 2, node(Role::Scheduler, 5), 1000);
+        standby2.adopt(&exported, node(Role::Scheduler, 5), 0).unwrap();
+        let a = standby2.on_add_node(again, 10);
+        assert_eq!(sends(&a), vec![(9, Command::AddNode)]);
     }
 
     #[test]

@@ -16,6 +16,10 @@ use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+#[path = "failover_shell.rs"]
+mod failover;
+use failover::Failover;
+
 /// How many times the resender resends one message before giving up.
 pub const MAX_RESENDS: u32 = 10;
 const POLL: Duration = Duration::from_millis(20);
@@ -58,6 +62,7 @@ pub struct Van {
     epoch: Instant,
     last_from_scheduler: AtomicU64,
     dead: RwLock<BTreeSet<i32>>,
+    fo: Failover,
     /// Traffic counters.
     pub stats: VanStats,
 }
@@ -107,6 +112,7 @@ impl Van {
             .resend_timeout
             .map(|t| Mutex::new(Resender::new(t.as_millis() as u64, MAX_RESENDS)));
         Arc::new(Van {
+            fo: Failover::new(&cfg, 0),
             cfg,
             transport,
             me: RwLock::new(me),
@@ -208,6 +214,7 @@ impl Van {
         self.transport
             .connect(SCHEDULER, &self.cfg.root_uri, self.cfg.root_port)
             .map_err(|e| format!("cannot connect to the scheduler: {e}"))?;
+        self.connect_candidates();
         let weak = Arc::downgrade(self);
         self.transport
             .start(Arc::new(move |frames| {
@@ -229,9 +236,13 @@ impl Van {
                 let mut m = control(SCHEDULER, Command::AddNode);
                 m.meta.control.nodes = vec![self.my_node()];
                 m.meta.timestamp = self.next_timestamp();
-                if let Err(e) = self.send(m) {
+                if let Err(e) = self.send(m.clone()) {
                     // the scheduler may simply not be up yet
                     log::debug!("cannot send ADD_NODE to the scheduler: {e}");
+                }
+                if self.cfg.schedulers.len() > 1 {
+                    // whichever candidate is active answers
+                    self.send_to_schedulers(m);
                 }
             }
             let mut ready = self.ready.lock();
@@ -242,7 +253,8 @@ impl Van {
             match ready.clone() {
                 Some(Ok(())) => break,
                 Some(Err(reason)) => return Err(format!("the scheduler refused this node: {reason}")),
-                None if Instant::now() >= deadline => {
+                // a standby waits as long as the active scheduler lives
+                None if Instant::now() >= deadline && !self.cfg.scheduler_standby => {
                     return Err(format!(
                         "no node table from the scheduler at {}:{} within {:?}; is it running, and are all {} servers and {} workers started?",
                         self.cfg.root_uri, self.cfg.root_port, join_timeout, self.cfg.num_servers, self.cfg.num_workers
@@ -272,6 +284,7 @@ impl Van {
             msg.meta.sender = me.id;
             msg.meta.incarnation = me.incarnation;
         }
+        self.stamp(&mut msg);
         if let Some(r) = &self.resender {
             if needs_ack(&msg.meta) {
                 r.lock().on_send(signature(&msg.meta), msg.clone(), self.now_ms());
@@ -311,29 +324,36 @@ impl Van {
         let interval = self.cfg.heartbeat_interval;
         let timeout = self.cfg.heartbeat_timeout.as_millis() as u64;
         let mut next = Instant::now();
-        let mut lost = false;
+        let mut was_lost = false;
         while !self.stop.load(Ordering::Relaxed) {
             if Instant::now() >= next {
                 let silence = self.scheduler_silence_ms();
-                if timeout > 0 && silence > timeout {
-                    if !lost {
+                let lost = timeout > 0 && self.scheduler_lost();
+                if lost {
+                    if !was_lost {
                         log::warn!(
                             "no word from the scheduler for {silence} ms; re-registering as {}",
                             self.my_node()
                         );
-                        lost = true;
+                        was_lost = true;
                     }
                     let mut m = control(SCHEDULER, Command::AddNode);
                     m.meta.control.nodes = vec![self.my_node()];
                     m.meta.timestamp = self.next_timestamp();
-                    let _ = self.send(m);
-                } else if lost && silence <= timeout {
+                    let _ = self.send(m.clone());
+                    if self.cfg.schedulers.len() > 1 {
+                        self.send_to_schedulers(m);
+                    }
+                } else if was_lost {
                     log::info!("the scheduler is back");
-                    lost = false;
+                    was_lost = false;
                 }
                 let mut m = control(SCHEDULER, Command::Heartbeat);
                 m.meta.timestamp = self.next_timestamp();
-                if let Err(e) = self.send(m) {
+                if self.cfg.schedulers.len() > 1 {
+                    // every candidate hears the node (a standby's witness)
+                    self.send_to_schedulers(m);
+                } else if let Err(e) = self.send(m) {
                     log::debug!("heartbeat not sent: {e}");
                 }
                 next += interval;
@@ -365,12 +385,16 @@ impl Van {
             }
         }
         if let Some(s) = &self.sched {
-            let actions = s.lock().tick(now);
-            self.execute(actions);
+            if self.is_active_scheduler() {
+                let actions = s.lock().tick(now);
+                self.execute(actions);
+            }
+            self.failover_tick(now);
         }
     }
 
     fn on_frames(&self, frames: Vec<bytes::Bytes>) {
+        failover::IN_RECV.with(|r| r.set(true));
         let bytes: usize = frames.iter().map(|f| f.len()).sum();
         let msg = match Message::decode(frames) {
             Ok(m) => m,
@@ -383,6 +407,9 @@ impl Van {
         self.stats.recv_msgs.fetch_add(1, Ordering::Relaxed);
         self.stats.recv_bytes.fetch_add(bytes as u64, Ordering::Relaxed);
         log::trace!("recv {msg}");
+        if !self.screen(&msg) {
+            return;
+        }
         if msg.meta.sender == SCHEDULER {
             self.last_from_scheduler.store(self.now_ms(), Ordering::Relaxed);
         }
@@ -455,7 +482,7 @@ impl Van {
                     h.on_nodes_dead(&ids);
                 }
             }
-            Command::Ack => {}
+            Command::Ack | Command::Sync | Command::PeerBeat => {}
         }
     }
 
@@ -544,6 +571,7 @@ impl Van {
                     if self.transport.connect(key, &node.hostname, node.port).is_ok() {
                         let mut m = control(key, Command::AddNode);
                         m.meta.control.reason = reason;
+                        self.stamp(&mut m);
                         let _ = self.send_raw(&m);
                     }
                 }
@@ -571,6 +599,7 @@ impl Van {
                     if let Some(h) = self.handler() {
                         h.on_nodes_changed(&t);
                     }
+                    self.replicate_core();
                 }
                 Action::Dead(ids) => {
                     self.dead.write().extend(ids.iter().copied());
@@ -581,6 +610,7 @@ impl Van {
                     if let Some(h) = self.handler() {
                         h.on_nodes_dead(&ids);
                     }
+                    self.replicate_core();
                 }
             }
         }

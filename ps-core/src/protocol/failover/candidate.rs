@@ -127,22 +127,29 @@ impl Candidate {
         self.seq
     }
 
-    /// A message (heartbeat or state) from the scheduler candidate under `from` at
-    /// `now_ms`. An active candidate steps down before a better epoch; a standby follows
-    /// the best epoch it hears and ignores worse ones.
-    pub fn on_peer(&mut self, from: Epoch, now_ms: u64) -> Decision {
+    /// A message (heartbeat or state) at `now_ms` from scheduler candidate `origin`,
+    /// which follows (or, if it is `from.candidate`, leads) epoch `from`. An active
+    /// candidate steps down before a better epoch; a standby follows the best epoch it
+    /// hears and ignores worse ones. Only a message from the active one itself counts
+    /// as hearing it: standbys must not keep each other from noticing its death.
+    pub fn on_peer(&mut self, from: Epoch, origin: usize, now_ms: u64) -> Decision {
+        let from_leader = origin == from.candidate as usize;
         if self.active {
             if from > self.epoch {
                 self.active = false;
                 self.epoch = from;
-                self.last_heard_ms = now_ms;
+                if from_leader {
+                    self.last_heard_ms = now_ms;
+                }
                 return Decision::StepDown(from);
             }
             return Decision::Nothing;
         }
         if from >= self.epoch {
             self.epoch = from;
-            self.last_heard_ms = now_ms;
+            if from_leader {
+                self.last_heard_ms = now_ms;
+            }
         }
         Decision::Nothing
     }

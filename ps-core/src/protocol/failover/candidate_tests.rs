@@ -9,7 +9,7 @@ fn e(term: u64, candidate: u32) -> Epoch {
 /// Candidate 1 of 3 following the initial active (candidate 0, term 1) with state 5.
 fn standby(me: usize) -> Candidate {
     let mut c = Candidate::new(me, 3, T, true, 0);
-    assert_eq!(c.on_peer(e(1, 0), 100), Decision::Nothing);
+    assert_eq!(c.on_peer(e(1, 0), 0, 100), Decision::Nothing);
     assert!(c.on_state(e(1, 0), 5));
     c
 }
@@ -72,7 +72,7 @@ fn a_standby_that_missed_a_write_never_takes_over() {
     report_silent(&mut c, &[11], 1100, 6, 1150);
     assert_eq!(c.tick(1200, 3), Decision::Refused(Refusal::Stale { mine: 5, seen: 6 }));
     // caught up by an active scheduler: the refusal goes away
-    c.on_peer(e(1, 0), 1300);
+    c.on_peer(e(1, 0), 0, 1300);
     assert!(c.on_state(e(1, 0), 6));
     report_silent(&mut c, &[8, 9, 11], 1100, 6, 2350);
     assert_eq!(c.tick(2400, 3), Decision::TakeOver(e(2, 1)));
@@ -92,7 +92,7 @@ fn the_nearest_standby_wins_and_the_next_one_follows_it() {
     );
     assert_eq!(b.tick(1200, 2), Decision::TakeOver(e(2, 1)));
     // the new active's heartbeat reaches candidate 2
-    assert_eq!(c.on_peer(e(2, 1), 1210), Decision::Nothing);
+    assert_eq!(c.on_peer(e(2, 1), 1, 1210), Decision::Nothing);
     assert!(c.on_state(e(2, 1), 5));
     assert_eq!(c.epoch(), e(2, 1));
     assert_eq!(c.tick(1700, 2), Decision::Nothing);
@@ -105,9 +105,9 @@ fn the_nearest_standby_wins_and_the_next_one_follows_it() {
 fn an_old_active_steps_down_before_a_better_epoch() {
     let mut a = Candidate::new(0, 2, T, false, 0);
     assert_eq!(a.epoch(), e(1, 0));
-    assert_eq!(a.on_peer(e(1, 0), 10), Decision::Nothing);
-    assert_eq!(a.on_peer(e(0, 0), 10), Decision::Nothing);
-    assert_eq!(a.on_peer(e(2, 1), 20), Decision::StepDown(e(2, 1)));
+    assert_eq!(a.on_peer(e(1, 0), 0, 10), Decision::Nothing);
+    assert_eq!(a.on_peer(e(0, 0), 0, 10), Decision::Nothing);
+    assert_eq!(a.on_peer(e(2, 1), 1, 20), Decision::StepDown(e(2, 1)));
     assert!(!a.is_active());
     // a state of the new epoch is followed, an older one is not
     assert!(!a.on_state(e(1, 0), 9));
@@ -116,6 +116,16 @@ fn an_old_active_steps_down_before_a_better_epoch() {
     let mut a = Candidate::new(0, 2, T, false, 0);
     assert_eq!(a.on_witness(8, e(1, 0), 0, 0, 5), Decision::Nothing);
     assert_eq!(a.on_witness(8, e(3, 1), 0, 0, 5), Decision::StepDown(e(3, 1)));
+}
+
+#[test]
+fn only_the_active_one_counts_as_heard() {
+    let mut b = standby(1);
+    // candidate 2, another standby, keeps beating: it does not stand for the active one
+    for t in [500, 1000, 1500] {
+        assert_eq!(b.on_peer(e(1, 0), 2, t), Decision::Nothing);
+    }
+    assert_eq!(b.tick(1200, 0), Decision::TakeOver(e(2, 1)));
 }
 
 #[test]
