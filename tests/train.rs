@@ -241,3 +241,52 @@ fn training_survives_the_loss_of_any_node() {
         );
     }
 }
+
+/// Sync training on 3 servers with `PS_REPLICAS=1`; with `kill`, server 2 (launch
+/// index) is killed with SIGKILL mid-pass and nothing is started in its place.
+/// Returns the accuracy and, with `kill`, the seconds from the kill to progress again.
+fn run_replicated(kill: bool, train: &Path, test: &Path, dir: &Path, name: &str) -> (f64, Option<Duration>) {
+    let work = dir.join(name);
+    let a = args(train, test, &work);
+    let a: Vec<&str> = a.iter().map(|s| s.as_str()).collect();
+    let env = [
+        ("PS_REPLICAS", "1"),
+        ("PS_HEARTBEAT_INTERVAL", "0.1"),
+        ("PS_HEARTBEAT_TIMEOUT", "0.5"),
+        ("PS_RESEND", "1"),
+        ("PS_RESEND_TIMEOUT", "500"),
+    ];
+    let mut c = Cluster::start(3, 2, &a, &env, LIMIT);
+    wait_progress(&mut c, 0, 20);
+    let mut recovery = None;
+    if kill {
+        let before = progress_lines(&c, 0);
+        let t = Instant::now();
+        c.kill(2);
+        let back = wait_progress(&mut c, 0, before + 2);
+        recovery = Some(back - t);
+    }
+    c.wait_success();
+    assert!(
+        !c.procs[0].stderr().contains("restored version"),
+        "{name}: nothing restarts"
+    );
+    (final_accuracy(&c), recovery)
+}
+
+#[test]
+fn replicated_training_survives_a_server_kill_without_replacement() {
+    if !have_data() {
+        return;
+    }
+    let _x = one_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    let (train, test) = (convert(dir.path(), "train"), convert(dir.path(), "t10k"));
+    let (base, _) = run_replicated(false, &train, &test, dir.path(), "replicated-clean");
+    println!("3 servers, 1 replica, fault-free: test accuracy {base:.4}");
+    assert!(base > 0.80, "fault-free accuracy {base}");
+    let (acc, rec) = run_replicated(true, &train, &test, dir.path(), "replicated-kill");
+    let rec = rec.unwrap().as_secs_f64();
+    println!("server killed, no replacement: progress again after {rec:.2} s; test accuracy {acc:.4} vs {base:.4}");
+    assert!((acc - base).abs() <= 0.01, "accuracy {acc} vs fault-free {base}");
+}

@@ -2,17 +2,19 @@
 //! with a version and answered accepted / rejected; pulls that wait for the next
 //! version are held and answered when it is applied. A worker's idle notice (it holds
 //! no task) stops sync versions waiting for it. A ticker applies timed-out sync
-//! versions, follows the dead workers, and checkpoints the shard.
+//! versions, follows the dead workers, and checkpoints the shard. With `PS_REPLICAS`
+//! the server keeps one shard per key range it holds.
 
 use super::checkpoint;
 use super::kv_exchange::{CMD_IDLE, STATUS_REJECTED};
 use super::layout::Layout;
 use super::shard::{Mode, PushOutcome, Sgd, Shard};
 use parking_lot::Mutex;
-use ps_core::kv::{KVMeta, KVPairs, KVResponder, KVServer, SArray};
+use ps_core::kv::replication::Chain;
+use ps_core::kv::{KVMeta, KVPairs, KVResponder, KVServer, KvError, SArray};
 use ps_core::node::id_role;
 use ps_core::{Postoffice, Role};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -35,10 +37,21 @@ pub struct ServerOptions {
     pub quorum: Option<Arc<AtomicUsize>>,
 }
 
-struct State {
+/// One key range's shard (this server's own, or, with replication, one it backs up).
+struct RangeState {
     shard: Shard,
     held: Vec<(KVMeta, SArray<u64>)>,
     last_checkpoint: u64,
+}
+
+struct State {
+    /// By key range (server rank): this server's own range, and with `PS_REPLICAS`
+    /// the ranges it backs up (it gets their pushes forwarded, and serves them once
+    /// it is their first live holder).
+    ranges: BTreeMap<usize, RangeState>,
+    /// A responder that sends (taken from a pull: a replicated push gets one that
+    /// holds its answer until the other replicas applied it).
+    responder: Option<KVResponder>,
 }
 
 /// A running training server; stops its ticker when dropped.
@@ -47,6 +60,7 @@ pub struct TrainServer {
     stop: Arc<AtomicBool>,
     ticker: Option<std::thread::JoinHandle<()>>,
     state: Arc<Mutex<State>>,
+    rank: usize,
 }
 
 fn values(shard: &Shard, keys: &[u64]) -> Result<Vec<f32>, String> {
@@ -55,15 +69,15 @@ fn values(shard: &Shard, keys: &[u64]) -> Result<Vec<f32>, String> {
     shard.values(Some(&offs)).map_err(|e| format!("{e:?}"))
 }
 
-fn answer_pull(resp: &KVResponder, st: &State, meta: &KVMeta, keys: SArray<u64>) {
-    match values(&st.shard, &keys) {
+fn answer_pull(resp: &KVResponder, rs: &RangeState, meta: &KVMeta, keys: SArray<u64>) {
+    match values(&rs.shard, &keys) {
         Ok(vals) => {
             let res = KVPairs {
                 keys,
                 vals: vals.into(),
                 lens: SArray::empty(),
             };
-            if let Err(e) = resp.response_with(meta, &res, 0, st.shard.version) {
+            if let Err(e) = resp.response_with(meta, &res, 0, rs.shard.version) {
                 log::warn!("pull answer to {} not sent: {e}", meta.sender);
             }
         }
@@ -71,15 +85,18 @@ fn answer_pull(resp: &KVResponder, st: &State, meta: &KVMeta, keys: SArray<u64>)
     }
 }
 
-/// After an update: answers the held pulls and checkpoints if due.
-fn after_apply(resp: &KVResponder, st: &mut State, opts: &ServerOptions, rank: usize) {
-    for (meta, keys) in std::mem::take(&mut st.held) {
-        answer_pull(resp, st, &meta, keys);
+/// After an update of range `r`: answers its held pulls, and checkpoints it if it is
+/// this server's own range and a checkpoint is due.
+fn after_apply(resp: Option<&KVResponder>, rs: &mut RangeState, opts: &ServerOptions, r: usize, rank: usize) {
+    if let Some(resp) = resp {
+        for (meta, keys) in std::mem::take(&mut rs.held) {
+            answer_pull(resp, rs, &meta, keys);
+        }
     }
-    if let Some(dir) = &opts.checkpoint_dir {
-        if st.shard.version >= st.last_checkpoint + opts.checkpoint_every {
-            match checkpoint::save(dir, rank, &st.shard) {
-                Ok(()) => st.last_checkpoint = st.shard.version,
+    if let (Some(dir), true) = (&opts.checkpoint_dir, r == rank) {
+        if rs.shard.version >= rs.last_checkpoint + opts.checkpoint_every {
+            match checkpoint::save(dir, rank, &rs.shard) {
+                Ok(()) => rs.last_checkpoint = rs.shard.version,
                 Err(e) => log::error!("{e}"),
             }
         }
@@ -88,7 +105,9 @@ fn after_apply(resp: &KVResponder, st: &mut State, opts: &ServerOptions, rank: u
 
 impl TrainServer {
     /// Serves the shard of this server's rank: restored from its checkpoint if this
-    /// node replaced a dead server and one exists, else `init`'s block.
+    /// node replaced a dead server and one exists, else `init`'s block. With
+    /// `PS_REPLICAS` > 0 it also holds (from `init`) the shards of the ranges it backs
+    /// up: the replication layer forwards their pushes here.
     pub fn start(
         po: &Arc<Postoffice>,
         app_id: i32,
@@ -97,56 +116,79 @@ impl TrainServer {
         opts: ServerOptions,
     ) -> Result<TrainServer, String> {
         let rank = po.my_rank();
-        let range = layout.params_of(rank);
-        let begin = layout.range_begin(rank);
-        let restored = match (&opts.checkpoint_dir, po.is_recovery()) {
-            (Some(dir), true) => checkpoint::load(dir, rank)?,
-            _ => None,
-        };
-        let shard = match restored {
-            Some(mut s) => {
-                log::info!("server {rank}: restored version {} from its checkpoint", s.version);
-                s.mode = opts.mode;
-                s
-            }
-            None => Shard::new(
-                begin,
-                init[range.clone()].to_vec(),
-                opts.mode,
-                opts.sgd,
-                po.num_workers(),
-            ),
-        };
-        let last_checkpoint = shard.version;
+        let chain = Chain::new(po.num_servers(), po.config().replicas);
+        let replicated = chain.replicas() > 0;
+        let mut ranges = BTreeMap::new();
+        for r in chain.ranges_of(rank) {
+            let restored = match (&opts.checkpoint_dir, po.is_recovery() && r == rank) {
+                (Some(dir), true) => checkpoint::load(dir, rank)?,
+                _ => None,
+            };
+            let shard = match restored {
+                Some(mut s) => {
+                    log::info!("server {rank}: restored version {} from its checkpoint", s.version);
+                    s.mode = opts.mode;
+                    s
+                }
+                None => Shard::new(
+                    layout.range_begin(r),
+                    init[layout.params_of(r)].to_vec(),
+                    opts.mode,
+                    opts.sgd,
+                    po.num_workers(),
+                ),
+            };
+            let last_checkpoint = shard.version;
+            let rs = RangeState {
+                shard,
+                held: Vec::new(),
+                last_checkpoint,
+            };
+            ranges.insert(r, rs);
+        }
         let state = Arc::new(Mutex::new(State {
-            shard,
-            held: Vec::new(),
-            last_checkpoint,
+            ranges,
+            responder: None,
         }));
         let epoch = Instant::now();
         let st = Arc::clone(&state);
         let o = opts.clone();
-        let responder: Arc<Mutex<Option<KVResponder>>> = Arc::default();
-        let r2 = Arc::clone(&responder);
         let kv = KVServer::<f32>::new(
             po,
             app_id,
             Box::new(move |meta: &KVMeta, req: KVPairs<f32>, resp: &KVResponder| {
-                r2.lock().get_or_insert_with(|| resp.clone());
                 let now = epoch.elapsed().as_millis() as u64;
-                let mut st = st.lock();
+                let mut guard = st.lock();
+                let st = &mut *guard;
+                if !meta.push {
+                    st.responder.get_or_insert_with(|| resp.clone());
+                }
                 if meta.cmd == CMD_IDLE {
-                    let applied = st.shard.set_idle(meta.sender, now);
+                    // every copy of every range this server holds hears it (a notice
+                    // is not forwarded; each holder is some range's primary)
+                    for (&r, rs) in st.ranges.iter_mut() {
+                        if rs.shard.set_idle(meta.sender, now) {
+                            after_apply(st.responder.as_ref(), rs, &o, r, rank);
+                        }
+                    }
                     if let Err(e) = resp.response(meta, &KVPairs::<f32>::default()) {
                         log::warn!("idle answer to {} not sent: {e}", meta.sender);
                     }
-                    if applied {
-                        after_apply(resp, &mut st, &o, rank);
-                    }
-                } else if meta.push {
+                    return;
+                }
+                let r = if replicated { meta.range.max(0) as usize } else { rank };
+                let Some(rs) = st.ranges.get_mut(&r) else {
+                    let _ = resp.error(
+                        meta,
+                        &KvError::Transport(format!("server {rank} does not hold range {r}")),
+                    );
+                    return;
+                };
+                if meta.push {
+                    let begin = rs.shard.begin;
                     let offs: Vec<u64> = req.keys.iter().map(|k| k - begin).collect();
-                    let full = offs.len() == st.shard.len();
-                    let outcome = st.shard.push(
+                    let full = offs.len() == rs.shard.len();
+                    let outcome = rs.shard.push(
                         meta.sender,
                         meta.version,
                         if full { None } else { Some(&offs) },
@@ -158,22 +200,22 @@ impl TrainServer {
                         Ok(PushOutcome::Rejected { .. }) => (STATUS_REJECTED, false),
                         Err(e) => {
                             log::warn!("bad push from {}: {e:?}", meta.sender);
-                            let _ = resp.error(meta, &ps_core::kv::KvError::BadLength(format!("{e:?}")));
+                            let _ = resp.error(meta, &KvError::BadLength(format!("{e:?}")));
                             return;
                         }
                     };
-                    if let Err(e) = resp.response_with(meta, &KVPairs::<f32>::default(), status, st.shard.version) {
+                    if let Err(e) = resp.response_with(meta, &KVPairs::<f32>::default(), status, rs.shard.version) {
                         log::warn!("push answer to {} not sent: {e}", meta.sender);
                     }
                     if applied {
-                        after_apply(resp, &mut st, &o, rank);
+                        after_apply(st.responder.as_ref(), rs, &o, r, rank);
                     }
                 } else {
                     let after = meta.version.checked_sub(1);
-                    if st.shard.pull_must_wait(after) {
-                        st.held.push((meta.clone(), req.keys));
+                    if rs.shard.pull_must_wait(after) {
+                        rs.held.push((meta.clone(), req.keys));
                     } else {
-                        answer_pull(resp, &st, meta, req.keys);
+                        answer_pull(resp, rs, meta, req.keys);
                     }
                 }
             }),
@@ -191,18 +233,19 @@ impl TrainServer {
                         .filter(|&id| id_role(id) == Some(Role::Worker))
                         .collect();
                     let now = epoch.elapsed().as_millis() as u64;
-                    let mut st = st.lock();
-                    if let (Some(q), Mode::Sync { timeout_ms, .. }) = (&opts.quorum, st.shard.mode) {
-                        let grads_per_version = q.load(Ordering::Relaxed).max(1);
-                        st.shard.mode = Mode::Sync {
-                            grads_per_version,
-                            timeout_ms,
-                        };
-                    }
-                    let applied = st.shard.set_dead_workers(&dead, now) | st.shard.tick(now);
-                    if applied {
-                        if let Some(resp) = responder.lock().clone() {
-                            after_apply(&resp, &mut st, &opts, rank);
+                    let mut guard = st.lock();
+                    let st = &mut *guard;
+                    for (&r, rs) in st.ranges.iter_mut() {
+                        if let (Some(q), Mode::Sync { timeout_ms, .. }) = (&opts.quorum, rs.shard.mode) {
+                            let grads_per_version = q.load(Ordering::Relaxed).max(1);
+                            rs.shard.mode = Mode::Sync {
+                                grads_per_version,
+                                timeout_ms,
+                            };
+                        }
+                        let applied = rs.shard.set_dead_workers(&dead, now) | rs.shard.tick(now);
+                        if applied {
+                            after_apply(st.responder.as_ref(), rs, &opts, r, rank);
                         }
                     }
                 }
@@ -213,12 +256,17 @@ impl TrainServer {
             stop,
             ticker: Some(ticker),
             state,
+            rank,
         })
     }
 
-    /// The shard's version.
+    /// The version of this server's own shard.
     pub fn version(&self) -> u64 {
-        self.state.lock().shard.version
+        self.state
+            .lock()
+            .ranges
+            .get(&self.rank)
+            .map_or(0, |rs| rs.shard.version)
     }
 }
 
