@@ -63,3 +63,31 @@ fn kv_sums_exact_after_a_server_is_killed_early_without_replacement() {
 fn kv_sums_exact_after_a_server_is_killed_late_without_replacement() {
     kill_a_server_mid_pushes(3, 150);
 }
+
+/// A replacement server cannot copy its ranges yet: it must refuse to serve (an empty
+/// store would corrupt the sums) and the job must still finish exact.
+#[test]
+fn a_replacement_refuses_to_serve_empty_ranges_and_sums_stay_exact() {
+    let args = ["kv-test", "--keys", "3000", "--repeat", "300", "--interval-ms", "5"];
+    let mut c = Cluster::start(3, 2, &args, ENV, LIMIT);
+    c.wait_for_output(4, "pushes", |s| s.contains("kv-test pushed 30\n"));
+    c.kill(2);
+    c.wait_for_output(0, "the death report", |s| s.contains("declared dead"));
+    let r = c.spawn("server");
+    c.wait();
+    assert!(
+        c.procs[r].stderr().contains("cannot yet copy its key ranges"),
+        "{}",
+        c.dump()
+    );
+    assert_ne!(c.procs[r].status, Some(0));
+    for (i, p) in c.procs.iter().enumerate().filter(|&(i, _)| i != 2 && i != r) {
+        assert_eq!(p.status, Some(0), "process {i}\n{}", c.dump());
+    }
+    assert_eq!(
+        c.all_stdout().matches("checked 3000 values = 600 x pushed").count(),
+        2,
+        "{}",
+        c.dump()
+    );
+}

@@ -224,6 +224,14 @@ impl<V: Pod + Send + Sync> KVServer<V> {
         let range = server_key_ranges(po.num_servers())[po.my_rank().min(po.num_servers().saturating_sub(1))];
         let responder = KVResponder::new(po, app_id);
         if po.config().replicas > 0 {
+            if po.is_recovery() {
+                // it would serve its ranges empty: copying them from a live replica is
+                // not built yet; the next holders keep serving them meanwhile
+                return Err(format!(
+                    "server {} replaced a dead server, but with PS_REPLICAS a replacement cannot yet copy its key ranges from a live replica; not serving (the other replicas hold its ranges)",
+                    po.my_rank()
+                ));
+            }
             let (customer, rep) = super::replication::serve(po, app_id, handle, responder)?;
             return Ok(KVServer {
                 customer,
