@@ -16,6 +16,10 @@ const ENV: &[(&str, &str)] = &[
 /// Kills server `victim` (launch index: scheduler 0, servers 1..=3) once worker
 /// output shows `after` pushes, then checks every sum.
 fn kill_a_server_mid_pushes(victim: usize, after: usize) {
+    kill_a_server_mid_pushes_with(victim, after, &[]);
+}
+
+fn kill_a_server_mid_pushes_with(victim: usize, after: usize, extra: &[(&str, &str)]) {
     let args = [
         "kv-test",
         "--keys",
@@ -26,7 +30,8 @@ fn kill_a_server_mid_pushes(victim: usize, after: usize) {
         "5",
         "--uneven",
     ];
-    let mut c = Cluster::start(3, 2, &args, ENV, LIMIT);
+    let env: Vec<(&str, &str)> = ENV.iter().chain(extra).copied().collect();
+    let mut c = Cluster::start(3, 2, &args, &env, LIMIT);
     let worker = 4;
     let mark = format!("kv-test pushed {after}\n");
     c.wait_for_output(worker, "pushes", |s| s.contains(&mark));
@@ -46,6 +51,29 @@ fn kill_a_server_mid_pushes(victim: usize, after: usize) {
         "{}",
         c.dump()
     );
+    if !extra.is_empty() {
+        // the loss really happened (the killed server logs nothing at exit)
+        let drops: u64 = c
+            .procs
+            .iter()
+            .flat_map(|p| {
+                p.stderr()
+                    .lines()
+                    .filter_map(|l| {
+                        l.split("injected drops ")
+                            .nth(1)?
+                            .split(',')
+                            .next()?
+                            .trim()
+                            .parse::<u64>()
+                            .ok()
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .sum();
+        assert!(drops > 0, "no message was dropped\n{}", c.dump());
+        println!("{drops} messages dropped and resent");
+    }
     let rerouted: usize = c
         .procs
         .iter()
@@ -62,6 +90,14 @@ fn kv_sums_exact_after_a_server_is_killed_early_without_replacement() {
 #[test]
 fn kv_sums_exact_after_a_server_is_killed_late_without_replacement() {
     kill_a_server_mid_pushes(3, 150);
+}
+
+/// With 10% of data messages dropped and resent: forwards, acknowledgements and
+/// answers for two ranges from one server survive the resender's de-duplication.
+#[test]
+fn kv_sums_exact_after_a_server_is_killed_under_message_loss() {
+    let loss = [("PS_RESEND", "1"), ("PS_RESEND_TIMEOUT", "200"), ("PS_DROP_MSG", "10")];
+    kill_a_server_mid_pushes_with(2, 80, &loss);
 }
 
 /// A replacement server cannot copy its ranges yet: it must refuse to serve (an empty
