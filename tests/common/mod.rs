@@ -3,6 +3,8 @@
 //! started when dropped.
 #![allow(dead_code)]
 
+pub mod training;
+
 use std::fs;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -202,6 +204,29 @@ impl Cluster {
             self.procs[i].name,
             self.dump()
         );
+    }
+
+    /// True once process `i` has exited (or was killed); reaps it.
+    pub fn exited(&mut self, i: usize) -> bool {
+        let p = &mut self.procs[i];
+        if p.status.is_none() {
+            if let Some(s) = p.child.try_wait().unwrap() {
+                p.status = Some(s.code().unwrap_or(-1));
+            }
+        }
+        p.status.is_some()
+    }
+
+    /// Polls `pred` every 10 ms until it holds, or panics at the deadline.
+    pub fn wait_until(&mut self, what: &str, mut pred: impl FnMut(&mut Cluster) -> bool) {
+        while Instant::now() < self.deadline {
+            if pred(self) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        self.kill_all();
+        panic!("timed out waiting for {what}\n{}", self.dump());
     }
 
     /// All stdout, concatenated.

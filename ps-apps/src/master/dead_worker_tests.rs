@@ -167,3 +167,25 @@ fn every_order_of_death_and_last_request_completes_each_pass_once() {
         }
     }
 }
+
+/// The scheduler died after handing 9 a task and before its reply left (or the reply
+/// was lost): the resumed master has the task pending on 9, which asks again. The task
+/// goes back at once instead of waiting for its deadline (a stall at the end of a pass).
+#[test]
+fn a_task_whose_reply_was_lost_is_handed_out_again_at_once() {
+    let d = tempfile::tempdir().unwrap();
+    let mut m = master(d.path(), 1);
+    let ask = |m: &mut Master, w, f, now| m.ask_for_task(w, f, now).unwrap();
+    let a = task_id(ask(&mut m, 9, None, 0));
+    let b = task_id(ask(&mut m, 11, None, 0));
+    // 9 never got `a` and asks again: it gets `a` back, nothing stays pending twice
+    assert_eq!(task_id(ask(&mut m, 9, None, 5)), a);
+    assert_eq!(held_by(&m, 9), vec![a]);
+    assert_eq!(m.queues().todo.front().map(|e| e.num_timeout), Some(0));
+    // 11 finished `b` and its report is handled twice (a resent request): counted once,
+    // and the task it was handed by the first one comes back too
+    let c = task_id(ask(&mut m, 11, Some(b), 6));
+    assert_eq!(task_id(ask(&mut m, 11, Some(b), 7)), c);
+    assert_eq!(m.queues().total_done, 1);
+    assert_eq!(held_by(&m, 11), vec![c]);
+}

@@ -198,8 +198,8 @@ impl TaskQueues {
         late
     }
 
-    /// Requeues at once every task `worker` holds (it was declared dead), without
-    /// counting a timeout. Returns how many.
+    /// Requeues at once, at the front of todo, every task `worker` holds (it was
+    /// declared dead, or lost its task), without counting a timeout. Returns how many.
     pub fn worker_dead(&mut self, worker: i32) -> usize {
         let ids: Vec<u64> = self
             .pending

@@ -121,6 +121,26 @@ impl Master {
     /// death) still gets its finished task counted, but is never handed a task: it
     /// gets `Wait`.
     pub fn get_task(&mut self, worker: i32, finished: Option<u64>, now_ms: u64) -> Result<Reply, String> {
+        self.get_task_with(worker, finished, now_ms, false)
+    }
+
+    /// [`Master::get_task`] for a worker that holds one task at a time and asks only
+    /// once it finished or gave up its task (the training workers, through
+    /// [`Master::handle`]): a task still pending on it is one whose handing-out reply
+    /// it never got (the scheduler died before sending it, or the reply was lost). It
+    /// goes back to the front of todo at once, without counting a timeout, rather than
+    /// wait for its deadline.
+    pub fn ask_for_task(&mut self, worker: i32, finished: Option<u64>, now_ms: u64) -> Result<Reply, String> {
+        self.get_task_with(worker, finished, now_ms, true)
+    }
+
+    fn get_task_with(
+        &mut self,
+        worker: i32,
+        finished: Option<u64>,
+        now_ms: u64,
+        one_at_a_time: bool,
+    ) -> Result<Reply, String> {
         let dead = self.dead.contains(&worker);
         if dead {
             log::debug!("GetTask from dead worker {worker}: no task handed out");
@@ -128,6 +148,10 @@ impl Master {
         self.change(|q, c| {
             if let Some(id) = finished {
                 q.finish(id, now_ms);
+            }
+            let lost = if one_at_a_time { q.worker_dead(worker) } else { 0 };
+            if lost > 0 {
+                log::warn!("worker {worker} asked for a task while holding {lost}: requeued (its reply was lost)");
             }
             if dead {
                 Reply::Wait
@@ -165,7 +189,7 @@ impl Master {
     pub fn handle(&mut self, worker: i32, req: MasterRequest, now_ms: u64) -> MasterResponse {
         let result = match req {
             MasterRequest::ReportDataset { paths } => self.report_dataset(paths).map(|_| MasterResponse::Ok),
-            MasterRequest::GetTask { finished, .. } => self.get_task(worker, finished, now_ms).map(|r| match r {
+            MasterRequest::GetTask { finished, .. } => self.ask_for_task(worker, finished, now_ms).map(|r| match r {
                 Reply::Task(t) => MasterResponse::Task(t),
                 Reply::Wait => MasterResponse::Wait,
                 Reply::NoMoreTasks => MasterResponse::NoMoreTasks,

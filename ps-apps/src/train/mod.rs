@@ -7,6 +7,7 @@ pub mod coordinator;
 pub mod exchange;
 pub mod kv_exchange;
 pub mod layout;
+pub mod master_client;
 pub mod minibatch;
 pub mod server;
 pub mod shard;

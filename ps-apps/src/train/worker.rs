@@ -2,19 +2,17 @@
 //! by minibatch through the parameter servers, reports each task, and (rank 0)
 //! evaluates the model after every pass and saves it at the end.
 
-use super::coordinator::{decode, encode, MASTER_APP, MASTER_HEAD};
 use super::exchange::ParamExchange;
+use super::master_client::MasterClient;
 use super::minibatch::{BatchError, MinibatchLoop};
 use crate::master::{MasterRequest, MasterResponse, Task, TaskReport};
 use crate::metrics;
 use crate::model::Model;
 use crate::recordio::{self, Example};
-use ps_core::node::SCHEDULER;
-use ps_core::simple_app::SimpleApp;
 use ps_core::Postoffice;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How a worker trains.
 #[derive(Clone, Debug)]
@@ -86,26 +84,6 @@ pub fn read_examples(path: &Path) -> Result<Vec<Example>, String> {
         .collect()
 }
 
-/// Calls the master, retrying while it is unreachable (e.g. restarting) for at most
-/// `patience`.
-pub fn call_master(app: &SimpleApp, req: &MasterRequest, patience: Duration) -> Result<MasterResponse, String> {
-    let start = Instant::now();
-    let body = encode(req);
-    loop {
-        match app.call(MASTER_HEAD, body.clone(), SCHEDULER, Duration::from_secs(5)) {
-            Ok(replies) => {
-                let r = replies.first().ok_or("empty reply from the master")?;
-                return decode(&r.body);
-            }
-            Err(e) if start.elapsed() < patience => {
-                log::warn!("master unreachable ({e}); retrying");
-                std::thread::sleep(Duration::from_millis(200));
-            }
-            Err(e) => return Err(format!("the master did not answer for {patience:?}: {e}")),
-        }
-    }
-}
-
 /// Reads every example of a task's chunks, in order.
 pub fn task_examples(t: &Task) -> Result<Vec<Example>, String> {
     let mut out = Vec::new();
@@ -153,15 +131,14 @@ pub fn run(
     ex: &mut impl ParamExchange,
     opts: &WorkerOptions,
 ) -> Result<(), String> {
-    let app = SimpleApp::new(po, MASTER_APP, None, None)?;
+    let master = MasterClient::new(po)?;
     let me = po.my_id();
     let lead = po.my_rank() == 0 && !po.is_recovery();
     let test = match (&opts.test, lead) {
         (Some(p), true) => Some(read_examples(p)?),
         _ => None,
     };
-    match call_master(
-        &app,
+    match master.call(
         &MasterRequest::ReportDataset {
             paths: opts.train.clone(),
         },
@@ -180,7 +157,7 @@ pub fn run(
             finished: finished.take(),
             report: report.take(),
         };
-        let task = match call_master(&app, &req, opts.master_patience)? {
+        let task = match master.call(&req, opts.master_patience)? {
             MasterResponse::Task(t) => t,
             MasterResponse::Wait => {
                 // nothing to train until the others finish the pass: the servers must
@@ -222,7 +199,7 @@ pub fn run(
         let failed = outcome.is_none();
         let rep = outcome.unwrap_or_default();
         if failed {
-            call_master(&app, &MasterRequest::TaskFailed { task: task.id }, opts.master_patience)?;
+            master.call(&MasterRequest::TaskFailed { task: task.id }, opts.master_patience)?;
         } else {
             finished = Some(task.id);
             report = Some(rep);

@@ -1,0 +1,104 @@
+//! The worker's connection to the master: a request is waited for in short slices and
+//! sent again as soon as the scheduler was replaced (its incarnation in the node table
+//! changed): the dead scheduler may have taken it and never answered, and waiting out
+//! the full attempt would stall the worker (and the servers' versions waiting for its
+//! gradients) for seconds after the restart. A request is also sent again after
+//! [`ATTEMPT`] without an answer. Sending again is safe: the master counts a finished
+//! task once, and a task still pending on a worker that asks again goes back to todo.
+
+use super::coordinator::{decode, encode, MASTER_APP, MASTER_HEAD};
+use crate::master::{MasterRequest, MasterResponse};
+use bytes::Bytes;
+use parking_lot::Mutex;
+use ps_core::node::SCHEDULER;
+use ps_core::simple_app::{SimpleApp, SimpleData};
+use ps_core::Postoffice;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How long one request waits for the master's answer before it is sent again.
+pub const ATTEMPT: Duration = Duration::from_secs(5);
+
+/// How often a waiting request checks whether the scheduler was replaced.
+const POLL: Duration = Duration::from_millis(50);
+
+/// Answers by request timestamp: present (None) while waited for.
+type Answers = Arc<Mutex<HashMap<i32, Option<Bytes>>>>;
+
+/// Calls the master from a worker.
+pub struct MasterClient {
+    app: SimpleApp,
+    po: Arc<Postoffice>,
+    answers: Answers,
+}
+
+impl MasterClient {
+    /// A client on this node's master app.
+    pub fn new(po: &Arc<Postoffice>) -> Result<MasterClient, String> {
+        let answers: Answers = Arc::default();
+        let a2 = Arc::clone(&answers);
+        let on_answer = move |d: &SimpleData| {
+            if let Some(slot) = a2.lock().get_mut(&d.timestamp) {
+                *slot = Some(d.body.clone());
+            }
+        };
+        let app = SimpleApp::new(po, MASTER_APP, None, Some(Box::new(on_answer)))?;
+        Ok(MasterClient {
+            app,
+            po: Arc::clone(po),
+            answers,
+        })
+    }
+
+    /// Sends `req` to the master and returns its answer, sending it again when the
+    /// scheduler was replaced or after [`ATTEMPT`], for at most `patience` in all.
+    pub fn call(&self, req: &MasterRequest, patience: Duration) -> Result<MasterResponse, String> {
+        let start = Instant::now();
+        let body = encode(req);
+        loop {
+            let scheduler = self.po.van().scheduler_incarnation();
+            let why = match self.app.request(MASTER_HEAD, body.clone(), SCHEDULER) {
+                Ok(ts) => {
+                    self.answers.lock().insert(ts, None);
+                    let why = self.wait(ts, scheduler, start, patience);
+                    let answer = self.answers.lock().remove(&ts).flatten();
+                    match (answer, why) {
+                        (Some(b), _) => return decode(&b),
+                        (None, Some(why)) => why,
+                        (None, None) => "no answer body".to_string(),
+                    }
+                }
+                Err(e) => {
+                    std::thread::sleep(Duration::from_millis(200));
+                    e.to_string()
+                }
+            };
+            if start.elapsed() >= patience {
+                return Err(format!("the master did not answer for {patience:?}: {why}"));
+            }
+            log::warn!("master: {why}; asking again");
+        }
+    }
+
+    /// Waits for request `ts`; None once answered, else why it should be sent again.
+    fn wait(&self, ts: i32, scheduler: u64, start: Instant, patience: Duration) -> Option<String> {
+        let sent = Instant::now();
+        loop {
+            if self.app.customer().wait_request_timeout(ts, POLL) {
+                return None;
+            }
+            let why = if self.po.van().scheduler_incarnation() != scheduler {
+                Some("the scheduler was replaced".to_string())
+            } else if sent.elapsed() >= ATTEMPT || start.elapsed() >= patience {
+                Some(format!("no answer within {:?}", sent.elapsed()))
+            } else {
+                None
+            };
+            if why.is_some() {
+                self.app.customer().forget_request(ts);
+                return why;
+            }
+        }
+    }
+}

@@ -1,0 +1,129 @@
+//! Fashion-MNIST training jobs for the tests: the dataset converted to RecordIO, the
+//! `psrs train` arguments, and readers of what the nodes print (accuracy, tasks
+//! trained, the master's progress).
+
+use super::{psrs_bin, Cluster};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Where Debian's dataset-fashion-mnist puts the IDX files.
+pub const DATA: &str = "/usr/share/datasets/fashion-mnist";
+
+/// Fast failure detection (heartbeats every 0.2 s, dead after 1 s) and resends.
+pub const ENV: &[(&str, &str)] = &[
+    ("PS_HEARTBEAT_INTERVAL", "0.2"),
+    ("PS_HEARTBEAT_TIMEOUT", "1"),
+    ("PS_RESEND", "1"),
+    ("PS_RESEND_TIMEOUT", "500"),
+];
+
+/// The heartbeat timeout of [`ENV`], in seconds.
+pub const HEARTBEAT_TIMEOUT_S: f64 = 1.0;
+
+/// Tasks of the job of [`args`]: 60 chunks of 1000 examples, one per task, 4 passes.
+pub const TASKS: usize = 240;
+
+/// True if Fashion-MNIST is installed.
+pub fn have_data() -> bool {
+    Path::new(DATA).join("train-images-idx3-ubyte.gz").exists()
+}
+
+/// Converts split `split` (`train` or `t10k`) to `dir/split.rio`, 1000 examples a chunk.
+pub fn convert(dir: &Path, split: &str) -> PathBuf {
+    let out = dir.join(format!("{split}.rio"));
+    let st = Command::new(psrs_bin())
+        .args(["convert", "--format", "idx", "--per-chunk", "1000", "--input"])
+        .arg(format!("{DATA}/{split}-images-idx3-ubyte.gz"))
+        .arg("--labels")
+        .arg(format!("{DATA}/{split}-labels-idx1-ubyte.gz"))
+        .arg("--out")
+        .arg(&out)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    out
+}
+
+/// A 4-pass sync softmax job (learning rate decayed by 0.7 per pass) working in `work`.
+pub fn args(train: &Path, test: &Path, work: &Path) -> Vec<String> {
+    [
+        "train",
+        "--model",
+        "softmax",
+        "--lr",
+        "0.05",
+        "--momentum",
+        "0.9",
+        "--lr-decay",
+        "0.7",
+        "--batch",
+        "64",
+        "--epochs",
+        "4",
+        "--checkpoint-every",
+        "10",
+        "--task-timeout-ms",
+        "5000",
+        "--train",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .chain([
+        train.display().to_string(),
+        "--test".into(),
+        test.display().to_string(),
+        "--work-dir".into(),
+        work.display().to_string(),
+    ])
+    .collect()
+}
+
+/// The final test accuracy worker 0 printed.
+pub fn final_accuracy(c: &Cluster) -> f64 {
+    let out = c.all_stdout();
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("final test accuracy"))
+        .unwrap_or_else(|| panic!("no accuracy\n{}", c.dump()));
+    line.split_whitespace().nth(3).unwrap().parse().unwrap()
+}
+
+/// Tasks the workers report having trained ("worker 9 trained 120 tasks").
+pub fn trained_tasks(c: &Cluster) -> usize {
+    c.all_stdout()
+        .lines()
+        .filter_map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            match w[..] {
+                ["worker", _, "trained", n, "tasks"] => n.parse::<usize>().ok(),
+                _ => None,
+            }
+        })
+        .sum()
+}
+
+/// Tasks the master counts done, from its last "progress: N/240 tasks" line in `log`.
+pub fn tasks_done(log: &str) -> usize {
+    log.lines()
+        .rev()
+        .find_map(|l| {
+            let rest = l.split("progress: ").nth(1)?;
+            rest.split('/').next()?.parse().ok()
+        })
+        .unwrap_or(0)
+}
+
+/// The node id process `i` logged when it started ("worker[11]@... started").
+pub fn id_of(c: &Cluster, i: usize) -> i32 {
+    let err = c.procs[i].stderr();
+    let line = err.lines().find(|l| l.ends_with(" started")).expect("started");
+    let tag = line.split_whitespace().rev().nth(1).unwrap();
+    tag.split('[')
+        .nth(1)
+        .unwrap()
+        .split(']')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
