@@ -129,11 +129,14 @@ impl Shard {
         self.params.is_empty()
     }
 
-    /// Sets the workers declared dead (a sync version stops waiting for them; an id
-    /// taken over by a replacement leaves the set); returns true if that completed the
-    /// current version.
+    /// Sets the workers declared dead (a sync version stops waiting for them). An id
+    /// that leaves the set was taken over by a replacement, which starts idle: it is
+    /// waited for from its first push on, not while it starts up. Returns true if that
+    /// completed the current version.
     pub fn set_dead_workers(&mut self, dead: &BTreeSet<i32>, now_ms: u64) -> bool {
         if *dead != self.dead {
+            let replaced: Vec<i32> = self.dead.difference(dead).copied().collect();
+            self.idle.extend(replaced);
             self.dead = dead.clone();
         }
         self.maybe_apply(now_ms)

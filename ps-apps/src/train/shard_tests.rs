@@ -78,13 +78,18 @@ fn a_dead_workers_gradient_is_not_waited_for() {
     assert_eq!(s.version, 1);
     s.push(11, 1, None, &[1.0; 3], 12).unwrap();
     assert_eq!(s.version, 2);
-    // a replacement took id 13: it is waited for again
+    // a replacement took id 13: not waited for while it starts up...
     assert!(!s.set_dead_workers(&dead(&[]), 13));
+    assert!(s.is_idle(13));
     s.push(9, 2, None, &[1.0; 3], 14).unwrap();
     s.push(11, 2, None, &[1.0; 3], 14).unwrap();
-    assert_eq!(s.version, 2);
-    s.push(13, 2, None, &[1.0; 3], 15).unwrap();
     assert_eq!(s.version, 3);
+    // ...but from its first push on
+    s.push(13, 3, None, &[1.0; 3], 15).unwrap();
+    s.push(9, 3, None, &[1.0; 3], 15).unwrap();
+    assert_eq!(s.version, 3);
+    s.push(11, 3, None, &[1.0; 3], 16).unwrap();
+    assert_eq!(s.version, 4);
 }
 
 #[test]
