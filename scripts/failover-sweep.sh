@@ -16,5 +16,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PSRS_FAILOVER_MOMENTS=${MOMENTS:-15}
-cargo test --release --test train_failover -- --nocapture 2>&1 |
+cargo test --release --test train_failover -- --include-ignored --test-threads 1 --nocapture 2>&1 |
   grep -E "^(failover moments|replaying|round|fault-free|worker|server|scheduler|summary|test result)|panicked|assert"
