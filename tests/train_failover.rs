@@ -4,8 +4,8 @@
 //! its port and resumes the master's state). Every run must finish with the master's
 //! task counts exact (every pass 60 done, 0 failed, no task timed out), within one
 //! point of the fault-free accuracy, and within the fault-free wall time plus the
-//! heartbeat timeout plus 1 s: no node may wait on a dead one for longer than it takes
-//! to declare it dead.
+//! heartbeat timeout plus 1 s (plus [`CONTENTION_MARGIN_S`]): no node may wait on a
+//! dead one for longer than it takes to declare it dead.
 //!
 //! Moments are shares of the job's tasks, one per stratum of (0.1, 0.9) per kind and
 //! round, jittered by a seed printed at the start. Environment:
@@ -31,6 +31,11 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 const LIMIT: Duration = Duration::from_secs(240);
+
+/// Margin of the wall-time bound for CPU contention on a shared 2-core machine (a
+/// restarted process also starts up more slowly there): far below the stalls this test
+/// is for (3-10 s).
+const CONTENTION_MARGIN_S: f64 = 1.0;
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Kind {
@@ -296,7 +301,7 @@ fn sweep(kinds: &[Kind]) {
                 "{what}: recovered in {rec:.2} s, wall {:.2} s (fault-free {:.2} s), test accuracy {:.4} vs {:.4}",
                 o.wall, clean.wall, o.accuracy, clean.accuracy
             );
-            if o.wall > slowest_clean + HEARTBEAT_TIMEOUT_S + 1.0 {
+            if o.wall > slowest_clean + HEARTBEAT_TIMEOUT_S + 1.0 + CONTENTION_MARGIN_S {
                 // the machine may have slowed since the round's fault-free run (other
                 // jobs on it): measure the fault-free time again, now, once
                 let (again, c) = run(
@@ -311,10 +316,10 @@ fn sweep(kinds: &[Kind]) {
                 slowest_clean = slowest_clean.max(again.wall);
                 clean_walls.push(again.wall);
             }
-            let bound = slowest_clean + HEARTBEAT_TIMEOUT_S + 1.0;
+            let bound = slowest_clean + HEARTBEAT_TIMEOUT_S + 1.0 + CONTENTION_MARGIN_S;
             assert!(
                 o.wall <= bound,
-                "{what}: wall {:.2} s > slowest fault-free {slowest_clean:.2} s + heartbeat timeout + 1 s: a stall",
+                "{what}: wall {:.2} s > slowest fault-free {slowest_clean:.2} s + heartbeat timeout + 1 s + {CONTENTION_MARGIN_S} s: a stall",
                 o.wall
             );
             assert!(
