@@ -247,11 +247,10 @@ fn training_survives_the_loss_of_a_server_or_the_scheduler_at_many_moments() {
 }
 
 /// Ignored in CI: 2 of 17 release runs of the sweep stalled 3-4 s (the wall check fails).
-/// Cause seen in the logs: the scheduler's second death notice for the dead worker's id
-/// reaches the nodes after a replacement took that id ("scheduler declared dead: [11]"
-/// in the replacement's own log, 0.5 s after it started), so the servers drop their
-/// answers to the replacement as to a dead node and its pull waits for the 3 s resend.
-/// A ps-core (van) fix; `scripts/failover-sweep.sh` runs this test.
+/// Seen in the logs: the replacement worker receives the scheduler's death notice for
+/// its own id ("scheduler declared dead: [11]", 0.5 s after it started as worker 11),
+/// and one of its pulls then goes unanswered until the 3 s resend. A ps-core (van)
+/// fix; `scripts/failover-sweep.sh` runs this test.
 #[test]
 #[ignore = "a stale death notice for a replaced worker's id stalls it 3 s (ps-core van); see the doc comment"]
 fn training_survives_the_loss_of_a_worker_at_many_moments() {
