@@ -1,6 +1,7 @@
 //! The node's configuration, read once from the `DMLC_*` / `PS_*` environment variables
 //! (the names ps-lite and the dmlc tracker use) into a typed, validated struct.
 
+use crate::addr::{self, system::SystemLookup, AddrVars, HostLookup};
 use crate::node::Role;
 use std::collections::HashMap;
 use std::fmt;
@@ -19,10 +20,13 @@ pub struct Config {
     pub num_servers: usize,
     /// `DMLC_NUM_WORKER`.
     pub num_workers: usize,
-    /// The host this node advertises: `DMLC_NODE_HOST`, else the IPv4 address of
-    /// `DMLC_INTERFACE`, else the scheduler's host for the scheduler and `127.0.0.1` for
-    /// the others.
+    /// The host this node advertises: `DMLC_NODE_HOST`, else the address of
+    /// `DMLC_INTERFACE`, else the scheduler's host for the scheduler, else the local
+    /// address of the route to the scheduler (see [`crate::addr`]).
     pub node_host: String,
+    /// The IP the receiving socket binds: `DMLC_BIND_HOST`, else the advertised address
+    /// when it is local, else the wildcard of its family (see [`crate::addr`]).
+    pub bind_host: String,
     /// `PORT`: the port to bind (0 = any free port). The scheduler always binds
     /// `DMLC_PS_ROOT_PORT`.
     pub port: u16,
@@ -112,8 +116,15 @@ impl Config {
         Config::from_vars(&std::env::vars().collect())
     }
 
-    /// Reads and validates the configuration from a variable map.
+    /// Reads and validates the configuration from a variable map, resolving host names
+    /// and routes through the operating system.
     pub fn from_vars(vars: &HashMap<String, String>) -> Result<Config, ConfigError> {
+        Config::from_vars_with(vars, &SystemLookup)
+    }
+
+    /// Reads and validates the configuration from a variable map, asking `lookup` about
+    /// names, routes and interfaces.
+    pub fn from_vars_with(vars: &HashMap<String, String>, lookup: &dyn HostLookup) -> Result<Config, ConfigError> {
         let v = Vars(vars);
         let role_s = v.required("DMLC_ROLE", "scheduler, server or worker")?;
         let role = Role::parse(role_s)
@@ -130,13 +141,17 @@ impl Config {
         let num_workers = v
             .parse("DMLC_NUM_WORKER", "a count of workers")?
             .ok_or_else(|| err("DMLC_NUM_WORKER", "not set; set it to the number of workers"))?;
-        let node_host = match (v.get("DMLC_NODE_HOST"), v.get("DMLC_INTERFACE")) {
-            (Some(h), _) => h.to_string(),
-            (None, Some(iface)) => interface_ipv4(iface)
-                .ok_or_else(|| err("DMLC_INTERFACE", format!("no IPv4 address on interface '{iface}'")))?,
-            (None, None) if role == Role::Scheduler => root_uri.clone(),
-            (None, None) => "127.0.0.1".to_string(),
-        };
+        let addrs = addr::plan(
+            &AddrVars {
+                is_scheduler: role == Role::Scheduler,
+                root_uri: &root_uri,
+                node_host: v.get("DMLC_NODE_HOST"),
+                interface: v.get("DMLC_INTERFACE"),
+                bind_host: v.get("DMLC_BIND_HOST"),
+            },
+            lookup,
+        )
+        .map_err(|e| err(e.var, e.reason))?;
         let port = v.parse("PORT", "a port number (0-65535)")?.unwrap_or(0);
         let verbose = v.parse("PS_VERBOSE", "0, 1 or 2")?.unwrap_or(0);
         let resend = v.parse::<i64>("PS_RESEND", "0 or 1")?.unwrap_or(0) != 0;
@@ -155,7 +170,8 @@ impl Config {
             root_port,
             num_servers,
             num_workers,
-            node_host,
+            node_host: addrs.advertise,
+            bind_host: addrs.bind,
             port,
             verbose,
             resend_timeout: resend.then(|| Duration::from_millis(resend_ms)),
@@ -261,14 +277,6 @@ impl Config {
             _ => log::LevelFilter::Trace,
         }
     }
-}
-
-fn interface_ipv4(name: &str) -> Option<String> {
-    if_addrs::get_if_addrs()
-        .ok()?
-        .into_iter()
-        .find(|i| i.name == name && i.ip().is_ipv4())
-        .map(|i| i.ip().to_string())
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@
 //! [`simple_app`] (request tracking), [`kv`] (sharded push/pull). Protocol decisions
 //! live in [`protocol`] as plain state machines without sockets.
 
+pub mod addr;
 pub mod config;
 pub mod customer;
 pub mod kv;

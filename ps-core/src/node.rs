@@ -77,9 +77,9 @@ pub struct Node {
 }
 
 impl Node {
-    /// `host:port` of the node.
+    /// `host:port` of the node (`[v6]:port` for an IPv6 address).
     pub fn addr(&self) -> String {
-        format!("{}:{}", self.hostname, self.port)
+        crate::addr::host_port(&self.hostname, self.port)
     }
 }
 

@@ -96,6 +96,12 @@ impl Membership {
         }
     }
 
+    /// Servers and workers registered while the cluster is not complete yet.
+    pub fn pending_counts(&self) -> (usize, usize) {
+        let servers = self.pending.iter().filter(|n| n.role == Role::Server).count();
+        (servers, self.pending.len() - servers)
+    }
+
     /// Ids currently declared dead.
     pub fn dead(&self) -> &BTreeSet<i32> {
         &self.dead

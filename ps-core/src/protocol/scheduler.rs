@@ -21,6 +21,9 @@ pub enum Action {
         /// Why.
         reason: String,
     },
+    /// Tell a node still waiting for its id that the scheduler heard it and can reach
+    /// it (a node that never hears this knows the scheduler cannot connect back).
+    Welcome(Node),
     /// The node table changed: here it is.
     Table(Vec<Node>),
     /// These nodes were declared dead.
@@ -125,7 +128,7 @@ impl SchedulerCore {
     fn join_actions(&mut self, join: Join, joiner: Option<Node>, now_ms: u64) -> Vec<Action> {
         let mut out = Vec::new();
         match join {
-            Join::Waiting => {}
+            Join::Waiting => out.extend(joiner.map(Action::Welcome)),
             Join::Rejected(reason) => {
                 if let Some(node) = joiner {
                     out.push(Action::Reject { node, reason });
@@ -252,8 +255,14 @@ mod tests {
 
     fn cluster() -> SchedulerCore {
         let mut s = SchedulerCore::new(1, 2, node(Role::Scheduler, 1), 1000);
-        assert!(s.on_add_node(node(Role::Worker, 3), 0).is_empty());
-        assert!(s.on_add_node(node(Role::Worker, 4), 0).is_empty());
+        assert_eq!(
+            s.on_add_node(node(Role::Worker, 3), 0),
+            vec![Action::Welcome(node(Role::Worker, 3))]
+        );
+        assert_eq!(
+            s.on_add_node(node(Role::Worker, 4), 0),
+            vec![Action::Welcome(node(Role::Worker, 4))]
+        );
         let a = s.on_add_node(node(Role::Server, 2), 0);
         assert_eq!(
             sends(&a),

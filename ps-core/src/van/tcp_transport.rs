@@ -207,7 +207,7 @@ impl Transport for TcpTransport {
     }
 
     fn connect(&self, peer: i32, host: &str, port: u16) -> io::Result<()> {
-        let addr = format!("{host}:{port}");
+        let addr = crate::addr::host_port(host, port);
         let stream = open(&addr).ok();
         let old = self
             .peers

@@ -119,10 +119,12 @@ impl Transport for ZmqTransport {
         let sock = self.ctx.socket(zmq::ROUTER).map_err(io_err)?;
         sock.set_linger(0).map_err(io_err)?;
         sock.set_rcvhwm(0).map_err(io_err)?;
+        sock.set_ipv6(true).map_err(io_err)?;
         let endpoint = if port == 0 {
-            format!("tcp://{host}:*")
+            let hp = crate::addr::host_port(host, 0);
+            format!("tcp://{}:*", hp.strip_suffix(":0").unwrap_or(&hp))
         } else {
-            format!("tcp://{host}:{port}")
+            format!("tcp://{}", crate::addr::host_port(host, port))
         };
         sock.bind(&endpoint)
             .map_err(|e| io::Error::other(format!("cannot bind {endpoint}: {e}")))?;
@@ -145,7 +147,9 @@ impl Transport for ZmqTransport {
         sock.set_linger(2000).map_err(io_err)?;
         sock.set_sndhwm(0).map_err(io_err)?;
         sock.set_sndtimeo(30_000).map_err(io_err)?;
-        sock.connect(&format!("tcp://{host}:{port}")).map_err(io_err)?;
+        sock.set_ipv6(true).map_err(io_err)?;
+        sock.connect(&format!("tcp://{}", crate::addr::host_port(host, port)))
+            .map_err(io_err)?;
         self.senders.lock().insert(peer, Arc::new(Mutex::new(sock)));
         Ok(())
     }

@@ -16,9 +16,9 @@ use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-#[path = "failover_shell.rs"]
 mod failover;
 use failover::Failover;
+mod start;
 
 /// How many times the resender resends one message before giving up.
 pub const MAX_RESENDS: u32 = 10;
@@ -63,6 +63,8 @@ pub struct Van {
     last_from_scheduler: AtomicU64,
     dead: RwLock<BTreeSet<i32>>,
     fo: Failover,
+    heard_from_scheduler: AtomicBool,
+    welcomed: Mutex<Vec<i32>>,
     /// Traffic counters.
     pub stats: VanStats,
 }
@@ -128,6 +130,8 @@ impl Van {
             epoch: Instant::now(),
             last_from_scheduler: AtomicU64::new(0),
             dead: RwLock::new(BTreeSet::new()),
+            heard_from_scheduler: AtomicBool::new(false),
+            welcomed: Mutex::new(Vec::new()),
             stats: VanStats::default(),
         })
     }
@@ -195,85 +199,6 @@ impl Van {
             .filter(|n| n.id != SCHEDULER)
             .map(|n| (n.id, s.liveness().silence_ms(n.id, now)))
             .collect()
-    }
-
-    /// Binds, starts the receiving thread, registers with the scheduler and waits until
-    /// the scheduler sent the node table (every node has joined), then starts the
-    /// heartbeat thread.
-    pub fn start(self: &Arc<Self>, join_timeout: Duration) -> Result<(), String> {
-        let (host, want) = {
-            let me = self.me.read();
-            (me.hostname.clone(), me.port)
-        };
-        let port = self
-            .transport
-            .bind(&host, want)
-            .map_err(|e| format!("cannot bind {host}:{want}: {e}"))?;
-        self.me.write().port = port;
-        log::debug!("bound to {}", self.my_node());
-        self.transport
-            .connect(SCHEDULER, &self.cfg.root_uri, self.cfg.root_port)
-            .map_err(|e| format!("cannot connect to the scheduler: {e}"))?;
-        self.connect_candidates();
-        let weak = Arc::downgrade(self);
-        self.transport
-            .start(Arc::new(move |frames| {
-                if let Some(van) = weak.upgrade() {
-                    van.on_frames(frames);
-                }
-            }))
-            .map_err(|e| format!("cannot start receiving: {e}"))?;
-        let me = Arc::clone(self);
-        self.threads.lock().push(
-            std::thread::Builder::new()
-                .name("van-tick".into())
-                .spawn(move || me.ticking())
-                .map_err(|e| e.to_string())?,
-        );
-        let deadline = Instant::now() + join_timeout;
-        loop {
-            if self.sched.is_none() {
-                let mut m = control(SCHEDULER, Command::AddNode);
-                m.meta.control.nodes = vec![self.my_node()];
-                m.meta.timestamp = self.next_timestamp();
-                if let Err(e) = self.send(m.clone()) {
-                    // the scheduler may simply not be up yet
-                    log::debug!("cannot send ADD_NODE to the scheduler: {e}");
-                }
-                if self.cfg.schedulers.len() > 1 {
-                    // whichever candidate is active answers
-                    self.send_to_schedulers(m);
-                }
-            }
-            let mut ready = self.ready.lock();
-            let wait_until = (Instant::now() + Duration::from_secs(1)).min(deadline);
-            if ready.is_none() {
-                self.ready_cv.wait_until(&mut ready, wait_until);
-            }
-            match ready.clone() {
-                Some(Ok(())) => break,
-                Some(Err(reason)) => return Err(format!("the scheduler refused this node: {reason}")),
-                // a standby waits as long as the active scheduler lives
-                None if Instant::now() >= deadline && !self.cfg.scheduler_standby => {
-                    return Err(format!(
-                        "no node table from the scheduler at {}:{} within {:?}; is it running, and are all {} servers and {} workers started?",
-                        self.cfg.root_uri, self.cfg.root_port, join_timeout, self.cfg.num_servers, self.cfg.num_workers
-                    ))
-                }
-                None => {}
-            }
-        }
-        if self.sched.is_none() && !self.cfg.heartbeat_interval.is_zero() {
-            let me = Arc::clone(self);
-            self.threads.lock().push(
-                std::thread::Builder::new()
-                    .name("van-heartbeat".into())
-                    .spawn(move || me.heartbeat())
-                    .map_err(|e| e.to_string())?,
-            );
-        }
-        log::info!("{} started", self.my_node());
-        Ok(())
     }
 
     /// Sends `msg` to `msg.meta.recver`, filling in the sender; tracked by the
@@ -412,6 +337,7 @@ impl Van {
         }
         if msg.meta.sender == SCHEDULER {
             self.last_from_scheduler.store(self.now_ms(), Ordering::Relaxed);
+            self.heard_from_scheduler.store(true, Ordering::Relaxed);
         }
         if !msg.meta.is_control()
             && self.cfg.drop_msg_percent > 0
@@ -575,7 +501,9 @@ impl Van {
                         let _ = self.send_raw(&m);
                     }
                 }
+                Action::Welcome(n) => self.welcome(&n),
                 Action::Table(t) => {
+                    self.forget_welcomed();
                     {
                         let mut dead = self.dead.write();
                         for n in t.iter().filter(|n| n.is_recovery) {

@@ -1,0 +1,168 @@
+//! Joining the cluster: bind, connect to the scheduler, register, and wait for the
+//! node table while telling the user what the node waits for (see
+//! [`crate::van::join_watch`]).
+
+use super::{control, Van};
+use crate::addr::{host_port, system::tcp_reachable};
+use crate::message::Command;
+use crate::node::{Node, SCHEDULER};
+use crate::van::join_watch::{scheduler_waiting, JoinEvent, JoinView, JoinWatch};
+use std::collections::hash_map::DefaultHasher;
+use std::hash::{Hash, Hasher};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Seconds between "still waiting" lines.
+const LOG_EVERY_MS: u64 = 5_000;
+/// How long the scheduler may be up but silent before this node concludes that the
+/// scheduler cannot connect back to it.
+pub const UNREACHABLE_AFTER_MS: u64 = 6_000;
+
+/// The connection key under which the scheduler reaches a node that has no id yet
+/// (negative, below the keys of refusals, stable for one process).
+pub(super) fn welcome_key(n: &Node) -> i32 {
+    let mut h = DefaultHasher::new();
+    (&n.hostname, n.port, n.incarnation).hash(&mut h);
+    -70_000 - (h.finish() % (1 << 30)) as i32
+}
+
+impl Van {
+    /// Binds, starts the receiving thread, registers with the scheduler and waits until
+    /// the scheduler sent the node table (every node has joined), then starts the
+    /// heartbeat thread. While waiting it logs what it waits for every few seconds,
+    /// and fails within seconds when the scheduler is up but cannot reach this node.
+    pub fn start(self: &Arc<Self>, join_timeout: Duration) -> Result<(), String> {
+        let want = self.me.read().port;
+        let bind = self.cfg.bind_host.clone();
+        let port = self
+            .transport
+            .bind(&bind, want)
+            .map_err(|e| format!("cannot bind {}: {e}", host_port(&bind, want)))?;
+        self.me.write().port = port;
+        log::debug!("bound to {} (advertised as {})", host_port(&bind, port), self.my_node());
+        self.transport
+            .connect(SCHEDULER, &self.cfg.root_uri, self.cfg.root_port)
+            .map_err(|e| format!("cannot connect to the scheduler: {e}"))?;
+        self.connect_candidates();
+        let weak = Arc::downgrade(self);
+        self.transport
+            .start(Arc::new(move |frames| {
+                if let Some(van) = weak.upgrade() {
+                    van.on_frames(frames);
+                }
+            }))
+            .map_err(|e| format!("cannot start receiving: {e}"))?;
+        let me = Arc::clone(self);
+        self.threads.lock().push(
+            std::thread::Builder::new()
+                .name("van-tick".into())
+                .spawn(move || me.ticking())
+                .map_err(|e| e.to_string())?,
+        );
+        let deadline = Instant::now() + join_timeout;
+        let scheduler = host_port(&self.cfg.root_uri, self.cfg.root_port);
+        let expected = (self.cfg.num_servers, self.cfg.num_workers);
+        let mut watch = JoinWatch::new(self.now_ms(), LOG_EVERY_MS, UNREACHABLE_AFTER_MS);
+        loop {
+            if self.sched.is_none() {
+                let mut m = control(SCHEDULER, Command::AddNode);
+                m.meta.control.nodes = vec![self.my_node()];
+                m.meta.timestamp = self.next_timestamp();
+                if let Err(e) = self.send(m.clone()) {
+                    // the scheduler may simply not be up yet
+                    log::debug!("cannot send ADD_NODE to the scheduler: {e}");
+                }
+                if self.cfg.schedulers.len() > 1 {
+                    // whichever candidate is active answers
+                    self.send_to_schedulers(m);
+                }
+            }
+            {
+                let mut ready = self.ready.lock();
+                let wait_until = (Instant::now() + Duration::from_secs(1)).min(deadline);
+                if ready.is_none() {
+                    self.ready_cv.wait_until(&mut ready, wait_until);
+                }
+                match ready.clone() {
+                    Some(Ok(())) => break,
+                    Some(Err(reason)) => return Err(format!("the scheduler refused this node: {reason}")),
+                    // a standby waits as long as the active scheduler lives
+                    None if Instant::now() >= deadline && !self.cfg.scheduler_standby => {
+                        return Err(format!(
+                            "no node table from the scheduler at {scheduler} within {join_timeout:?}; is it running, and are all {} servers and {} workers started?",
+                            expected.0, expected.1
+                        ))
+                    }
+                    None => {}
+                }
+            }
+            match &self.sched {
+                Some(s) => {
+                    if watch.check(self.now_ms(), &self.scheduler_view(&scheduler, true)) != JoinEvent::Quiet {
+                        let have = s.lock().membership().pending_counts();
+                        log::info!("{}", scheduler_waiting(have, expected));
+                    }
+                }
+                None => {
+                    let heard = self.heard_from_scheduler.load(Ordering::Relaxed);
+                    let up = heard || tcp_reachable(&self.cfg.root_uri, self.cfg.root_port, Duration::from_millis(500));
+                    match watch.check(self.now_ms(), &self.scheduler_view(&scheduler, up)) {
+                        JoinEvent::Quiet => {}
+                        JoinEvent::Log(line) => log::info!("{line}"),
+                        JoinEvent::Fail(e) => return Err(e),
+                    }
+                }
+            }
+        }
+        if self.sched.is_none() && !self.cfg.heartbeat_interval.is_zero() {
+            let me = Arc::clone(self);
+            self.threads.lock().push(
+                std::thread::Builder::new()
+                    .name("van-heartbeat".into())
+                    .spawn(move || me.heartbeat())
+                    .map_err(|e| e.to_string())?,
+            );
+        }
+        log::info!("{} started", self.my_node());
+        Ok(())
+    }
+
+    fn scheduler_view(&self, scheduler: &str, up: bool) -> JoinView {
+        JoinView {
+            scheduler: scheduler.to_string(),
+            me: self.my_node().addr(),
+            scheduler_up: up,
+            heard: self.sched.is_some() || self.heard_from_scheduler.load(Ordering::Relaxed),
+            expected: (self.cfg.num_servers, self.cfg.num_workers),
+        }
+    }
+
+    /// The scheduler's answer to an ADD_NODE while the cluster is incomplete: a
+    /// heartbeat over a connection of its own, proving to the node that the scheduler
+    /// can reach it.
+    pub(super) fn welcome(&self, n: &Node) {
+        let key = welcome_key(n);
+        if !self.transport.is_connected(key) {
+            if let Err(e) = self.transport.connect(key, &n.hostname, n.port) {
+                log::warn!("cannot connect back to {n}: {e}");
+                return;
+            }
+            self.welcomed.lock().push(key);
+        }
+        let mut m = control(key, Command::Heartbeat);
+        m.meta.timestamp = self.next_timestamp();
+        if let Err(e) = self.send(m) {
+            log::warn!(
+                "cannot reach {n}, which registered: {e}; it must advertise an address this scheduler can connect to"
+            );
+        }
+    }
+
+    /// Closes the connections [`Van::welcome`] opened (the table is out).
+    pub(super) fn forget_welcomed(&self) {
+        for key in std::mem::take(&mut *self.welcomed.lock()) {
+            self.transport.disconnect(key);
+        }
+    }
+}

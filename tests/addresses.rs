@@ -1,0 +1,84 @@
+//! Address rules on real processes (one host): IPv6, names that do not resolve, and a
+//! node the scheduler cannot connect back to.
+
+mod common;
+
+use common::Cluster;
+use std::time::{Duration, Instant};
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+#[test]
+fn an_ipv6_cluster_with_default_addresses_runs_kv_test() {
+    // DMLC_NODE_HOST empty = unset: nodes advertise their route to the scheduler (::1)
+    let env = [("DMLC_PS_ROOT_URI", "::1"), ("DMLC_NODE_HOST", "")];
+    for van in ["zmq", "tcp"] {
+        let mut env = env.to_vec();
+        env.push(("DMLC_PS_VAN_TYPE", van));
+        let mut c = Cluster::start(2, 2, &["kv-test", "--keys", "1000", "--repeat", "5"], &env, LIMIT);
+        c.wait_success();
+        assert_eq!(c.all_stdout().matches("kv-test ok").count(), 2, "{van}\n{}", c.dump());
+        let all: String = c.procs.iter().map(|p| p.stderr()).collect();
+        assert!(all.contains("@[::1]:"), "nodes advertise [::1]\n{}", c.dump());
+    }
+}
+
+#[test]
+fn a_name_that_does_not_resolve_is_a_clear_error() {
+    for (var, role) in [("DMLC_PS_ROOT_URI", "worker"), ("DMLC_NODE_HOST", "server")] {
+        let mut c = Cluster::new(1, 1, &["connect"], &[(var, "no.such.host.invalid")], LIMIT);
+        let t = Instant::now();
+        c.spawn(role);
+        c.wait();
+        assert_eq!(c.procs[0].status, Some(2), "{}", c.dump());
+        let err = c.procs[0].stderr();
+        assert!(
+            err.contains(&format!("{var}: 'no.such.host.invalid' does not resolve")),
+            "{err}"
+        );
+        assert!(t.elapsed() < Duration::from_secs(10));
+    }
+}
+
+#[test]
+fn a_node_the_scheduler_cannot_reach_fails_within_seconds() {
+    // The worker advertises 127.0.0.2 but listens on 127.0.0.1 only: the scheduler's
+    // connection back is refused.
+    let mut c = Cluster::new(1, 1, &["connect"], &[], LIMIT);
+    c.spawn("scheduler");
+    let t = Instant::now();
+    let w = c.spawn_with(
+        "worker",
+        &["connect"],
+        &[("DMLC_NODE_HOST", "127.0.0.2"), ("DMLC_BIND_HOST", "127.0.0.1")],
+    );
+    c.wait_for_output(w, "the worker's exit", |s| s.contains("psrs: error"));
+    let took = t.elapsed();
+    let err = c.procs[w].stderr();
+    assert!(
+        err.contains("cannot connect back to this node at 127.0.0.2:") && err.contains("DMLC_NODE_HOST"),
+        "{}",
+        c.dump()
+    );
+    assert!(took < Duration::from_secs(15), "took {took:?}");
+    // while it waited, the scheduler logged who it waits for
+    let s = c.procs[0].stderr();
+    assert!(s.contains("waiting for nodes to register: 0/1 servers"), "{}", c.dump());
+    c.kill_all();
+}
+
+#[test]
+fn a_waiting_node_says_what_it_waits_for() {
+    // no scheduler at all
+    let mut c = Cluster::new(1, 1, &["connect"], &[], LIMIT);
+    let w = c.spawn("worker");
+    c.wait_for_output(w, "a waiting line", |s| {
+        s.contains("waiting for the scheduler at 127.0.0.1:") && s.contains("nothing listens there yet")
+    });
+    // the scheduler comes up: the worker registers and says what it now waits for
+    c.spawn("scheduler");
+    c.wait_for_output(w, "a registered line", |s| {
+        s.contains("registered with the scheduler") && s.contains("(1 servers and 1 workers)")
+    });
+    c.kill_all();
+}
