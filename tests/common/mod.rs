@@ -3,6 +3,7 @@
 //! started when dropped.
 #![allow(dead_code)]
 
+pub mod netns;
 pub mod training;
 
 use std::fs;
@@ -105,11 +106,24 @@ impl Cluster {
 
     /// Starts one more process of `role` running `psrs ARGS` with extra `env`.
     pub fn spawn_with(&mut self, role: &str, args: &[&str], env: &[(&str, &str)]) -> usize {
+        self.spawn_wrapped(role, &[], args, env)
+    }
+
+    /// Starts one more process of `role` running `PREFIX... psrs ARGS` with extra `env`
+    /// (e.g. `ip netns exec NS`, which execs psrs in place, so the pid is psrs's).
+    pub fn spawn_wrapped(&mut self, role: &str, prefix: &[String], args: &[&str], env: &[(&str, &str)]) -> usize {
         let i = self.procs.len();
         let name = format!("{i}-{role}");
         let out = self.dir.path().join(format!("{name}.out"));
         let err = self.dir.path().join(format!("{name}.err"));
-        let mut cmd = Command::new(psrs_bin());
+        let mut cmd = match prefix.split_first() {
+            Some((first, rest)) => {
+                let mut c = Command::new(first);
+                c.args(rest).arg(psrs_bin());
+                c
+            }
+            None => Command::new(psrs_bin()),
+        };
         cmd.args(args)
             .env("DMLC_ROLE", role)
             .env("DMLC_PS_ROOT_URI", "127.0.0.1")
