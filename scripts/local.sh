@@ -35,11 +35,15 @@ export DMLC_PS_ROOT_PORT DMLC_NUM_SERVER=$num_servers DMLC_NUM_WORKER=$num_worke
 export DMLC_NODE_HOST=${DMLC_NODE_HOST:-127.0.0.1}
 
 pids=()
+timer=
 cleanup() {
-  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}" $timer; do kill -9 "$p" 2>/dev/null || true; done
 }
 trap cleanup EXIT
-trap 'cleanup; exit 130' INT TERM
+# Nothing survives Ctrl-C or SIGTERM (the nodes and the timer are killed);
+# the exit status is 128 + the signal (130 for INT, 143 for TERM).
+trap 'cleanup; exit 130' INT
+trap 'cleanup; exit 143' TERM
 
 DMLC_ROLE=scheduler "$@" &
 pids+=($!)

@@ -82,3 +82,40 @@ fn a_waiting_node_says_what_it_waits_for() {
     });
     c.kill_all();
 }
+
+fn running_with_cmdline(needle: &str) -> usize {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| std::fs::read(e.ok()?.path().join("cmdline")).ok())
+        .filter(|c| String::from_utf8_lossy(c).replace('\0', " ").trim() == needle)
+        .count()
+}
+
+#[test]
+fn local_sh_leaves_nothing_behind_on_sigterm_and_exits_143() {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/local.sh");
+    let (node, timer) = ("sleep 1661", "sleep 1777");
+    let mut child = std::process::Command::new(script)
+        .args(["1", "1", "sleep", "1661"])
+        .env("PSRS_TIMEOUT", "1777")
+        .spawn()
+        .unwrap();
+    let t = Instant::now();
+    while running_with_cmdline(node) < 3 || running_with_cmdline(timer) < 1 {
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "local.sh did not start its nodes"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let st = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(143));
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(running_with_cmdline(node), 0, "nodes left behind");
+    assert_eq!(running_with_cmdline(timer), 0, "the timer was left behind");
+}
