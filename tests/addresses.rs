@@ -119,3 +119,27 @@ fn local_sh_leaves_nothing_behind_on_sigterm_and_exits_143() {
     assert_eq!(running_with_cmdline(node), 0, "nodes left behind");
     assert_eq!(running_with_cmdline(timer), 0, "the timer was left behind");
 }
+
+#[test]
+fn roles_come_from_slurm_task_numbers_when_dmlc_role_is_unset() {
+    // what srun -n 5 gives each task (no Slurm needed: the variables are all psrs reads)
+    let mut c = Cluster::new(2, 2, &["kv-test", "--keys", "500", "--repeat", "3"], &[], LIMIT);
+    for procid in 0..5 {
+        let p = procid.to_string();
+        let env = [
+            ("DMLC_ROLE", ""),
+            ("DMLC_NUM_WORKER", ""),
+            ("DMLC_PS_ROOT_URI", ""),
+            ("SLURM_PROCID", p.as_str()),
+            ("SLURM_NTASKS", "5"),
+            ("SLURM_JOB_NODELIST", "127.0.0.1"),
+        ];
+        c.spawn_with("ignored", &["kv-test", "--keys", "500", "--repeat", "3"], &env);
+    }
+    c.wait_success();
+    assert_eq!(c.all_stdout().matches("kv-test ok").count(), 2, "{}", c.dump());
+    let logs: String = c.procs.iter().map(|p| p.stderr()).collect();
+    for id in ["server[8]", "server[10]", "worker[9]", "worker[11]"] {
+        assert!(logs.contains(id), "{id}\n{}", c.dump());
+    }
+}

@@ -125,6 +125,9 @@ impl Config {
     /// Reads and validates the configuration from a variable map, asking `lookup` about
     /// names, routes and interfaces.
     pub fn from_vars_with(vars: &HashMap<String, String>, lookup: &dyn HostLookup) -> Result<Config, ConfigError> {
+        let mut vars = vars.clone();
+        crate::slurm::fill_from_slurm(&mut vars).map_err(|(var, reason)| err(&var, reason))?;
+        let vars = &vars;
         let v = Vars(vars);
         let role_s = v.required("DMLC_ROLE", "scheduler, server or worker")?;
         let role = Role::parse(role_s)

@@ -14,6 +14,7 @@ pub mod node;
 pub mod postoffice;
 pub mod protocol;
 pub mod simple_app;
+pub mod slurm;
 pub mod van;
 
 pub use config::Config;
