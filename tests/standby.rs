@@ -149,19 +149,17 @@ fn fail_over(c: &mut Cluster, dead: usize, next: usize) -> f64 {
     back
 }
 
-fn have_data() -> bool {
-    let ok = Path::new(DATA).join("train-images-idx3-ubyte.gz").exists();
-    if !ok {
-        eprintln!("SKIPPED: {DATA} is absent (apt-get install dataset-fashion-mnist)");
-    }
-    ok
+/// Fails the test (never passes it silently) when Fashion-MNIST is not installed.
+fn require_data() {
+    assert!(
+        Path::new(DATA).join("train-images-idx3-ubyte.gz").exists(),
+        "{DATA} is absent: apt-get install dataset-fashion-mnist (scripts/install-deps.sh does)"
+    );
 }
 
 #[test]
 fn standbys_take_over_from_killed_schedulers() {
-    if !have_data() {
-        return;
-    }
+    require_data();
     let dir = tempfile::tempdir().unwrap();
     let (train, test) = (convert(dir.path(), "train"), convert(dir.path(), "t10k"));
 

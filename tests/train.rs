@@ -106,19 +106,17 @@ fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
     LOCK.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-fn have_data() -> bool {
-    let ok = Path::new(DATA).join("train-images-idx3-ubyte.gz").exists();
-    if !ok {
-        eprintln!("SKIPPED: {DATA} is absent (apt-get install dataset-fashion-mnist)");
-    }
-    ok
+/// Fails the test (never passes it silently) when Fashion-MNIST is not installed.
+fn require_data() {
+    assert!(
+        Path::new(DATA).join("train-images-idx3-ubyte.gz").exists(),
+        "{DATA} is absent: apt-get install dataset-fashion-mnist (scripts/install-deps.sh does)"
+    );
 }
 
 #[test]
 fn async_and_bounded_staleness_modes_train() {
-    if !have_data() {
-        return;
-    }
+    require_data();
     let _x = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let (train, test) = (convert(dir.path(), "train"), convert(dir.path(), "t10k"));
@@ -175,9 +173,7 @@ fn run_replicated(kill: bool, train: &Path, test: &Path, dir: &Path, name: &str)
 
 #[test]
 fn replicated_training_survives_a_server_kill_without_replacement() {
-    if !have_data() {
-        return;
-    }
+    require_data();
     let _x = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let (train, test) = (convert(dir.path(), "train"), convert(dir.path(), "t10k"));

@@ -13,8 +13,9 @@ use std::time::Instant;
 
 const DATA: &str = "/usr/share/datasets/fashion-mnist";
 
-/// (train, test) examples, loaded once per test binary; `None` if absent.
-fn dataset() -> Option<&'static (Vec<Example>, Vec<Example>)> {
+/// (train, test) examples, loaded once per test binary; fails the test (never passes it
+/// silently) when Fashion-MNIST is not installed.
+fn dataset() -> &'static (Vec<Example>, Vec<Example>) {
     static DATA_SET: OnceLock<Option<(Vec<Example>, Vec<Example>)>> = OnceLock::new();
     DATA_SET
         .get_or_init(|| {
@@ -22,7 +23,6 @@ fn dataset() -> Option<&'static (Vec<Example>, Vec<Example>)> {
             let files =
                 ["train", "t10k"].map(|s| [format!("{s}-images-idx3-ubyte.gz"), format!("{s}-labels-idx1-ubyte.gz")]);
             if !files.iter().flatten().all(|f| dir.join(f).exists()) {
-                eprintln!("SKIPPED: Fashion-MNIST is not in {DATA} (apt-get install dataset-fashion-mnist)");
                 return None;
             }
             let t = Instant::now();
@@ -49,6 +49,11 @@ fn dataset() -> Option<&'static (Vec<Example>, Vec<Example>)> {
             Some(sets)
         })
         .as_ref()
+        .unwrap_or_else(|| {
+            panic!(
+                "Fashion-MNIST is not in {DATA}: apt-get install dataset-fashion-mnist (scripts/install-deps.sh does)"
+            )
+        })
 }
 
 /// The heavy tests take both cores each: run them one at a time.
@@ -109,7 +114,7 @@ const CLASSES: usize = 10;
 /// About 10 s in the test profile (0.1 s per epoch in release).
 #[test]
 fn softmax_regression_reaches_84_percent() {
-    let Some((tr, te)) = dataset() else { return };
+    let (tr, te) = dataset();
     let _x = exclusive();
     let plan = Plan {
         sgd: Sgd::new(0.05).with_momentum(0.9),
@@ -129,7 +134,7 @@ fn softmax_regression_reaches_84_percent() {
 /// About 20 s in the test profile (1 s per epoch in release).
 #[test]
 fn mlp_reaches_87_percent() {
-    let Some((tr, te)) = dataset() else { return };
+    let (tr, te) = dataset();
     let _x = exclusive();
     let plan = Plan {
         sgd: Sgd::new(0.02).with_momentum(0.9),
@@ -163,7 +168,7 @@ fn mlp_reaches_87_percent() {
 /// the touched keys only and the update is applied to those keys only.
 #[test]
 fn sparse_logistic_regression_separates_footwear() {
-    let Some((tr, te)) = dataset() else { return };
+    let (tr, te) = dataset();
     let _x = exclusive();
     let sparse = |set: &[Example]| -> Vec<Example> {
         set.iter()
@@ -219,7 +224,7 @@ fn sparse_logistic_regression_separates_footwear() {
 #[test]
 #[ignore = "a tool: run with --release --ignored and PSRS_SWEEP set"]
 fn sweep() {
-    let Some((tr, te)) = dataset() else { return };
+    let (tr, te) = dataset();
     let spec = std::env::var("PSRS_SWEEP").unwrap_or_default();
     for run in spec.split(';').filter(|s| !s.is_empty()) {
         let f: Vec<&str> = run.split(':').collect();

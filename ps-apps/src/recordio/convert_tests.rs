@@ -62,13 +62,11 @@ fn idx_images() {
 #[test]
 fn fashion_mnist_test_set() {
     let dir = Path::new("/usr/share/datasets/fashion-mnist");
-    if !dir.exists() {
-        eprintln!(
-            "SKIPPED: {} is absent (apt-get install dataset-fashion-mnist)",
-            dir.display()
-        );
-        return;
-    }
+    assert!(
+        dir.exists(),
+        "{} is absent: apt-get install dataset-fashion-mnist (scripts/install-deps.sh does)",
+        dir.display()
+    );
     let d = tempfile::tempdir().unwrap();
     let out = d.path().join("t10k.rio");
     let s = convert_idx(

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Every test of psrs, as the README's test command and CI run them: installs the Debian
+# packages the tests need when any is missing (scripts/install-deps.sh), then the
+# workspace's tests, the root-only tests (network namespaces, Slurm), the multi-process
+# tests again over the TCP transport, the etcd store against a real etcd, and the Python
+# package's tests (pytest in a virtualenv under target/). Any failure fails the script;
+# a test that cannot run here is listed as ignored, never as passed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh
+
+cargo test --workspace
+
+# Multi-host tests in network namespaces and the Slurm test need root; a plain
+# `cargo test` lists them as ignored.
+SUDO=
+if [ "$(id -u)" -ne 0 ]; then
+  if sudo -n true 2>/dev/null; then SUDO="sudo -E env PATH=$PATH"; else SUDO=none; fi
+fi
+if [ "$SUDO" = none ]; then
+  echo "SKIPPED: tests/multihost.rs and tests/slurm.rs need root (run as root or with sudo)" >&2
+else
+  $SUDO cargo test --test multihost -- --ignored
+  $SUDO cargo test --test slurm -- --ignored
+fi
+
+# The multi-process tests again over the TCP transport.
+DMLC_PS_VAN_TYPE=tcp cargo test --test cluster --test failure --test kv --test train \
+  --test jobs --test train_failover
+# The etcd master store against a real etcd server.
+cargo test -p ps-apps --features etcd --test etcd_store
+
+# The Python package: built with maturin (from PyPI) into a virtualenv, then its tests
+# (real clusters of Python and Rust nodes) with pytest; "no tests collected" (exit 5)
+# fails like any other failure.
+python3 -m venv target/py-venv
+target/py-venv/bin/pip install -q --upgrade pip
+target/py-venv/bin/pip install -q maturin numpy pytest
+target/py-venv/bin/pip install -q ./python
+cargo build --quiet --bin psrs
+rc=0
+PSRS_BIN=target/debug/psrs target/py-venv/bin/python -m pytest python/tests -q -rs || rc=$?
+if [ "$rc" -eq 5 ]; then echo "pytest collected no tests" >&2; fi
+exit "$rc"
