@@ -23,6 +23,8 @@ pub struct BatchOutcome {
     pub correct: usize,
     /// Pushes rejected before acceptance.
     pub rejections: u32,
+    /// The newest model version (over the shards) the accepted gradient was computed on.
+    pub version: u64,
 }
 
 /// Why a minibatch could not be trained.
@@ -101,6 +103,7 @@ impl MinibatchLoop {
                     loss,
                     correct,
                     rejections,
+                    version: pulled.versions.iter().copied().max().unwrap_or(0),
                 });
             }
             rejections += 1;
