@@ -21,6 +21,14 @@ fn psrs(args: &[&str], env: &[(&str, &str)]) -> Output {
     c.output().unwrap()
 }
 
+/// `psrs convert --format csv --input CSV --out OUT EXTRA...`.
+fn convert_csv(csv: &Path, out: &Path, extra: &[&str]) -> Output {
+    let (c, o) = (csv.display().to_string(), out.display().to_string());
+    let mut a = vec!["convert", "--format", "csv", "--input", &c, "--out", &o];
+    a.extend(extra);
+    psrs(&a, &[])
+}
+
 /// The process failed with exactly one stderr line containing `want`; returns it.
 fn one_line_error(out: &Output, want: &str) -> String {
     let err = String::from_utf8_lossy(&out.stderr).trim().to_string();
@@ -45,27 +53,8 @@ fn dataset(dir: &Path, name: &str, rows: usize, features: usize, per_chunk: usiz
         .collect();
     std::fs::write(&csv, text).unwrap();
     let out = dir.join(format!("{name}.rio"));
-    let (c, o, n) = (
-        csv.display().to_string(),
-        out.display().to_string(),
-        per_chunk.to_string(),
-    );
-    let r = psrs(
-        &[
-            "convert",
-            "--format",
-            "csv",
-            "--input",
-            &c,
-            "--out",
-            &o,
-            "--per-chunk",
-            &n,
-            "--compressor",
-            "none",
-        ],
-        &[],
-    );
+    let n = per_chunk.to_string();
+    let r = convert_csv(&csv, &out, &["--per-chunk", &n, "--compressor", "none"]);
     assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
     out
 }
@@ -118,24 +107,10 @@ fn wrong_data_is_refused_before_any_work() {
     // convert: no empty chunks; a header without --header names the column
     let csv = dir.join("h.csv");
     std::fs::write(&csv, "label,a,b\n1,2,3\n").unwrap();
-    let (c, o) = (csv.display().to_string(), dir.join("h.rio").display().to_string());
-    let r = psrs(
-        &[
-            "convert",
-            "--format",
-            "csv",
-            "--input",
-            &c,
-            "--out",
-            &o,
-            "--per-chunk",
-            "0",
-        ],
-        &[],
-    );
-    assert!(!r.status.success());
+    let out = dir.join("h.rio");
+    assert!(!convert_csv(&csv, &out, &["--per-chunk", "0"]).status.success());
     one_line_error(
-        &psrs(&["convert", "--format", "csv", "--input", &c, "--out", &o], &[]),
+        &convert_csv(&csv, &out, &[]),
         "h.csv:1: column 1: 'label' is not a number (if the first line is a header, pass --header)",
     );
 
