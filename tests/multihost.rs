@@ -9,13 +9,10 @@
 mod common;
 
 use common::netns::Net;
-use common::Cluster;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use common::{training, Cluster};
 use std::time::Duration;
 
 const LIMIT: Duration = Duration::from_secs(90);
-const DATA: &str = "/usr/share/datasets/fashion-mnist";
 
 fn net(n: usize) -> Net {
     Net::create(n)
@@ -94,30 +91,13 @@ fn a_loopback_address_for_a_remote_scheduler_is_refused() {
     );
 }
 
-fn convert(dir: &Path) -> PathBuf {
-    let out = dir.join("t10k.rio");
-    let st = Command::new(common::psrs_bin())
-        .args(["convert", "--format", "idx", "--per-chunk", "500", "--input"])
-        .arg(format!("{DATA}/t10k-images-idx3-ubyte.gz"))
-        .arg("--labels")
-        .arg(format!("{DATA}/t10k-labels-idx1-ubyte.gz"))
-        .arg("--out")
-        .arg(&out)
-        .status()
-        .unwrap();
-    assert!(st.success());
-    out
-}
-
 #[test]
 #[ignore = "needs root for network namespaces and nftables; CI runs it with --ignored"]
 fn training_across_three_hosts_finishes() {
-    if !Path::new(DATA).join("t10k-images-idx3-ubyte.gz").exists() {
-        panic!("{DATA} is absent (apt-get install dataset-fashion-mnist)");
-    }
+    training::require_data();
     let n = net(3);
     let dir = tempfile::tempdir().unwrap();
-    let data = convert(dir.path());
+    let data = training::convert_chunks(dir.path(), "t10k", 500);
     let work = dir.path().join("work");
     let (d, w) = (data.display().to_string(), work.display().to_string());
     let args = [

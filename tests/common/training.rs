@@ -28,11 +28,31 @@ pub fn have_data() -> bool {
     Path::new(DATA).join("train-images-idx3-ubyte.gz").exists()
 }
 
+/// Fails the test (never passes it silently) when Fashion-MNIST is not installed.
+pub fn require_data() {
+    assert!(
+        have_data(),
+        "{DATA} is absent: apt-get install dataset-fashion-mnist (scripts/install-deps.sh does)"
+    );
+}
+
 /// Converts split `split` (`train` or `t10k`) to `dir/split.rio`, 1000 examples a chunk.
 pub fn convert(dir: &Path, split: &str) -> PathBuf {
+    convert_chunks(dir, split, 1000)
+}
+
+/// Converts split `split` to `dir/split.rio`, `per_chunk` examples a chunk.
+pub fn convert_chunks(dir: &Path, split: &str, per_chunk: u32) -> PathBuf {
     let out = dir.join(format!("{split}.rio"));
     let st = Command::new(psrs_bin())
-        .args(["convert", "--format", "idx", "--per-chunk", "1000", "--input"])
+        .args([
+            "convert",
+            "--format",
+            "idx",
+            "--per-chunk",
+            &per_chunk.to_string(),
+            "--input",
+        ])
         .arg(format!("{DATA}/{split}-images-idx3-ubyte.gz"))
         .arg("--labels")
         .arg(format!("{DATA}/{split}-labels-idx1-ubyte.gz"))
@@ -44,7 +64,14 @@ pub fn convert(dir: &Path, split: &str) -> PathBuf {
     out
 }
 
-/// A 4-pass sync softmax job (learning rate decayed by 0.7 per pass) working in `work`.
+/// `progress:` lines process `i` logged (one per finished task: [`args`] passes
+/// `--progress-secs 0`).
+pub fn progress_lines(c: &Cluster, i: usize) -> usize {
+    c.procs[i].stderr().matches("progress: ").count()
+}
+
+/// A 4-pass sync softmax job (learning rate decayed by 0.7 per pass) working in `work`,
+/// logging a `progress:` line per finished task.
 pub fn args(train: &Path, test: &Path, work: &Path) -> Vec<String> {
     [
         "train",
@@ -64,6 +91,8 @@ pub fn args(train: &Path, test: &Path, work: &Path) -> Vec<String> {
         "10",
         "--task-timeout-ms",
         "5000",
+        "--progress-secs",
+        "0",
         "--train",
     ]
     .iter()
