@@ -9,6 +9,7 @@ pub mod kv_exchange;
 pub mod layout;
 pub mod master_client;
 pub mod minibatch;
+mod range_copy;
 pub mod server;
 pub mod shard;
 pub mod worker;
