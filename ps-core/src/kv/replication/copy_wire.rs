@@ -7,7 +7,7 @@
 //!   customer id): it holds all its ranges again.
 
 use super::dedup::{Outcome, RequestId};
-use bincode::Options;
+use super::wire::{decode_head, encode_head};
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
@@ -31,24 +31,15 @@ pub struct CopyHead {
     pub ids: Vec<(RequestId, Outcome)>,
 }
 
-fn codec() -> impl Options {
-    bincode::DefaultOptions::new()
-        .with_limit(MAX_COPY_HEAD_BYTES)
-        .reject_trailing_bytes()
-}
-
 impl CopyHead {
     /// The header as a frame.
     pub fn encode(&self) -> Bytes {
-        Bytes::from(codec().serialize(self).expect("CopyHead always serializes"))
+        encode_head(self)
     }
 
     /// Decodes the first frame of a copy.
     pub fn decode(frames: &[Bytes]) -> Result<CopyHead, String> {
-        let first = frames.first().ok_or("copy without a header frame")?;
-        codec()
-            .deserialize(first)
-            .map_err(|e| format!("malformed copy header: {e}"))
+        decode_head(frames, MAX_COPY_HEAD_BYTES, "copy")
     }
 }
 
