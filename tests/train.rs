@@ -50,9 +50,17 @@ fn async_and_bounded_staleness_modes_train() {
 }
 
 /// Sync training on 3 servers with `PS_REPLICAS=1`; with `kill`, server 2 (launch
-/// index) is killed with SIGKILL mid-pass and nothing is started in its place.
-/// Returns the accuracy and, with `kill`, the seconds from the kill to progress again.
-fn run_replicated(kill: bool, train: &Path, test: &Path, dir: &Path, name: &str) -> (f64, Option<Duration>) {
+/// index) is killed with SIGKILL mid-pass and nothing is started in its place; with
+/// `replace` too, once training progressed again a replacement is started, and once
+/// it copied its ranges and rejoined, server 3 is killed. Returns the accuracy and,
+/// with `kill`, the seconds from the (first) kill to progress again.
+fn run_replicated(
+    (kill, replace): (bool, bool),
+    train: &Path,
+    test: &Path,
+    dir: &Path,
+    name: &str,
+) -> (f64, Option<Duration>) {
     let work = dir.join(name);
     let a = args(train, test, &work);
     let a: Vec<&str> = a.iter().map(|s| s.as_str()).collect();
@@ -73,6 +81,20 @@ fn run_replicated(kill: bool, train: &Path, test: &Path, dir: &Path, name: &str)
         let back = wait_progress(&mut c, 0, before + 2);
         recovery = Some(back - t);
     }
+    if replace {
+        let r = c.spawn("server");
+        c.wait_for_output(r, "the rejoin", |s| s.contains("rejoining the chains"));
+        let before = progress_lines(&c, 0);
+        c.kill(3);
+        wait_progress(&mut c, 0, before + 2);
+        c.wait_success();
+        assert_eq!(
+            c.procs[r].stderr().matches("installed key range").count(),
+            2,
+            "{}",
+            c.dump()
+        );
+    }
     c.wait_success();
     assert!(
         !c.procs[0].stderr().contains("restored version"),
@@ -87,11 +109,14 @@ fn replicated_training_survives_a_server_kill_without_replacement() {
     let _x = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let (train, test) = (convert(dir.path(), "train"), convert(dir.path(), "t10k"));
-    let (base, _) = run_replicated(false, &train, &test, dir.path(), "replicated-clean");
+    let (base, _) = run_replicated((false, false), &train, &test, dir.path(), "replicated-clean");
     println!("3 servers, 1 replica, fault-free: test accuracy {base:.4}");
     assert!(base > 0.80, "fault-free accuracy {base}");
-    let (acc, rec) = run_replicated(true, &train, &test, dir.path(), "replicated-kill");
+    let (acc, rec) = run_replicated((true, false), &train, &test, dir.path(), "replicated-kill");
     let rec = rec.unwrap().as_secs_f64();
     println!("server killed, no replacement: progress again after {rec:.2} s; test accuracy {acc:.4} vs {base:.4}");
+    assert!((acc - base).abs() <= 0.01, "accuracy {acc} vs fault-free {base}");
+    let (acc, _) = run_replicated((true, true), &train, &test, dir.path(), "replicated-replace");
+    println!("server killed, replacement caught up, another server killed: test accuracy {acc:.4} vs {base:.4}");
     assert!((acc - base).abs() <= 0.01, "accuracy {acc} vs fault-free {base}");
 }

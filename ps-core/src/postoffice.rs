@@ -57,6 +57,7 @@ pub struct Postoffice {
     barrier_done: Mutex<HashMap<i32, bool>>,
     barrier_cv: Condvar,
     dead: RwLock<BTreeSet<i32>>,
+    catching_up: RwLock<BTreeSet<i32>>,
     dead_callbacks: Mutex<Vec<DeadCallback>>,
     exit_callbacks: Mutex<Vec<ExitCallback>>,
 }
@@ -81,6 +82,7 @@ impl Postoffice {
             barrier_done: Mutex::new(HashMap::new()),
             barrier_cv: Condvar::new(),
             dead: RwLock::new(BTreeSet::new()),
+            catching_up: RwLock::new(BTreeSet::new()),
             dead_callbacks: Mutex::new(Vec::new()),
             exit_callbacks: Mutex::new(Vec::new()),
         });
@@ -258,6 +260,22 @@ impl Postoffice {
         self.dead.read().clone()
     }
 
+    /// With `PS_REPLICAS`: the ids of servers that do not serve their key ranges —
+    /// dead, or replacements still copying their ranges from a live replica (from
+    /// the node table naming them until their rejoin notice).
+    pub fn unavailable_servers(&self) -> BTreeSet<i32> {
+        let mut out: BTreeSet<i32> = self.dead.read().clone();
+        out.extend(self.catching_up.read().iter().copied());
+        out
+    }
+
+    /// Server `id`, a replacement, copied its ranges and serves them again.
+    pub fn mark_rejoined(&self, id: i32) {
+        if self.catching_up.write().remove(&id) {
+            log::info!("server {id} rejoined its replication chains");
+        }
+    }
+
     /// The node table.
     pub fn nodes(&self) -> Vec<Node> {
         self.van.nodes()
@@ -309,8 +327,12 @@ impl VanHandler for Postoffice {
 
     fn on_nodes_changed(&self, table: &[Node]) {
         let mut dead = self.dead.write();
+        let replicated = self.cfg.replicas > 0;
         for n in table.iter().filter(|n| n.is_recovery) {
-            dead.remove(&n.id);
+            if dead.remove(&n.id) && replicated && n.role == Role::Server {
+                // its ranges are empty until it copied them (kv/replication/catchup.rs)
+                self.catching_up.write().insert(n.id);
+            }
         }
     }
 }

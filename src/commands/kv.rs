@@ -3,7 +3,7 @@
 //! each value is exactly `repeat × workers ×` what it pushed.
 
 use clap::Args as ClapArgs;
-use ps_core::kv::handles::sum_handle;
+use ps_core::kv::handles::sum_handle_with_copy;
 use ps_core::kv::{KVPairs, KVServer, KVWorker};
 use ps_core::node::WORKER_GROUP;
 use ps_core::Role;
@@ -36,7 +36,9 @@ pub fn run(a: Args) -> Result<(), String> {
     let po = super::start_node()?;
     match po.role() {
         Role::Server => {
-            let _server = KVServer::<f32>::new(&po, APP, sum_handle())?;
+            // with PS_REPLICAS a replacement copies its key ranges from live replicas
+            let (handle, copy) = sum_handle_with_copy();
+            let _server = KVServer::<f32>::with_copy(&po, APP, handle, Some(copy))?;
             po.finalize(true);
         }
         Role::Worker => {

@@ -10,6 +10,7 @@ pub mod layout;
 pub mod master_client;
 pub mod minibatch;
 pub mod pacer;
+mod range_copy;
 pub mod server;
 pub mod shard;
 pub mod worker;

@@ -38,17 +38,17 @@ pub struct ServerOptions {
 }
 
 /// One key range's shard (this server's own, or, with replication, one it backs up).
-struct RangeState {
-    shard: Shard,
+pub(super) struct RangeState {
+    pub(super) shard: Shard,
     held: Vec<(KVMeta, SArray<u64>)>,
-    last_checkpoint: u64,
+    pub(super) last_checkpoint: u64,
 }
 
-struct State {
+pub(super) struct State {
     /// By key range (server rank): this server's own range, and with `PS_REPLICAS`
     /// the ranges it backs up (it gets their pushes forwarded, and serves them once
     /// it is their first live holder).
-    ranges: BTreeMap<usize, RangeState>,
+    pub(super) ranges: BTreeMap<usize, RangeState>,
     /// A responder that sends (taken from a pull: a replicated push gets one that
     /// holds its answer until the other replicas applied it).
     responder: Option<KVResponder>,
@@ -153,7 +153,8 @@ impl TrainServer {
         let epoch = Instant::now();
         let st = Arc::clone(&state);
         let o = opts.clone();
-        let kv = KVServer::<f32>::new(
+        let copy = Box::new(super::range_copy::ShardCopy(Arc::clone(&state)));
+        let kv = KVServer::<f32>::with_copy(
             po,
             app_id,
             Box::new(move |meta: &KVMeta, req: KVPairs<f32>, resp: &KVResponder| {
@@ -219,6 +220,7 @@ impl TrainServer {
                     }
                 }
             }),
+            Some(copy),
         )?;
         let stop = Arc::new(AtomicBool::new(false));
         let (s2, st, po2) = (Arc::clone(&stop), Arc::clone(&state), Arc::clone(po));

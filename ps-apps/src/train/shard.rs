@@ -150,6 +150,16 @@ impl Shard {
         self.maybe_apply(now_ms)
     }
 
+    /// The workers marked idle (a replica's copy carries them: checkpoints do not).
+    pub fn idle_workers(&self) -> &BTreeSet<i32> {
+        &self.idle
+    }
+
+    /// Replaces the set of idle workers (installing a replica's copy).
+    pub fn set_idle_workers(&mut self, idle: BTreeSet<i32>) {
+        self.idle = idle;
+    }
+
     /// True if `worker` is marked idle.
     pub fn is_idle(&self, worker: i32) -> bool {
         self.idle.contains(&worker)

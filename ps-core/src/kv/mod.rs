@@ -9,6 +9,7 @@ pub mod replication;
 pub mod sarray;
 pub mod server;
 pub mod store;
+mod store_copy;
 pub mod worker;
 mod worker_state;
 

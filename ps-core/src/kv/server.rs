@@ -214,25 +214,30 @@ pub struct KVServer<V: Pod> {
     _v: std::marker::PhantomData<V>,
 }
 
-impl<V: Pod + Send + Sync> KVServer<V> {
+impl<V: Pod + Send + Sync + 'static> KVServer<V> {
     /// Serves app `app_id` with `handle`. Requests with unsorted keys, values that do
     /// not fit, or keys outside this server's range are refused with a clear error
     /// and never reach the handle. With `PS_REPLICAS` > 0, this server also holds the
     /// ranges of the servers before it on the ring (see `kv/replication/`); `handle`
-    /// then gets those ranges' pushes too, and must answer a push at once.
+    /// then gets those ranges' pushes too, and must answer a push at once. A
+    /// replacement server cannot copy its ranges this way: see [`KVServer::with_copy`].
     pub fn new(po: &Arc<Postoffice>, app_id: i32, handle: ReqHandle<V>) -> Result<KVServer<V>, String> {
+        Self::with_copy(po, app_id, handle, None)
+    }
+
+    /// Like [`KVServer::new`], with `copy` giving (and installing) the state of a key
+    /// range: with `PS_REPLICAS` > 0 a replacement server then copies its ranges from
+    /// live replicas and rejoins their chains (without `copy` it refuses to serve).
+    pub fn with_copy(
+        po: &Arc<Postoffice>,
+        app_id: i32,
+        handle: ReqHandle<V>,
+        copy: Option<Box<dyn super::replication::RangeCopy>>,
+    ) -> Result<KVServer<V>, String> {
         let range = server_key_ranges(po.num_servers())[po.my_rank().min(po.num_servers().saturating_sub(1))];
         let responder = KVResponder::new(po, app_id);
         if po.config().replicas > 0 {
-            if po.is_recovery() {
-                // it would serve its ranges empty: copying them from a live replica is
-                // not built yet; the next holders keep serving them meanwhile
-                return Err(format!(
-                    "server {} replaced a dead server, but with PS_REPLICAS a replacement cannot yet copy its key ranges from a live replica; not serving (the other replicas hold its ranges)",
-                    po.my_rank()
-                ));
-            }
-            let (customer, rep) = super::replication::serve(po, app_id, handle, responder)?;
+            let (customer, rep) = super::replication::serve(po, app_id, handle, copy, responder)?;
             return Ok(KVServer {
                 customer,
                 _replication: Some(rep),

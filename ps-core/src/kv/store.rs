@@ -35,6 +35,18 @@ impl<V: Pod> SortedStore<V> {
         }
     }
 
+    /// The stored keys inside `range`, their value counts and their values.
+    pub fn export(&self, range: crate::kv::KeyRange) -> (Vec<u64>, Vec<i32>, Vec<V>) {
+        let a = self.keys.partition_point(|&k| k < range.begin);
+        let b = a + self.keys[a..].iter().take_while(|&&k| range.contains(k)).count();
+        let lens = (a..b).map(|i| (self.offs[i + 1] - self.offs[i]) as i32).collect();
+        (
+            self.keys[a..b].to_vec(),
+            lens,
+            self.vals[self.offs[a]..self.offs[b]].to_vec(),
+        )
+    }
+
     /// Number of keys stored.
     pub fn len(&self) -> usize {
         self.keys.len()

@@ -83,6 +83,10 @@ impl<V: Pod + Send + Sync> KVWorker<V> {
         let sent2 = Arc::clone(&sent);
         let customer = Customer::new_inline(po, app_id, app_id, move |msg: Message| {
             if msg.meta.request {
+                // a replacement server copied its key ranges and serves them again
+                if msg.meta.head == super::replication::copy_wire::OP_REJOINED {
+                    po2.mark_rejoined(msg.meta.sender);
+                }
                 return;
             }
             on_response(&st, &po2, &sent2, msg);

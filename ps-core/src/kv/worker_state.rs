@@ -45,7 +45,7 @@ pub(crate) fn target(chain: &Chain, r: usize, po: &Postoffice) -> i32 {
     if chain.replicas() == 0 {
         return server_rank_to_id(r);
     }
-    let dead = dead_server_ranks(&po.dead_nodes());
+    let dead = dead_server_ranks(&po.unavailable_servers());
     server_rank_to_id(chain.primary(r, &dead).unwrap_or(r))
 }
 
@@ -53,7 +53,7 @@ pub(crate) fn target(chain: &Chain, r: usize, po: &Postoffice) -> i32 {
 /// next live holder, with its full key list (that holder applies it unless it
 /// applied it already, forwarded by the dead one).
 pub(crate) fn reroute<V: Pod + Send + Sync>(state: &State<V>, po: &Postoffice, chain: &Chain) {
-    let dead = dead_server_ranks(&po.dead_nodes());
+    let dead = dead_server_ranks(&po.unavailable_servers());
     let dead_ids: Vec<i32> = dead.iter().map(|&r| server_rank_to_id(r)).collect();
     let mut resend = Vec::new();
     {

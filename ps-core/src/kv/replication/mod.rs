@@ -11,14 +11,21 @@
 //! handles apply pushes one by one anyway, and a forwarded push can be acknowledged
 //! on its own, which is what exactly-once needs.
 //!
+//! A replacement server copies its ranges from live replicas and rejoins ([`catchup`];
+//! the application's state travels through [`RangeCopy`]).
+//!
 //! Pure parts: [`chain`] (who holds and who is primary for a range), [`dedup`] (the
 //! request-id window), [`acks`] (answers held for the replicas' acknowledgements),
-//! [`wire`] (the forward header). The shell is [`replica`] (server side); the worker
-//! side routes by [`Chain::primary`] in `kv/worker.rs`.
+//! [`catchup`] (a replacement's copies), [`wire`] and [`copy_wire`] (headers). The
+//! shells are `replica` and `rejoin` (server side); the worker side routes by
+//! [`Chain::primary`] in `kv/worker.rs`.
 
 pub mod acks;
+pub mod catchup;
 pub mod chain;
+pub mod copy_wire;
 pub mod dedup;
+mod rejoin;
 mod replica;
 pub mod wire;
 
@@ -26,6 +33,16 @@ pub use chain::{dead_server_ranks, Chain};
 pub use dedup::{DedupWindow, Outcome, RequestId};
 pub(crate) use replica::serve;
 pub use replica::Replication;
+
+/// An application's state of the key ranges a server holds, copied to a replacement
+/// server (see [`catchup`]). Both calls run under the lock pushes are applied under.
+pub trait RangeCopy: Send {
+    /// The state of key range `range` (a server rank; its keys are `keys`).
+    fn snapshot(&mut self, range: usize, keys: crate::kv::KeyRange) -> bytes::Bytes;
+    /// Replaces this server's state of `range` with `data`, a [`RangeCopy::snapshot`]
+    /// taken on another replica. Malformed data is an error and changes nothing.
+    fn restore(&mut self, range: usize, keys: crate::kv::KeyRange, data: &[u8]) -> Result<(), String>;
+}
 
 /// The customer id replicas use among themselves for forwards and acknowledgements
 /// (per app; workers never use it).

@@ -2,10 +2,12 @@
 //! over the pure chain / dedup / ack tables.
 
 use super::acks::AckTable;
+use super::catchup::{CatchUp, Joiners};
 use super::chain::{dead_server_ranks, Chain};
+use super::copy_wire::{OP_COPY, OP_FETCH, OP_REJOINED};
 use super::dedup::{DedupWindow, Outcome, RequestId};
 use super::wire::ForwardHead;
-use super::{DEDUP_CAP, DEDUP_WINDOW_MS, FORWARD_CUSTOMER};
+use super::{RangeCopy, DEDUP_CAP, DEDUP_WINDOW_MS, FORWARD_CUSTOMER};
 use crate::customer::Customer;
 use crate::kv::key_cache::KnownKeys;
 use crate::kv::pairs::{KVPairs, KvError};
@@ -22,21 +24,27 @@ use std::time::Instant;
 
 /// The handle and the ids it applied, under one lock: applying a push and recording
 /// its id are one step.
-struct Applied<V: Pod> {
-    handle: ReqHandle<V>,
-    dedup: DedupWindow,
+/// Copying a range (taking it, installing it) happens under the same lock.
+pub(super) struct Applied<V: Pod> {
+    pub(super) handle: ReqHandle<V>,
+    pub(super) dedup: DedupWindow,
+    pub(super) copy: Option<Box<dyn RangeCopy>>,
 }
 
-struct Shared<V: Pod> {
-    po: Arc<Postoffice>,
-    app_id: i32,
-    chain: Chain,
-    me: usize,
-    ranges: Vec<KeyRange>,
+pub(super) struct Shared<V: Pod> {
+    pub(super) po: Arc<Postoffice>,
+    pub(super) app_id: i32,
+    pub(super) chain: Chain,
+    pub(super) me: usize,
+    pub(super) ranges: Vec<KeyRange>,
     responder: KVResponder,
-    applied: Mutex<Applied<V>>,
+    pub(super) applied: Mutex<Applied<V>>,
     acks: Mutex<AckTable<Message>>,
-    epoch: Instant,
+    pub(super) epoch: Instant,
+    /// A replacement's catch-up (None once rejoined, or for a first server).
+    pub(super) catchup: Mutex<Option<CatchUp<Message>>>,
+    /// Newcomers this server forwards pushes to while they copy its ranges.
+    pub(super) joiners: Mutex<Joiners>,
 }
 
 /// A running replica: its forward customer (dropping it stops taking forwards).
@@ -45,13 +53,21 @@ pub struct Replication {
 }
 
 /// Serves app `app_id` as one replica: returns the customer taking the workers'
-/// requests, and the replication state.
-pub(crate) fn serve<V: Pod + Send + Sync>(
+/// requests, and the replication state. A replacement server first copies its ranges
+/// through `copy` from live replicas (it refuses to start without one).
+pub(crate) fn serve<V: Pod + Send + Sync + 'static>(
     po: &Arc<Postoffice>,
     app_id: i32,
     handle: ReqHandle<V>,
+    copy: Option<Box<dyn RangeCopy>>,
     responder: KVResponder,
 ) -> Result<(Customer, Replication), String> {
+    if po.is_recovery() && copy.is_none() {
+        return Err(format!(
+            "server {} replaced a dead server, but its application cannot copy key ranges from a live replica (KVServer::with_copy); not serving (the other replicas hold its ranges)",
+            po.my_rank()
+        ));
+    }
     let n = po.num_servers();
     let shared = Arc::new(Shared {
         po: Arc::clone(po),
@@ -63,9 +79,12 @@ pub(crate) fn serve<V: Pod + Send + Sync>(
         applied: Mutex::new(Applied {
             handle,
             dedup: DedupWindow::new(DEDUP_WINDOW_MS, DEDUP_CAP),
+            copy,
         }),
         acks: Mutex::new(AckTable::default()),
         epoch: Instant::now(),
+        catchup: Mutex::new(None),
+        joiners: Mutex::new(Joiners::default()),
     });
     log::info!(
         "server {} holds key ranges {:?} ({} replicas)",
@@ -75,35 +94,42 @@ pub(crate) fn serve<V: Pod + Send + Sync>(
     );
     let s = Arc::clone(&shared);
     let mut known = KnownKeys::new(64);
-    let requests = Customer::new_inline(po, app_id, app_id, move |msg: Message| {
-        if msg.meta.request {
-            s.on_request(&msg, &mut known);
-        }
+    let requests = Customer::new_inline(po, app_id, app_id, move |msg: Message| match msg.meta.request {
+        true if msg.meta.head == OP_REJOINED && !msg.meta.push => s.po.mark_rejoined(msg.meta.sender),
+        true => s.on_request(&msg, &mut known),
+        false => {}
     })?;
     let s = Arc::clone(&shared);
     let forwards = Customer::new_inline(po, app_id, FORWARD_CUSTOMER, move |msg: Message| {
-        if msg.meta.request {
-            s.on_forward(&msg);
-        } else {
-            s.on_ack(&msg);
+        match (msg.meta.request, msg.meta.push, msg.meta.head) {
+            (true, true, _) => s.on_forward(msg),
+            (false, true, _) => s.on_ack(&msg),
+            (true, false, OP_FETCH) => s.on_fetch(&msg),
+            (false, false, OP_COPY) => s.on_copy(msg),
+            _ => log::warn!("dropped an unknown replica message from {}", msg.meta.sender),
         }
     })?;
     let weak: Weak<Shared<V>> = Arc::downgrade(&shared);
     po.on_node_dead(move |_| {
         if let Some(s) = weak.upgrade() {
             s.release_dead();
+            s.catch_up_dead();
         }
     });
+    if po.is_recovery() {
+        super::rejoin::start(&shared)?;
+    }
     Ok((requests, Replication { _forwards: forwards }))
 }
 
 impl<V: Pod + Send + Sync> Shared<V> {
-    fn now_ms(&self) -> u64 {
+    pub(super) fn now_ms(&self) -> u64 {
         self.epoch.elapsed().as_millis() as u64
     }
 
-    fn dead(&self) -> BTreeSet<usize> {
-        dead_server_ranks(&self.po.dead_nodes())
+    /// Server ranks that do not serve: dead, or still copying their ranges.
+    pub(super) fn dead(&self) -> BTreeSet<usize> {
+        dead_server_ranks(&self.po.unavailable_servers())
     }
 
     /// The key range `range` names, if this server holds it.
@@ -115,7 +141,7 @@ impl<V: Pod + Send + Sync> Shared<V> {
             .ok_or_else(|| KvError::Transport(format!("server {} does not hold key range {range}", self.me)))
     }
 
-    fn send(&self, msg: Message) {
+    pub(super) fn send(&self, msg: Message) {
         let to = msg.meta.recver;
         if let Err(e) = self.po.van().send(msg) {
             log::warn!("message to {to} not sent: {e}");
@@ -152,6 +178,7 @@ impl<V: Pod + Send + Sync> Shared<V> {
             return;
         };
         let others = self.chain.others(id.range as usize, self.me, &self.dead());
+        let others = self.joiners.lock().targets(id.range as usize, self.me, others);
         if let Some(a) = self.acks.lock().add(id, others.iter().copied(), answer) {
             return self.send(a);
         }
@@ -222,8 +249,16 @@ impl<V: Pod + Send + Sync> Shared<V> {
         m
     }
 
-    /// A push another replica applied: apply it here too (once), then acknowledge.
-    fn on_forward(&self, msg: &Message) {
+    /// A push another replica applied: apply it here too (once), then acknowledge
+    /// (buffered while this replacement waits for the range's copy).
+    pub(super) fn on_forward(&self, msg: Message) {
+        if let Some(msg) = self.buffer_forward(msg) {
+            self.apply_forward(&msg);
+        }
+    }
+
+    /// Applies a forward (once) and acknowledges it.
+    pub(super) fn apply_forward(&self, msg: &Message) {
         let head = match ForwardHead::decode(&msg.data) {
             Ok(h) => h,
             Err(e) => return log::warn!("dropped a forward from {}: {e}", msg.meta.sender),

@@ -21,24 +21,38 @@ pub struct ForwardHead {
     pub version: u64,
 }
 
-fn codec() -> impl Options {
+/// `head` as a frame (bincode).
+pub(super) fn encode_head<T: Serialize>(head: &T) -> Bytes {
+    Bytes::from(
+        bincode::DefaultOptions::new()
+            .serialize(head)
+            .expect("a header always serializes"),
+    )
+}
+
+/// Decodes the first of `frames` as a `what` header of at most `limit` bytes.
+pub(super) fn decode_head<T: serde::de::DeserializeOwned>(
+    frames: &[Bytes],
+    limit: u64,
+    what: &str,
+) -> Result<T, String> {
+    let first = frames.first().ok_or_else(|| format!("{what} without a header frame"))?;
     bincode::DefaultOptions::new()
-        .with_limit(MAX_HEAD_BYTES)
+        .with_limit(limit)
         .reject_trailing_bytes()
+        .deserialize(first)
+        .map_err(|e| format!("malformed {what} header: {e}"))
 }
 
 impl ForwardHead {
     /// The header as a frame.
     pub fn encode(&self) -> Bytes {
-        Bytes::from(codec().serialize(self).expect("ForwardHead always serializes"))
+        encode_head(self)
     }
 
     /// Decodes the first frame of `frames`.
     pub fn decode(frames: &[Bytes]) -> Result<ForwardHead, String> {
-        let first = frames.first().ok_or("forward without a header frame")?;
-        codec()
-            .deserialize(first)
-            .map_err(|e| format!("malformed forward header: {e}"))
+        decode_head(frames, MAX_HEAD_BYTES, "forward")
     }
 }
 

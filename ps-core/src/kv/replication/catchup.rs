@@ -1,0 +1,214 @@
+//! A replacement server catching up (pure). A server that took over a dead server's
+//! id holds the same ranges as the dead one, but empty. For each of them it asks the
+//! range's first live holder (its *source*) for a copy. The source, under the lock it
+//! applies pushes under, takes the copy (the range's state and the request ids it
+//! applied) and from that moment forwards every push of the range to the newcomer
+//! too ([`Joiners`]). Forwards reaching the newcomer before the copy are buffered and
+//! applied after it; the copied request ids make a push that is both in the copy and
+//! forwarded count once. When every range is copied the newcomer announces it has
+//! rejoined and becomes a holder again (primary of its own range): the cluster is back
+//! to k copies. Until then every node treats it as not serving.
+//!
+//! Time is injected (milliseconds); `F` is a buffered forward.
+
+use super::chain::Chain;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// A copy to ask for: range `range` from server rank `from`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Fetch {
+    /// The key range (server rank) to copy.
+    pub range: usize,
+    /// The rank to copy it from.
+    pub from: usize,
+}
+
+/// Ask a source again after this long without its copy (a lost request, a busy
+/// source).
+pub const FETCH_RETRY_MS: u64 = 5_000;
+
+enum Phase<F> {
+    Fetching {
+        from: usize,
+        asked_ms: u64,
+        buffered: Vec<F>,
+    },
+    Copied,
+    /// Every other holder is dead: nothing to copy from.
+    Lost,
+}
+
+/// The newcomer's side: which ranges are still being copied, from whom.
+pub struct CatchUp<F> {
+    chain: Chain,
+    me: usize,
+    ranges: BTreeMap<usize, Phase<F>>,
+    announced: bool,
+}
+
+impl<F> CatchUp<F> {
+    /// Starts catching up every range `me` holds; `unavailable` are the ranks dead or
+    /// themselves catching up. Returns the copies to ask for.
+    pub fn new(chain: Chain, me: usize, unavailable: &BTreeSet<usize>, now_ms: u64) -> (CatchUp<F>, Vec<Fetch>) {
+        let mut c = CatchUp {
+            chain,
+            me,
+            ranges: chain.ranges_of(me).into_iter().map(|r| (r, Phase::Lost)).collect(),
+            announced: false,
+        };
+        let fetches = c.reassign(unavailable, now_ms, |_| true);
+        (c, fetches)
+    }
+
+    fn source(&self, range: usize, unavailable: &BTreeSet<usize>) -> Option<usize> {
+        self.chain
+            .live_holders(range, unavailable)
+            .into_iter()
+            .find(|&r| r != self.me)
+    }
+
+    /// Picks a source for every range `pick` selects that is not copied yet.
+    fn reassign(&mut self, unavailable: &BTreeSet<usize>, now_ms: u64, pick: impl Fn(usize) -> bool) -> Vec<Fetch> {
+        let ranges: Vec<usize> = self.ranges.keys().copied().filter(|&r| pick(r)).collect();
+        let mut out = Vec::new();
+        for range in ranges {
+            let src = self.source(range, unavailable);
+            let phase = self.ranges.get_mut(&range).expect("listed above");
+            if matches!(phase, Phase::Copied) {
+                continue;
+            }
+            let buffered = match std::mem::replace(phase, Phase::Lost) {
+                Phase::Fetching { buffered, .. } => buffered,
+                _ => Vec::new(),
+            };
+            if let Some(from) = src {
+                *phase = Phase::Fetching {
+                    from,
+                    asked_ms: now_ms,
+                    buffered,
+                };
+                out.push(Fetch { range, from });
+            }
+        }
+        out
+    }
+
+    /// A forward of `range` arrived: `Some` if it is to be applied now, `None` if it
+    /// was buffered until the range's copy is in.
+    pub fn on_forward(&mut self, range: usize, f: F) -> Option<F> {
+        match self.ranges.get_mut(&range) {
+            Some(Phase::Fetching { buffered, .. }) => {
+                buffered.push(f);
+                None
+            }
+            _ => Some(f),
+        }
+    }
+
+    /// True if the copy of `range` from `from` is the one awaited.
+    pub fn expects(&self, range: usize, from: usize) -> bool {
+        matches!(self.ranges.get(&range), Some(Phase::Fetching { from: f, .. }) if *f == from)
+    }
+
+    /// The copy of `range` from `from` arrived: `Some(buffered forwards)`, to apply
+    /// after installing the copy; `None` if it is not the copy being waited for (a
+    /// duplicate, or from a source given up): drop it.
+    pub fn on_copy(&mut self, range: usize, from: usize) -> Option<Vec<F>> {
+        let phase = self.ranges.get_mut(&range)?;
+        match phase {
+            Phase::Fetching { from: f, .. } if *f == from => match std::mem::replace(phase, Phase::Copied) {
+                Phase::Fetching { buffered, .. } => Some(buffered),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
+    /// Ranks became unavailable: ranges whose source is among them are asked of the
+    /// next live holder.
+    pub fn on_dead(&mut self, unavailable: &BTreeSet<usize>, now_ms: u64) -> Vec<Fetch> {
+        let lost: BTreeSet<usize> = self
+            .ranges
+            .iter()
+            .filter(|(_, p)| matches!(p, Phase::Fetching { from, .. } if unavailable.contains(from)))
+            .map(|(&r, _)| r)
+            .collect();
+        self.reassign(unavailable, now_ms, |r| lost.contains(&r))
+    }
+
+    /// Copies asked more than [`FETCH_RETRY_MS`] ago, asked again.
+    pub fn tick(&mut self, now_ms: u64) -> Vec<Fetch> {
+        let mut out = Vec::new();
+        for (&range, p) in self.ranges.iter_mut() {
+            if let Phase::Fetching { from, asked_ms, .. } = p {
+                if now_ms.saturating_sub(*asked_ms) >= FETCH_RETRY_MS {
+                    *asked_ms = now_ms;
+                    out.push(Fetch { range, from: *from });
+                }
+            }
+        }
+        out
+    }
+
+    /// True once every range is copied.
+    pub fn done(&self) -> bool {
+        self.ranges.values().all(|p| matches!(p, Phase::Copied))
+    }
+
+    /// Ranges no live holder can give.
+    pub fn lost(&self) -> Vec<usize> {
+        self.ranges
+            .iter()
+            .filter(|(_, p)| matches!(p, Phase::Lost))
+            .map(|(&r, _)| r)
+            .collect()
+    }
+
+    /// True exactly once, when every range is copied: time to announce the rejoin.
+    pub fn take_rejoin(&mut self) -> bool {
+        if self.announced || !self.done() {
+            return false;
+        }
+        self.announced = true;
+        true
+    }
+}
+
+/// The source's side: per range, the newcomers it forwards pushes to besides the
+/// chain's live holders (from the copy until they die; once they rejoined they are
+/// live holders anyway).
+#[derive(Default)]
+pub struct Joiners {
+    by_range: BTreeMap<usize, BTreeSet<usize>>,
+}
+
+impl Joiners {
+    /// `rank` took a copy of `range`: forward it that range's pushes from now on.
+    pub fn add(&mut self, range: usize, rank: usize) {
+        self.by_range.entry(range).or_default().insert(rank);
+    }
+
+    /// Where a push of `range` is forwarded: `others` (the chain's live holders but
+    /// this one) and the newcomers, once each, never `me`.
+    pub fn targets(&self, range: usize, me: usize, others: Vec<usize>) -> Vec<usize> {
+        let mut out = others;
+        for &r in self.by_range.get(&range).into_iter().flatten() {
+            if r != me && !out.contains(&r) {
+                out.push(r);
+            }
+        }
+        out
+    }
+
+    /// Forgets newcomers that died (a later one copies again).
+    pub fn forget(&mut self, dead: &BTreeSet<usize>) {
+        for set in self.by_range.values_mut() {
+            set.retain(|r| !dead.contains(r));
+        }
+        self.by_range.retain(|_, s| !s.is_empty());
+    }
+}
+
+#[cfg(test)]
+#[path = "catchup_tests.rs"]
+mod tests;
