@@ -20,6 +20,11 @@ static GLOBAL: OnceCell<Arc<Postoffice>> = OnceCell::new();
 /// earlier may send before this node has created its customers.
 const CUSTOMER_WAIT: Duration = Duration::from_secs(30);
 
+/// Exit status of a process the scheduler declared dead (or refused when it registered
+/// again, e.g. after a network partition healed): its tasks went to others and its id
+/// may be a replacement's, so it stops instead of sending stale work.
+pub const EXIT_EVICTED: i32 = 3;
+
 /// Where a customer's messages go.
 #[derive(Clone)]
 pub enum Route {
@@ -315,10 +320,15 @@ impl VanHandler for Postoffice {
         }
     }
 
-    fn on_nodes_changed(&self, table: &[Node]) {
+    fn on_nodes_changed(&self, _table: &[Node], revived: &[i32]) {
         let mut dead = self.dead.write();
-        for n in table.iter().filter(|n| n.is_recovery) {
-            dead.remove(&n.id);
+        for id in revived {
+            dead.remove(id);
         }
+    }
+
+    fn on_evicted(&self, reason: &str) {
+        log::error!("stopping this process (exit status {EXIT_EVICTED}): {reason}");
+        std::process::exit(EXIT_EVICTED);
     }
 }
