@@ -1,15 +1,18 @@
 //! psrs under a real Slurm on this machine (Debian's slurm-wlm and munge): slurmctld,
 //! slurmd and munged started here with a minimal slurm.conf in a scratch folder, then
-//! `srun -n 5` of kv-test (roles from SLURM_PROCID) and an `sbatch` of
-//! scripts/slurm/psrs.sbatch. The daemons are stopped by pid and the folder removed.
+//! `srun -n 5` of kv-test and of a training job (roles from SLURM_PROCID) and an
+//! `sbatch` of scripts/slurm/psrs.sbatch. The daemons are stopped by pid and the folder removed.
 //! Needs root and the packages: ignored by a plain `cargo test`, run by CI with
 //! `--ignored` (where it fails if Slurm cannot start).
 
 mod common;
 
 use common::{free_port, psrs_bin};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+const DATA: &str = "/usr/share/datasets/fashion-mnist";
 
 struct Daemons {
     dir: tempfile::TempDir,
@@ -117,6 +120,60 @@ fn srun_and_sbatch_run_kv_test_with_roles_from_slurm() {
     let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{text}");
     assert_eq!(text.matches("kv-test ok").count(), 2, "{text}");
+
+    // a training job: 1 pass of softmax over Fashion-MNIST's test split
+    assert!(
+        Path::new(DATA).join("t10k-images-idx3-ubyte.gz").exists(),
+        "{DATA} is absent (apt-get install dataset-fashion-mnist)"
+    );
+    let data = s.dir.path().join("t10k.rio");
+    let st = Command::new(&bin)
+        .args(["convert", "--format", "idx", "--per-chunk", "500", "--input"])
+        .arg(format!("{DATA}/t10k-images-idx3-ubyte.gz"))
+        .arg("--labels")
+        .arg(format!("{DATA}/t10k-labels-idx1-ubyte.gz"))
+        .arg("--out")
+        .arg(&data)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let (d, w) = (
+        data.display().to_string(),
+        s.dir.path().join("work").display().to_string(),
+    );
+    let port = free_port().to_string();
+    let out = slurm(
+        &s,
+        &[
+            "timeout",
+            "120",
+            "srun",
+            "-n",
+            "5",
+            "--immediate=10",
+            &bin,
+            "train",
+            "--model",
+            "softmax",
+            "--lr",
+            "0.05",
+            "--batch",
+            "64",
+            "--epochs",
+            "1",
+            "--train",
+            &d,
+            "--test",
+            &d,
+            "--work-dir",
+            &w,
+        ],
+        &[("DMLC_PS_ROOT_PORT", &port)],
+    );
+    let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("complete: 20 done, 0 failed"), "{text}");
+    assert!(text.contains("accuracy"), "{text}");
 
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/slurm/psrs.sbatch");
     let port = free_port().to_string();
