@@ -248,12 +248,9 @@ fn a_worker_cut_off_longer_than_the_heartbeat_timeout_is_dropped_and_exits() {
         assert_eq!(p.status, Some(0), "process {i}\n{}", c.dump());
     }
     let sched = c.procs[0].stderr();
-    assert_eq!(
-        sched.matches("complete: 20 done, 0 failed").count(),
-        3,
-        "every pass complete with every task done once\n{}",
-        c.dump()
-    );
+    // every pass complete with every task done once (the last pass ends the job)
+    assert_eq!(sched.matches("complete: 20 done, 0 failed").count(), 2, "{}", c.dump());
+    assert_eq!(common::training::tasks_done(&sched), 60, "{}", c.dump());
     assert!(!sched.contains("timed out ("), "{}", c.dump());
     assert!(c.all_stdout().contains("accuracy"), "{}", c.dump());
 }
