@@ -172,8 +172,8 @@ fn srun_and_sbatch_run_kv_test_with_roles_from_slurm() {
     );
     let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{text}");
-    assert!(text.contains("complete: 20 done, 0 failed"), "{text}");
-    assert!(text.contains("accuracy"), "{text}");
+    assert!(text.contains("progress: 20/20 tasks"), "{text}");
+    assert!(text.contains("final test accuracy"), "{text}");
 
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/slurm/psrs.sbatch");
     let port = free_port().to_string();
