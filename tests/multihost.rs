@@ -10,12 +10,9 @@ mod common;
 
 use common::netns::Net;
 use common::Cluster;
-use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 const LIMIT: Duration = Duration::from_secs(90);
-const DATA: &str = "/usr/share/datasets/fashion-mnist";
 
 fn net(n: usize) -> Net {
     Net::create(n)
@@ -94,49 +91,13 @@ fn a_loopback_address_for_a_remote_scheduler_is_refused() {
     );
 }
 
-fn convert(dir: &Path) -> PathBuf {
-    let out = dir.join("t10k.rio");
-    let st = Command::new(common::psrs_bin())
-        .args(["convert", "--format", "idx", "--per-chunk", "500", "--input"])
-        .arg(format!("{DATA}/t10k-images-idx3-ubyte.gz"))
-        .arg("--labels")
-        .arg(format!("{DATA}/t10k-labels-idx1-ubyte.gz"))
-        .arg("--out")
-        .arg(&out)
-        .status()
-        .unwrap();
-    assert!(st.success());
-    out
-}
-
 #[test]
 #[ignore = "needs root for network namespaces and nftables; CI runs it with --ignored"]
 fn training_across_three_hosts_finishes() {
-    if !Path::new(DATA).join("t10k-images-idx3-ubyte.gz").exists() {
-        panic!("{DATA} is absent (apt-get install dataset-fashion-mnist)");
-    }
-    let n = net(3);
     let dir = tempfile::tempdir().unwrap();
-    let data = convert(dir.path());
-    let work = dir.path().join("work");
-    let (d, w) = (data.display().to_string(), work.display().to_string());
-    let args = [
-        "train",
-        "--model",
-        "softmax",
-        "--lr",
-        "0.05",
-        "--batch",
-        "64",
-        "--epochs",
-        "1",
-        "--train",
-        &d,
-        "--test",
-        &d,
-        "--work-dir",
-        &w,
-    ];
+    let args = common::training::small_job(dir.path(), 1);
+    let args: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
+    let n = net(3);
     let mut c = start(&n, 3, 1, 2, &args, &[]);
     c.wait_success();
     let out = c.all_stdout();
@@ -195,31 +156,10 @@ fn ten_percent_loss_on_every_link_keeps_sums_exact() {
 #[test]
 #[ignore = "needs root for network namespaces and nftables; CI runs it with --ignored"]
 fn a_worker_cut_off_longer_than_the_heartbeat_timeout_is_dropped_and_exits() {
-    if !Path::new(DATA).join("t10k-images-idx3-ubyte.gz").exists() {
-        panic!("{DATA} is absent (apt-get install dataset-fashion-mnist)");
-    }
-    let n = net(3);
     let dir = tempfile::tempdir().unwrap();
-    let data = convert(dir.path());
-    let work = dir.path().join("work");
-    let (d, w) = (data.display().to_string(), work.display().to_string());
-    let args = [
-        "train",
-        "--model",
-        "softmax",
-        "--lr",
-        "0.05",
-        "--batch",
-        "64",
-        "--epochs",
-        "3",
-        "--train",
-        &d,
-        "--test",
-        &d,
-        "--work-dir",
-        &w,
-    ];
+    let args = common::training::small_job(dir.path(), 3);
+    let args: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
+    let n = net(3);
     let env = [
         ("PS_HEARTBEAT_INTERVAL", "0.2"),
         ("PS_HEARTBEAT_TIMEOUT", "1"),

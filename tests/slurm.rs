@@ -8,11 +8,8 @@
 mod common;
 
 use common::{free_port, psrs_bin};
-use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-
-const DATA: &str = "/usr/share/datasets/fashion-mnist";
 
 struct Daemons {
     dir: tempfile::TempDir,
@@ -121,53 +118,15 @@ fn srun_and_sbatch_run_kv_test_with_roles_from_slurm() {
     assert!(out.status.success(), "{text}");
     assert_eq!(text.matches("kv-test ok").count(), 2, "{text}");
 
-    // a training job: 1 pass of softmax over Fashion-MNIST's test split
-    assert!(
-        Path::new(DATA).join("t10k-images-idx3-ubyte.gz").exists(),
-        "{DATA} is absent (apt-get install dataset-fashion-mnist)"
-    );
-    let data = s.dir.path().join("t10k.rio");
-    let st = Command::new(&bin)
-        .args(["convert", "--format", "idx", "--per-chunk", "500", "--input"])
-        .arg(format!("{DATA}/t10k-images-idx3-ubyte.gz"))
-        .arg("--labels")
-        .arg(format!("{DATA}/t10k-labels-idx1-ubyte.gz"))
-        .arg("--out")
-        .arg(&data)
-        .status()
-        .unwrap();
-    assert!(st.success());
-    let (d, w) = (
-        data.display().to_string(),
-        s.dir.path().join("work").display().to_string(),
-    );
+    // a training job: 1 pass of softmax over Fashion-MNIST's test split (20 tasks)
+    let job = common::training::small_job(s.dir.path(), 1);
     let port = free_port().to_string();
     let out = slurm(
         &s,
-        &[
-            "timeout",
-            "120",
-            "srun",
-            "-n",
-            "5",
-            "--immediate=10",
-            &bin,
-            "train",
-            "--model",
-            "softmax",
-            "--lr",
-            "0.05",
-            "--batch",
-            "64",
-            "--epochs",
-            "1",
-            "--train",
-            &d,
-            "--test",
-            &d,
-            "--work-dir",
-            &w,
-        ],
+        &["timeout", "120", "srun", "-n", "5", "--immediate=10", &bin]
+            .into_iter()
+            .chain(job.iter().map(|s| s.as_str()))
+            .collect::<Vec<_>>(),
         &[("DMLC_PS_ROOT_PORT", &port)],
     );
     let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);

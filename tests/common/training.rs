@@ -30,10 +30,28 @@ pub fn have_data() -> bool {
 
 /// Converts split `split` (`train` or `t10k`) to `dir/split.rio`, 1000 examples a chunk.
 pub fn convert(dir: &Path, split: &str) -> PathBuf {
+    convert_chunks(dir, split, 1000)
+}
+
+/// Converts split `split` to `dir/split.rio`, `per_chunk` examples a chunk (a task);
+/// panics naming the package when Fashion-MNIST is not installed.
+pub fn convert_chunks(dir: &Path, split: &str, per_chunk: usize) -> PathBuf {
+    let images = format!("{DATA}/{split}-images-idx3-ubyte.gz");
+    assert!(
+        Path::new(&images).exists(),
+        "{DATA} is absent (apt-get install dataset-fashion-mnist)"
+    );
     let out = dir.join(format!("{split}.rio"));
     let st = Command::new(psrs_bin())
-        .args(["convert", "--format", "idx", "--per-chunk", "1000", "--input"])
-        .arg(format!("{DATA}/{split}-images-idx3-ubyte.gz"))
+        .args([
+            "convert",
+            "--format",
+            "idx",
+            "--per-chunk",
+            &per_chunk.to_string(),
+            "--input",
+            &images,
+        ])
         .arg("--labels")
         .arg(format!("{DATA}/{split}-labels-idx1-ubyte.gz"))
         .arg("--out")
@@ -42,6 +60,34 @@ pub fn convert(dir: &Path, split: &str) -> PathBuf {
         .unwrap();
     assert!(st.success());
     out
+}
+
+/// A small softmax job: Fashion-MNIST's test split (converted in `dir`, 20 tasks a
+/// pass) as training and test set, `epochs` passes, working in `dir/work`.
+pub fn small_job(dir: &Path, epochs: u32) -> Vec<String> {
+    let data = convert_chunks(dir, "t10k", 500).display().to_string();
+    let work = dir.join("work").display().to_string();
+    let e = epochs.to_string();
+    [
+        "train",
+        "--model",
+        "softmax",
+        "--lr",
+        "0.05",
+        "--batch",
+        "64",
+        "--epochs",
+        &e,
+        "--train",
+        &data,
+        "--test",
+        &data,
+        "--work-dir",
+        &work,
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
 }
 
 /// A 4-pass sync softmax job (learning rate decayed by 0.7 per pass) working in `work`.
