@@ -5,7 +5,8 @@
 #
 #   scripts/local.sh NUM_SERVERS NUM_WORKERS COMMAND [ARGS...]
 #
-# The scheduler gets a free port (or DMLC_PS_ROOT_PORT if set). Exits with the first
+# The scheduler gets a free port outside the kernel's ephemeral port range (or
+# DMLC_PS_ROOT_PORT if set); PSRS_LAUNCH_LOG=1 prints the port chosen. Exits with the first
 # non-zero status of any node (killing the rest), or 124 after PSRS_TIMEOUT seconds
 # (default 1800), killing every node. Other PS_* variables pass through.
 set -euo pipefail
@@ -23,9 +24,20 @@ esac
 timeout_s=${PSRS_TIMEOUT:-1800}
 
 port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+# The scheduler's port comes from outside the kernel's ephemeral range (where the
+# other nodes' own listeners and outgoing connections take ports first): below it
+# (from 10000), else above it.
+read -r eph_lo eph_hi < /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || { eph_lo=32768; eph_hi=60999; }
+if [ "$eph_lo" -gt 11000 ]; then
+  pick_lo=10000; pick_n=$((eph_lo - 10000))
+elif [ "$eph_hi" -lt 64535 ]; then
+  pick_lo=$((eph_hi + 1)); pick_n=$((65535 - eph_hi))
+else
+  pick_lo=20000; pick_n=40000 # no room outside it: take the chance
+fi
 if [ -z "${DMLC_PS_ROOT_PORT:-}" ]; then
   for _ in $(seq 100); do
-    p=$((20000 + RANDOM % 40000))
+    p=$((pick_lo + (RANDOM * 32768 + RANDOM) % pick_n))
     if ! port_in_use "$p"; then DMLC_PS_ROOT_PORT=$p; break; fi
   done
 fi
@@ -33,6 +45,7 @@ fi
 export DMLC_PS_ROOT_URI=${DMLC_PS_ROOT_URI:-127.0.0.1}
 export DMLC_PS_ROOT_PORT DMLC_NUM_SERVER=$num_servers DMLC_NUM_WORKER=$num_workers
 export DMLC_NODE_HOST=${DMLC_NODE_HOST:-127.0.0.1}
+if [ "${PSRS_LAUNCH_LOG:-0}" = 1 ]; then echo "$0: scheduler at $DMLC_PS_ROOT_URI:$DMLC_PS_ROOT_PORT" >&2; fi
 
 pids=()
 timer=

@@ -2,9 +2,29 @@
 //! names the process's role so interleaved cluster output stays readable.
 
 use std::io::Write;
+use std::sync::OnceLock;
+
+/// The process's role once known (`scheduler`, `server`, `worker`, or a tool's name):
+/// [`error_prefix`] puts it in front of the final error line.
+static ROLE: OnceLock<String> = OnceLock::new();
+
+/// Records the process's role for [`error_prefix`] (the first call wins).
+pub fn set_role(role: &str) {
+    let _ = ROLE.set(role.to_string());
+}
+
+/// `psrs ROLE` once the role is known, else `psrs`: the start of the one-line error a
+/// failing process prints, so that a cluster's interleaved errors say who failed.
+pub fn error_prefix() -> String {
+    match ROLE.get() {
+        Some(r) => format!("psrs {r}"),
+        None => "psrs".to_string(),
+    }
+}
 
 /// Initialises `env_logger` for a node of role `role` at `level`.
 pub fn init(role: &str, level: log::LevelFilter) {
+    set_role(role);
     let role = role.to_string();
     let mut b = env_logger::Builder::new();
     b.filter_level(level);

@@ -56,7 +56,7 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("psrs: error: {e}");
+            eprintln!("{}: error: {e}", logging::error_prefix());
             ExitCode::from(2)
         }
     }

@@ -52,7 +52,7 @@ fn a_node_the_scheduler_cannot_reach_fails_within_seconds() {
         &["connect"],
         &[("DMLC_NODE_HOST", "127.0.0.2"), ("DMLC_BIND_HOST", "127.0.0.1")],
     );
-    c.wait_for_output(w, "the worker's exit", |s| s.contains("psrs: error"));
+    c.wait_for_output(w, "the worker's exit", |s| s.contains("psrs worker: error"));
     let took = t.elapsed();
     let err = c.procs[w].stderr();
     assert!(

@@ -9,7 +9,7 @@
 mod common;
 
 use common::netns::Net;
-use common::Cluster;
+use common::{training, Cluster};
 use std::time::Duration;
 
 const LIMIT: Duration = Duration::from_secs(90);
@@ -95,7 +95,7 @@ fn a_loopback_address_for_a_remote_scheduler_is_refused() {
 #[ignore = "needs root for network namespaces and nftables; CI runs it with --ignored"]
 fn training_across_three_hosts_finishes() {
     let dir = tempfile::tempdir().unwrap();
-    let args = common::training::small_job(dir.path(), 1);
+    let args = training::small_job(dir.path(), 1);
     let args: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
     let n = net(3);
     let mut c = start(&n, 3, 1, 2, &args, &[]);
@@ -157,7 +157,7 @@ fn ten_percent_loss_on_every_link_keeps_sums_exact() {
 #[ignore = "needs root for network namespaces and nftables; CI runs it with --ignored"]
 fn a_worker_cut_off_longer_than_the_heartbeat_timeout_is_dropped_and_exits() {
     let dir = tempfile::tempdir().unwrap();
-    let args = common::training::small_job(dir.path(), 3);
+    let args = training::small_job(dir.path(), 3);
     let args: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
     let n = net(3);
     let env = [
@@ -168,9 +168,7 @@ fn a_worker_cut_off_longer_than_the_heartbeat_timeout_is_dropped_and_exits() {
     ];
     // scheduler in namespace 0; the server and worker 3 in 1; worker 2 alone in 2
     let mut c = start(&n, 3, 1, 2, &args, &env);
-    c.wait_until("training progress", |c| {
-        common::training::tasks_done(&c.procs[0].stderr()) >= 8
-    });
+    c.wait_until("training progress", |c| training::tasks_done(&c.procs[0].stderr()) >= 8);
     n.cut(2).unwrap();
     c.wait_for_output(0, "the cut-off worker declared dead", |s| s.contains("is dead:"));
     std::thread::sleep(Duration::from_millis(1500));
@@ -190,7 +188,7 @@ fn a_worker_cut_off_longer_than_the_heartbeat_timeout_is_dropped_and_exits() {
     let sched = c.procs[0].stderr();
     // every pass complete with every task done once (the last pass ends the job)
     assert_eq!(sched.matches("complete: 20 done, 0 failed").count(), 2, "{}", c.dump());
-    assert_eq!(common::training::tasks_done(&sched), 60, "{}", c.dump());
+    assert_eq!(training::tasks_done(&sched), 60, "{}", c.dump());
     assert!(!sched.contains("timed out ("), "{}", c.dump());
     assert!(c.all_stdout().contains("accuracy"), "{}", c.dump());
 }

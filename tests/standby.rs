@@ -4,98 +4,16 @@
 //! too and the second standby takes over. The job must finish within one point of the
 //! fault-free accuracy, with exactly the expected number of tasks trained (nothing
 //! redone, nothing lost). Seconds from each kill to training progress again are
-//! printed. Skipped, with a message, when Fashion-MNIST is not installed.
+//! printed. Fails when Fashion-MNIST is not installed.
 
 mod common;
 
-use common::{free_port, psrs_bin, Cluster};
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use common::training::{args, convert, final_accuracy, progress_lines, require_data, trained_tasks, ENV};
+use common::{free_port, Cluster};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 const LIMIT: Duration = Duration::from_secs(240);
-const DATA: &str = "/usr/share/datasets/fashion-mnist";
-const ENV: &[(&str, &str)] = &[
-    ("PS_HEARTBEAT_INTERVAL", "0.2"),
-    ("PS_HEARTBEAT_TIMEOUT", "1"),
-    ("PS_RESEND", "1"),
-    ("PS_RESEND_TIMEOUT", "500"),
-];
-
-fn convert(dir: &Path, split: &str) -> PathBuf {
-    let out = dir.join(format!("{split}.rio"));
-    let st = Command::new(psrs_bin())
-        .args(["convert", "--format", "idx", "--per-chunk", "1000", "--input"])
-        .arg(format!("{DATA}/{split}-images-idx3-ubyte.gz"))
-        .arg("--labels")
-        .arg(format!("{DATA}/{split}-labels-idx1-ubyte.gz"))
-        .arg("--out")
-        .arg(&out)
-        .status()
-        .unwrap();
-    assert!(st.success());
-    out
-}
-
-fn args(train: &Path, test: &Path, work: &Path) -> Vec<String> {
-    let mut a: Vec<String> = [
-        "train",
-        "--model",
-        "softmax",
-        "--lr",
-        "0.05",
-        "--momentum",
-        "0.9",
-        "--lr-decay",
-        "0.7",
-        "--batch",
-        "64",
-        "--epochs",
-        "4",
-        "--checkpoint-every",
-        "10",
-        "--task-timeout-ms",
-        "5000",
-        "--train",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    a.extend([
-        train.display().to_string(),
-        "--test".into(),
-        test.display().to_string(),
-        "--work-dir".into(),
-        work.display().to_string(),
-    ]);
-    a
-}
-
-fn final_accuracy(c: &Cluster) -> f64 {
-    let out = c.all_stdout();
-    let line = out
-        .lines()
-        .find(|l| l.starts_with("final test accuracy"))
-        .unwrap_or_else(|| panic!("no accuracy\n{}", c.dump()));
-    line.split_whitespace().nth(3).unwrap().parse().unwrap()
-}
-
-fn trained_tasks(c: &Cluster) -> usize {
-    c.all_stdout()
-        .lines()
-        .filter_map(|l| {
-            let w: Vec<&str> = l.split_whitespace().collect();
-            match w[..] {
-                ["worker", _, "trained", n, "tasks"] => n.parse::<usize>().ok(),
-                _ => None,
-            }
-        })
-        .sum()
-}
-
-fn progress(c: &Cluster, i: usize) -> usize {
-    c.procs[i].stderr().matches("progress: ").count()
-}
 
 /// A training cluster with `standbys` standby schedulers, each with its own work dir
 /// (their state reaches them over the network, not through a shared file). Returns
@@ -144,17 +62,9 @@ fn fail_over(c: &mut Cluster, dead: usize, next: usize) -> f64 {
         s.contains("progress: ")
     });
     let back = t.elapsed().as_secs_f64();
-    let n = progress(c, next);
+    let n = progress_lines(c, next);
     c.wait_for_output(next, "more progress", |s| s.matches("progress: ").count() >= n + 2);
     back
-}
-
-/// Fails the test (never passes it silently) when Fashion-MNIST is not installed.
-fn require_data() {
-    assert!(
-        Path::new(DATA).join("train-images-idx3-ubyte.gz").exists(),
-        "{DATA} is absent: apt-get install dataset-fashion-mnist (scripts/install-deps.sh does)"
-    );
 }
 
 #[test]
@@ -174,7 +84,7 @@ fn standbys_take_over_from_killed_schedulers() {
     c.wait_for_output(s[0], "training progress", |o| o.matches("progress: ").count() >= 12);
     let first = fail_over(&mut c, s[0], s[1]);
     // second kill: the new active one, later in the job
-    let later = progress(&c, s[1]) + 40;
+    let later = progress_lines(&c, s[1]) + 40;
     c.wait_for_output(s[1], "later progress", |o| o.matches("progress: ").count() >= later);
     let second = fail_over(&mut c, s[1], s[2]);
     c.wait_success();

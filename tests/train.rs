@@ -1,98 +1,16 @@
 //! Training end to end on real processes: the async and bounded-staleness rules, and
 //! replicated key ranges surviving a server's loss without replacement (the sync rule's
-//! failover at many moments is in `train_failover.rs`). Skipped, with a message, when
-//! Fashion-MNIST is not installed.
+//! failover at many moments is in `train_failover.rs`). Fail when Fashion-MNIST is not
+//! installed.
 
 mod common;
 
-use common::{psrs_bin, Cluster};
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use common::training::{args, convert, final_accuracy, progress_lines, require_data, trained_tasks, ENV};
+use common::Cluster;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 const LIMIT: Duration = Duration::from_secs(240);
-const DATA: &str = "/usr/share/datasets/fashion-mnist";
-const ENV: &[(&str, &str)] = &[
-    ("PS_HEARTBEAT_INTERVAL", "0.2"),
-    ("PS_HEARTBEAT_TIMEOUT", "1"),
-    ("PS_RESEND", "1"),
-    ("PS_RESEND_TIMEOUT", "500"),
-];
-
-fn convert(dir: &Path, split: &str) -> PathBuf {
-    let out = dir.join(format!("{split}.rio"));
-    let st = Command::new(psrs_bin())
-        .args(["convert", "--format", "idx", "--per-chunk", "1000", "--input"])
-        .arg(format!("{DATA}/{split}-images-idx3-ubyte.gz"))
-        .arg("--labels")
-        .arg(format!("{DATA}/{split}-labels-idx1-ubyte.gz"))
-        .arg("--out")
-        .arg(&out)
-        .status()
-        .unwrap();
-    assert!(st.success());
-    out
-}
-
-fn args(train: &Path, test: &Path, work: &Path) -> Vec<String> {
-    [
-        "train",
-        "--model",
-        "softmax",
-        "--lr",
-        "0.05",
-        "--momentum",
-        "0.9",
-        "--lr-decay",
-        "0.7",
-        "--batch",
-        "64",
-        "--epochs",
-        "4",
-        "--checkpoint-every",
-        "10",
-        "--task-timeout-ms",
-        "5000",
-        "--train",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .chain([
-        train.display().to_string(),
-        "--test".into(),
-        test.display().to_string(),
-        "--work-dir".into(),
-        work.display().to_string(),
-    ])
-    .collect()
-}
-
-fn final_accuracy(c: &Cluster) -> f64 {
-    let out = c.all_stdout();
-    let line = out
-        .lines()
-        .find(|l| l.starts_with("final test accuracy"))
-        .unwrap_or_else(|| panic!("no accuracy\n{}", c.dump()));
-    line.split_whitespace().nth(3).unwrap().parse().unwrap()
-}
-
-/// Tasks the workers report having trained ("worker 9 trained 120 tasks").
-fn trained_tasks(c: &Cluster) -> usize {
-    c.all_stdout()
-        .lines()
-        .filter_map(|l| {
-            let w: Vec<&str> = l.split_whitespace().collect();
-            match w[..] {
-                ["worker", _, "trained", n, "tasks"] => n.parse::<usize>().ok(),
-                _ => None,
-            }
-        })
-        .sum()
-}
-
-fn progress_lines(c: &Cluster, i: usize) -> usize {
-    c.procs[i].stderr().matches("progress: ").count()
-}
 
 /// Waits until process `i` logged `n` progress lines; returns when.
 fn wait_progress(c: &mut Cluster, i: usize, n: usize) -> Instant {
@@ -104,14 +22,6 @@ fn wait_progress(c: &mut Cluster, i: usize, n: usize) -> Instant {
 fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
     static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
     LOCK.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Fails the test (never passes it silently) when Fashion-MNIST is not installed.
-fn require_data() {
-    assert!(
-        Path::new(DATA).join("train-images-idx3-ubyte.gz").exists(),
-        "{DATA} is absent: apt-get install dataset-fashion-mnist (scripts/install-deps.sh does)"
-    );
 }
 
 #[test]

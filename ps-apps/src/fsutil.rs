@@ -34,6 +34,27 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     Ok(())
 }
 
+/// Checks, before any work, that [`write_atomic`] could write `path`: it is not a
+/// directory, its directory exists or can be made, and a file can be created there
+/// (one is created and removed).
+pub fn check_writable(path: &Path) -> io::Result<()> {
+    if path.is_dir() {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "is a directory"));
+    }
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    fs::create_dir_all(dir)?;
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().to_string())
+        .unwrap_or_default();
+    let probe = dir.join(format!(".{name}.probe.{}", std::process::id()));
+    File::create(&probe)?;
+    fs::remove_file(&probe)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -46,5 +67,18 @@ mod tests {
         write_atomic(&p, b"two").unwrap();
         assert_eq!(fs::read(&p).unwrap(), b"two");
         assert_eq!(fs::read_dir(dir.path().join("sub")).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn writability_is_checked_without_leaving_files() {
+        let dir = tempfile::tempdir().unwrap();
+        check_writable(&dir.path().join("new/model.bin")).unwrap();
+        assert_eq!(fs::read_dir(dir.path().join("new")).unwrap().count(), 0);
+        assert!(check_writable(dir.path()).is_err(), "a directory");
+        fs::write(dir.path().join("file"), b"x").unwrap();
+        assert!(
+            check_writable(&dir.path().join("file/model.bin")).is_err(),
+            "under a file"
+        );
     }
 }

@@ -7,6 +7,9 @@ use std::collections::HashMap;
 use std::fmt;
 use std::time::Duration;
 
+/// The most nodes of one role a cluster may have (node ids are `i32`s, two per rank).
+pub const MAX_NODES_PER_ROLE: usize = 10_000;
+
 /// Everything a node needs to join the cluster.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Config {
@@ -61,6 +64,8 @@ pub struct Config {
 /// A missing or malformed variable; its `Display` is one line naming the variable.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ConfigError {
+    /// The node's role, when `DMLC_ROLE` (or Slurm) names one: error lines start with it.
+    pub role: Option<Role>,
     /// The offending variable.
     pub var: String,
     /// What is wrong with it and what to do.
@@ -77,6 +82,7 @@ impl std::error::Error for ConfigError {}
 
 fn err(var: &str, reason: impl Into<String>) -> ConfigError {
     ConfigError {
+        role: None,
         var: var.to_string(),
         reason: reason.into(),
     }
@@ -127,7 +133,11 @@ impl Config {
     pub fn from_vars_with(vars: &HashMap<String, String>, lookup: &dyn HostLookup) -> Result<Config, ConfigError> {
         let mut vars = vars.clone();
         crate::slurm::fill_from_slurm(&mut vars).map_err(|(var, reason)| err(&var, reason))?;
-        let vars = &vars;
+        let role = vars.get("DMLC_ROLE").and_then(|r| Role::parse(r));
+        Config::read(&vars, lookup).map_err(|e| ConfigError { role, ..e })
+    }
+
+    fn read(vars: &HashMap<String, String>, lookup: &dyn HostLookup) -> Result<Config, ConfigError> {
         let v = Vars(vars);
         let role_s = v.required("DMLC_ROLE", "scheduler, server or worker")?;
         let role = Role::parse(role_s)
@@ -202,11 +212,16 @@ impl Config {
                 "the cluster needs at least one server or worker",
             ));
         }
-        if self.num_servers > 10_000 || self.num_workers > 10_000 {
-            return Err(err(
-                "DMLC_NUM_WORKER",
-                "more than 10000 nodes of one role is not supported",
-            ));
+        for (var, n) in [
+            ("DMLC_NUM_SERVER", self.num_servers),
+            ("DMLC_NUM_WORKER", self.num_workers),
+        ] {
+            if n > MAX_NODES_PER_ROLE {
+                return Err(err(
+                    var,
+                    format!("{n}: more than {MAX_NODES_PER_ROLE} nodes of one role is not supported"),
+                ));
+            }
         }
         if !matches!(self.van_type.as_str(), "zmq" | "tcp") {
             return Err(err(
@@ -283,109 +298,5 @@ impl Config {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn vars(pairs: &[(&str, &str)]) -> HashMap<String, String> {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
-    }
-
-    fn base() -> Vec<(&'static str, &'static str)> {
-        vec![
-            ("DMLC_ROLE", "worker"),
-            ("DMLC_PS_ROOT_URI", "127.0.0.1"),
-            ("DMLC_PS_ROOT_PORT", "9000"),
-            ("DMLC_NUM_SERVER", "2"),
-            ("DMLC_NUM_WORKER", "3"),
-        ]
-    }
-
-    #[test]
-    fn reads_a_full_config() {
-        let mut b = base();
-        b.extend([
-            ("PS_RESEND", "1"),
-            ("PS_RESEND_TIMEOUT", "250"),
-            ("PS_HEARTBEAT_INTERVAL", "0.5"),
-            ("PS_HEARTBEAT_TIMEOUT", "2"),
-            ("PS_DROP_MSG", "20"),
-            ("PORT", "7001"),
-        ]);
-        let c = Config::from_vars(&vars(&b)).unwrap();
-        assert_eq!(c.role, Role::Worker);
-        assert_eq!((c.num_servers, c.num_workers), (2, 3));
-        assert_eq!(c.resend_timeout, Some(Duration::from_millis(250)));
-        assert_eq!(c.heartbeat_interval, Duration::from_millis(500));
-        assert_eq!(c.drop_msg_percent, 20);
-        assert_eq!(c.port, 7001);
-        assert_eq!(c.node_host, "127.0.0.1");
-    }
-
-    #[test]
-    fn errors_name_the_variable() {
-        let cases: Vec<(&str, Option<&str>)> = vec![
-            ("DMLC_ROLE", None),
-            ("DMLC_ROLE", Some("boss")),
-            ("DMLC_PS_ROOT_PORT", Some("http")),
-            ("DMLC_PS_ROOT_PORT", Some("70000")),
-            ("DMLC_NUM_WORKER", Some("-1")),
-            ("DMLC_PS_ROOT_URI", None),
-        ];
-        for (var, val) in cases {
-            let mut m = vars(&base());
-            match val {
-                None => {
-                    m.remove(var);
-                }
-                Some(v) => {
-                    m.insert(var.into(), v.into());
-                }
-            }
-            let e = Config::from_vars(&m).unwrap_err();
-            assert_eq!(e.var, var, "{e}");
-            assert!(!e.to_string().contains('\n'));
-        }
-        let mut m = vars(&base());
-        m.insert("PS_HEARTBEAT_INTERVAL".into(), "2".into());
-        m.insert("PS_HEARTBEAT_TIMEOUT".into(), "1".into());
-        assert_eq!(Config::from_vars(&m).unwrap_err().var, "PS_HEARTBEAT_TIMEOUT");
-        m = vars(&base());
-        m.insert("PS_DROP_MSG".into(), "101".into());
-        assert_eq!(Config::from_vars(&m).unwrap_err().var, "PS_DROP_MSG");
-    }
-
-    #[test]
-    fn replicas_need_enough_servers() {
-        assert_eq!(Config::from_vars(&vars(&base())).unwrap().replicas, 0);
-        let mut m = vars(&base());
-        m.insert("PS_REPLICAS".into(), "1".into());
-        assert_eq!(Config::from_vars(&m).unwrap().replicas, 1);
-        m.insert("PS_REPLICAS".into(), "2".into()); // 2 servers hold at most 1 copy more
-        let e = Config::from_vars(&m).unwrap_err();
-        assert_eq!(e.var, "PS_REPLICAS");
-        assert!(e.to_string().contains("need at least 3 servers"), "{e}");
-        m.insert("PS_REPLICAS".into(), "many".into());
-        assert_eq!(Config::from_vars(&m).unwrap_err().var, "PS_REPLICAS");
-    }
-
-    #[test]
-    fn scheduler_candidates() {
-        let c = Config::from_vars(&vars(&base())).unwrap();
-        assert_eq!(c.schedulers, vec![("127.0.0.1".to_string(), 9000)]);
-        assert_eq!(c.scheduler_index(), Some(0));
-        assert!(!c.scheduler_standby);
-        let mut m = vars(&base());
-        m.insert("DMLC_ROLE".into(), "scheduler".into());
-        m.insert("DMLC_PS_ROOT_PORT".into(), "9001".into());
-        m.insert("PS_SCHEDULERS".into(), "127.0.0.1:9000,127.0.0.1:9001".into());
-        m.insert("PS_SCHEDULER_STANDBY".into(), "1".into());
-        let c = Config::from_vars(&m).unwrap();
-        assert_eq!((c.scheduler_index(), c.scheduler_standby), (Some(1), true));
-        m.insert("DMLC_PS_ROOT_PORT".into(), "9002".into());
-        assert_eq!(Config::from_vars(&m).unwrap_err().var, "PS_SCHEDULERS");
-        m.insert("PS_SCHEDULERS".into(), "127.0.0.1:9002".into());
-        assert_eq!(Config::from_vars(&m).unwrap_err().var, "PS_SCHEDULER_STANDBY");
-        m.insert("PS_SCHEDULERS".into(), "127.0.0.1".into());
-        assert_eq!(Config::from_vars(&m).unwrap_err().var, "PS_SCHEDULERS");
-    }
-}
+#[path = "config_tests.rs"]
+mod tests;

@@ -1,4 +1,4 @@
-//! The postoffice: one per process. It owns the van, knows the node ids and groups,
+//! The postoffice: one per node (no process-wide global). It owns the van, knows the node ids and groups,
 //! runs start / barrier / finalize, routes data messages to registered customers, keeps
 //! the set of dead nodes and runs exit callbacks.
 
@@ -7,13 +7,10 @@ use crate::message::{Command, Control, Message, Meta};
 use crate::node::{group_members, Node, Role, ALL_GROUP, SCHEDULER};
 use crate::van::{Transport, Van, VanHandler};
 use crossbeam_channel::Sender;
-use once_cell::sync::OnceCell;
 use parking_lot::{Condvar, Mutex, RwLock};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-static GLOBAL: OnceCell<Arc<Postoffice>> = OnceCell::new();
 
 /// How long a data message waits for its customer to register before it is dropped.
 /// Messages can legitimately arrive first: a peer released from the start barrier
@@ -70,8 +67,9 @@ pub struct Postoffice {
 }
 
 impl Postoffice {
-    /// A postoffice for `cfg` over the transport `cfg.van_type` names. The first one
-    /// created in a process also becomes the global one ([`Postoffice::get`]).
+    /// A postoffice for `cfg` over the transport `cfg.van_type` names. There is no
+    /// process-wide global: the caller passes the `Arc` to whatever needs it (a
+    /// process may run several postoffices, e.g. in tests).
     pub fn new(cfg: Config) -> Result<Arc<Postoffice>, String> {
         cfg.validate().map_err(|e| e.to_string())?;
         let transport = crate::van::transport::create(&cfg.van_type)?;
@@ -93,13 +91,7 @@ impl Postoffice {
         });
         let weak: std::sync::Weak<dyn VanHandler> = Arc::downgrade(&po) as _;
         po.van.set_handler(weak);
-        let _ = GLOBAL.set(Arc::clone(&po));
         po
-    }
-
-    /// The process's global postoffice, if one was created.
-    pub fn get() -> Option<Arc<Postoffice>> {
-        GLOBAL.get().cloned()
     }
 
     /// Joins the cluster: binds, registers with the scheduler and waits for the node

@@ -9,9 +9,7 @@ use crate::node::postoffice;
 use numpy::{PyArray1, PyArrayMethods};
 use ps_apps::master::{MasterRequest, MasterResponse, Task as RsTask, TaskReport};
 use ps_apps::recordio::{self, Example, Features};
-use ps_apps::train::coordinator::MASTER_APP;
-use ps_apps::train::worker::call_master;
-use ps_core::simple_app::SimpleApp;
+use ps_apps::train::master_client::MasterClient;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use std::path::Path;
@@ -131,14 +129,14 @@ fn read(t: &RsTask) -> Result<Vec<Example>, String> {
 /// A worker's connection to the master (on the scheduler).
 #[pyclass(frozen, module = "psrs._psrs")]
 pub struct TaskClient {
-    app: Arc<SimpleApp>,
+    client: Arc<MasterClient>,
     patience: Duration,
 }
 
 impl TaskClient {
     fn call(&self, py: Python<'_>, req: MasterRequest) -> PyResult<MasterResponse> {
-        let (app, patience) = (Arc::clone(&self.app), self.patience);
-        run_blocking(py, "psrs-master-call", move || call_master(&app, &req, patience))?.map_err(cluster_err)
+        let (client, patience) = (Arc::clone(&self.client), self.patience);
+        run_blocking(py, "psrs-master-call", move || client.call(&req, patience))?.map_err(cluster_err)
     }
 }
 
@@ -153,9 +151,8 @@ impl TaskClient {
             return Err(PyValueError::new_err("train: at least one RecordIO file is needed"));
         }
         let po = postoffice()?;
-        let app = SimpleApp::new(&po, MASTER_APP, None, None).map_err(cluster_err)?;
         let c = TaskClient {
-            app: Arc::new(app),
+            client: Arc::new(MasterClient::new(&po).map_err(cluster_err)?),
             patience: Duration::from_secs_f64(patience.max(0.0)),
         };
         match c.call(py, MasterRequest::ReportDataset { paths: train })? {

@@ -34,8 +34,8 @@ pub struct Args {
     /// The CSV file starts with a header line.
     #[arg(long)]
     header: bool,
-    /// Records per chunk.
-    #[arg(long, default_value_t = 1000)]
+    /// Records per chunk (at least 1).
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..))]
     per_chunk: u32,
     /// Chunk compression: none, snappy or gzip.
     #[arg(long, default_value = "snappy")]

@@ -17,8 +17,10 @@ pub struct Args {
 
 /// Prints accuracy, log-loss (and AUC for binary models).
 pub fn run(a: Args) -> Result<(), String> {
+    crate::logging::set_role("eval");
     let (model, params) = ps_apps::model::load(&a.model)?;
     let examples = read_examples(&a.data)?;
+    model.check_examples(&examples, &a.data.display().to_string())?;
     let ev = evaluate(&model, &params, &examples);
     print!(
         "{} on {} examples: accuracy {:.4} log-loss {:.4}",

@@ -17,8 +17,24 @@ use std::sync::Arc;
 /// Reads the node configuration from the environment, sets up logging, creates the
 /// postoffice and joins the cluster (with the start barrier).
 pub fn start_node() -> Result<Arc<Postoffice>, String> {
-    let cfg = Config::from_env().map_err(|e| e.to_string())?;
+    join(read_config()?)
+}
+
+/// Reads the node configuration from the environment once and sets up logging (an
+/// error names the variable, and the role when it is known).
+pub fn read_config() -> Result<Config, String> {
+    let cfg = Config::from_env().map_err(|e| {
+        if let Some(r) = e.role {
+            crate::logging::set_role(&r.to_string());
+        }
+        e.to_string()
+    })?;
     crate::logging::init(&cfg.role.to_string(), cfg.log_level());
+    Ok(cfg)
+}
+
+/// Creates the postoffice for `cfg` and joins the cluster (with the start barrier).
+pub fn join(cfg: Config) -> Result<Arc<Postoffice>, String> {
     let po = Postoffice::new(cfg)?;
     po.start(true)?;
     Ok(po)

@@ -7,7 +7,7 @@ use ps_apps::jobs::{ModelKind, TrainSpec, UpdateRule};
 use ps_apps::master::{FileStore, Master, MasterConfig, ReplicatedStore, Store};
 use ps_apps::model::Model;
 use ps_apps::recordio::{self, Example, Features};
-use ps_apps::train::coordinator::Coordinator;
+use ps_apps::train::coordinator::{Coordinator, CoordinatorOptions};
 use ps_apps::train::kv_exchange::KvExchange;
 use ps_apps::train::layout::Layout;
 use ps_apps::train::server::{ServerOptions, TrainServer};
@@ -118,6 +118,10 @@ pub struct Args {
     /// Seed of the initial parameters.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Scheduler, off a terminal: at most one `progress:` log line this often (0: one
+    /// per finished task).
+    #[arg(long, value_name = "SECONDS", default_value_t = 5.0)]
+    progress_secs: f64,
     /// Rejected pushes in a row after which a task fails.
     #[arg(long, default_value_t = 20)]
     max_rejections: u32,
@@ -196,6 +200,25 @@ fn model(a: &Args) -> Result<Model, String> {
     Ok(m)
 }
 
+/// What a worker can check before joining: the held-out set's first example fits the
+/// model, and the model file can be written (rank 0 writes it at the very end).
+fn check_worker_files(a: &Args, model: &Model) -> Result<(), String> {
+    if let Some(test) = &a.test {
+        let first = first_example(&test.display().to_string())?;
+        model.check_example(&first).map_err(|why| {
+            format!(
+                "--test {}: its first example does not fit the model: {why}",
+                test.display()
+            )
+        })?;
+    }
+    if let Some(out) = &a.out {
+        ps_apps::fsutil::check_writable(out)
+            .map_err(|e| format!("--out {}: cannot write there: {e}", out.display()))?;
+    }
+    Ok(())
+}
+
 fn store(a: &Args) -> Result<Box<dyn Store>, String> {
     if !a.etcd.is_empty() {
         #[cfg(feature = "etcd")]
@@ -224,11 +247,18 @@ pub fn run(a: Args) -> Result<(), String> {
     if a.batch == 0 || a.epochs == 0 || !a.lr.is_finite() || a.lr <= 0.0 {
         return Err("--batch, --epochs and --lr must be above 0".into());
     }
+    if !(0.0..=86_400.0).contains(&a.progress_secs) {
+        return Err(format!("--progress-secs {}: must be 0 to 86400", a.progress_secs));
+    }
     if !(a.lr_decay.is_finite() && a.lr_decay > 0.0 && a.lr_decay <= 1.0) {
         return Err(format!("--lr-decay {}: must be in (0, 1]", a.lr_decay));
     }
-    let po = super::start_node()?;
+    let cfg = super::read_config()?;
     let model = model(&a)?;
+    if cfg.role == Role::Worker {
+        check_worker_files(&a, &model)?;
+    }
+    let po = super::join(cfg)?;
     let layout = Layout::new(model.num_params(), po.num_servers());
     match po.role() {
         Role::Scheduler => {
@@ -251,11 +281,14 @@ pub fn run(a: Args) -> Result<(), String> {
                 model.num_params(),
                 a.epochs
             );
-            let _c = Coordinator::start(
+            let _c = Coordinator::start_with(
                 &po,
                 master,
                 a.stats_addr.as_deref(),
                 format!("{} on {}", model.name(), a.train.join(",")),
+                CoordinatorOptions {
+                    progress_every: Duration::from_secs_f64(a.progress_secs),
+                },
             )?;
             po.finalize(true);
         }

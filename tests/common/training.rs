@@ -28,19 +28,21 @@ pub fn have_data() -> bool {
     Path::new(DATA).join("train-images-idx3-ubyte.gz").exists()
 }
 
+/// Fails the test (never passes it silently) when Fashion-MNIST is not installed.
+pub fn require_data() {
+    assert!(
+        have_data(),
+        "{DATA} is absent: apt-get install dataset-fashion-mnist (scripts/install-deps.sh does)"
+    );
+}
+
 /// Converts split `split` (`train` or `t10k`) to `dir/split.rio`, 1000 examples a chunk.
 pub fn convert(dir: &Path, split: &str) -> PathBuf {
     convert_chunks(dir, split, 1000)
 }
 
-/// Converts split `split` to `dir/split.rio`, `per_chunk` examples a chunk (a task);
-/// panics naming the package when Fashion-MNIST is not installed.
-pub fn convert_chunks(dir: &Path, split: &str, per_chunk: usize) -> PathBuf {
-    let images = format!("{DATA}/{split}-images-idx3-ubyte.gz");
-    assert!(
-        Path::new(&images).exists(),
-        "{DATA} is absent (apt-get install dataset-fashion-mnist)"
-    );
+/// Converts split `split` to `dir/split.rio`, `per_chunk` examples a chunk.
+pub fn convert_chunks(dir: &Path, split: &str, per_chunk: u32) -> PathBuf {
     let out = dir.join(format!("{split}.rio"));
     let st = Command::new(psrs_bin())
         .args([
@@ -50,8 +52,8 @@ pub fn convert_chunks(dir: &Path, split: &str, per_chunk: usize) -> PathBuf {
             "--per-chunk",
             &per_chunk.to_string(),
             "--input",
-            &images,
         ])
+        .arg(format!("{DATA}/{split}-images-idx3-ubyte.gz"))
         .arg("--labels")
         .arg(format!("{DATA}/{split}-labels-idx1-ubyte.gz"))
         .arg("--out")
@@ -63,8 +65,10 @@ pub fn convert_chunks(dir: &Path, split: &str, per_chunk: usize) -> PathBuf {
 }
 
 /// A small softmax job: Fashion-MNIST's test split (converted in `dir`, 20 tasks a
-/// pass) as training and test set, `epochs` passes, working in `dir/work`.
+/// pass) as training and test set, `epochs` passes, working in `dir/work`, a
+/// `progress:` line per finished task.
 pub fn small_job(dir: &Path, epochs: u32) -> Vec<String> {
+    require_data();
     let data = convert_chunks(dir, "t10k", 500).display().to_string();
     let work = dir.join("work").display().to_string();
     let e = epochs.to_string();
@@ -84,13 +88,22 @@ pub fn small_job(dir: &Path, epochs: u32) -> Vec<String> {
         &data,
         "--work-dir",
         &work,
+        "--progress-secs",
+        "0",
     ]
     .iter()
     .map(|s| s.to_string())
     .collect()
 }
 
-/// A 4-pass sync softmax job (learning rate decayed by 0.7 per pass) working in `work`.
+/// `progress:` lines process `i` logged (one per finished task: [`args`] passes
+/// `--progress-secs 0`).
+pub fn progress_lines(c: &Cluster, i: usize) -> usize {
+    c.procs[i].stderr().matches("progress: ").count()
+}
+
+/// A 4-pass sync softmax job (learning rate decayed by 0.7 per pass) working in `work`,
+/// logging a `progress:` line per finished task.
 pub fn args(train: &Path, test: &Path, work: &Path) -> Vec<String> {
     [
         "train",
@@ -110,6 +123,8 @@ pub fn args(train: &Path, test: &Path, work: &Path) -> Vec<String> {
         "10",
         "--task-timeout-ms",
         "5000",
+        "--progress-secs",
+        "0",
         "--train",
     ]
     .iter()

@@ -4,10 +4,10 @@
 
 use super::scheduler::JobScheduler;
 use super::wire::{JobsRequest, JOBS_APP};
-use crate::stats::{Api, NodeStat, Snapshot, StatsServer, TrafficStat};
+use crate::stats::{node_stats, traffic, Api, Snapshot, StatsServer};
 use crate::train::coordinator::{decode, encode};
 use parking_lot::Mutex;
-use ps_core::node::{id_role, SCHEDULER};
+use ps_core::node::id_role;
 use ps_core::simple_app::{Responder, SimpleApp, SimpleData};
 use ps_core::{Postoffice, Role};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -95,39 +95,13 @@ impl JobService {
 }
 
 fn snapshot(po: &Postoffice, started: Instant, job: String) -> Snapshot {
-    let van = po.van();
-    let dead = po.dead_nodes();
-    let hb: std::collections::HashMap<i32, Option<u64>> = van.heartbeat_table().into_iter().collect();
-    let nodes = po
-        .nodes()
-        .iter()
-        .map(|n| NodeStat {
-            id: n.id,
-            role: n.role.to_string(),
-            addr: n.addr(),
-            heartbeat_age_ms: if n.id == SCHEDULER {
-                Some(0)
-            } else {
-                hb.get(&n.id).copied().flatten()
-            },
-            dead: dead.contains(&n.id),
-            recovered: n.is_recovery,
-        })
-        .collect();
-    let st = &van.stats;
-    let get = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+    let (heartbeats, nodes) = node_stats(po);
     Snapshot {
         uptime_s: started.elapsed().as_secs_f64(),
         job,
+        heartbeats,
         nodes,
-        traffic: TrafficStat {
-            sent_msgs: get(&st.sent_msgs),
-            sent_bytes: get(&st.sent_bytes),
-            recv_msgs: get(&st.recv_msgs),
-            recv_bytes: get(&st.recv_bytes),
-            malformed: get(&st.malformed),
-            resent: get(&st.resent),
-        },
+        traffic: traffic(po),
         ..Default::default()
     }
 }

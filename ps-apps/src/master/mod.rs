@@ -17,7 +17,7 @@ mod wire;
 
 pub use codec::{decode_queues, encode_queues};
 pub use config::MasterConfig;
-pub use queues::{Chunk, Reply, Task, TaskEntry, TaskQueues};
+pub use queues::{Chunk, GivenUp, Reply, Task, TaskEntry, TaskQueues};
 pub use service::{index_dataset, Master};
 pub use store::{FileStore, MemStore, ReplicatedStore, Store};
 pub use wire::{MasterRequest, MasterResponse, QueueSnapshot, TaskReport};

@@ -42,6 +42,20 @@ pub struct TaskEntry {
     pub deadline_ms: u64,
 }
 
+/// A task given up on (failed more than `max_retries` times): its records were not
+/// trained on in its pass.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GivenUp {
+    /// The task.
+    pub task: u64,
+    /// Its pass.
+    pub epoch: u64,
+    /// Records in its chunks.
+    pub records: u64,
+    /// Why it failed the last time (e.g. `FILE: chunk N: CRC mismatch ...`).
+    pub reason: String,
+}
+
 /// What `GetTask` answers.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Reply {
@@ -76,6 +90,8 @@ pub struct TaskQueues {
     pub total_done: u64,
     /// True once every pass is complete.
     pub finished: bool,
+    /// Every task given up on over the whole job, in order.
+    pub given_up: Vec<GivenUp>,
 }
 
 impl TaskQueues {
@@ -142,6 +158,7 @@ impl TaskQueues {
         } else if let Some(i) = self.todo.iter().position(|e| e.task.id == id) {
             self.todo.remove(i).expect("position is valid")
         } else if let Some(i) = self.failed.iter().position(|e| e.task.id == id) {
+            self.given_up.retain(|g| g.task != id);
             self.failed.remove(i)
         } else {
             return false;
@@ -155,7 +172,19 @@ impl TaskQueues {
         e.num_timeout += 1;
         e.worker = -1;
         if e.num_timeout > cfg.max_retries {
-            log::error!("task {} {why} {} times; giving up on it", e.task.id, e.num_timeout);
+            let records: u64 = e.task.chunks.iter().map(|c| u64::from(c.index.records)).sum();
+            log::error!(
+                "task {} {why} {} times; giving up on it: its {records} records are skipped in pass {}",
+                e.task.id,
+                e.num_timeout,
+                e.task.epoch + 1
+            );
+            self.given_up.push(GivenUp {
+                task: e.task.id,
+                epoch: e.task.epoch,
+                records,
+                reason: why.to_string(),
+            });
             self.failed.push(e);
         } else {
             log::warn!(
@@ -173,13 +202,24 @@ impl TaskQueues {
     /// holds the task: a stale report about a task since handed to another worker must
     /// not take it away from that worker.
     pub fn fail(&mut self, worker: i32, id: u64, cfg: &MasterConfig) -> bool {
+        self.fail_because(worker, id, "was reported failed", cfg)
+    }
+
+    /// [`TaskQueues::fail`] with the worker's reason (e.g. an unreadable chunk, named
+    /// by file and chunk), logged and kept in [`GivenUp::reason`] if the task is given up.
+    pub fn fail_because(&mut self, worker: i32, id: u64, why: &str, cfg: &MasterConfig) -> bool {
         match self.pending.get(&id) {
             Some(e) if e.worker == worker => {}
             _ => return false,
         }
         let e = self.pending.remove(&id).expect("checked above");
-        self.retry_or_fail(e, cfg, "was reported failed");
+        self.retry_or_fail(e, cfg, why);
         true
+    }
+
+    /// Records skipped over the whole job: those of every task given up on.
+    pub fn skipped_records(&self) -> u64 {
+        self.given_up.iter().map(|g| g.records).sum()
     }
 
     /// Moves pending tasks whose deadline passed back to todo (or to failed); returns

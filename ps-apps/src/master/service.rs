@@ -81,6 +81,8 @@ impl Master {
             total_done: self.q.total_done,
             tasks_per_epoch: self.q.template.len(),
             finished: self.q.finished,
+            given_up: self.q.given_up.len(),
+            skipped_records: self.q.skipped_records(),
         }
     }
 
@@ -195,6 +197,11 @@ impl Master {
                 Reply::NoMoreTasks => MasterResponse::NoMoreTasks,
             }),
             MasterRequest::TaskFailed { task } => self.task_failed(worker, task).map(|_| MasterResponse::Ok),
+            MasterRequest::TaskUnreadable { task, error } => {
+                let why = format!("could not be read ({error})");
+                self.change(|q, c| q.fail_because(worker, task, &why, c))
+                    .map(|_| MasterResponse::Ok)
+            }
             MasterRequest::Snapshot => Ok(MasterResponse::Snapshot(self.snapshot())),
         };
         result.unwrap_or_else(|e| {
@@ -226,6 +233,28 @@ impl Master {
 }
 
 impl Master {
+    /// The end-of-job report: tasks trained, and every task given up on with its pass,
+    /// records and reason; one line each.
+    pub fn final_report(&self) -> String {
+        let q = &self.q;
+        let mut s = format!(
+            "job complete: {} tasks trained, {} given up, {} records skipped",
+            q.total_done,
+            q.given_up.len(),
+            q.skipped_records()
+        );
+        for g in &q.given_up {
+            s += &format!(
+                "\n  task {} (pass {}): {} records skipped: {}",
+                g.task,
+                g.epoch + 1,
+                g.records,
+                g.reason
+            );
+        }
+        s
+    }
+
     /// What the node table says of the sender of a request, before it is handled: a
     /// dead sender is treated as [`Master::worker_dead`] (its death may be handled
     /// after its last messages, or before), a live one whose id was declared dead is

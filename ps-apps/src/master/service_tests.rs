@@ -191,3 +191,49 @@ fn corrupt_state_and_missing_files_are_clear_errors() {
         MasterResponse::Wait
     );
 }
+
+#[test]
+fn an_unreadable_task_is_retried_then_given_up_and_the_job_goes_on() {
+    let d = tempfile::tempdir().unwrap();
+    let paths = dataset(d.path(), 1, 40); // 4 chunks of 10, 2 tasks of 2 chunks
+    let cfg = MasterConfig {
+        max_retries: 2,
+        ..cfg(2)
+    };
+    let mut m = Master::new(cfg, Box::new(MemStore::default()), 0).unwrap();
+    m.handle(9, MasterRequest::ReportDataset { paths }, 0);
+    let (mut now, mut finished, mut reads) = (0, None, 0);
+    loop {
+        now += 1;
+        let req = MasterRequest::GetTask {
+            finished: finished.take(),
+            report: None,
+        };
+        let t = match m.handle(9, req, now) {
+            MasterResponse::Task(t) => t,
+            MasterResponse::NoMoreTasks => break,
+            other => panic!("{other:?}"),
+        };
+        if t.id % 2 == 1 {
+            // the second task of each pass has a corrupt chunk
+            reads += 1;
+            let error = "part-0.rio: chunk 3: CRC mismatch: the chunk is corrupt".to_string();
+            let r = m.handle(9, MasterRequest::TaskUnreadable { task: t.id, error }, now);
+            assert_eq!(r, MasterResponse::Ok);
+        } else {
+            finished = Some(t.id);
+        }
+    }
+    assert_eq!(reads, 2 * 3, "tried 1 + max_retries times in each pass");
+    let s = m.snapshot();
+    assert_eq!((s.total_done, s.given_up, s.skipped_records), (2, 2, 40));
+    let report = m.final_report();
+    assert!(
+        report.starts_with("job complete: 2 tasks trained, 2 given up, 40 records skipped"),
+        "{report}"
+    );
+    assert!(
+        report.contains("task 1 (pass 1): 20 records skipped: could not be read (part-0.rio: chunk 3: CRC mismatch"),
+        "{report}"
+    );
+}

@@ -37,6 +37,14 @@ pub enum MasterRequest {
         /// The task.
         task: u64,
     },
+    /// The task's data could not be read or does not fit the model (`error` names the
+    /// file and chunk): a failure like [`MasterRequest::TaskFailed`], with its reason.
+    TaskUnreadable {
+        /// The task.
+        task: u64,
+        /// What was wrong, e.g. `train.rio: chunk 3: CRC mismatch: the chunk is corrupt`.
+        error: String,
+    },
     /// The queues' sizes.
     Snapshot,
 }
@@ -64,6 +72,10 @@ pub struct QueueSnapshot {
     pub tasks_per_epoch: usize,
     /// Every pass is complete.
     pub finished: bool,
+    /// Tasks given up on over the job.
+    pub given_up: usize,
+    /// Records of those tasks (not trained on in their pass).
+    pub skipped_records: u64,
 }
 
 /// The master's reply.

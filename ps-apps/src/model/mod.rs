@@ -14,6 +14,7 @@
 //! Everything here is pure computation: no I/O besides model files, no networking.
 
 mod batch;
+mod check;
 mod file;
 mod flat;
 mod init;

@@ -125,8 +125,7 @@ pub fn convert_csv(
         if (n == 0 && header) || line.trim().is_empty() {
             continue;
         }
-        let vals: Result<Vec<f32>, _> = line.split(',').map(|s| s.trim().parse::<f32>()).collect();
-        let vals = vals.map_err(|_| format!("{}:{}: a value is not a number", input.display(), n + 1))?;
+        let vals = csv_row(&line, n == 0).map_err(|e| format!("{}:{}: {e}", input.display(), n + 1))?;
         if vals.len() < 2 {
             return Err(format!(
                 "{}:{}: need a label and at least one feature",
@@ -153,6 +152,25 @@ pub fn convert_csv(
     }
     progress(size, size);
     sink.finish()
+}
+
+/// The numbers of one CSV row, or which column is not a number (with a hint to pass
+/// `--header` when it is the first line).
+fn csv_row(line: &str, first: bool) -> Result<Vec<f32>, String> {
+    let mut out = Vec::new();
+    for (i, field) in line.split(',').enumerate() {
+        match field.trim().parse::<f32>() {
+            Ok(v) => out.push(v),
+            Err(_) => {
+                let mut e = format!("column {}: '{}' is not a number", i + 1, field.trim());
+                if first {
+                    e += " (if the first line is a header, pass --header)";
+                }
+                return Err(e);
+            }
+        }
+    }
+    Ok(out)
 }
 
 fn read_idx(path: &Path, want_dims: usize) -> Result<(Vec<usize>, Vec<u8>), String> {

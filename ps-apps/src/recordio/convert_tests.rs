@@ -130,3 +130,18 @@ fn gzipped_and_hostile_idx_files() {
     let e = convert_idx(&lab, &lab, &out, 8, Compressor::None, &mut nop()).unwrap_err();
     assert!(e.contains("1 dimensions, expected 3"), "{e}");
 }
+
+#[test]
+fn csv_errors_name_the_column_and_hint_at_the_header() {
+    let d = tempfile::tempdir().unwrap();
+    let (csv, out) = (d.path().join("h.csv"), d.path().join("h.rio"));
+    std::fs::write(&csv, "label,f1,f2\n1,0.5,1\n").unwrap();
+    let e = convert_csv(&csv, &out, false, 10, Compressor::None, &mut nop()).unwrap_err();
+    assert!(
+        e.ends_with("h.csv:1: column 1: 'label' is not a number (if the first line is a header, pass --header)"),
+        "{e}"
+    );
+    std::fs::write(&csv, "1,0.5,1\n0,x,2\n").unwrap();
+    let e = convert_csv(&csv, &out, false, 10, Compressor::None, &mut nop()).unwrap_err();
+    assert!(e.ends_with("h.csv:2: column 2: 'x' is not a number"), "{e}");
+}

@@ -19,7 +19,11 @@ fn err(path: &Path, chunk: Option<usize>, reason: impl Into<String>) -> RecordIo
 /// the file is an error naming the chunk.
 pub fn index(path: &Path) -> Result<FileIndex, RecordIoError> {
     let mut f = File::open(path).map_err(|e| err(path, None, format!("cannot open: {e}")))?;
-    let size = f.metadata().map_err(|e| err(path, None, e.to_string()))?.len();
+    let meta = f.metadata().map_err(|e| err(path, None, e.to_string()))?;
+    if meta.is_dir() {
+        return Err(err(path, None, "is a directory, not a RecordIO file"));
+    }
+    let size = meta.len();
     let mut out = Vec::new();
     let mut offset = 0u64;
     while offset < size {
@@ -134,6 +138,8 @@ mod tests {
         std::fs::write(&p, &bytes).unwrap();
         let e = index(&p).unwrap_err().to_string();
         assert!(e.contains("chunk 2") && e.contains("past the end"), "{e}");
+        let e = index(d.path()).unwrap_err().to_string();
+        assert!(e.ends_with("is a directory, not a RecordIO file"), "{e}");
         std::fs::write(&p, b"definitely not recordio, but long enough").unwrap();
         assert!(index(&p).unwrap_err().to_string().contains("bad magic"));
     }

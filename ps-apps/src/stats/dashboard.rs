@@ -52,7 +52,7 @@ async function tick(){try{const s=await (await fetch('stats.json')).json();
   $('queues').textContent='todo '+q.todo+' · pending '+q.pending+' · done '+q.done+' · failed '+q.failed+' · avg task '+q.avg_task_ms.toFixed(0)+' ms';}
  plot(t.loss_history);
  $('nodes').innerHTML=s.nodes.map(n=>'<tr><td>'+n.id+'</td><td>'+n.role+'</td><td>'+n.addr+'</td><td>'+
-  (n.heartbeat_age_ms==null?'–':(n.heartbeat_age_ms/1000).toFixed(1)+' s ago')+'</td><td class="'+(n.dead?'dead':'ok')+'">'+
+  (!s.heartbeats?'off':n.heartbeat_age_ms==null?'–':(n.heartbeat_age_ms/1000).toFixed(1)+' s ago')+'</td><td class="'+(n.dead?'dead':'ok')+'">'+
   (n.dead?'dead':(n.recovered?'alive (replacement)':'alive'))+'</td></tr>').join('');
  const r=s.traffic;$('traffic').textContent='scheduler traffic: sent '+r.sent_msgs+' msgs / '+r.sent_bytes+' B, received '+r.recv_msgs+' msgs / '+r.recv_bytes+' B, malformed '+r.malformed+', resent '+r.resent;
  }catch(e){$('sub').textContent='cannot reach the scheduler: '+e}}

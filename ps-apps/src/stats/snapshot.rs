@@ -63,6 +63,9 @@ pub struct Snapshot {
     pub uptime_s: f64,
     /// The job's name or command.
     pub job: String,
+    /// Heartbeats are on (`PS_HEARTBEAT_TIMEOUT` > 0); off, no heartbeat ages exist
+    /// and the dashboard shows "off".
+    pub heartbeats: bool,
     /// Nodes.
     pub nodes: Vec<NodeStat>,
     /// Task queues (None before the dataset is reported).

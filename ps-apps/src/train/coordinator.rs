@@ -1,13 +1,14 @@
 //! The scheduler's side of training: the master served over SimpleApp, its timeout
 //! ticker, dead-worker requeueing, progress reporting and the statistics endpoint.
 
+use super::pacer::Pacer;
 use crate::master::{Master, MasterRequest, MasterResponse, QueueSnapshot};
-use crate::stats::{NodeStat, Snapshot, StatsServer, TrafficStat, TrainStat};
+use crate::stats::{node_stats, traffic, Snapshot, StatsServer, TrainStat};
 use bincode::Options;
 use bytes::Bytes;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use parking_lot::Mutex;
-use ps_core::node::{id_role, SCHEDULER};
+use ps_core::node::id_role;
 use ps_core::simple_app::{SimpleApp, SimpleData};
 use ps_core::{Postoffice, Role};
 use std::io::IsTerminal;
@@ -37,6 +38,22 @@ pub fn decode<T: serde::de::DeserializeOwned>(b: &[u8]) -> Result<T, String> {
         .map_err(|e| format!("malformed master message: {e}"))
 }
 
+/// How the coordinator reports.
+#[derive(Clone, Debug)]
+pub struct CoordinatorOptions {
+    /// Off a terminal, at most one `progress:` line this often (0: one per finished
+    /// task); the line completing the job is always logged.
+    pub progress_every: Duration,
+}
+
+impl Default for CoordinatorOptions {
+    fn default() -> Self {
+        CoordinatorOptions {
+            progress_every: Duration::from_secs(5),
+        }
+    }
+}
+
 #[derive(Default)]
 struct Progress {
     examples: u64,
@@ -45,8 +62,13 @@ struct Progress {
     version: u64,
     history: Vec<(f64, f64)>,
     last_done: u64,
+    last_given_up: usize,
     /// Shown on a terminal (hidden otherwise: the progress lines are the record).
     bar: Option<ProgressBar>,
+    /// Which updates become `progress:` lines.
+    pacer: Option<Pacer>,
+    /// The end-of-job report was printed.
+    reported: bool,
 }
 
 /// The running coordinator; stops its threads when dropped.
@@ -58,15 +80,31 @@ pub struct Coordinator {
 }
 
 impl Coordinator {
-    /// Serves `master` on this (scheduler) node; statistics on `stats_addr` if given.
+    /// Serves `master` on this (scheduler) node; statistics on `stats_addr` if given;
+    /// default options.
     pub fn start(
         po: &Arc<Postoffice>,
         master: Master,
         stats_addr: Option<&str>,
         job: String,
     ) -> Result<Coordinator, String> {
+        Coordinator::start_with(po, master, stats_addr, job, CoordinatorOptions::default())
+    }
+
+    /// [`Coordinator::start`] with options. When the job completes, the master's
+    /// [`Master::final_report`] is printed once (stdout) and logged.
+    pub fn start_with(
+        po: &Arc<Postoffice>,
+        master: Master,
+        stats_addr: Option<&str>,
+        job: String,
+        opts: CoordinatorOptions,
+    ) -> Result<Coordinator, String> {
         let master = Arc::new(Mutex::new(master));
-        let progress = Arc::new(Mutex::new(Progress::default()));
+        let progress = Arc::new(Mutex::new(Progress {
+            pacer: Some(Pacer::new(opts.progress_every.as_millis() as u64)),
+            ..Progress::default()
+        }));
         let epoch = Instant::now();
         let (m, p) = (Arc::clone(&master), Arc::clone(&progress));
         let po2 = Arc::clone(po);
@@ -93,7 +131,14 @@ impl Coordinator {
                         log::error!("master: {e}");
                     }
                     let out = m.handle(req.sender, r, now);
-                    report_progress(&m.snapshot(), &mut p.lock());
+                    let mut p = p.lock();
+                    report_progress(&m.snapshot(), &mut p, now);
+                    if m.complete() && !p.reported {
+                        p.reported = true;
+                        let report = m.final_report();
+                        log::info!("{report}");
+                        println!("{report}");
+                    }
                     out
                 }
                 Err(e) => {
@@ -153,22 +198,26 @@ impl Coordinator {
     }
 }
 
-fn report_progress(s: &QueueSnapshot, p: &mut Progress) {
-    if s.total_done == p.last_done {
+fn report_progress(s: &QueueSnapshot, p: &mut Progress, now_ms: u64) {
+    if s.total_done == p.last_done && s.given_up == p.last_given_up {
         return;
     }
+    p.last_given_up = s.given_up;
     p.last_done = s.total_done;
     let total = s.tasks_per_epoch as u64 * s.num_epochs;
     let (loss, accuracy) = match p.examples {
         0 => (0.0, 0.0),
         n => (p.loss_sum / n as f64, p.correct as f64 / n as f64),
     };
-    let line = format!(
+    let mut line = format!(
         "pass {}/{}, train loss {loss:.4}, train accuracy {accuracy:.4}, {} failed",
         s.epoch + 1,
         s.num_epochs,
         s.failed
     );
+    if s.skipped_records > 0 {
+        line += &format!(", {} records skipped", s.skipped_records);
+    }
     let bar = p.bar.get_or_insert_with(|| {
         let bar = ProgressBar::new(total);
         if !std::io::stderr().is_terminal() {
@@ -181,8 +230,11 @@ fn report_progress(s: &QueueSnapshot, p: &mut Progress) {
     });
     bar.set_position(s.total_done.min(total));
     bar.set_message(line.clone());
+    let last = s.finished || s.total_done + s.given_up as u64 >= total;
     if bar.is_hidden() {
-        log::info!("progress: {}/{} tasks, {line}", s.total_done, total);
+        if p.pacer.as_mut().is_none_or(|pc| pc.due(now_ms, last)) {
+            log::info!("progress: {}/{} tasks, {line}", s.total_done, total);
+        }
     } else {
         log::debug!("progress: {}/{} tasks, {line}", s.total_done, total);
     }
@@ -192,31 +244,12 @@ fn report_progress(s: &QueueSnapshot, p: &mut Progress) {
 }
 
 fn snapshot(po: &Postoffice, q: &QueueSnapshot, p: &Progress, epoch: Instant, job: &str) -> Snapshot {
-    let van = po.van();
-    let dead = po.dead_nodes();
-    let hb: std::collections::HashMap<i32, Option<u64>> = van.heartbeat_table().into_iter().collect();
-    let nodes = po
-        .nodes()
-        .iter()
-        .map(|n| NodeStat {
-            id: n.id,
-            role: n.role.to_string(),
-            addr: n.addr(),
-            heartbeat_age_ms: if n.id == SCHEDULER {
-                Some(0)
-            } else {
-                hb.get(&n.id).copied().flatten()
-            },
-            dead: dead.contains(&n.id),
-            recovered: n.is_recovery,
-        })
-        .collect();
+    let (heartbeats, nodes) = node_stats(po);
     let up = epoch.elapsed().as_secs_f64();
-    let st = &van.stats;
-    let get = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
     Snapshot {
         uptime_s: up,
         job: job.to_string(),
+        heartbeats,
         nodes,
         queues: (q.tasks_per_epoch > 0).then(|| q.clone()),
         train: TrainStat {
@@ -227,14 +260,7 @@ fn snapshot(po: &Postoffice, q: &QueueSnapshot, p: &Progress, epoch: Instant, jo
             accuracy: (p.examples > 0).then(|| p.correct as f64 / p.examples as f64),
             version: p.version,
         },
-        traffic: TrafficStat {
-            sent_msgs: get(&st.sent_msgs),
-            sent_bytes: get(&st.sent_bytes),
-            recv_msgs: get(&st.recv_msgs),
-            recv_bytes: get(&st.recv_bytes),
-            malformed: get(&st.malformed),
-            resent: get(&st.resent),
-        },
+        traffic: traffic(po),
     }
 }
 

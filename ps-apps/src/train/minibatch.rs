@@ -23,6 +23,8 @@ pub struct BatchOutcome {
     pub correct: usize,
     /// Pushes rejected before acceptance.
     pub rejections: u32,
+    /// The newest model version (over the shards) the accepted gradient was computed on.
+    pub version: u64,
 }
 
 /// Why a minibatch could not be trained.
@@ -101,6 +103,7 @@ impl MinibatchLoop {
                     loss,
                     correct,
                     rejections,
+                    version: pulled.versions.iter().copied().max().unwrap_or(0),
                 });
             }
             rejections += 1;
@@ -186,7 +189,12 @@ mod tests {
         let mut l = MinibatchLoop::new(1, true, 3);
         let o = l.step(&Square, &mut f, &1.0).unwrap();
         assert_eq!((o.loss, o.rejections), (4.0, 0));
-        l.step(&Square, &mut f, &1.0).unwrap();
+        let o2 = l.step(&Square, &mut f, &1.0).unwrap();
+        assert_eq!(
+            (o.version, o2.version),
+            (0, 1),
+            "the version each gradient was computed on"
+        );
         assert_eq!(f.pulls, vec![vec![None], vec![Some(0)]]);
         assert_eq!(f.pushed, vec![(4.0, 0), (4.0, 1)]);
     }

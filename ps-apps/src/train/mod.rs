@@ -9,6 +9,7 @@ pub mod kv_exchange;
 pub mod layout;
 pub mod master_client;
 pub mod minibatch;
+pub mod pacer;
 pub mod server;
 pub mod shard;
 pub mod worker;

@@ -86,10 +86,23 @@ pub fn read_examples(path: &Path) -> Result<Vec<Example>, String> {
 
 /// Reads every example of a task's chunks, in order.
 pub fn task_examples(t: &Task) -> Result<Vec<Example>, String> {
+    read_task(t, None)
+}
+
+/// Reads every example of a task's chunks, in order, each checked against `model`
+/// if given; an error names the file and chunk (a corrupt chunk, an undecodable
+/// record, an example that does not fit the model).
+pub fn read_task(t: &Task, model: Option<&Model>) -> Result<Vec<Example>, String> {
     let mut out = Vec::new();
     for c in &t.chunks {
+        let at = || format!("{}: chunk {}", c.path, c.index.idx);
         for r in recordio::read_chunk(Path::new(&c.path), &c.index).map_err(|e| e.to_string())? {
-            out.push(Example::decode(&r)?);
+            let e = Example::decode(&r).map_err(|e| format!("{}: {e}", at()))?;
+            if let Some(m) = model {
+                m.check_example(&e)
+                    .map_err(|why| format!("{}: an example does not fit the model: {why}", at()))?;
+            }
+            out.push(e);
         }
     }
     Ok(out)
@@ -97,7 +110,8 @@ pub fn task_examples(t: &Task) -> Result<Vec<Example>, String> {
 
 /// Trains one task minibatch by minibatch (`batch` examples each) through `ex`; the
 /// report, or None if the task failed (too many rejected pushes in a row). A failed
-/// exchange with the servers or an unreadable chunk is an error.
+/// exchange with the servers, an unreadable chunk or data that does not fit the model
+/// is an error.
 pub fn train_task(
     model: &Model,
     ex: &mut impl ParamExchange,
@@ -105,7 +119,19 @@ pub fn train_task(
     task: &Task,
     batch: usize,
 ) -> Result<Option<TaskReport>, String> {
-    let examples = task_examples(task)?;
+    let examples = read_task(task, Some(model))?;
+    train_examples(model, ex, lp, task, &examples, batch)
+}
+
+/// [`train_task`] on the task's examples, already read.
+pub fn train_examples(
+    model: &Model,
+    ex: &mut impl ParamExchange,
+    lp: &mut MinibatchLoop,
+    task: &Task,
+    examples: &[Example],
+    batch: usize,
+) -> Result<Option<TaskReport>, String> {
     let mut rep = TaskReport::default();
     for b in examples.chunks(batch.max(1)) {
         match lp.step(model, ex, b) {
@@ -113,6 +139,7 @@ pub fn train_task(
                 rep.examples += b.len() as u64;
                 rep.loss_sum += o.loss as f64 * b.len() as f64;
                 rep.correct += o.correct as u64;
+                rep.version = rep.version.max(o.version);
             }
             Err(BatchError::TooManyRejections(n)) => {
                 log::warn!("task {} failed: {n} rejected pushes in a row", task.id);
@@ -135,7 +162,11 @@ pub fn run(
     let me = po.my_id();
     let lead = po.my_rank() == 0 && !po.is_recovery();
     let test = match (&opts.test, lead) {
-        (Some(p), true) => Some(read_examples(p)?),
+        (Some(p), true) => {
+            let examples = read_examples(p)?;
+            model.check_examples(&examples, &p.display().to_string())?;
+            Some(examples)
+        }
         _ => None,
     };
     match master.call(
@@ -195,7 +226,18 @@ pub fn run(
             }
         }
         lp.grad_scale = opts.lr_decay.powi(i32::try_from(task.epoch).unwrap_or(i32::MAX));
-        let outcome = train_task(&model, ex, &mut lp, &task, opts.batch)?;
+        let examples = match read_task(&task, Some(&model)) {
+            Ok(e) => e,
+            Err(error) => {
+                // a corrupt chunk fails this task (the master retries it, then gives
+                // it up and reports it); the job goes on
+                log::warn!("task {}: {error}", task.id);
+                let req = MasterRequest::TaskUnreadable { task: task.id, error };
+                master.call(&req, opts.master_patience)?;
+                continue;
+            }
+        };
+        let outcome = train_examples(&model, ex, &mut lp, &task, &examples, opts.batch)?;
         let failed = outcome.is_none();
         let rep = outcome.unwrap_or_default();
         if failed {

@@ -95,9 +95,28 @@ pub fn scheduler_waiting(have: (usize, usize), expected: (usize, usize)) -> Stri
     )
 }
 
+/// The scheduler's error when the cluster is still incomplete after `timeout_s`
+/// seconds: how many of each role registered, and what to start.
+pub fn scheduler_gave_up(have: (usize, usize), expected: (usize, usize), timeout_s: f64) -> String {
+    format!(
+        "only {}/{} servers and {}/{} workers registered within {timeout_s:.0} s: start the missing nodes with this scheduler's DMLC_PS_ROOT_URI/DMLC_PS_ROOT_PORT (or raise PS_JOIN_TIMEOUT)",
+        have.0, expected.0, have.1, expected.1
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_scheduler_names_what_is_missing() {
+        let e = scheduler_gave_up((1, 0), (2, 3), 120.0);
+        assert!(
+            e.starts_with("only 1/2 servers and 0/3 workers registered within 120 s"),
+            "{e}"
+        );
+        assert!(!e.contains("is it running"), "{e}");
+    }
 
     fn view(up: bool, heard: bool) -> JoinView {
         JoinView {

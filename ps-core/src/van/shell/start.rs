@@ -6,7 +6,7 @@ use super::{control, Van};
 use crate::addr::{host_port, system::tcp_reachable};
 use crate::message::Command;
 use crate::node::{Node, SCHEDULER};
-use crate::van::join_watch::{scheduler_waiting, JoinEvent, JoinView, JoinWatch};
+use crate::van::join_watch::{scheduler_gave_up, scheduler_waiting, JoinEvent, JoinView, JoinWatch};
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::Ordering;
@@ -78,6 +78,7 @@ impl Van {
                     self.send_to_schedulers(m);
                 }
             }
+            let mut timed_out = false;
             {
                 let mut ready = self.ready.lock();
                 let wait_until = (Instant::now() + Duration::from_secs(1)).min(deadline);
@@ -89,13 +90,24 @@ impl Van {
                     Some(Err(reason)) => return Err(format!("the scheduler refused this node: {reason}")),
                     // a standby waits as long as the active scheduler lives
                     None if Instant::now() >= deadline && !self.cfg.scheduler_standby => {
-                        return Err(format!(
+                        if self.sched.is_none() {
+                            return Err(format!(
                             "no node table from the scheduler at {scheduler} within {join_timeout:?}; is it running, and are all {} servers and {} workers started?",
                             expected.0, expected.1
-                        ))
+                        ));
+                        }
+                        timed_out = true;
                     }
                     None => {}
                 }
+            }
+            if timed_out {
+                // outside the `ready` lock: the receiving thread takes it under the scheduler's
+                let have = self
+                    .sched
+                    .as_ref()
+                    .map_or((0, 0), |s| s.lock().membership().pending_counts());
+                return Err(scheduler_gave_up(have, expected, join_timeout.as_secs_f64()));
             }
             match &self.sched {
                 Some(s) => {
