@@ -94,29 +94,10 @@ fn a_loopback_address_for_a_remote_scheduler_is_refused() {
 #[test]
 #[ignore = "needs root for network namespaces and nftables; CI runs it with --ignored"]
 fn training_across_three_hosts_finishes() {
-    training::require_data();
-    let n = net(3);
     let dir = tempfile::tempdir().unwrap();
-    let data = training::convert_chunks(dir.path(), "t10k", 500);
-    let work = dir.path().join("work");
-    let (d, w) = (data.display().to_string(), work.display().to_string());
-    let args = [
-        "train",
-        "--model",
-        "softmax",
-        "--lr",
-        "0.05",
-        "--batch",
-        "64",
-        "--epochs",
-        "1",
-        "--train",
-        &d,
-        "--test",
-        &d,
-        "--work-dir",
-        &w,
-    ];
+    let args = training::small_job(dir.path(), 1);
+    let args: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
+    let n = net(3);
     let mut c = start(&n, 3, 1, 2, &args, &[]);
     c.wait_success();
     let out = c.all_stdout();
@@ -165,4 +146,49 @@ fn ten_percent_loss_on_every_link_keeps_sums_exact() {
         },
         &[("PS_RESEND", "1")],
     );
+}
+
+/// A worker cut off for longer than the heartbeat timeout during a training job: it is
+/// declared dead and its tasks requeued; when the link heals it is told it is dead
+/// (its heartbeat is answered so, its re-registration refused) and exits with status
+/// 3 without sending anything the servers accept. The job finishes on the other
+/// worker with every task done once.
+#[test]
+#[ignore = "needs root for network namespaces and nftables; CI runs it with --ignored"]
+fn a_worker_cut_off_longer_than_the_heartbeat_timeout_is_dropped_and_exits() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = training::small_job(dir.path(), 3);
+    let args: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
+    let n = net(3);
+    let env = [
+        ("PS_HEARTBEAT_INTERVAL", "0.2"),
+        ("PS_HEARTBEAT_TIMEOUT", "1"),
+        ("PS_RESEND", "1"),
+        ("PS_RESEND_TIMEOUT", "500"),
+    ];
+    // scheduler in namespace 0; the server and worker 3 in 1; worker 2 alone in 2
+    let mut c = start(&n, 3, 1, 2, &args, &env);
+    c.wait_until("training progress", |c| training::tasks_done(&c.procs[0].stderr()) >= 8);
+    n.cut(2).unwrap();
+    c.wait_for_output(0, "the cut-off worker declared dead", |s| s.contains("is dead:"));
+    std::thread::sleep(Duration::from_millis(1500));
+    n.heal(2).unwrap();
+    c.wait();
+    let cut = &c.procs[2];
+    assert_eq!(cut.status, Some(3), "the cut-off worker\n{}", c.dump());
+    let why = cut.stderr();
+    assert!(
+        why.contains("declared this node") || why.contains("refused this node"),
+        "{}",
+        c.dump()
+    );
+    for (i, p) in c.procs.iter().enumerate().filter(|(i, _)| *i != 2) {
+        assert_eq!(p.status, Some(0), "process {i}\n{}", c.dump());
+    }
+    let sched = c.procs[0].stderr();
+    // every pass complete with every task done once (the last pass ends the job)
+    assert_eq!(sched.matches("complete: 20 done, 0 failed").count(), 2, "{}", c.dump());
+    assert_eq!(training::tasks_done(&sched), 60, "{}", c.dump());
+    assert!(!sched.contains("timed out ("), "{}", c.dump());
+    assert!(c.all_stdout().contains("accuracy"), "{}", c.dump());
 }

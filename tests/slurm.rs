@@ -1,7 +1,7 @@
 //! psrs under a real Slurm on this machine (Debian's slurm-wlm and munge): slurmctld,
 //! slurmd and munged started here with a minimal slurm.conf in a scratch folder, then
-//! `srun -n 5` of kv-test (roles from SLURM_PROCID) and an `sbatch` of
-//! scripts/slurm/psrs.sbatch. The daemons are stopped by pid and the folder removed.
+//! `srun -n 5` of kv-test and of a training job (roles from SLURM_PROCID) and an
+//! `sbatch` of scripts/slurm/psrs.sbatch. The daemons are stopped by pid and the folder removed.
 //! Needs root and the packages: ignored by a plain `cargo test`, run by CI with
 //! `--ignored` (where it fails if Slurm cannot start).
 
@@ -117,6 +117,22 @@ fn srun_and_sbatch_run_kv_test_with_roles_from_slurm() {
     let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{text}");
     assert_eq!(text.matches("kv-test ok").count(), 2, "{text}");
+
+    // a training job: 1 pass of softmax over Fashion-MNIST's test split (20 tasks)
+    let job = common::training::small_job(s.dir.path(), 1);
+    let port = free_port().to_string();
+    let out = slurm(
+        &s,
+        &["timeout", "120", "srun", "-n", "5", "--immediate=10", &bin]
+            .into_iter()
+            .chain(job.iter().map(|s| s.as_str()))
+            .collect::<Vec<_>>(),
+        &[("DMLC_PS_ROOT_PORT", &port)],
+    );
+    let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("progress: 20/20 tasks"), "{text}");
+    assert!(text.contains("final test accuracy"), "{text}");
 
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/slurm/psrs.sbatch");
     let port = free_port().to_string();

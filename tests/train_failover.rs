@@ -246,13 +246,11 @@ fn training_survives_the_loss_of_a_server_or_the_scheduler_at_many_moments() {
     sweep(&[Kind::Server, Kind::Scheduler]);
 }
 
-/// Ignored in CI: 2 of 17 release runs of the sweep stalled 3-4 s (the wall check fails).
-/// Seen in the logs: the replacement worker receives the scheduler's death notice for
-/// its own id ("scheduler declared dead: [11]", 0.5 s after it started as worker 11),
-/// and one of its pulls then goes unanswered until the 3 s resend. A ps-core (van)
-/// fix; `scripts/failover-sweep.sh` runs this test.
+/// The replacement worker registers before its predecessor is declared dead; it used
+/// to get the death notice meant for its predecessor, and answers meant for the dead
+/// process (parked and resent to the id), stalling it 3 s: ids are now screened by
+/// incarnation (`ps_core::protocol::peers`).
 #[test]
-#[ignore = "a stale death notice for a replaced worker's id stalls it 3 s (ps-core van); see the doc comment"]
 fn training_survives_the_loss_of_a_worker_at_many_moments() {
     sweep(&[Kind::Worker]);
 }

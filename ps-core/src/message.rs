@@ -103,6 +103,11 @@ pub struct Meta {
     pub range: i32,
     /// The sender process's incarnation (see `Node::incarnation`).
     pub incarnation: u64,
+    /// The incarnation of the process this message is for; 0: whichever process holds
+    /// `recver`. Responses carry their request's sender incarnation, the scheduler's
+    /// control messages the node table's. A process drops (after acknowledging) a
+    /// message for another incarnation: it was meant for an earlier holder of its id.
+    pub recver_incarnation: u64,
     /// The control part; `cmd == Empty` for data messages.
     pub control: Control,
 }

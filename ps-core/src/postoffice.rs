@@ -17,6 +17,11 @@ use std::time::{Duration, Instant};
 /// earlier may send before this node has created its customers.
 const CUSTOMER_WAIT: Duration = Duration::from_secs(30);
 
+/// Exit status of a process the scheduler declared dead (or refused when it registered
+/// again, e.g. after a network partition healed): its tasks went to others and its id
+/// may be a replacement's, so it stops instead of sending stale work.
+pub const EXIT_EVICTED: i32 = 3;
+
 /// Where a customer's messages go.
 #[derive(Clone)]
 pub enum Route {
@@ -325,14 +330,20 @@ impl VanHandler for Postoffice {
         }
     }
 
-    fn on_nodes_changed(&self, table: &[Node]) {
+    fn on_nodes_changed(&self, table: &[Node], revived: &[i32]) {
         let mut dead = self.dead.write();
         let replicated = self.cfg.replicas > 0;
-        for n in table.iter().filter(|n| n.is_recovery) {
-            if dead.remove(&n.id) && replicated && n.role == Role::Server {
+        for id in revived {
+            let server = table.iter().any(|n| n.id == *id && n.role == Role::Server);
+            if dead.remove(id) && replicated && server {
                 // its ranges are empty until it copied them (kv/replication/catchup.rs)
-                self.catching_up.write().insert(n.id);
+                self.catching_up.write().insert(*id);
             }
         }
+    }
+
+    fn on_evicted(&self, reason: &str) {
+        log::error!("stopping this process (exit status {EXIT_EVICTED}): {reason}");
+        std::process::exit(EXIT_EVICTED);
     }
 }

@@ -24,6 +24,8 @@ pub struct SimpleData {
     pub timestamp: i32,
     /// The sending customer.
     pub customer_id: i32,
+    /// The sending process's incarnation (a response goes to this very process).
+    pub incarnation: u64,
 }
 
 /// Sends responses on behalf of a SimpleApp; handed to the request handle.
@@ -44,6 +46,7 @@ impl Responder {
                 customer_id: req.customer_id,
                 timestamp: req.timestamp,
                 recver: req.sender,
+                recver_incarnation: req.incarnation,
                 request: false,
                 simple_app: true,
                 ..Default::default()
@@ -75,6 +78,7 @@ fn to_data(msg: &Message) -> SimpleData {
         sender: msg.meta.sender,
         timestamp: msg.meta.timestamp,
         customer_id: msg.meta.customer_id,
+        incarnation: msg.meta.incarnation,
     }
 }
 

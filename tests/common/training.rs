@@ -64,6 +64,38 @@ pub fn convert_chunks(dir: &Path, split: &str, per_chunk: u32) -> PathBuf {
     out
 }
 
+/// A small softmax job: Fashion-MNIST's test split (converted in `dir`, 20 tasks a
+/// pass) as training and test set, `epochs` passes, working in `dir/work`, a
+/// `progress:` line per finished task.
+pub fn small_job(dir: &Path, epochs: u32) -> Vec<String> {
+    require_data();
+    let data = convert_chunks(dir, "t10k", 500).display().to_string();
+    let work = dir.join("work").display().to_string();
+    let e = epochs.to_string();
+    [
+        "train",
+        "--model",
+        "softmax",
+        "--lr",
+        "0.05",
+        "--batch",
+        "64",
+        "--epochs",
+        &e,
+        "--train",
+        &data,
+        "--test",
+        &data,
+        "--work-dir",
+        &work,
+        "--progress-secs",
+        "0",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
 /// `progress:` lines process `i` logged (one per finished task: [`args`] passes
 /// `--progress-secs 0`).
 pub fn progress_lines(c: &Cluster, i: usize) -> usize {

@@ -126,6 +126,7 @@ impl KVResponder {
                 customer_id: req.customer_id,
                 timestamp: req.timestamp,
                 recver: req.sender,
+                recver_incarnation: req.incarnation,
                 request: false,
                 push: req.push,
                 pull: req.pull,

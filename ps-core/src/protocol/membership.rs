@@ -129,6 +129,14 @@ impl Membership {
             return Join::Rejected("a second scheduler cannot join".into());
         }
         if let Some(known) = self.nodes.values().find(|n| same_process(n, &node)) {
+            if self.dead.contains(&known.id) {
+                // a process declared dead (cut off past the heartbeat timeout) came back:
+                // its tasks went to others and its id may go to a replacement
+                return Join::Rejected(format!(
+                    "{} {} was declared dead (no heartbeat within the timeout); a new process may take its place",
+                    known.role, known.id
+                ));
+            }
             return Join::Known {
                 node: known.clone(),
                 table: self.table(),

@@ -7,5 +7,6 @@ pub mod barrier;
 pub mod failover;
 pub mod liveness;
 pub mod membership;
+pub mod peers;
 pub mod resender;
 pub mod scheduler;

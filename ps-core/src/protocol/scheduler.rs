@@ -116,13 +116,14 @@ impl SchedulerCore {
             }
         }
         out.push(Action::Table(table));
-        Ok(out)
+        Ok(self.addressed(out))
     }
 
     /// An ADD_NODE from `node` at `now_ms`.
     pub fn on_add_node(&mut self, node: Node, now_ms: u64) -> Vec<Action> {
         let join = self.membership.add_node(node.clone());
-        self.join_actions(join, Some(node), now_ms)
+        let out = self.join_actions(join, Some(node), now_ms);
+        self.addressed(out)
     }
 
     fn join_actions(&mut self, join: Join, joiner: Option<Node>, now_ms: u64) -> Vec<Action> {
@@ -165,16 +166,29 @@ impl SchedulerCore {
     pub fn on_barrier(&mut self, group: i32, sender: i32) -> Vec<Action> {
         let alive = self.membership.alive_members(group);
         let released = self.barriers.arrive(group, sender, &alive);
-        release(group, released)
+        self.addressed(release(group, released))
     }
 
-    /// A HEARTBEAT from `sender` at `now_ms`; the reply to send.
-    pub fn on_heartbeat(&mut self, sender: i32, now_ms: u64) -> Vec<Action> {
-        self.liveness.beat(sender, now_ms);
-        if self.liveness.is_dead(sender) {
-            return Vec::new();
+    /// A HEARTBEAT from process `incarnation` holding `sender` at `now_ms`; the reply
+    /// to send. A process declared dead, or whose id a replacement took, is told so (a
+    /// NODE_DEAD naming it): it must stop, and its beats do not count for the id.
+    pub fn on_heartbeat(&mut self, sender: i32, incarnation: u64, now_ms: u64) -> Vec<Action> {
+        let holder = self.membership.get(sender).map(|n| n.incarnation);
+        let replaced = incarnation != 0 && holder.is_some_and(|h| h != incarnation);
+        if replaced || self.liveness.is_dead(sender) {
+            let Some(mut gone) = self.membership.get(sender).cloned() else {
+                return Vec::new();
+            };
+            if incarnation != 0 {
+                gone.incarnation = incarnation;
+            }
+            let mut m = control(sender, Command::NodeDead);
+            m.meta.recver_incarnation = gone.incarnation;
+            m.meta.control.nodes = vec![gone];
+            return vec![Action::Send(m)];
         }
-        vec![Action::Send(control(sender, Command::Heartbeat))]
+        self.liveness.beat(sender, now_ms);
+        self.addressed(vec![Action::Send(control(sender, Command::Heartbeat))])
     }
 
     /// Periodic check at `now_ms`: declares silent nodes dead, tells the living,
@@ -188,17 +202,24 @@ impl SchedulerCore {
         let mut out = Vec::new();
         let mut joins = Vec::new();
         let mut dead = Vec::new();
+        let mut dead_nodes: Vec<Node> = Vec::new();
         for id in newly {
+            // the process as it was (a waiting replacement takes the id in mark_dead)
+            let gone = self.membership.get(id).cloned();
             if let Some(j) = self.membership.mark_dead(id) {
                 dead.push(id);
+                dead_nodes.extend(gone);
                 joins.extend(j);
             }
         }
         if dead.is_empty() {
             return out;
         }
-        let dead_nodes: Vec<Node> = dead.iter().filter_map(|id| self.membership.get(*id).cloned()).collect();
-        for id in self.membership.alive_members(crate::node::ALL_GROUP) {
+        // the nodes alive before these deaths: a replacement that was waiting for one
+        // of the ids took it in mark_dead, and must not be told its own id is dead
+        // (it gets the table below)
+        let told = self.membership.alive_members(crate::node::ALL_GROUP);
+        for id in told.into_iter().filter(|id| !dead.contains(id)) {
             let mut m = control(id, Command::NodeDead);
             m.meta.control.nodes = dead_nodes.clone();
             out.push(Action::Send(m));
@@ -211,7 +232,21 @@ impl SchedulerCore {
         for j in joins {
             out.extend(self.join_actions(j, None, now_ms));
         }
-        out
+        self.addressed(out)
+    }
+
+    /// Addresses every message in `actions` to the process the table has for its
+    /// receiver (`recver_incarnation`), so that a message for a node that is replaced
+    /// meanwhile never reaches its replacement.
+    fn addressed(&self, mut actions: Vec<Action>) -> Vec<Action> {
+        for a in actions.iter_mut() {
+            if let Action::Send(m) = a {
+                if m.meta.recver_incarnation == 0 {
+                    m.meta.recver_incarnation = self.membership.get(m.meta.recver).map_or(0, |n| n.incarnation);
+                }
+            }
+        }
+        actions
     }
 }
 
@@ -228,117 +263,5 @@ fn release(group: i32, released: Option<Vec<i32>>) -> Vec<Action> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::node::{Role, ALL_GROUP, EMPTY_ID, WORKER_GROUP};
-
-    fn node(role: Role, port: u16) -> Node {
-        Node {
-            role,
-            id: EMPTY_ID,
-            hostname: "127.0.0.1".into(),
-            port,
-            is_recovery: false,
-            incarnation: 1,
-        }
-    }
-
-    fn sends(actions: &[Action]) -> Vec<(i32, Command)> {
-        actions
-            .iter()
-            .filter_map(|a| match a {
-                Action::Send(m) => Some((m.meta.recver, m.meta.control.cmd)),
-                _ => None,
-            })
-            .collect()
-    }
-
-    fn cluster() -> SchedulerCore {
-        let mut s = SchedulerCore::new(1, 2, node(Role::Scheduler, 1), 1000);
-        assert_eq!(
-            s.on_add_node(node(Role::Worker, 3), 0),
-            vec![Action::Welcome(node(Role::Worker, 3))]
-        );
-        assert_eq!(
-            s.on_add_node(node(Role::Worker, 4), 0),
-            vec![Action::Welcome(node(Role::Worker, 4))]
-        );
-        let a = s.on_add_node(node(Role::Server, 2), 0);
-        assert_eq!(
-            sends(&a),
-            vec![(8, Command::AddNode), (9, Command::AddNode), (11, Command::AddNode)]
-        );
-        s
-    }
-
-    #[test]
-    fn barrier_over_all_nodes() {
-        let mut s = cluster();
-        for id in [1, 8, 9] {
-            assert!(s.on_barrier(ALL_GROUP, id).is_empty());
-        }
-        let a = s.on_barrier(ALL_GROUP, 11);
-        assert_eq!(sends(&a).len(), 4);
-        assert!(sends(&a).iter().all(|(_, c)| *c == Command::Barrier));
-    }
-
-    #[test]
-    fn death_releases_barrier_and_replacement_gets_id() {
-        let mut s = cluster();
-        s.on_heartbeat(8, 900);
-        s.on_heartbeat(9, 900);
-        assert!(s.on_barrier(WORKER_GROUP, 9).is_empty());
-        assert!(s.tick(1000).is_empty());
-        let a = s.tick(1001);
-        assert!(a.contains(&Action::Dead(vec![11])));
-        // the barrier of the worker group is released for worker 9
-        assert!(sends(&a).contains(&(9, Command::Barrier)));
-        // living nodes are told
-        assert!(sends(&a).contains(&(8, Command::NodeDead)));
-        assert!(!sends(&a).iter().any(|(id, _)| *id == 11));
-        // a heartbeat from the dead gets no reply
-        assert!(s.on_heartbeat(11, 1100).is_empty());
-        let a = s.on_add_node(node(Role::Worker, 77), 1200);
-        assert!(matches!(&a[0], Action::Connect(n) if n.id == 11 && n.port == 77));
-        assert_eq!(sends(&a)[0], (11, Command::AddNode));
-        assert!(sends(&a).contains(&(9, Command::AddNode)));
-        assert!(sends(&a).contains(&(8, Command::AddNode)));
-    }
-
-    #[test]
-    fn a_standby_adopts_the_table_and_keeps_the_dead_dead() {
-        let mut s = cluster();
-        s.on_heartbeat(8, 900);
-        s.on_heartbeat(9, 900);
-        s.tick(1001);
-        let exported = s.export();
-        let mut standby = SchedulerCore::new(1, 2, node(Role::Scheduler, 5), 1000);
-        assert!(standby.adopt(b"junk", node(Role::Scheduler, 5), 0).is_err());
-        let a = standby.adopt(&exported, node(Role::Scheduler, 5), 5000).unwrap();
-        assert_eq!(sends(&a), vec![(8, Command::AddNode), (9, Command::AddNode)]);
-        let Some(Action::Table(t)) = a.last() else {
-            panic!("no table: {a:?}")
-        };
-        assert_eq!((t[0].id, t[0].port, t[0].is_recovery), (SCHEDULER, 5, true));
-        assert!(standby.membership().dead().contains(&11));
-        // watched from the takeover on, not from the old heartbeats
-        assert!(standby.tick(5900).is_empty());
-        assert!(standby.tick(6001).contains(&Action::Dead(vec![8, 9])));
-        // a node that re-registers under its id is sent the table
-        let mut again = node(Role::Worker, 3);
-        again.id = 9;
-        let mut standby2 = SchedulerCore::new(1, 2, node(Role::Scheduler, 5), 1000);
-        standby2.adopt(&exported, node(Role::Scheduler, 5), 0).unwrap();
-        let a = standby2.on_add_node(again, 10);
-        assert_eq!(sends(&a), vec![(9, Command::AddNode)]);
-    }
-
-    #[test]
-    fn rejects_a_surplus_node() {
-        let mut s = SchedulerCore::new(1, 0, node(Role::Scheduler, 1), 0);
-        assert!(matches!(
-            s.on_add_node(node(Role::Worker, 3), 0).as_slice(),
-            [Action::Reject { .. }]
-        ));
-    }
-}
+#[path = "scheduler_tests.rs"]
+mod tests;

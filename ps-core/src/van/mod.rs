@@ -26,6 +26,10 @@ pub trait VanHandler: Send + Sync {
     fn on_barrier_released(&self, group: i32);
     /// The scheduler declared these nodes dead.
     fn on_nodes_dead(&self, nodes: &[i32]);
-    /// The node table changed (ready, or a replacement joined).
-    fn on_nodes_changed(&self, table: &[Node]);
+    /// The node table changed (ready, or a replacement joined); `revived` are the ids
+    /// a new process took while they were dead.
+    fn on_nodes_changed(&self, table: &[Node], revived: &[i32]);
+    /// The scheduler declared this process dead, or refused it when it registered
+    /// again: it may not go on (its tasks went to others, its id to a replacement).
+    fn on_evicted(&self, reason: &str);
 }

@@ -300,6 +300,7 @@ impl<V: Pod + Send + Sync> Shared<V> {
                 customer_id: FORWARD_CUSTOMER,
                 timestamp: msg.meta.timestamp,
                 recver: msg.meta.sender,
+                recver_incarnation: msg.meta.incarnation,
                 request: false,
                 push: true,
                 range: id.range,

@@ -6,10 +6,10 @@ use super::VanHandler;
 use crate::config::Config;
 use crate::message::{Command, Control, Message, Meta};
 use crate::node::{Node, Role, EMPTY_ID, SCHEDULER};
+use crate::protocol::peers::Peers;
 use crate::protocol::resender::{needs_ack, signature, Incoming, Resender};
 use crate::protocol::scheduler::{Action, SchedulerCore};
 use parking_lot::{Condvar, Mutex, RwLock};
-use std::collections::BTreeSet;
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 
 mod failover;
 use failover::Failover;
+mod peers;
 mod start;
 
 /// How many times the resender resends one message before giving up.
@@ -43,6 +44,9 @@ pub struct VanStats {
     pub duplicates: AtomicU64,
     /// Messages resent.
     pub resent: AtomicU64,
+    /// Messages dropped as meant for an earlier process of this node's id, or sent by
+    /// a process declared dead or replaced.
+    pub stale: AtomicU64,
 }
 
 /// The van of one process. Create with [`Van::new`], then [`Van::start`].
@@ -61,7 +65,7 @@ pub struct Van {
     handler: RwLock<Option<Weak<dyn VanHandler>>>,
     epoch: Instant,
     last_from_scheduler: AtomicU64,
-    dead: RwLock<BTreeSet<i32>>,
+    peers: RwLock<Peers>,
     fo: Failover,
     heard_from_scheduler: AtomicBool,
     welcomed: Mutex<Vec<i32>>,
@@ -129,7 +133,7 @@ impl Van {
             handler: RwLock::new(None),
             epoch: Instant::now(),
             last_from_scheduler: AtomicU64::new(0),
-            dead: RwLock::new(BTreeSet::new()),
+            peers: RwLock::new(Peers::new()),
             heard_from_scheduler: AtomicBool::new(false),
             welcomed: Mutex::new(Vec::new()),
             stats: VanStats::default(),
@@ -296,8 +300,8 @@ impl Van {
 
     fn tick(&self, now: u64) {
         if let Some(r) = &self.resender {
-            let dead = self.dead.read().clone();
-            let (resend, give_up) = r.lock().due(now, |m| dead.contains(&m.meta.recver));
+            let peers = self.peers.read().clone();
+            let (resend, give_up) = r.lock().due(now, |m| peers.is_dead(m.meta.recver));
             for m in resend {
                 self.stats.resent.fetch_add(1, Ordering::Relaxed);
                 log::debug!("resend {m}");
@@ -332,7 +336,7 @@ impl Van {
         self.stats.recv_msgs.fetch_add(1, Ordering::Relaxed);
         self.stats.recv_bytes.fetch_add(bytes as u64, Ordering::Relaxed);
         log::trace!("recv {msg}");
-        if !self.screen(&msg) {
+        if !self.screen(&msg) || !self.admit(&msg) {
             return;
         }
         if msg.meta.sender == SCHEDULER {
@@ -368,6 +372,7 @@ impl Van {
             return;
         }
         let mut a = control(msg.meta.sender, Command::Ack);
+        a.meta.recver_incarnation = msg.meta.incarnation;
         a.meta.control.msg_sig = sig;
         a.meta.timestamp = self.next_timestamp();
         if let Err(e) = self.send(a) {
@@ -396,14 +401,18 @@ impl Van {
             }
             Command::Heartbeat => {
                 if let Some(s) = &self.sched {
-                    let actions = s.lock().on_heartbeat(msg.meta.sender, self.now_ms());
+                    let actions = s
+                        .lock()
+                        .on_heartbeat(msg.meta.sender, msg.meta.incarnation, self.now_ms());
                     self.execute(actions);
                 }
             }
             Command::NodeDead => {
-                let ids: Vec<i32> = msg.meta.control.nodes.iter().map(|n| n.id).collect();
+                let ids = self.on_death_notice(&msg.meta.control.nodes);
+                if ids.is_empty() {
+                    return;
+                }
                 log::info!("scheduler declared dead: {ids:?}");
-                self.dead.write().extend(ids.iter().copied());
                 if let Some(h) = self.handler() {
                     h.on_nodes_dead(&ids);
                 }
@@ -421,6 +430,10 @@ impl Van {
             return;
         }
         if !msg.meta.control.reason.is_empty() {
+            if self.me.read().id != EMPTY_ID {
+                // registering again (the scheduler was silent), refused
+                return self.evicted(&format!("the scheduler refused this node: {}", msg.meta.control.reason));
+            }
             *self.ready.lock() = Some(Err(msg.meta.control.reason.clone()));
             self.ready_cv.notify_all();
             return;
@@ -452,6 +465,7 @@ impl Van {
     /// Merges `nodes` into the table, (re)connecting to nodes that are new or whose
     /// process changed.
     fn merge_table(&self, nodes: Vec<Node>) {
+        let revived = self.peers_from_table(&nodes);
         let mut table = self.table.write();
         for n in nodes {
             let known = table.iter().position(|t| t.id == n.id);
@@ -460,9 +474,6 @@ impl Van {
                 if let Err(e) = self.transport.connect(n.id, &n.hostname, n.port) {
                     log::warn!("cannot connect to {n}: {e}");
                 }
-            }
-            if changed {
-                self.dead.write().remove(&n.id);
             }
             match known {
                 Some(i) => table[i] = n,
@@ -473,7 +484,7 @@ impl Van {
         let snapshot = table.clone();
         drop(table);
         if let Some(h) = self.handler() {
-            h.on_nodes_changed(&snapshot);
+            h.on_nodes_changed(&snapshot, &revived);
         }
     }
 
@@ -504,12 +515,7 @@ impl Van {
                 Action::Welcome(n) => self.welcome(&n),
                 Action::Table(t) => {
                     self.forget_welcomed();
-                    {
-                        let mut dead = self.dead.write();
-                        for n in t.iter().filter(|n| n.is_recovery) {
-                            dead.remove(&n.id);
-                        }
-                    }
+                    let revived = self.peers_from_table(&t);
                     if t.first().is_some_and(|s| s.id == SCHEDULER && s.is_recovery) {
                         self.me.write().is_recovery = true;
                     }
@@ -525,12 +531,12 @@ impl Van {
                     }
                     drop(ready);
                     if let Some(h) = self.handler() {
-                        h.on_nodes_changed(&t);
+                        h.on_nodes_changed(&t, &revived);
                     }
                     self.replicate_core();
                 }
                 Action::Dead(ids) => {
-                    self.dead.write().extend(ids.iter().copied());
+                    let ids = self.on_declared_dead(&ids);
                     log::warn!(
                         "declared dead (no heartbeat for {:?}): {ids:?}",
                         self.cfg.heartbeat_timeout

@@ -1,0 +1,231 @@
+//! A node's view of the processes behind the ids: which incarnation holds each id,
+//! which were declared dead, and which were replaced. An id outlives its process (a
+//! replacement takes a dead node's id), so every decision about "node 11" is about one
+//! incarnation of it: a death notice about an id's earlier holder does not kill its
+//! replacement, a message meant for the earlier holder is not delivered to the
+//! replacement, and a message from a process declared dead is not accepted.
+
+use crate::message::{Command, Meta};
+use crate::node::{Node, EMPTY_ID};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// What to do with a received message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admit {
+    /// Deliver it.
+    Accept,
+    /// It was meant for another incarnation of this node's id (an earlier holder):
+    /// acknowledge it so that its sender stops resending, and drop it.
+    NotForMe,
+    /// A data message from a process declared dead or replaced: drop it (its tasks were
+    /// handed to others; what it sends now would be applied twice or out of date).
+    FromTheDead,
+}
+
+/// What a death notice means to the node that received it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Notice {
+    /// Ids whose current holder is now dead (notices about replaced holders and about
+    /// this node are left out).
+    pub dead: Vec<i32>,
+    /// This very process was declared dead: it must stop (its id may be handed on).
+    pub evicted: bool,
+}
+
+/// Incarnations per id, as one node knows them.
+#[derive(Debug, Clone, Default)]
+pub struct Peers {
+    holders: BTreeMap<i32, u64>,
+    dead: BTreeMap<i32, u64>,
+    retired: BTreeSet<(i32, u64)>,
+}
+
+impl Peers {
+    /// Knows no node yet.
+    pub fn new() -> Peers {
+        Peers::default()
+    }
+
+    /// Nodes from a (full or partial) node table. An id now held by another process
+    /// than before is no longer dead and its earlier holder is retired; a table that
+    /// names a dead process again does not revive it. Returns the ids that were dead
+    /// and are now held by a new process.
+    pub fn on_table(&mut self, nodes: &[Node]) -> Vec<i32> {
+        let mut revived = Vec::new();
+        for n in nodes.iter().filter(|n| n.id != EMPTY_ID) {
+            if let Some(old) = self.holders.insert(n.id, n.incarnation) {
+                if old != n.incarnation {
+                    self.retired.insert((n.id, old));
+                }
+            }
+            if self.dead.get(&n.id).is_some_and(|&inc| inc != n.incarnation) {
+                self.dead.remove(&n.id);
+                revived.push(n.id);
+            }
+        }
+        revived
+    }
+
+    /// A death notice naming `nodes` (with the incarnation declared dead), received by
+    /// `me`. A node named with another incarnation than the one holding its id here
+    /// is an earlier holder: ignored. `me` named with its own incarnation: evicted.
+    pub fn on_death(&mut self, nodes: &[Node], me: &Node) -> Notice {
+        let mut out = Notice::default();
+        for n in nodes {
+            if n.id == me.id {
+                out.evicted |= n.incarnation == me.incarnation;
+                continue;
+            }
+            let holder = self.holders.get(&n.id).copied();
+            if holder.is_some_and(|h| h != n.incarnation) || self.retired.contains(&(n.id, n.incarnation)) {
+                continue;
+            }
+            if self.dead.insert(n.id, n.incarnation).is_none() {
+                out.dead.push(n.id);
+            }
+        }
+        out
+    }
+
+    /// True if the process holding `id` was declared dead.
+    pub fn is_dead(&self, id: i32) -> bool {
+        self.dead.contains_key(&id)
+    }
+
+    /// The incarnation holding `id` (None if unknown).
+    pub fn holder(&self, id: i32) -> Option<u64> {
+        self.holders.get(&id).copied()
+    }
+
+    /// Whether the process of incarnation `mine` takes the message of header `meta`.
+    /// Control messages from the dead are accepted (the scheduler answers a dead
+    /// process's heartbeat by telling it it is dead).
+    pub fn admit(&self, meta: &Meta, mine: u64) -> Admit {
+        if meta.recver_incarnation != 0 && meta.recver_incarnation != mine {
+            return Admit::NotForMe;
+        }
+        let from = (meta.sender, meta.incarnation);
+        let dead = self.dead.get(&from.0) == Some(&from.1) || self.retired.contains(&from);
+        if dead && meta.control.cmd == Command::Empty && from.1 != 0 {
+            return Admit::FromTheDead;
+        }
+        Admit::Accept
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::node::Role;
+
+    fn node(id: i32, incarnation: u64) -> Node {
+        Node {
+            role: if id % 2 == 0 { Role::Server } else { Role::Worker },
+            id,
+            hostname: "127.0.0.1".into(),
+            port: 1000 + id as u16,
+            is_recovery: false,
+            incarnation,
+        }
+    }
+
+    fn data(sender: i32, incarnation: u64, recver_incarnation: u64) -> Meta {
+        Meta {
+            sender,
+            incarnation,
+            recver: 11,
+            recver_incarnation,
+            ..Default::default()
+        }
+    }
+
+    fn cluster() -> Peers {
+        let mut p = Peers::new();
+        assert!(p
+            .on_table(&[node(1, 100), node(8, 800), node(9, 900), node(11, 1100)])
+            .is_empty());
+        p
+    }
+
+    #[test]
+    fn a_death_then_its_replacement() {
+        let mut p = cluster();
+        let me = node(8, 800);
+        let n = p.on_death(&[node(11, 1100)], &me);
+        assert_eq!(
+            n,
+            Notice {
+                dead: vec![11],
+                evicted: false
+            }
+        );
+        assert!(p.is_dead(11));
+        // the same notice again (resent) changes nothing
+        assert_eq!(p.on_death(&[node(11, 1100)], &me), Notice::default());
+        // the table names the dead process again: still dead
+        assert!(p.on_table(&[node(11, 1100)]).is_empty());
+        assert!(p.is_dead(11));
+        // a replacement takes id 11
+        assert_eq!(p.on_table(&[node(11, 1111)]), vec![11]);
+        assert!(!p.is_dead(11));
+        assert_eq!(p.holder(11), Some(1111));
+    }
+
+    #[test]
+    fn a_stale_death_notice_does_not_kill_the_replacement() {
+        // the replacement's table arrived before the notice about its predecessor
+        let mut p = cluster();
+        p.on_table(&[node(11, 1111)]);
+        let n = p.on_death(&[node(11, 1100)], &node(8, 800));
+        assert_eq!(n, Notice::default());
+        assert!(!p.is_dead(11));
+        // the notice about the replacement itself counts
+        assert_eq!(p.on_death(&[node(11, 1111)], &node(8, 800)).dead, vec![11]);
+    }
+
+    #[test]
+    fn a_notice_about_my_id() {
+        let mut p = cluster();
+        p.on_table(&[node(11, 1111)]);
+        // about my predecessor: nothing (the bug of issue 17: the replacement took
+        // itself for dead)
+        assert_eq!(p.on_death(&[node(11, 1100)], &node(11, 1111)), Notice::default());
+        assert!(!p.is_dead(11));
+        // about me: evicted
+        let n = p.on_death(&[node(11, 1111), node(9, 900)], &node(11, 1111));
+        assert_eq!(
+            n,
+            Notice {
+                dead: vec![9],
+                evicted: true
+            }
+        );
+    }
+
+    #[test]
+    fn messages_for_an_earlier_holder_are_not_for_me() {
+        let p = cluster();
+        assert_eq!(p.admit(&data(8, 800, 0), 1111), Admit::Accept);
+        assert_eq!(p.admit(&data(8, 800, 1111), 1111), Admit::Accept);
+        // an answer to a request of the dead worker 11, resent to its replacement
+        assert_eq!(p.admit(&data(8, 800, 1100), 1111), Admit::NotForMe);
+    }
+
+    #[test]
+    fn data_from_the_dead_is_refused_control_is_not() {
+        let mut p = cluster();
+        p.on_death(&[node(9, 900)], &node(8, 800));
+        assert_eq!(p.admit(&data(9, 900, 0), 800), Admit::FromTheDead);
+        let mut beat = data(9, 900, 0);
+        beat.control.cmd = Command::Heartbeat;
+        assert_eq!(p.admit(&beat, 800), Admit::Accept);
+        // replaced: the new holder is heard, the old one still refused
+        p.on_table(&[node(9, 909)]);
+        assert_eq!(p.admit(&data(9, 909, 0), 800), Admit::Accept);
+        assert_eq!(p.admit(&data(9, 900, 0), 800), Admit::FromTheDead);
+        // a process that was replaced without being declared dead here (this node
+        // missed the notice) is refused too
+        p.on_table(&[node(11, 1111)]);
+        assert_eq!(p.admit(&data(11, 1100, 0), 800), Admit::FromTheDead);
+    }
+}

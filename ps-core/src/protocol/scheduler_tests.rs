@@ -1,0 +1,217 @@
+//! Tests of [`super::SchedulerCore`].
+
+use super::*;
+use crate::node::{Role, ALL_GROUP, EMPTY_ID, WORKER_GROUP};
+
+fn node(role: Role, port: u16) -> Node {
+    Node {
+        role,
+        id: EMPTY_ID,
+        hostname: "127.0.0.1".into(),
+        port,
+        is_recovery: false,
+        incarnation: port as u64,
+    }
+}
+
+fn sends(actions: &[Action]) -> Vec<(i32, Command)> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Send(m) => Some((m.meta.recver, m.meta.control.cmd)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn cluster() -> SchedulerCore {
+    let mut s = SchedulerCore::new(1, 2, node(Role::Scheduler, 1), 1000);
+    assert_eq!(
+        s.on_add_node(node(Role::Worker, 3), 0),
+        vec![Action::Welcome(node(Role::Worker, 3))]
+    );
+    assert_eq!(
+        s.on_add_node(node(Role::Worker, 4), 0),
+        vec![Action::Welcome(node(Role::Worker, 4))]
+    );
+    let a = s.on_add_node(node(Role::Server, 2), 0);
+    assert_eq!(
+        sends(&a),
+        vec![(8, Command::AddNode), (9, Command::AddNode), (11, Command::AddNode)]
+    );
+    s
+}
+
+#[test]
+fn barrier_over_all_nodes() {
+    let mut s = cluster();
+    for id in [1, 8, 9] {
+        assert!(s.on_barrier(ALL_GROUP, id).is_empty());
+    }
+    let a = s.on_barrier(ALL_GROUP, 11);
+    assert_eq!(sends(&a).len(), 4);
+    assert!(sends(&a).iter().all(|(_, c)| *c == Command::Barrier));
+}
+
+#[test]
+fn death_releases_barrier_and_replacement_gets_id() {
+    let mut s = cluster();
+    s.on_heartbeat(8, 0, 900);
+    s.on_heartbeat(9, 0, 900);
+    assert!(s.on_barrier(WORKER_GROUP, 9).is_empty());
+    assert!(s.tick(1000).is_empty());
+    let a = s.tick(1001);
+    assert!(a.contains(&Action::Dead(vec![11])));
+    // the barrier of the worker group is released for worker 9
+    assert!(sends(&a).contains(&(9, Command::Barrier)));
+    // living nodes are told
+    assert!(sends(&a).contains(&(8, Command::NodeDead)));
+    assert!(!sends(&a).iter().any(|(id, _)| *id == 11));
+    // a heartbeat from the dead is answered: you are dead
+    assert_eq!(sends(&s.on_heartbeat(11, 4, 1100)), vec![(11, Command::NodeDead)]);
+    let a = s.on_add_node(node(Role::Worker, 77), 1200);
+    assert!(matches!(&a[0], Action::Connect(n) if n.id == 11 && n.port == 77));
+    assert_eq!(sends(&a)[0], (11, Command::AddNode));
+    assert!(sends(&a).contains(&(9, Command::AddNode)));
+    assert!(sends(&a).contains(&(8, Command::AddNode)));
+}
+
+#[test]
+fn a_standby_adopts_the_table_and_keeps_the_dead_dead() {
+    let mut s = cluster();
+    s.on_heartbeat(8, 0, 900);
+    s.on_heartbeat(9, 0, 900);
+    s.tick(1001);
+    let exported = s.export();
+    let mut standby = SchedulerCore::new(1, 2, node(Role::Scheduler, 5), 1000);
+    assert!(standby.adopt(b"junk", node(Role::Scheduler, 5), 0).is_err());
+    let a = standby.adopt(&exported, node(Role::Scheduler, 5), 5000).unwrap();
+    assert_eq!(sends(&a), vec![(8, Command::AddNode), (9, Command::AddNode)]);
+    let Some(Action::Table(t)) = a.last() else {
+        panic!("no table: {a:?}")
+    };
+    assert_eq!((t[0].id, t[0].port, t[0].is_recovery), (SCHEDULER, 5, true));
+    assert!(standby.membership().dead().contains(&11));
+    // watched from the takeover on, not from the old heartbeats
+    assert!(standby.tick(5900).is_empty());
+    assert!(standby.tick(6001).contains(&Action::Dead(vec![8, 9])));
+    // a node that re-registers under its id is sent the table
+    let mut again = node(Role::Worker, 3);
+    again.id = 9;
+    let mut standby2 = SchedulerCore::new(1, 2, node(Role::Scheduler, 5), 1000);
+    standby2.adopt(&exported, node(Role::Scheduler, 5), 0).unwrap();
+    let a = standby2.on_add_node(again, 10);
+    assert_eq!(sends(&a), vec![(9, Command::AddNode)]);
+}
+
+#[test]
+fn rejects_a_surplus_node() {
+    let mut s = SchedulerCore::new(1, 0, node(Role::Scheduler, 1), 0);
+    assert!(matches!(
+        s.on_add_node(node(Role::Worker, 3), 0).as_slice(),
+        [Action::Reject { .. }]
+    ));
+}
+
+fn sent(actions: &[Action]) -> Vec<&Message> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Send(m) => Some(m),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_replacement_waiting_for_the_death_is_not_told_its_id_is_dead() {
+    // issue 17: the replacement registered before the death was declared, took the id
+    // in the same tick, and was sent the notice about its predecessor
+    let mut s = cluster();
+    assert!(sent(&s.on_add_node(node(Role::Worker, 77), 500)).is_empty());
+    s.on_heartbeat(8, 2, 900);
+    s.on_heartbeat(9, 3, 900);
+    let a = s.tick(1001);
+    assert!(a.contains(&Action::Dead(vec![11])));
+    let notices: Vec<i32> = sent(&a)
+        .iter()
+        .filter(|m| m.meta.control.cmd == Command::NodeDead)
+        .map(|m| m.meta.recver)
+        .collect();
+    assert_eq!(notices, vec![1, 8, 9]);
+    // the notice names the dead process, not its replacement
+    let n = sent(&a)
+        .into_iter()
+        .find(|m| m.meta.control.cmd == Command::NodeDead)
+        .unwrap();
+    assert_eq!(
+        (n.meta.control.nodes[0].id, n.meta.control.nodes[0].incarnation),
+        (11, 4)
+    );
+    // the replacement gets the table, addressed to its own process
+    let to_new: Vec<&Message> = sent(&a).into_iter().filter(|m| m.meta.recver == 11).collect();
+    assert_eq!(to_new.len(), 1);
+    assert_eq!(to_new[0].meta.control.cmd, Command::AddNode);
+    assert_eq!(to_new[0].meta.recver_incarnation, 77);
+}
+
+#[test]
+fn every_message_is_addressed_to_the_process_holding_the_id() {
+    let mut s = cluster();
+    let a = s.on_add_node(node(Role::Worker, 3), 10);
+    assert_eq!(sent(&a)[0].meta.recver_incarnation, 3);
+    for id in [1, 8, 9] {
+        s.on_barrier(ALL_GROUP, id);
+    }
+    let a = s.on_barrier(ALL_GROUP, 11);
+    let to: Vec<(i32, u64)> = sent(&a)
+        .iter()
+        .map(|m| (m.meta.recver, m.meta.recver_incarnation))
+        .collect();
+    assert_eq!(to, vec![(1, 1), (8, 2), (9, 3), (11, 4)]);
+    assert_eq!(sent(&s.on_heartbeat(9, 3, 20))[0].meta.recver_incarnation, 3);
+}
+
+#[test]
+fn a_replaced_process_is_told_it_is_dead_and_its_beats_do_not_count() {
+    let mut s = cluster();
+    s.on_heartbeat(8, 2, 900);
+    s.on_heartbeat(9, 3, 900);
+    s.tick(1001);
+    s.on_add_node(node(Role::Worker, 77), 1100);
+    // worker 11's old process comes back (a healed partition): told it is dead
+    let a = s.on_heartbeat(11, 4, 1200);
+    let m = &sent(&a)[0];
+    assert_eq!((m.meta.recver, m.meta.recver_incarnation), (11, 4));
+    assert_eq!(m.meta.control.cmd, Command::NodeDead);
+    assert_eq!(
+        (m.meta.control.nodes[0].id, m.meta.control.nodes[0].incarnation),
+        (11, 4)
+    );
+    // its beats do not keep id 11 alive: the silent replacement dies on time
+    for t in [1500, 2000, 2099] {
+        s.on_heartbeat(8, 2, t);
+        s.on_heartbeat(9, 3, t);
+        s.on_heartbeat(11, 4, t);
+    }
+    assert!(s.tick(2101).contains(&Action::Dead(vec![11])));
+}
+
+#[test]
+fn a_dead_process_registering_again_is_refused() {
+    // a worker cut off past the heartbeat timeout re-registers when the link heals
+    let mut s = cluster();
+    s.on_heartbeat(8, 2, 900);
+    s.on_heartbeat(9, 3, 900);
+    s.tick(1001);
+    let mut again = node(Role::Worker, 4);
+    again.id = 11;
+    let a = s.on_add_node(again, 1200);
+    assert!(
+        matches!(a.as_slice(), [Action::Reject { node, reason }] if node.port == 4 && reason.contains("declared dead")),
+        "{a:?}"
+    );
+    // its id still goes to a new process
+    let a = s.on_add_node(node(Role::Worker, 77), 1300);
+    assert!(matches!(&a[0], Action::Connect(n) if n.id == 11 && n.port == 77));
+}
