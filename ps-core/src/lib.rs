@@ -6,6 +6,7 @@
 //! live in [`protocol`] as plain state machines without sockets.
 
 pub mod addr;
+pub mod auth;
 pub mod config;
 pub mod customer;
 pub mod kv;
