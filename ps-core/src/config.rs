@@ -56,6 +56,8 @@ pub struct Config {
     /// `PS_REPLICAS`: how many next servers (on the ring of server ranks) also hold
     /// each server's key range (0, the default: no replication).
     pub replicas: usize,
+    /// The cluster secret, encryption and resource limits (`PS_SECRET_FILE`, ...).
+    pub security: crate::auth::Security,
 }
 
 /// A missing or malformed variable; its `Display` is one line naming the variable.
@@ -186,6 +188,7 @@ impl Config {
             schedulers,
             scheduler_standby,
             replicas: v.parse("PS_REPLICAS", "a count of replicas (0 = none)")?.unwrap_or(0),
+            security: crate::auth::Security::from_vars(vars)?,
         };
         cfg.validate()?;
         Ok(cfg)
@@ -214,6 +217,7 @@ impl Config {
                 format!("'{}' is not zmq or tcp", self.van_type),
             ));
         }
+        self.security.validate(&self.van_type)?;
         if self.verbose > 2 {
             return Err(err("PS_VERBOSE", format!("{} is not 0, 1 or 2", self.verbose)));
         }

@@ -1,11 +1,13 @@
 //! Live statistics of a running job, served by the scheduler over HTTP: JSON
 //! (`/stats.json`), Prometheus text (`/metrics`) and a dashboard page (`/`).
 
+mod access;
 mod dashboard;
 mod prometheus;
 mod server;
 mod snapshot;
 
+pub use access::{bind_addr, Access};
 pub use prometheus::to_prometheus;
 pub use server::{Api, ApiResponse, StatsServer};
 pub use snapshot::{NodeStat, QueueStat, Snapshot, TrafficStat, TrainStat};

@@ -53,6 +53,8 @@ pub struct Security {
     pub encrypt: bool,
     /// Resource limits.
     pub limits: Limits,
+    /// `PS_HTTP_OPEN_READS` (default 0): with a secret, HTTP reads (GET) need no token.
+    pub http_open_reads: bool,
 }
 
 fn err(var: &str, reason: impl Into<String>) -> ConfigError {
@@ -110,10 +112,16 @@ impl Security {
             handshake_timeout: timeout,
             max_auth_failures: count(vars, "PS_AUTH_MAX_FAILURES", d.max_auth_failures as u64)? as usize,
         };
+        let http_open_reads = match get(vars, "PS_HTTP_OPEN_READS") {
+            None | Some("0") => false,
+            Some("1") => true,
+            Some(v) => return Err(err("PS_HTTP_OPEN_READS", format!("'{v}' is not 0 or 1"))),
+        };
         let s = Security {
             secret,
             encrypt,
             limits,
+            http_open_reads,
         };
         Ok(s)
     }
