@@ -18,6 +18,9 @@ pub mod simple_app;
 pub mod slurm;
 pub mod van;
 
+#[cfg(test)]
+mod fuzz_tests;
+
 pub use config::Config;
 pub use message::{Message, Meta};
 pub use node::{Node, Role};

@@ -101,7 +101,7 @@ fn write_message(stream: &mut impl Write, frames: &[Bytes]) -> io::Result<()> {
 }
 
 /// Reads one message; `Ok(None)` at a clean end of stream.
-fn read_message(r: &mut impl Read, limits: &Limits) -> io::Result<Option<Vec<Bytes>>> {
+pub(crate) fn read_message(r: &mut impl Read, limits: &Limits) -> io::Result<Option<Vec<Bytes>>> {
     let mut head = [0u8; 8];
     match r.read_exact(&mut head) {
         Ok(()) => {}
