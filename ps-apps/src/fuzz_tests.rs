@@ -7,18 +7,7 @@ use crate::master::MasterRequest;
 use crate::recordio::{index, read_all, read_chunk};
 use proptest::prelude::*;
 
-fn cases() -> ProptestConfig {
-    ProptestConfig::with_cases(
-        std::env::var("PROPTEST_CASES")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(128),
-    )
-}
-
 proptest! {
-    #![proptest_config(cases())]
-
     #[test]
     fn recordio_chunk_reader(mut bytes in proptest::collection::vec(any::<u8>(), 0..400), header in any::<bool>(), comp in 0u32..3) {
         if header && bytes.len() >= 20 {

@@ -1,6 +1,6 @@
 //! Fuzz-style tests (proptest): arbitrary bytes into every decoder that reads from the
 //! wire must give an error or a value, never a panic or an unbounded allocation.
-//! `scripts/fuzz.sh` runs them with many more cases (`PROPTEST_CASES`); failing inputs
+//! `scripts/fuzz.sh` runs them with many more cases (proptest reads `PROPTEST_CASES`); failing inputs
 //! are kept by proptest in `proptest-regressions/` and replayed first on every run.
 
 use crate::auth::handshake::{AfterHello, Responder, HELLO_LEN, PROOF_LEN};
@@ -11,18 +11,7 @@ use bytes::Bytes;
 use proptest::prelude::*;
 use std::io::Read;
 
-fn cases() -> ProptestConfig {
-    ProptestConfig::with_cases(
-        std::env::var("PROPTEST_CASES")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(256),
-    )
-}
-
 proptest! {
-    #![proptest_config(cases())]
-
     #[test]
     fn message_decoder(frames in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..300), 0..6)) {
         let _ = Message::decode(frames.into_iter().map(Bytes::from).collect());
