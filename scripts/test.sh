@@ -27,6 +27,9 @@ fi
 # The multi-process tests again over the TCP transport.
 DMLC_PS_VAN_TYPE=tcp cargo test --test cluster --test failure --test kv --test train \
   --test jobs --test train_failover
+# The multi-process KV and cluster tests again with a cluster secret (authenticated,
+# encrypted TCP links; the tests' cluster helper hands PSRS_TEST_SECRET to every node).
+DMLC_PS_VAN_TYPE=tcp PSRS_TEST_SECRET=ci-cluster-secret-0123456789 cargo test --test kv --test cluster
 # The etcd master store against a real etcd server.
 cargo test -p ps-apps --features etcd --test etcd_store
 

@@ -11,3 +11,6 @@ pub mod model;
 pub mod recordio;
 pub mod stats;
 pub mod train;
+
+#[cfg(test)]
+mod fuzz_tests;

@@ -59,6 +59,8 @@ pub struct Config {
     /// `PS_REPLICAS`: how many next servers (on the ring of server ranks) also hold
     /// each server's key range (0, the default: no replication).
     pub replicas: usize,
+    /// The cluster secret, encryption and resource limits (`PS_SECRET_FILE`, ...).
+    pub security: crate::auth::Security,
 }
 
 /// A missing or malformed variable; its `Display` is one line naming the variable.
@@ -80,7 +82,8 @@ impl fmt::Display for ConfigError {
 
 impl std::error::Error for ConfigError {}
 
-fn err(var: &str, reason: impl Into<String>) -> ConfigError {
+/// A configuration error about `var` (the role is filled in by the caller that knows it).
+pub(crate) fn err(var: &str, reason: impl Into<String>) -> ConfigError {
     ConfigError {
         role: None,
         var: var.to_string(),
@@ -196,6 +199,7 @@ impl Config {
             schedulers,
             scheduler_standby,
             replicas: v.parse("PS_REPLICAS", "a count of replicas (0 = none)")?.unwrap_or(0),
+            security: crate::auth::Security::from_vars(vars)?,
         };
         cfg.validate()?;
         Ok(cfg)
@@ -229,6 +233,7 @@ impl Config {
                 format!("'{}' is not zmq or tcp", self.van_type),
             ));
         }
+        self.security.validate(&self.van_type)?;
         if self.verbose > 2 {
             return Err(err("PS_VERBOSE", format!("{} is not 0, 1 or 2", self.verbose)));
         }

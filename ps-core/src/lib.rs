@@ -6,6 +6,7 @@
 //! live in [`protocol`] as plain state machines without sockets.
 
 pub mod addr;
+pub mod auth;
 pub mod config;
 pub mod customer;
 pub mod kv;
@@ -16,6 +17,9 @@ pub mod protocol;
 pub mod simple_app;
 pub mod slurm;
 pub mod van;
+
+#[cfg(test)]
+mod fuzz_tests;
 
 pub use config::Config;
 pub use message::{Message, Meta};

@@ -73,7 +73,8 @@ impl Postoffice {
     /// process may run several postoffices, e.g. in tests).
     pub fn new(cfg: Config) -> Result<Arc<Postoffice>, String> {
         cfg.validate().map_err(|e| e.to_string())?;
-        let transport = crate::van::transport::create(&cfg.van_type)?;
+        let transport = crate::van::transport::create(&cfg.van_type, &cfg.security)?;
+        cfg.security.log_once();
         Ok(Postoffice::with_transport(cfg, transport))
     }
 
@@ -313,7 +314,15 @@ impl VanHandler for Postoffice {
                 drop(c);
                 route.deliver(msg);
             }
-            None => c.held.entry(key).or_default().push((Instant::now(), msg)),
+            None => {
+                let held: usize = c.held.values().map(Vec::len).sum();
+                let most = self.cfg.security.limits.max_held_messages;
+                if held >= most {
+                    log::warn!("dropped {msg}: {held} messages already held for customers not registered yet (PS_MAX_HELD_MESSAGES)");
+                } else {
+                    c.held.entry(key).or_default().push((Instant::now(), msg));
+                }
+            }
         }
     }
 

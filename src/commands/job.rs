@@ -68,8 +68,22 @@ struct InferArgs {
     chunks_per_task: usize,
 }
 
-fn request(method: &str, url: &str, body: Option<&str>) -> Result<Value, String> {
-    let req = ureq::request(method, url).timeout(Duration::from_secs(30));
+/// The bearer token for a cluster with a secret: `PSRS_API_TOKEN`, else derived from
+/// the cluster secret (`PS_SECRET_FILE` / `PS_SECRET`, as the nodes read it).
+fn token() -> Result<Option<String>, String> {
+    let vars: std::collections::HashMap<String, String> = std::env::vars().collect();
+    if let Some(t) = vars.get("PSRS_API_TOKEN").filter(|t| !t.trim().is_empty()) {
+        return Ok(Some(t.trim().to_string()));
+    }
+    let sec = ps_core::auth::Security::from_vars(&vars).map_err(|e| e.to_string())?;
+    Ok(sec.secret.map(|s| s.http_token()))
+}
+
+fn request(token: &Option<String>, method: &str, url: &str, body: Option<&str>) -> Result<Value, String> {
+    let mut req = ureq::request(method, url).timeout(Duration::from_secs(30));
+    if let Some(t) = token {
+        req = req.set("Authorization", &format!("Bearer {t}"));
+    }
     let resp = match body {
         Some(b) => req.set("Content-Type", "application/json").send_string(b),
         None => req.call(),
@@ -109,6 +123,7 @@ fn line(j: &Value) -> String {
 
 /// Runs the client.
 pub fn run(a: Args) -> Result<(), String> {
+    let token = token()?;
     let base = a.api.trim_end_matches('/').to_string();
     let base = if base.contains("://") {
         base
@@ -128,11 +143,11 @@ pub fn run(a: Args) -> Result<(), String> {
                     "chunks_per_task": i.chunks_per_task,
                 }),
             };
-            let j = request("POST", &format!("{base}/jobs"), Some(&body.to_string()))?;
+            let j = request(&token, "POST", &format!("{base}/jobs"), Some(&body.to_string()))?;
             println!("{}", j["id"].as_str().unwrap_or("?"));
         }
         Cmd::List => {
-            for j in request("GET", &format!("{base}/jobs"), None)?
+            for j in request(&token, "GET", &format!("{base}/jobs"), None)?
                 .as_array()
                 .into_iter()
                 .flatten()
@@ -141,14 +156,17 @@ pub fn run(a: Args) -> Result<(), String> {
             }
         }
         Cmd::Status { id } => {
-            let j = request("GET", &format!("{base}/jobs/{id}"), None)?;
+            let j = request(&token, "GET", &format!("{base}/jobs/{id}"), None)?;
             println!("{}", serde_json::to_string_pretty(&j).map_err(|e| e.to_string())?);
         }
-        Cmd::Cancel { id } => println!("{}", line(&request("DELETE", &format!("{base}/jobs/{id}"), None)?)),
+        Cmd::Cancel { id } => println!(
+            "{}",
+            line(&request(&token, "DELETE", &format!("{base}/jobs/{id}"), None)?)
+        ),
         Cmd::Wait { id, timeout_s } => {
             let start = Instant::now();
             loop {
-                let j = request("GET", &format!("{base}/jobs/{id}"), None)?;
+                let j = request(&token, "GET", &format!("{base}/jobs/{id}"), None)?;
                 match j["state"].as_str() {
                     Some("done") => {
                         println!("{}", line(&j));

@@ -139,6 +139,15 @@ impl Cluster {
         if let Ok(v) = std::env::var("PSRS_TEST_VERBOSE") {
             cmd.env("PS_VERBOSE", v);
         }
+        // PSRS_TEST_SECRET: every node gets it as its cluster secret (in a file)
+        if let Ok(secret) = std::env::var("PSRS_TEST_SECRET") {
+            let f = self.dir.path().join("cluster.secret");
+            if !f.exists() {
+                // written once, before the first process starts: others read it
+                fs::write(&f, secret).unwrap();
+            }
+            cmd.env("PS_SECRET_FILE", f).env_remove("PS_SECRET");
+        }
         for (k, v) in self.env.iter() {
             cmd.env(k, v);
         }

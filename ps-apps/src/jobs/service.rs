@@ -77,7 +77,12 @@ impl JobService {
             let n = sp.lock().table().active().count();
             snapshot(&po2, started, format!("cluster: {n} active job(s)"))
         });
-        let http = StatsServer::start_with_api(http_addr, provider, Some(api))?;
+        let http = StatsServer::start_with_api(
+            http_addr,
+            provider,
+            Some(api),
+            crate::stats::Access::from_security(&po.config().security),
+        )?;
         log::info!("jobs API and dashboard at http://{}/", http.addr());
         println!("api: http://{}/", http.addr());
         Ok(JobService {

@@ -1,12 +1,14 @@
 //! Live statistics of a running job, served by the scheduler over HTTP: JSON
 //! (`/stats.json`), Prometheus text (`/metrics`) and a dashboard page (`/`).
 
+mod access;
 mod cluster;
 mod dashboard;
 mod prometheus;
 mod server;
 mod snapshot;
 
+pub use access::{bind_addr, Access};
 pub use cluster::{node_stats, nodes, traffic};
 pub use prometheus::to_prometheus;
 pub use server::{Api, ApiResponse, StatsServer};

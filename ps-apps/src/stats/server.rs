@@ -1,6 +1,6 @@
 //! The HTTP server: a tiny_http thread answering from a snapshot provider.
 
-use super::{dashboard, to_prometheus, Snapshot};
+use super::{dashboard, to_prometheus, Access, Snapshot};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -27,14 +27,21 @@ pub struct StatsServer {
 }
 
 impl StatsServer {
-    /// Serves on `addr` (e.g. `127.0.0.1:0` for any free port): `/stats.json`,
-    /// `/metrics` and `/` (dashboard).
-    pub fn start(addr: &str, provider: Provider) -> Result<StatsServer, String> {
-        StatsServer::start_with_api(addr, provider, None)
+    /// Serves on `addr` (e.g. `127.0.0.1:0` for any free port; a bare port binds
+    /// 127.0.0.1): `/stats.json`, `/metrics` and `/` (dashboard), to requests `access`
+    /// allows (others get 401, logged).
+    pub fn start(addr: &str, provider: Provider, access: Access) -> Result<StatsServer, String> {
+        StatsServer::start_with_api(addr, provider, None, access)
     }
 
     /// Like [`StatsServer::start`], with `api` consulted first for every request.
-    pub fn start_with_api(addr: &str, provider: Provider, api: Option<Api>) -> Result<StatsServer, String> {
+    pub fn start_with_api(
+        addr: &str,
+        provider: Provider,
+        api: Option<Api>,
+        access: Access,
+    ) -> Result<StatsServer, String> {
+        let addr = &super::bind_addr(addr);
         let server = tiny_http::Server::http(addr).map_err(|e| format!("cannot serve statistics on {addr}: {e}"))?;
         let bound = server
             .server_addr()
@@ -47,7 +54,10 @@ impl StatsServer {
             .spawn(move || {
                 while !s2.load(Ordering::Relaxed) {
                     match server.recv_timeout(Duration::from_millis(100)) {
-                        Ok(Some(req)) => respond(req, &provider, api.as_ref()),
+                        Ok(Some(req)) => match allowed(&req, &access) {
+                            Ok(()) => respond(req, &provider, api.as_ref()),
+                            Err(why) => refuse(req, why),
+                        },
                         Ok(None) => {}
                         Err(e) => log::warn!("statistics server: {e}"),
                     }
@@ -65,6 +75,25 @@ impl StatsServer {
     pub fn addr(&self) -> std::net::SocketAddr {
         self.addr
     }
+}
+
+fn allowed(req: &tiny_http::Request, access: &Access) -> Result<(), &'static str> {
+    let auth = req
+        .headers()
+        .iter()
+        .find(|h| h.field.equiv("Authorization"))
+        .map(|h| h.value.as_str());
+    access.check(req.method().as_str(), auth)
+}
+
+fn refuse(req: tiny_http::Request, why: &str) {
+    let from = req.remote_addr().map(|a| a.to_string()).unwrap_or_default();
+    log::warn!("HTTP {} {} from {from} refused: {why}", req.method(), req.url());
+    let body = format!("{}\n", serde_json::json!({ "error": why }));
+    let resp = tiny_http::Response::from_string(body)
+        .with_status_code(401)
+        .with_header(header("application/json"));
+    let _ = req.respond(resp);
 }
 
 fn header(v: &str) -> tiny_http::Header {
@@ -137,7 +166,7 @@ mod tests {
             uptime_s: 1.0,
             ..Default::default()
         });
-        let srv = StatsServer::start("127.0.0.1:0", provider).unwrap();
+        let srv = StatsServer::start("127.0.0.1:0", provider, Access::open()).unwrap();
         let json = get(srv.addr(), "/stats.json");
         assert!(json.starts_with("HTTP/1.") && json.contains(" 200 "), "{json}");
         let body = json.split("\r\n\r\n").nth(1).unwrap();
@@ -146,5 +175,28 @@ mod tests {
         assert!(get(srv.addr(), "/metrics").contains("psrs_uptime_seconds 1"));
         assert!(get(srv.addr(), "/").contains("<title>psrs"));
         assert!(get(srv.addr(), "/nope").contains(" 404 "));
+    }
+
+    #[test]
+    fn a_secured_server_answers_401_without_the_token() {
+        use ps_core::auth::{Secret, SecretSource, Security};
+        let secret = Secret::new(vec![3; 32], SecretSource::File).unwrap();
+        let sec = Security {
+            secret: Some(secret.clone()),
+            ..Default::default()
+        };
+        let provider: Provider = Arc::new(Snapshot::default);
+        let srv = StatsServer::start("127.0.0.1:0", provider, Access::from_security(&sec)).unwrap();
+        assert!(get(srv.addr(), "/stats.json").contains(" 401 "));
+        let mut s = std::net::TcpStream::connect(srv.addr()).unwrap();
+        write!(
+            s,
+            "GET /stats.json HTTP/1.0\r\nHost: x\r\nAuthorization: Bearer {}\r\n\r\n",
+            secret.http_token()
+        )
+        .unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        assert!(out.contains(" 200 "), "{out}");
     }
 }

@@ -176,10 +176,12 @@ impl Coordinator {
         let stats = match stats_addr {
             None => None,
             Some(addr) => {
+                let access = crate::stats::Access::from_security(&po.config().security);
                 let (po, m, p) = (Arc::clone(po), Arc::clone(&master), Arc::clone(&progress));
                 let srv = StatsServer::start(
                     addr,
                     Arc::new(move || snapshot(&po, &m.lock().snapshot(), &p.lock(), epoch, &job)),
+                    access,
                 )?;
                 log::info!(
                     "statistics at http://{}/ (JSON /stats.json, Prometheus /metrics)",

@@ -169,15 +169,23 @@ impl KVResponder {
 pub type ReqHandle<V> = Box<dyn FnMut(&KVMeta, KVPairs<V>, &KVResponder) + Send>;
 
 /// Decodes and validates a request's pairs: keys sorted, values fitting, a cached key
-/// list resolved (or an `UNKNOWN_KEYS` error), every key inside `range`.
+/// list resolved (or an `UNKNOWN_KEYS` error), every key inside `range`, at most
+/// `max_keys` keys (`PS_MAX_KEYS`).
 pub(crate) fn checked_pairs<V: Pod + Send + Sync>(
     msg: &Message,
     push: bool,
     known: &mut KnownKeys,
     range: KeyRange,
+    max_keys: usize,
 ) -> Result<KVPairs<V>, KvError> {
     let sig = msg.meta.key_sig;
     let mut p = KVPairs::<V>::from_frames(&msg.data)?;
+    if p.keys.len() > max_keys {
+        return Err(KvError::BadFrame(format!(
+            "{} keys in one request, above the limit of {max_keys} (PS_MAX_KEYS)",
+            p.keys.len()
+        )));
+    }
     match (sig, p.keys.is_empty()) {
         (0, _) => p.validate(push)?,
         (_, false) => {
@@ -248,12 +256,13 @@ impl<V: Pod + Send + Sync + 'static> KVServer<V> {
         }
         let mut handle = handle;
         let mut known = KnownKeys::new(64);
+        let max_keys = po.config().security.limits.max_keys;
         let customer = Customer::new_inline(po, app_id, app_id, move |msg: Message| {
             if !msg.meta.request {
                 return;
             }
             let meta = KVMeta::of(&msg.meta);
-            match checked_pairs::<V>(&msg, meta.push, &mut known, range) {
+            match checked_pairs::<V>(&msg, meta.push, &mut known, range, max_keys) {
                 Ok(p) => handle(&meta, p, &responder),
                 Err(e) => responder.refuse(&meta, e),
             }

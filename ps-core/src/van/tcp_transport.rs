@@ -5,13 +5,16 @@
 //!
 //! Wire format of a message: magic `PSRS` (u32 LE), frame count (u32 LE), one u64 LE
 //! length per frame, then the frames. A connection that sends anything else is
-//! logged and closed; limits bound every allocation.
+//! logged and closed; limits bound every allocation. Every connection starts with
+//! the handshake of [`super::guard`] (authentication, and encryption with a secret).
 
+use super::guard::{Guard, Incoming, Outgoing, Permit};
 use super::transport::{Deliver, Transport};
+use crate::auth::{Limits, Security};
 use bytes::Bytes;
 use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::io::{self, BufReader, IoSlice, Read, Write};
+use std::io::{self, IoSlice, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -19,10 +22,6 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 const MAGIC: u32 = u32::from_le_bytes(*b"PSRS");
-/// Most frames one message may have (header + data frames).
-const MAX_FRAMES: u32 = 1 + crate::message::MAX_DATA_FRAMES as u32;
-/// Largest message accepted.
-const MAX_MESSAGE: u64 = 4 << 30;
 
 fn tune(s: &TcpStream) {
     let _ = s.set_nodelay(true);
@@ -30,7 +29,7 @@ fn tune(s: &TcpStream) {
 
 struct Peer {
     addr: String,
-    stream: Option<TcpStream>,
+    stream: Option<Outgoing>,
 }
 
 /// TCP implementation of [`Transport`].
@@ -40,12 +39,20 @@ pub struct TcpTransport {
     incoming: Arc<Mutex<Vec<TcpStream>>>,
     stop: Arc<AtomicBool>,
     threads: Arc<Mutex<Vec<JoinHandle<()>>>>,
+    guard: Arc<Guard>,
 }
 
 impl TcpTransport {
-    /// A transport with nothing bound.
+    /// A transport with nothing bound, for an open cluster with the default limits.
     pub fn new() -> TcpTransport {
+        TcpTransport::with_security(&Security::default())
+    }
+
+    /// A transport with nothing bound that authenticates (and, with a secret and
+    /// `encrypt`, seals) every connection and enforces `sec`'s limits.
+    pub fn with_security(sec: &Security) -> TcpTransport {
         TcpTransport {
+            guard: Guard::new(sec),
             listener: Mutex::new(None),
             peers: Mutex::new(HashMap::new()),
             incoming: Arc::default(),
@@ -61,7 +68,7 @@ impl Default for TcpTransport {
     }
 }
 
-fn open(addr: &str) -> io::Result<TcpStream> {
+fn open(addr: &str, guard: &Guard) -> io::Result<Outgoing> {
     let sa = addr
         .to_socket_addrs()?
         .next()
@@ -69,10 +76,10 @@ fn open(addr: &str) -> io::Result<TcpStream> {
     let s = TcpStream::connect_timeout(&sa, Duration::from_secs(2))?;
     tune(&s);
     s.set_write_timeout(Some(Duration::from_secs(60)))?;
-    Ok(s)
+    guard.connect(s, addr)
 }
 
-fn write_message(stream: &mut TcpStream, frames: &[Bytes]) -> io::Result<()> {
+fn write_message(stream: &mut impl Write, frames: &[Bytes]) -> io::Result<()> {
     let mut header = Vec::with_capacity(8 + 8 * frames.len());
     header.extend_from_slice(&MAGIC.to_le_bytes());
     header.extend_from_slice(&(frames.len() as u32).to_le_bytes());
@@ -90,11 +97,11 @@ fn write_message(stream: &mut TcpStream, frames: &[Bytes]) -> io::Result<()> {
         }
         IoSlice::advance_slices(&mut bufs, n);
     }
-    Ok(())
+    stream.flush()
 }
 
 /// Reads one message; `Ok(None)` at a clean end of stream.
-fn read_message(r: &mut impl Read) -> io::Result<Option<Vec<Bytes>>> {
+pub(crate) fn read_message(r: &mut impl Read, limits: &Limits) -> io::Result<Option<Vec<Bytes>>> {
     let mut head = [0u8; 8];
     match r.read_exact(&mut head) {
         Ok(()) => {}
@@ -107,8 +114,11 @@ fn read_message(r: &mut impl Read) -> io::Result<Option<Vec<Bytes>>> {
     if magic != MAGIC {
         return Err(bad(format!("not a psrs stream (magic {magic:#x})")));
     }
-    if n == 0 || n > MAX_FRAMES {
-        return Err(bad(format!("{n} frames in a message")));
+    if n == 0 || n as usize > limits.max_frames {
+        return Err(bad(format!(
+            "{n} frames in a message (PS_MAX_FRAMES {})",
+            limits.max_frames
+        )));
     }
     let mut lens = vec![0u8; 8 * n as usize];
     r.read_exact(&mut lens)?;
@@ -117,9 +127,10 @@ fn read_message(r: &mut impl Read) -> io::Result<Option<Vec<Bytes>>> {
         .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
         .collect();
     let total = lens.iter().try_fold(0u64, |a, &l| a.checked_add(l)).unwrap_or(u64::MAX);
-    if total > MAX_MESSAGE {
+    if total > limits.max_message_bytes {
         return Err(bad(format!(
-            "a {total}-byte message is above the {MAX_MESSAGE}-byte limit"
+            "a {total}-byte message is above the {}-byte limit (PS_MAX_MESSAGE_BYTES)",
+            limits.max_message_bytes
         )));
     }
     let mut frames = Vec::with_capacity(n as usize);
@@ -137,11 +148,23 @@ fn read_message(r: &mut impl Read) -> io::Result<Option<Vec<Bytes>>> {
     Ok(Some(frames))
 }
 
-fn serve(stream: TcpStream, deliver: Deliver, stop: Arc<AtomicBool>) {
-    let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_default();
-    let mut r = BufReader::with_capacity(1 << 16, stream);
+fn serve(stream: TcpStream, deliver: Deliver, stop: Arc<AtomicBool>, guard: Arc<Guard>, permit: Permit) {
+    let Ok(addr) = stream.peer_addr() else { return };
+    let peer = addr.to_string();
+    let mut r: Incoming = match guard.accept(stream, addr, permit) {
+        Ok(r) => r,
+        Err(e) if e.contains("closed before its handshake") => {
+            log::debug!("{e}");
+            return;
+        }
+        Err(e) => {
+            log::warn!("{e}");
+            return;
+        }
+    };
+    let limits = guard.limits().clone();
     while !stop.load(Ordering::Relaxed) {
-        match read_message(&mut r) {
+        match read_message(&mut r, &limits) {
             Ok(Some(frames)) => deliver(frames),
             Ok(None) => break,
             Err(e) => {
@@ -176,19 +199,27 @@ impl Transport for TcpTransport {
             Arc::clone(&self.incoming),
             Arc::clone(&self.threads),
         );
+        let guard = Arc::clone(&self.guard);
         let t = std::thread::Builder::new().name("tcp-accept".into()).spawn(move || {
             while !stop.load(Ordering::Relaxed) {
                 match l.accept() {
-                    Ok((s, _)) => {
+                    Ok((s, from)) => {
+                        let permit = match guard.admit(from) {
+                            Ok(p) => p,
+                            Err(e) => {
+                                log::warn!("{e}");
+                                continue;
+                            }
+                        };
                         let _ = s.set_nonblocking(false);
                         tune(&s);
                         if let Ok(c) = s.try_clone() {
                             incoming.lock().push(c);
                         }
-                        let (d, st) = (Arc::clone(&deliver), Arc::clone(&stop));
+                        let (d, st, g) = (Arc::clone(&deliver), Arc::clone(&stop), Arc::clone(&guard));
                         match std::thread::Builder::new()
                             .name("tcp-recv".into())
-                            .spawn(move || serve(s, d, st))
+                            .spawn(move || serve(s, d, st, g, permit))
                         {
                             Ok(h) => threads.lock().push(h),
                             Err(e) => log::error!("cannot start a reader thread: {e}"),
@@ -208,7 +239,7 @@ impl Transport for TcpTransport {
 
     fn connect(&self, peer: i32, host: &str, port: u16) -> io::Result<()> {
         let addr = crate::addr::host_port(host, port);
-        let stream = open(&addr).ok();
+        let stream = open(&addr, &self.guard).ok();
         let old = self
             .peers
             .lock()
@@ -242,7 +273,7 @@ impl Transport for TcpTransport {
             .ok_or_else(|| io::Error::new(io::ErrorKind::NotConnected, format!("no connection to node {peer}")))?;
         let mut p = p.lock();
         if p.stream.is_none() {
-            p.stream = Some(open(&p.addr)?);
+            p.stream = Some(open(&p.addr, &self.guard)?);
         }
         let stream = p.stream.as_mut().expect("just opened");
         match write_message(stream, &frames) {
@@ -277,7 +308,7 @@ trait FlushClose {
     fn flush_and_close(self) -> io::Result<()>;
 }
 
-impl FlushClose for TcpStream {
+impl FlushClose for Outgoing {
     /// Flushes and half-closes, so the last messages reach the peer before it sees EOF.
     fn flush_and_close(mut self) -> io::Result<()> {
         self.flush()?;
@@ -300,18 +331,18 @@ mod tests {
         let mut w = TcpStream::connect(l.local_addr().unwrap()).unwrap();
         let (mut r, _) = l.accept().unwrap();
         write_message(&mut w, &frames).unwrap();
-        assert_eq!(read_message(&mut r).unwrap().unwrap(), frames);
+        assert_eq!(read_message(&mut r, &Limits::default()).unwrap().unwrap(), frames);
         w.write_all(b"GET / HTTP/1.0\r\n\r\n").unwrap();
-        assert!(read_message(&mut r).is_err());
+        assert!(read_message(&mut r, &Limits::default()).is_err());
         let mut huge = Vec::new();
         huge.extend_from_slice(&MAGIC.to_le_bytes());
         huge.extend_from_slice(&1u32.to_le_bytes());
         huge.extend_from_slice(&u64::MAX.to_le_bytes());
-        assert!(read_message(&mut &huge[..]).is_err());
+        assert!(read_message(&mut &huge[..], &Limits::default()).is_err());
         let mut many = Vec::new();
         many.extend_from_slice(&MAGIC.to_le_bytes());
         many.extend_from_slice(&u32::MAX.to_le_bytes());
-        assert!(read_message(&mut &many[..]).is_err());
-        assert!(read_message(&mut &b""[..]).unwrap().is_none());
+        assert!(read_message(&mut &many[..], &Limits::default()).is_err());
+        assert!(read_message(&mut &b""[..], &Limits::default()).unwrap().is_none());
     }
 }

@@ -30,11 +30,12 @@ pub trait Transport: Send + Sync {
     fn close(&self);
 }
 
-/// Makes the transport named by `DMLC_PS_VAN_TYPE`.
-pub fn create(kind: &str) -> Result<Arc<dyn Transport>, String> {
+/// Makes the transport named by `DMLC_PS_VAN_TYPE`, with the security settings `sec`
+/// (the ZMQ van takes none: the configuration refuses a secret with it).
+pub fn create(kind: &str, sec: &crate::auth::Security) -> Result<Arc<dyn Transport>, String> {
     match kind {
         "zmq" => Ok(Arc::new(super::ZmqTransport::new())),
-        "tcp" => Ok(Arc::new(super::TcpTransport::new())),
+        "tcp" => Ok(Arc::new(super::TcpTransport::with_security(sec))),
         other => Err(format!("DMLC_PS_VAN_TYPE: unknown van type '{other}' (zmq or tcp)")),
     }
 }

@@ -152,9 +152,9 @@ impl<V: Pod + Send + Sync> Shared<V> {
     /// forwarded to the other live holders, and answered when they applied it.
     fn on_request(&self, msg: &Message, known: &mut KnownKeys) {
         let meta = KVMeta::of(&msg.meta);
-        let pairs = self
-            .held(meta.range)
-            .and_then(|range| checked_pairs::<V>(msg, meta.push, known, range));
+        let pairs = self.held(meta.range).and_then(|range| {
+            checked_pairs::<V>(msg, meta.push, known, range, self.po.config().security.limits.max_keys)
+        });
         let kvs = match pairs {
             Ok(p) => p,
             Err(e) => return self.responder.refuse(&meta, e),

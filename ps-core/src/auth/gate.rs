@@ -1,0 +1,167 @@
+//! The door of a node's listening socket, as a pure struct (time is passed in as
+//! milliseconds): connections per peer address, and a rate limit on failed
+//! handshakes — an address that failed `max_failures` times within `window_ms` is
+//! refused for `ban_ms`.
+
+use std::collections::{HashMap, VecDeque};
+use std::fmt;
+use std::net::IpAddr;
+
+/// Why a connection was refused at the door; `Display` is one line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum GateRefusal {
+    /// Too many failed handshakes from the address lately.
+    RateLimited {
+        /// Milliseconds until it is admitted again.
+        remaining_ms: u64,
+    },
+    /// The address already holds the most connections allowed.
+    TooManyConnections(usize),
+}
+
+impl fmt::Display for GateRefusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            GateRefusal::RateLimited { remaining_ms } => write!(
+                f,
+                "rate-limited after repeated failed handshakes ({remaining_ms} ms left)"
+            ),
+            GateRefusal::TooManyConnections(n) => {
+                write!(f, "it already has {n} connections open (PS_MAX_CONNS_PER_PEER)")
+            }
+        }
+    }
+}
+
+/// Connection counts and failure history per peer address.
+pub struct Gate {
+    max_conns: usize,
+    max_failures: usize,
+    window_ms: u64,
+    ban_ms: u64,
+    conns: HashMap<IpAddr, usize>,
+    failures: HashMap<IpAddr, VecDeque<u64>>,
+    banned_until: HashMap<IpAddr, u64>,
+}
+
+/// Addresses remembered before old entries are pruned.
+const PRUNE_AT: usize = 4096;
+
+impl Gate {
+    /// A gate allowing `max_conns` connections per address and `max_failures` failed
+    /// handshakes per `window_ms` before a `ban_ms` ban.
+    pub fn new(max_conns: usize, max_failures: usize, window_ms: u64, ban_ms: u64) -> Gate {
+        Gate {
+            max_conns,
+            max_failures,
+            window_ms,
+            ban_ms,
+            conns: HashMap::new(),
+            failures: HashMap::new(),
+            banned_until: HashMap::new(),
+        }
+    }
+
+    /// A new connection from `ip` at `now`: admitted (and counted until
+    /// [`Gate::closed`]) or refused.
+    pub fn admit(&mut self, ip: IpAddr, now: u64) -> Result<(), GateRefusal> {
+        if let Some(&until) = self.banned_until.get(&ip) {
+            if now < until {
+                return Err(GateRefusal::RateLimited {
+                    remaining_ms: until - now,
+                });
+            }
+            self.banned_until.remove(&ip);
+        }
+        let n = self.conns.entry(ip).or_insert(0);
+        if *n >= self.max_conns {
+            return Err(GateRefusal::TooManyConnections(*n));
+        }
+        *n += 1;
+        Ok(())
+    }
+
+    /// A connection admitted from `ip` closed.
+    pub fn closed(&mut self, ip: IpAddr) {
+        if let Some(n) = self.conns.get_mut(&ip) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                self.conns.remove(&ip);
+            }
+        }
+    }
+
+    /// A handshake from `ip` failed at `now`; true if this failure starts a ban.
+    pub fn failed(&mut self, ip: IpAddr, now: u64) -> bool {
+        if self.failures.len() >= PRUNE_AT {
+            let (w, b) = (self.window_ms, &self.banned_until);
+            self.failures
+                .retain(|k, v| v.back().is_some_and(|&t| now.saturating_sub(t) < w) || b.contains_key(k));
+            self.banned_until.retain(|_, &mut until| until > now);
+        }
+        let f = self.failures.entry(ip).or_default();
+        f.push_back(now);
+        while f.front().is_some_and(|&t| now.saturating_sub(t) >= self.window_ms) {
+            f.pop_front();
+        }
+        if f.len() >= self.max_failures {
+            f.clear();
+            self.banned_until.insert(ip, now + self.ban_ms);
+            return true;
+        }
+        false
+    }
+
+    /// Connections currently counted for `ip`.
+    pub fn connections(&self, ip: IpAddr) -> usize {
+        self.conns.get(&ip).copied().unwrap_or(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ip(last: u8) -> IpAddr {
+        IpAddr::from([127, 0, 0, last])
+    }
+
+    #[test]
+    fn counts_connections_per_address() {
+        let mut g = Gate::new(2, 3, 1000, 5000);
+        assert_eq!(g.admit(ip(1), 0), Ok(()));
+        assert_eq!(g.admit(ip(1), 0), Ok(()));
+        assert_eq!(g.admit(ip(1), 0), Err(GateRefusal::TooManyConnections(2)));
+        assert_eq!(g.admit(ip(2), 0), Ok(()));
+        g.closed(ip(1));
+        assert_eq!(g.connections(ip(1)), 1);
+        assert_eq!(g.admit(ip(1), 0), Ok(()));
+        g.closed(ip(9)); // never admitted: ignored
+    }
+
+    #[test]
+    fn repeated_failures_ban_the_address_for_a_while() {
+        let mut g = Gate::new(100, 3, 1000, 5000);
+        assert!(!g.failed(ip(1), 0));
+        assert!(!g.failed(ip(1), 100));
+        // an old failure left the window: still two
+        assert!(!g.failed(ip(1), 1050));
+        assert!(g.failed(ip(1), 1060)); // three within 1000 ms
+        assert_eq!(
+            g.admit(ip(1), 2000),
+            Err(GateRefusal::RateLimited { remaining_ms: 4060 })
+        );
+        assert_eq!(g.admit(ip(2), 2000), Ok(()), "other addresses are not affected");
+        assert_eq!(g.admit(ip(1), 6060), Ok(()), "the ban ends");
+        assert!(!g.failed(ip(1), 6100), "the count starts again");
+    }
+
+    #[test]
+    fn memory_stays_bounded_under_many_addresses() {
+        let mut g = Gate::new(1, 2, 10, 10);
+        for i in 0..20_000u32 {
+            g.failed(IpAddr::from(i.to_be_bytes()), u64::from(i) * 100);
+        }
+        assert!(g.failures.len() <= PRUNE_AT + 1);
+    }
+}

@@ -1,0 +1,227 @@
+//! The TCP van's door: the shell around [`crate::auth`]. Every connection starts with
+//! the handshake ([`crate::auth::handshake`]) before any message: the opening side
+//! runs [`Guard::connect`], the accepting side [`Guard::admit`] (connections per
+//! address, failed-handshake rate limit) then [`Guard::accept`]. A connection that
+//! fails is closed at once and logged with the peer's address; nothing it sent reaches
+//! the van. A peer silent for `PS_HANDSHAKE_TIMEOUT` is timed out.
+
+mod sealed_io;
+
+use crate::auth::gate::Gate;
+use crate::auth::handshake::{AfterHello, Initiator, Responder, CHALLENGE_LEN, HELLO_LEN, PROOF_LEN};
+use crate::auth::{Limits, Security};
+use parking_lot::Mutex;
+pub use sealed_io::{SealedReader, SealedWriter};
+use std::io::{self, BufReader, IoSlice, Read, Write};
+use std::net::{IpAddr, Shutdown, SocketAddr, TcpStream};
+use std::sync::Arc;
+use std::time::Instant;
+
+const FAIL_WINDOW_MS: u64 = 10_000;
+const BAN_MS: u64 = 10_000;
+
+/// The handshake and admission policy of one node.
+pub struct Guard {
+    sec: Security,
+    gate: Mutex<Gate>,
+    epoch: Instant,
+}
+
+/// An outgoing link: plain or sealed.
+pub struct Outgoing {
+    tcp: TcpStream,
+    sealed: Option<SealedWriter<TcpStream>>,
+}
+
+/// An admitted incoming connection; its slot at the door is freed when dropped.
+pub struct Permit {
+    guard: Arc<Guard>,
+    ip: IpAddr,
+}
+
+impl Drop for Permit {
+    fn drop(&mut self) {
+        self.guard.gate.lock().closed(self.ip);
+    }
+}
+
+/// An authenticated incoming link: read messages from it.
+pub struct Incoming {
+    reader: Box<dyn Read + Send>,
+    _permit: Permit,
+}
+
+impl Read for Incoming {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.reader.read(buf)
+    }
+}
+
+impl Outgoing {
+    /// Shuts the connection down.
+    pub fn shutdown(&self, how: Shutdown) -> io::Result<()> {
+        self.tcp.shutdown(how)
+    }
+}
+
+impl Write for Outgoing {
+    fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+        match &mut self.sealed {
+            Some(s) => s.write(b),
+            None => self.tcp.write(b),
+        }
+    }
+    fn write_vectored(&mut self, b: &[IoSlice<'_>]) -> io::Result<usize> {
+        match &mut self.sealed {
+            Some(s) => s.write_vectored(b),
+            None => self.tcp.write_vectored(b),
+        }
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        match &mut self.sealed {
+            Some(s) => s.flush(),
+            None => self.tcp.flush(),
+        }
+    }
+}
+
+fn refused(e: impl std::fmt::Display) -> io::Error {
+    io::Error::new(io::ErrorKind::PermissionDenied, e.to_string())
+}
+
+impl Guard {
+    /// A guard for this node's security settings.
+    pub fn new(sec: &Security) -> Arc<Guard> {
+        let l = &sec.limits;
+        Arc::new(Guard {
+            sec: sec.clone(),
+            gate: Mutex::new(Gate::new(
+                l.max_conns_per_peer,
+                l.max_auth_failures,
+                FAIL_WINDOW_MS,
+                BAN_MS,
+            )),
+            epoch: Instant::now(),
+        })
+    }
+
+    /// The resource limits.
+    pub fn limits(&self) -> &Limits {
+        &self.sec.limits
+    }
+
+    fn now(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64
+    }
+
+    /// Runs the opening side of the handshake on a freshly connected `tcp` to `addr`.
+    pub fn connect(&self, mut tcp: TcpStream, addr: &str) -> io::Result<Outgoing> {
+        let (init, hello) = Initiator::new(self.sec.secret.as_ref(), self.sec.encrypt, rand::random());
+        tcp.write_all(&hello)?;
+        if init.mode() == crate::auth::handshake::Mode::Open {
+            return Ok(Outgoing { tcp, sealed: None });
+        }
+        tcp.set_read_timeout(Some(self.sec.limits.handshake_timeout))?;
+        let mut challenge = [0u8; CHALLENGE_LEN];
+        tcp.read_exact(&mut challenge).map_err(|e| {
+            refused(format!(
+                "{addr} did not complete the handshake ({e}): is it a psrs node with the same cluster secret?"
+            ))
+        })?;
+        let (proof, key) = init.on_challenge(&challenge).map_err(|r| {
+            log::warn!("refused the node at {addr}: {r}");
+            refused(format!("{addr}: {r}"))
+        })?;
+        tcp.write_all(&proof)?;
+        tcp.set_read_timeout(None)?;
+        let sealed = match key {
+            Some(k) => Some(SealedWriter::new(tcp.try_clone()?, &k)),
+            None => None,
+        };
+        Ok(Outgoing { tcp, sealed })
+    }
+
+    /// Admits a new connection from `peer` at the door, or says why not (logged).
+    pub fn admit(self: &Arc<Self>, peer: SocketAddr) -> Result<Permit, String> {
+        let ip = peer.ip();
+        match self.gate.lock().admit(ip, self.now()) {
+            Ok(()) => Ok(Permit {
+                guard: Arc::clone(self),
+                ip,
+            }),
+            Err(e) => Err(format!("refused a connection from {peer}: {e}")),
+        }
+    }
+
+    /// Runs the accepting side of the handshake on `tcp` from `peer`; a failure is
+    /// logged with the address and counted against it.
+    pub fn accept(&self, mut tcp: TcpStream, peer: SocketAddr, permit: Permit) -> Result<Incoming, String> {
+        let r = self.respond(&mut tcp);
+        match r {
+            Ok(key) => {
+                let reader: Box<dyn Read + Send> = match key {
+                    Some(k) => Box::new(SealedReader::new(BufReader::with_capacity(1 << 16, tcp), &k)),
+                    None => Box::new(BufReader::with_capacity(1 << 16, tcp)),
+                };
+                Ok(Incoming {
+                    reader,
+                    _permit: permit,
+                })
+            }
+            Err(None) => {
+                // closed before saying anything: a port probe (e.g. a joining node
+                // checking the scheduler's port), not counted as a failure
+                Err(format!("connection from {peer} closed before its handshake"))
+            }
+            Err(Some(why)) => {
+                let _ = tcp.shutdown(Shutdown::Both);
+                if self.gate.lock().failed(peer.ip(), self.now()) {
+                    log::warn!(
+                        "rate-limiting {}: {} failed handshakes within {} s; refused for {} s",
+                        peer.ip(),
+                        self.sec.limits.max_auth_failures,
+                        FAIL_WINDOW_MS / 1000,
+                        BAN_MS / 1000
+                    );
+                }
+                Err(format!("refused a connection from {peer}: {why}"))
+            }
+        }
+    }
+
+    /// The handshake's session key; `Err(None)` when the peer closed without a byte.
+    fn respond(&self, tcp: &mut TcpStream) -> Result<Option<[u8; 32]>, Option<String>> {
+        let t = self.sec.limits.handshake_timeout;
+        let setup = |e: io::Error| Some(e.to_string());
+        tcp.set_read_timeout(Some(t)).map_err(setup)?;
+        tcp.set_write_timeout(Some(t)).map_err(setup)?;
+        let silent = |e: io::Error| match e.kind() {
+            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => {
+                Some(format!("silent for {t:?} (PS_HANDSHAKE_TIMEOUT)"))
+            }
+            _ => Some(format!("handshake cut short: {e}")),
+        };
+        let mut hello = [0u8; HELLO_LEN];
+        let first = tcp.read(&mut hello).map_err(silent)?;
+        if first == 0 {
+            return Err(None);
+        }
+        tcp.read_exact(&mut hello[first..]).map_err(silent)?;
+        let responder = Responder::new(self.sec.secret.as_ref(), self.sec.encrypt);
+        let key = match responder
+            .on_hello(&hello, rand::random())
+            .map_err(|r| Some(r.to_string()))?
+        {
+            AfterHello::Open => None,
+            AfterHello::Challenge { reply, pending } => {
+                tcp.write_all(&reply).map_err(silent)?;
+                let mut proof = [0u8; PROOF_LEN];
+                tcp.read_exact(&mut proof).map_err(silent)?;
+                pending.on_proof(&proof).map_err(|r| Some(r.to_string()))?
+            }
+        };
+        tcp.set_read_timeout(None).map_err(setup)?;
+        tcp.set_write_timeout(None).map_err(setup)?;
+        Ok(key)
+    }
+}
