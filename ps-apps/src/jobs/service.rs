@@ -4,10 +4,10 @@
 
 use super::scheduler::JobScheduler;
 use super::wire::{JobsRequest, JOBS_APP};
-use crate::stats::{Api, NodeStat, Snapshot, StatsServer, TrafficStat};
+use crate::stats::{base_snapshot, Api, StatsServer};
 use crate::train::coordinator::{decode, encode};
 use parking_lot::Mutex;
-use ps_core::node::{id_role, SCHEDULER};
+use ps_core::node::id_role;
 use ps_core::simple_app::{Responder, SimpleApp, SimpleData};
 use ps_core::{Postoffice, Role};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -75,7 +75,11 @@ impl JobService {
         let (po2, started, sp) = (Arc::clone(po), Instant::now(), Arc::clone(&sched));
         let provider = Arc::new(move || {
             let n = sp.lock().table().active().count();
-            snapshot(&po2, started, format!("cluster: {n} active job(s)"))
+            base_snapshot(
+                &po2,
+                started.elapsed().as_secs_f64(),
+                format!("cluster: {n} active job(s)"),
+            )
         });
         let http = StatsServer::start_with_api(http_addr, provider, Some(api))?;
         log::info!("jobs API and dashboard at http://{}/", http.addr());
@@ -91,44 +95,6 @@ impl JobService {
     /// The HTTP address bound.
     pub fn addr(&self) -> std::net::SocketAddr {
         self.http.addr()
-    }
-}
-
-fn snapshot(po: &Postoffice, started: Instant, job: String) -> Snapshot {
-    let van = po.van();
-    let dead = po.dead_nodes();
-    let hb: std::collections::HashMap<i32, Option<u64>> = van.heartbeat_table().into_iter().collect();
-    let nodes = po
-        .nodes()
-        .iter()
-        .map(|n| NodeStat {
-            id: n.id,
-            role: n.role.to_string(),
-            addr: n.addr(),
-            heartbeat_age_ms: if n.id == SCHEDULER {
-                Some(0)
-            } else {
-                hb.get(&n.id).copied().flatten()
-            },
-            dead: dead.contains(&n.id),
-            recovered: n.is_recovery,
-        })
-        .collect();
-    let st = &van.stats;
-    let get = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
-    Snapshot {
-        uptime_s: started.elapsed().as_secs_f64(),
-        job,
-        nodes,
-        traffic: TrafficStat {
-            sent_msgs: get(&st.sent_msgs),
-            sent_bytes: get(&st.sent_bytes),
-            recv_msgs: get(&st.recv_msgs),
-            recv_bytes: get(&st.recv_bytes),
-            malformed: get(&st.malformed),
-            resent: get(&st.resent),
-        },
-        ..Default::default()
     }
 }
 

@@ -2,10 +2,12 @@
 //! (`/stats.json`), Prometheus text (`/metrics`) and a dashboard page (`/`).
 
 mod dashboard;
+mod node_view;
 mod prometheus;
 mod server;
 mod snapshot;
 
+pub use node_view::base_snapshot;
 pub use prometheus::to_prometheus;
 pub use server::{Api, ApiResponse, StatsServer};
-pub use snapshot::{NodeStat, QueueStat, Snapshot, TrafficStat, TrainStat};
+pub use snapshot::{NodeStat, QueueStat, SchedulerStat, Snapshot, TrafficStat, TrainStat};

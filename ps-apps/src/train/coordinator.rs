@@ -2,12 +2,12 @@
 //! ticker, dead-worker requeueing, progress reporting and the statistics endpoint.
 
 use crate::master::{Master, MasterRequest, MasterResponse, QueueSnapshot};
-use crate::stats::{NodeStat, Snapshot, StatsServer, TrafficStat, TrainStat};
+use crate::stats::{base_snapshot, Snapshot, StatsServer, TrainStat};
 use bincode::Options;
 use bytes::Bytes;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use parking_lot::Mutex;
-use ps_core::node::{id_role, SCHEDULER};
+use ps_core::node::id_role;
 use ps_core::simple_app::{SimpleApp, SimpleData};
 use ps_core::{Postoffice, Role};
 use std::io::IsTerminal;
@@ -192,32 +192,8 @@ fn report_progress(s: &QueueSnapshot, p: &mut Progress) {
 }
 
 fn snapshot(po: &Postoffice, q: &QueueSnapshot, p: &Progress, epoch: Instant, job: &str) -> Snapshot {
-    let van = po.van();
-    let dead = po.dead_nodes();
-    let hb: std::collections::HashMap<i32, Option<u64>> = van.heartbeat_table().into_iter().collect();
-    let nodes = po
-        .nodes()
-        .iter()
-        .map(|n| NodeStat {
-            id: n.id,
-            role: n.role.to_string(),
-            addr: n.addr(),
-            heartbeat_age_ms: if n.id == SCHEDULER {
-                Some(0)
-            } else {
-                hb.get(&n.id).copied().flatten()
-            },
-            dead: dead.contains(&n.id),
-            recovered: n.is_recovery,
-        })
-        .collect();
     let up = epoch.elapsed().as_secs_f64();
-    let st = &van.stats;
-    let get = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
     Snapshot {
-        uptime_s: up,
-        job: job.to_string(),
-        nodes,
         queues: (q.tasks_per_epoch > 0).then(|| q.clone()),
         train: TrainStat {
             examples: p.examples,
@@ -227,14 +203,7 @@ fn snapshot(po: &Postoffice, q: &QueueSnapshot, p: &Progress, epoch: Instant, jo
             accuracy: (p.examples > 0).then(|| p.correct as f64 / p.examples as f64),
             version: p.version,
         },
-        traffic: TrafficStat {
-            sent_msgs: get(&st.sent_msgs),
-            sent_bytes: get(&st.sent_bytes),
-            recv_msgs: get(&st.recv_msgs),
-            recv_bytes: get(&st.recv_bytes),
-            malformed: get(&st.malformed),
-            resent: get(&st.resent),
-        },
+        ..base_snapshot(po, up, job.to_string())
     }
 }
 
