@@ -24,15 +24,7 @@ fn training_and_inference_jobs_side_by_side_with_failures_and_cancel() {
     let args = ["cluster", "--stats-addr", &addr, "--work-dir", work.to_str().unwrap()];
     let mut c = Cluster::start(2, 4, &args, ENV, LIMIT);
     let api = Api(format!("http://{addr}"));
-    let up = Instant::now();
-    while !api.get("/jobs").is_array() {
-        assert!(
-            up.elapsed() < Duration::from_secs(60),
-            "the API never came up\n{}",
-            c.dump()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    api.wait_up(&c);
     let (train, test) = (dir.path().join("train.rio"), dir.path().join("test.rio"));
     blobs(&train, 4000, 200, 7);
     let labels = blobs(&test, 1000, 50, 11);
@@ -132,15 +124,7 @@ fn the_dashboard_lists_a_submitted_job_in_headless_chromium() {
     let args = ["cluster", "--stats-addr", &addr, "--work-dir", work.to_str().unwrap()];
     let c = Cluster::start(1, 1, &args, ENV, LIMIT);
     let api = Api(format!("http://{addr}"));
-    let up = Instant::now();
-    while !api.get("/jobs").is_array() {
-        assert!(
-            up.elapsed() < Duration::from_secs(60),
-            "the API never came up\n{}",
-            c.dump()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    api.wait_up(&c);
     let train = dir.path().join("train.rio");
     blobs(&train, 2000, 100, 3);
     let train = train.to_str().unwrap();
@@ -184,7 +168,7 @@ fn the_dashboard_lists_a_submitted_job_in_headless_chromium() {
 }
 
 /// The README's fair-time figures (no timed assertion): in each mode, two training
-/// jobs of different cost (softmax, and an MLP with a wide hidden layer) share 4
+/// jobs of different cost (softmax, and an MLP with 1024 hidden units) share 4
 /// workers; the split and the query rates are sampled every 0.5 s for 8 s once both
 /// jobs have a measured rate, and the medians printed. Checked: every worker is
 /// allocated and each job has at least one.
@@ -192,7 +176,7 @@ fn the_dashboard_lists_a_submitted_job_in_headless_chromium() {
 fn fair_time_split_of_two_jobs_of_different_cost_in_each_mode() {
     let dir = tempfile::tempdir().unwrap();
     let train = dir.path().join("train.rio");
-    blobs(&train, 4000, 50, 5);
+    blobs(&train, 4000, 200, 5);
     let train = train.to_str().unwrap();
     for mode in ["local", "global"] {
         let addr = format!("127.0.0.1:{}", free_port());
@@ -210,19 +194,11 @@ fn fair_time_split_of_two_jobs_of_different_cost_in_each_mode() {
         ];
         let c = Cluster::start(1, 4, &args, ENV, LIMIT);
         let api = Api(format!("http://{addr}"));
-        let up = Instant::now();
-        while !api.get("/jobs").is_array() {
-            assert!(
-                up.elapsed() < Duration::from_secs(60),
-                "the API never came up\n{}",
-                c.dump()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        api.wait_up(&c);
         let cheap = api.submit(&train_args(train, train, "softmax", "1000"));
         let mut wide = train_args(train, train, "mlp", "1000");
         let h = wide.iter().position(|a| *a == "16").unwrap();
-        wide[h] = "512";
+        wide[h] = "1024";
         let costly = api.submit(&wide);
         for id in [&cheap, &costly] {
             api.until(&c, LIMIT, id, "a measured rate", |j| j["seconds_per_query"].is_number());
@@ -250,7 +226,7 @@ fn fair_time_split_of_two_jobs_of_different_cost_in_each_mode() {
         };
         let (qa, qb) = (med(2), med(3));
         println!(
-            "figure: {mode} mode, 4 workers: softmax {} workers {qa:.2} q/s ({:.3} s/query), mlp-512 {} workers {qb:.2} q/s ({:.3} s/query); rate gap {:.1}%",
+            "figure: {mode} mode, 4 workers: softmax {} workers {qa:.2} q/s ({:.3} s/query), mlp-1024 {} workers {qb:.2} q/s ({:.3} s/query); rate gap {:.1}%",
             med(0),
             med(4),
             med(1),

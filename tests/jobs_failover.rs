@@ -16,18 +16,6 @@ use std::time::{Duration, Instant};
 
 const LIMIT: Duration = Duration::from_secs(240);
 
-fn wait_api(api: &Api, c: &Cluster) {
-    let up = Instant::now();
-    while !api.get("/jobs").is_array() {
-        assert!(
-            up.elapsed() < Duration::from_secs(60),
-            "the API never came up\n{}",
-            c.dump()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 fn done(j: &Value) -> u64 {
     j["tasks_done"].as_u64().unwrap_or(0)
 }
@@ -64,7 +52,7 @@ fn a_restarted_scheduler_resumes_every_job_from_the_store() {
     let args = ["cluster", "--stats-addr", &addr, "--work-dir", work.to_str().unwrap()];
     let mut c = Cluster::start(2, 2, &args, ENV, LIMIT);
     let api = Api(format!("http://{addr}"));
-    wait_api(&api, &c);
+    api.wait_up(&c);
     let (train, test) = data(dir.path());
     let id = api.submit(&train_args(&train, &test, "softmax", "4"));
     let before = api.until(&c, LIMIT, &id, "progress", |j| j["progress"].as_f64().unwrap() > 0.3);
@@ -72,7 +60,7 @@ fn a_restarted_scheduler_resumes_every_job_from_the_store() {
     let t = Instant::now();
     c.kill(0);
     let s = c.spawn("scheduler");
-    wait_api(&api, &c);
+    api.wait_up(&c);
     let resumed = api.status(&id);
     assert!(
         done(&resumed) >= seen,
@@ -126,7 +114,7 @@ fn a_standby_scheduler_takes_over_the_jobs_of_a_killed_active_one() {
         c.spawn_with(role, &a_args, &env);
     }
     let api = Api(format!("http://{a_http}"));
-    wait_api(&api, &c);
+    api.wait_up(&c);
     let st = api.get("/stats.json");
     assert_eq!(st["scheduler"]["candidate"], 0, "{st}");
     assert_eq!(st["scheduler"]["active"], true, "{st}");
@@ -145,7 +133,7 @@ fn a_standby_scheduler_takes_over_the_jobs_of_a_killed_active_one() {
         s.contains("taking over as the active scheduler")
     });
     let next = Api(format!("http://{b_http}"));
-    wait_api(&next, &c);
+    next.wait_up(&c);
     let resumed = next.status(&id);
     assert!(done(&resumed) >= seen, "tasks lost: {seen} before, {resumed}");
     let back = progress_after(&next, &c, &id, done(&resumed), t);

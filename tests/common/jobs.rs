@@ -87,6 +87,18 @@ impl Api {
             .and_then(|t| serde_json::from_str(&t).ok())
             .unwrap_or(Value::Null)
     }
+    /// Waits until the API answers `GET /jobs` (panics after 60 s).
+    pub fn wait_up(&self, c: &Cluster) {
+        let up = Instant::now();
+        while !self.get("/jobs").is_array() {
+            assert!(
+                up.elapsed() < Duration::from_secs(60),
+                "the API never came up\n{}",
+                c.dump()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
     /// Polls job `id` until `pred` holds (panics after `limit`).
     pub fn until(&self, c: &Cluster, limit: Duration, id: &str, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
         let start = Instant::now();
