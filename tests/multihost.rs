@@ -109,6 +109,31 @@ fn convert(dir: &Path) -> PathBuf {
     out
 }
 
+/// `psrs train` of softmax over `data` (train and test) for `epochs` passes.
+fn train_args(data: &Path, epochs: &str, work: &Path) -> Vec<String> {
+    let (d, w) = (data.display().to_string(), work.display().to_string());
+    [
+        "train",
+        "--model",
+        "softmax",
+        "--lr",
+        "0.05",
+        "--batch",
+        "64",
+        "--epochs",
+        epochs,
+        "--train",
+        &d,
+        "--test",
+        &d,
+        "--work-dir",
+        &w,
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
 #[test]
 #[ignore = "needs root for network namespaces and nftables; CI runs it with --ignored"]
 fn training_across_three_hosts_finishes() {
@@ -119,24 +144,8 @@ fn training_across_three_hosts_finishes() {
     let dir = tempfile::tempdir().unwrap();
     let data = convert(dir.path());
     let work = dir.path().join("work");
-    let (d, w) = (data.display().to_string(), work.display().to_string());
-    let args = [
-        "train",
-        "--model",
-        "softmax",
-        "--lr",
-        "0.05",
-        "--batch",
-        "64",
-        "--epochs",
-        "1",
-        "--train",
-        &d,
-        "--test",
-        &d,
-        "--work-dir",
-        &w,
-    ];
+    let args = train_args(&data, "1", &work);
+    let args: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
     let mut c = start(&n, 3, 1, 2, &args, &[]);
     c.wait_success();
     let out = c.all_stdout();
@@ -203,31 +212,8 @@ fn a_partitioned_active_scheduler_steps_down_after_healing() {
     let n = net(4);
     let dir = tempfile::tempdir().unwrap();
     let data = convert(dir.path());
-    let d = data.display().to_string();
     let (w0, w1) = (dir.path().join("w0"), dir.path().join("w1"));
-    let args = |w: &Path| -> Vec<String> {
-        [
-            "train",
-            "--model",
-            "softmax",
-            "--lr",
-            "0.05",
-            "--batch",
-            "64",
-            "--epochs",
-            "6",
-            "--train",
-            &d,
-            "--test",
-            &d,
-            "--work-dir",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .chain([w.display().to_string()])
-        .collect()
-    };
-    let (a0, a1) = (args(&w0), args(&w1));
+    let (a0, a1) = (train_args(&data, "6", &w0), train_args(&data, "6", &w1));
     let a0: Vec<&str> = a0.iter().map(|s| s.as_str()).collect();
     let a1: Vec<&str> = a1.iter().map(|s| s.as_str()).collect();
     let (ip0, ip1) = (n.ip(0), n.ip(1));
