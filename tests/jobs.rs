@@ -9,126 +9,12 @@
 
 mod common;
 
-use common::{free_port, psrs_bin, Cluster};
-use ps_apps::recordio::{Compressor, Example, Features, Writer};
+use common::jobs::{blobs, now_ms, train_args, Api, ENV};
+use common::{free_port, Cluster};
 use serde_json::Value;
-use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 const LIMIT: Duration = Duration::from_secs(240);
-const ENV: &[(&str, &str)] = &[
-    ("PS_HEARTBEAT_INTERVAL", "0.2"),
-    ("PS_HEARTBEAT_TIMEOUT", "1"),
-    ("PS_RESEND", "1"),
-    ("PS_RESEND_TIMEOUT", "500"),
-];
-const DIM: usize = 16;
-const CLASSES: usize = 4;
-
-/// A deterministic generator (xorshift) for the synthetic dataset.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> f64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        (self.0 >> 11) as f64 / (1u64 << 53) as f64
-    }
-    fn normal(&mut self) -> f32 {
-        let (u, v) = (self.next().max(1e-12), self.next());
-        ((-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos()) as f32
-    }
-}
-
-/// Gaussian blobs: class c's centre is ±1 per feature by the bits of c·7+feature.
-fn blobs(path: &Path, n: usize, per_chunk: u32, seed: u64) -> Vec<u32> {
-    let mut rng = Rng(seed);
-    let mut w = Writer::create(path, Compressor::None, per_chunk, 1 << 20).unwrap();
-    let mut labels = Vec::new();
-    for i in 0..n {
-        let c = (i * 7 + (rng.next() * 3.0) as usize) % CLASSES;
-        let x: Vec<f32> = (0..DIM)
-            .map(|f| if (c * 7 + f).is_multiple_of(3) { 1.0 } else { -1.0 } * (1 + c % 2) as f32 * 0.5 + 1.2 * rng.normal())
-            .collect();
-        w.write(
-            &Example {
-                label: c as f32,
-                features: Features::Dense(x),
-            }
-            .encode(),
-        )
-        .unwrap();
-        labels.push(c as u32);
-    }
-    w.finish().unwrap();
-    labels
-}
-
-struct Api(String);
-
-impl Api {
-    fn run(&self, args: &[&str]) -> Result<String, String> {
-        let out = Command::new(psrs_bin())
-            .arg("job")
-            .args(args)
-            .env("PSRS_API", &self.0)
-            .output()
-            .unwrap();
-        let text = String::from_utf8_lossy(&out.stdout).to_string();
-        if out.status.success() {
-            Ok(text)
-        } else {
-            Err(format!("{text}{}", String::from_utf8_lossy(&out.stderr)))
-        }
-    }
-    fn submit(&self, args: &[&str]) -> String {
-        self.run(&[&["submit"], args].concat()).unwrap().trim().to_string()
-    }
-    fn status(&self, id: &str) -> Value {
-        serde_json::from_str(&self.run(&["status", id]).unwrap()).unwrap()
-    }
-    fn get(&self, path: &str) -> Value {
-        ureq::get(&format!("{}{path}", self.0))
-            .call()
-            .ok()
-            .and_then(|r| r.into_string().ok())
-            .and_then(|t| serde_json::from_str(&t).ok())
-            .unwrap_or(Value::Null)
-    }
-    /// Polls job `id` until `pred` holds (panics after the limit).
-    fn until(&self, c: &Cluster, id: &str, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
-        let start = Instant::now();
-        loop {
-            let j = self.status(id);
-            if pred(&j) {
-                return j;
-            }
-            assert!(
-                start.elapsed() < LIMIT,
-                "job {id}: {what} never happened: {j}\n{}",
-                c.dump()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-fn train_args<'a>(train: &'a str, test: &'a str, model: &'a str, epochs: &'a str) -> Vec<&'a str> {
-    vec![
-        "train", "--train", train, "--test", test, "--model", model, "--hidden", "16", "--epochs", epochs,
-    ]
-    .into_iter()
-    .chain(["--lr", "0.05", "--batch", "32", "--classes", "4", "--mode", "async"])
-    .collect()
-}
-
-fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64
-}
 
 #[test]
 fn training_and_inference_jobs_side_by_side_with_failures_and_cancel() {
@@ -138,15 +24,7 @@ fn training_and_inference_jobs_side_by_side_with_failures_and_cancel() {
     let args = ["cluster", "--stats-addr", &addr, "--work-dir", work.to_str().unwrap()];
     let mut c = Cluster::start(2, 4, &args, ENV, LIMIT);
     let api = Api(format!("http://{addr}"));
-    let up = Instant::now();
-    while !api.get("/jobs").is_array() {
-        assert!(
-            up.elapsed() < Duration::from_secs(60),
-            "the API never came up\n{}",
-            c.dump()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    api.wait_up(&c);
     let (train, test) = (dir.path().join("train.rio"), dir.path().join("test.rio"));
     blobs(&train, 4000, 200, 7);
     let labels = blobs(&test, 1000, 50, 11);
@@ -156,7 +34,7 @@ fn training_and_inference_jobs_side_by_side_with_failures_and_cancel() {
 
     // one job alone
     let j1 = api.submit(&[train_args(train, test, "softmax", "3"), vec!["--out", m1]].concat());
-    let v1 = api.until(&c, &j1, "done", |j| j["state"] == "done");
+    let v1 = api.until(&c, LIMIT, &j1, "done", |j| j["state"] == "done");
     let acc1 = v1["accuracy"].as_f64().unwrap();
     assert!(acc1 > 0.7, "lone job accuracy {acc1}");
 
@@ -165,9 +43,11 @@ fn training_and_inference_jobs_side_by_side_with_failures_and_cancel() {
     let j2 = api.submit(&train_args(train, test, "softmax", "3"));
     let j3 = api.submit(&train_args(train, test, "mlp", "3"));
     let j4 = api.submit(&train_args(train, test, "softmax", "50"));
-    let v3 = api.until(&c, &j3, "a first query", |j| j["first_query_ms"].as_u64().is_some());
+    let v3 = api.until(&c, LIMIT, &j3, "a first query", |j| {
+        j["first_query_ms"].as_u64().is_some()
+    });
     let first_query_s = (v3["first_query_ms"].as_u64().unwrap() - t2) as f64 / 1000.0;
-    api.until(&c, &j2, "progress", |j| j["progress"].as_f64().unwrap() > 0.2);
+    api.until(&c, LIMIT, &j2, "progress", |j| j["progress"].as_f64().unwrap() > 0.2);
     let killed = Instant::now();
     c.kill(3);
     let start = Instant::now();
@@ -182,13 +62,13 @@ fn training_and_inference_jobs_side_by_side_with_failures_and_cancel() {
         );
         std::thread::sleep(Duration::from_millis(20));
     };
-    api.until(&c, &j4, "running", |j| j["state"] == "running");
+    api.until(&c, LIMIT, &j4, "running", |j| j["state"] == "running");
     let cancelled = api.run(&["cancel", &j4]).unwrap();
     assert!(cancelled.contains("cancelled"), "{cancelled}");
     assert!(api.run(&["cancel", &j4]).unwrap_err().contains("409"));
     assert!(api.run(&["wait", &j4]).is_err(), "waiting on a cancelled job fails");
-    let v2 = api.until(&c, &j2, "done", |j| j["state"] == "done");
-    let v3 = api.until(&c, &j3, "done", |j| j["state"] == "done");
+    let v2 = api.until(&c, LIMIT, &j2, "done", |j| j["state"] == "done");
+    let v3 = api.until(&c, LIMIT, &j3, "done", |j| j["state"] == "done");
     let (acc2, acc3) = (v2["accuracy"].as_f64().unwrap(), v3["accuracy"].as_f64().unwrap());
     assert!((acc2 - acc1).abs() <= 0.01, "side by side {acc2} vs alone {acc1}");
     assert!(acc3 > 0.7, "mlp accuracy {acc3}");
@@ -202,9 +82,9 @@ fn training_and_inference_jobs_side_by_side_with_failures_and_cancel() {
     // inference over the lone job's model; another worker dies mid-way
     let out = dir.path().join("out.csv");
     let j5 = api.submit(&["infer", "--model", m1, "--data", test, "--out", out.to_str().unwrap()]);
-    api.until(&c, &j5, "progress", |j| j["progress"].as_f64().unwrap() > 0.1);
+    api.until(&c, LIMIT, &j5, "progress", |j| j["progress"].as_f64().unwrap() > 0.1);
     c.kill(4);
-    let v5 = api.until(&c, &j5, "done", |j| j["state"] == "done");
+    let v5 = api.until(&c, LIMIT, &j5, "done", |j| j["state"] == "done");
     let acc5 = v5["accuracy"].as_f64().unwrap();
     assert!(
         (acc5 - acc1).abs() < 1e-3,
@@ -222,4 +102,139 @@ fn training_and_inference_jobs_side_by_side_with_failures_and_cancel() {
     println!("figure: submit of a second job to its first finished query: {first_query_s:.3} s");
     println!("figure: worker kill -9 to allocation updated (heartbeat timeout 1 s): {realloc_s:.3} s");
     println!("accuracy alone {acc1:.4}, side by side {acc2:.4}, mlp {acc3:.4}, inference {acc5:.4}");
+}
+
+/// The dashboard in headless Chromium (Debian `chromium`; the test fails when it is
+/// missing): after a job is submitted, the page the browser renders lists it with its
+/// kind and state, and names the active scheduler and its term.
+#[test]
+fn the_dashboard_lists_a_submitted_job_in_headless_chromium() {
+    let browser = ["chromium", "chromium-browser"]
+        .into_iter()
+        .find(|b| {
+            std::process::Command::new(b)
+                .arg("--version")
+                .output()
+                .is_ok_and(|o| o.status.success())
+        })
+        .expect("no chromium: apt-get install chromium (scripts/install-deps.sh does)");
+    let addr = format!("127.0.0.1:{}", free_port());
+    let dir = tempfile::tempdir().unwrap();
+    let work = dir.path().join("work");
+    let args = ["cluster", "--stats-addr", &addr, "--work-dir", work.to_str().unwrap()];
+    let c = Cluster::start(1, 1, &args, ENV, LIMIT);
+    let api = Api(format!("http://{addr}"));
+    api.wait_up(&c);
+    let train = dir.path().join("train.rio");
+    blobs(&train, 2000, 100, 3);
+    let train = train.to_str().unwrap();
+    let id = api.submit(&train_args(train, train, "softmax", "500"));
+    let start = Instant::now();
+    let dom = loop {
+        let profile = tempfile::tempdir().unwrap();
+        let out = std::process::Command::new(browser)
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-quic",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--virtual-time-budget=3000",
+                "--dump-dom",
+            ])
+            .arg(format!("--user-data-dir={}", profile.path().display()))
+            .arg(format!("http://{addr}/"))
+            .output()
+            .unwrap();
+        let dom = String::from_utf8_lossy(&out.stdout).to_string();
+        if dom.contains(&format!("id=\"job-{id}\"")) && dom.contains("term 1") {
+            break dom;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(90),
+            "the page never listed {id}:\n{dom}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let row = &dom[dom.find(&format!("id=\"job-{id}\"")).unwrap()..];
+    let row = &row[..row.find("</tr>").unwrap()];
+    assert!(row.contains("<td>train</td>"), "{row}");
+    assert!(row.contains("queued") || row.contains("running"), "{row}");
+    assert!(dom.contains("active scheduler #0"), "{dom}");
+    assert_eq!(api.run(&["cancel", &id]).map(|_| ()), Ok(()));
+}
+
+/// The README's fair-time figures (no timed assertion): in each mode, two training
+/// jobs of different cost (softmax, and an MLP with 1024 hidden units) share 4
+/// workers; the split and the query rates are sampled every 0.5 s for 8 s once both
+/// jobs have a measured rate, and the medians printed. Checked: every worker is
+/// allocated and each job has at least one.
+#[test]
+fn fair_time_split_of_two_jobs_of_different_cost_in_each_mode() {
+    let dir = tempfile::tempdir().unwrap();
+    let train = dir.path().join("train.rio");
+    blobs(&train, 4000, 200, 5);
+    let train = train.to_str().unwrap();
+    for mode in ["local", "global"] {
+        let addr = format!("127.0.0.1:{}", free_port());
+        let work = dir.path().join(mode);
+        let args = [
+            "cluster",
+            "--stats-addr",
+            &addr,
+            "--work-dir",
+            work.to_str().unwrap(),
+            "--scheduling",
+            mode,
+            "--realloc-ms",
+            "1000",
+        ];
+        let c = Cluster::start(1, 4, &args, ENV, LIMIT);
+        let api = Api(format!("http://{addr}"));
+        api.wait_up(&c);
+        let cheap = api.submit(&train_args(train, train, "softmax", "1000"));
+        let mut wide = train_args(train, train, "mlp", "1000");
+        let h = wide.iter().position(|a| *a == "16").unwrap();
+        wide[h] = "1024";
+        let costly = api.submit(&wide);
+        for id in [&cheap, &costly] {
+            api.until(&c, LIMIT, id, "a measured rate", |j| j["seconds_per_query"].is_number());
+        }
+        let mut samples: Vec<[f64; 6]> = Vec::new();
+        for _ in 0..16 {
+            std::thread::sleep(Duration::from_millis(500));
+            let (a, b) = (api.status(&cheap), api.status(&costly));
+            let f = |j: &Value, k: &str| j[k].as_f64().unwrap_or(f64::NAN);
+            samples.push([
+                f(&a, "workers"),
+                f(&b, "workers"),
+                f(&a, "queries_per_s"),
+                f(&b, "queries_per_s"),
+                f(&a, "seconds_per_query"),
+                f(&b, "seconds_per_query"),
+            ]);
+            assert_eq!(f(&a, "workers") + f(&b, "workers"), 4.0, "{a}\n{b}");
+            assert!(f(&a, "workers") >= 1.0 && f(&b, "workers") >= 1.0, "{a}\n{b}");
+        }
+        let med = |k: usize| {
+            let mut v: Vec<f64> = samples.iter().map(|s| s[k]).collect();
+            v.sort_by(|x, y| x.total_cmp(y));
+            v[v.len() / 2]
+        };
+        let (qa, qb) = (med(2), med(3));
+        println!(
+            "figure: {mode} mode, 4 workers: softmax {} workers {qa:.2} q/s ({:.3} s/query), mlp-1024 {} workers {qb:.2} q/s ({:.3} s/query); rate gap {:.1}%",
+            med(0),
+            med(4),
+            med(1),
+            med(5),
+            100.0 * (qa - qb).abs() / qa.max(qb)
+        );
+        for id in [&cheap, &costly] {
+            api.run(&["cancel", id]).unwrap();
+        }
+    }
 }

@@ -6,9 +6,10 @@
 use clap::{Args as ClapArgs, ValueEnum};
 use ps_apps::jobs::service::{now_ms, JobService};
 use ps_apps::jobs::{FairMode, JobScheduler, SchedulerConfig, StoreFactory};
-use ps_apps::master::{FileStore, Store};
+use ps_apps::master::{FileStore, ReplicatedSet, Store};
 use ps_core::Role;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 /// Fair-time modes.
 #[derive(Clone, Copy, ValueEnum)]
@@ -46,8 +47,17 @@ pub fn run(a: Args) -> Result<(), String> {
     match po.role() {
         Role::Scheduler => {
             let dir = a.work_dir.clone();
-            let stores: StoreFactory =
-                Box::new(move |name| Box::new(FileStore::new(dir.join(format!("{name}.state")))) as Box<dyn Store>);
+            let file = move |name: &str| Box::new(FileStore::new(dir.join(format!("{name}.state")))) as Box<dyn Store>;
+            let stores: StoreFactory = if po.config().schedulers.len() > 1 {
+                // standby schedulers get the job table and every job's queues before the
+                // active one acts on them; a standby that took over resumes from them
+                let van = Arc::clone(po.van());
+                let received = van.replicated_app_state();
+                let set = ReplicatedSet::new(received.as_deref(), Arc::new(move |b| van.replicate_app(b)))?;
+                Box::new(move |name| set.open(name, file(name)))
+            } else {
+                Box::new(file)
+            };
             let cfg = SchedulerConfig {
                 work_dir: a.work_dir.clone(),
                 mode: match a.scheduling {

@@ -1,5 +1,5 @@
 //! The cluster's dashboard page: static HTML whose script polls `/jobs` and `/workers`
-//! every second and lists the jobs (kind, state, workers, queries per second,
+//! every second (and `/stats.json` for the active scheduler and its term) and lists the jobs (kind, state, workers, queries per second,
 //! progress, accuracy) and each worker's job and task. The single-job statistics page
 //! stays at `/index.html`.
 
@@ -40,7 +40,8 @@ async function poll(){
   const ws=await (await fetch('/workers')).json();
   const wb=document.querySelector('#workers tbody');wb.replaceChildren();
   for(const w of ws){const tr=document.createElement('tr');cell(tr,w.id);cell(tr,w.job||'idle');cell(tr,w.task||'–');wb.appendChild(tr)}
-  document.getElementById('sub').textContent=jobs.length+' job(s), '+ws.length+' worker(s); updated '+new Date().toLocaleTimeString();
+  const sc=(await (await fetch('/stats.json')).json()).scheduler||{};
+  document.getElementById('sub').textContent=jobs.length+' job(s), '+ws.length+' worker(s); '+(sc.active?'active':'standby')+' scheduler #'+sc.candidate+' at '+sc.addr+', term '+sc.term+'; updated '+new Date().toLocaleTimeString();
  }catch(e){document.getElementById('sub').textContent='cannot reach the scheduler: '+e}
 }
 poll();setInterval(poll,1000);

@@ -257,3 +257,38 @@ fn http_api_statuses_and_reasons() {
         "falls through to the stats routes"
     );
 }
+
+#[test]
+fn a_worker_moved_to_another_job_finishes_its_batch_first() {
+    let d = tempfile::tempdir().unwrap();
+    let stores = Stores::default();
+    let data = dataset(d.path(), 16);
+    let mut s = sched(d.path(), &stores, 1);
+    s.submit(&infer_body(d.path(), &data), 1).unwrap();
+    let (j1, t1) = infer_task(next(&mut s, 9, None, 10));
+    let (_, t2) = infer_task(next(&mut s, 11, None, 10));
+    // a second job arrives: one of the two workers is moved while it holds a batch
+    s.submit(&infer_body(d.path(), &data), 20).unwrap();
+    let moved = s
+        .worker_views()
+        .into_iter()
+        .find(|w| w.job.as_deref() == Some("j2"))
+        .unwrap();
+    assert_eq!(
+        moved.task.as_deref().map(|t| t.starts_with("j1 task")),
+        Some(true),
+        "{moved:?}"
+    );
+    let (held, other) = if moved.id == 9 { (t1, t2) } else { (t2, t1) };
+    // its next request reports the old job's batch (recorded) and gets a task of job 2
+    let (j, _) = infer_task(next(&mut s, moved.id, Some(done(j1, &held)), 30));
+    assert_eq!(j, 2);
+    assert_eq!(
+        s.view(j1, 30).unwrap().tasks_done,
+        1,
+        "the old job kept the finished batch"
+    );
+    let stay = if moved.id == 9 { 11 } else { 9 };
+    let (j, _) = infer_task(next(&mut s, stay, Some(done(j1, &other)), 40));
+    assert_eq!((j, s.view(j1, 40).unwrap().tasks_done), (j1, 2));
+}

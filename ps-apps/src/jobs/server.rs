@@ -6,13 +6,12 @@
 //! job left the list, so tasks in flight on a cancelled job end normally.
 
 use super::table::JobNum;
-use super::wire::{job_app, JobsRequest, JobsResponse, ServerJob, JOBS_APP};
+use super::wire::{job_app, JobsRequest, JobsResponse, ServerJob};
 use super::worker::{call, PATIENCE};
 use super::UpdateRule;
 use crate::train::layout::Layout;
 use crate::train::server::{ServerOptions, TrainServer};
 use crate::train::shard::{Mode, Sgd};
-use ps_core::simple_app::SimpleApp;
 use ps_core::Postoffice;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -62,7 +61,7 @@ fn start(po: &Arc<Postoffice>, work_dir: &Path, j: &ServerJob) -> Result<Hosted,
 
 /// Runs the server until the scheduler stays unreachable for [`PATIENCE`].
 pub fn run(po: &Arc<Postoffice>, work_dir: &Path) -> Result<(), String> {
-    let app = SimpleApp::new(po, JOBS_APP, None, None)?;
+    let app = super::worker::client(po)?;
     let mut hosted: BTreeMap<JobNum, Hosted> = BTreeMap::new();
     loop {
         let hosting = hosted

@@ -4,7 +4,7 @@
 
 use super::scheduler::JobScheduler;
 use super::wire::{JobsRequest, JOBS_APP};
-use crate::stats::{node_stats, traffic, Api, Snapshot, StatsServer};
+use crate::stats::{base_snapshot, Api, StatsServer};
 use crate::train::coordinator::{decode, encode};
 use parking_lot::Mutex;
 use ps_core::node::id_role;
@@ -75,7 +75,11 @@ impl JobService {
         let (po2, started, sp) = (Arc::clone(po), Instant::now(), Arc::clone(&sched));
         let provider = Arc::new(move || {
             let n = sp.lock().table().active().count();
-            snapshot(&po2, started, format!("cluster: {n} active job(s)"))
+            base_snapshot(
+                &po2,
+                started.elapsed().as_secs_f64(),
+                format!("cluster: {n} active job(s)"),
+            )
         });
         let http = StatsServer::start_with_api(
             http_addr,
@@ -96,18 +100,6 @@ impl JobService {
     /// The HTTP address bound.
     pub fn addr(&self) -> std::net::SocketAddr {
         self.http.addr()
-    }
-}
-
-fn snapshot(po: &Postoffice, started: Instant, job: String) -> Snapshot {
-    let (heartbeats, nodes) = node_stats(po);
-    Snapshot {
-        uptime_s: started.elapsed().as_secs_f64(),
-        job,
-        heartbeats,
-        nodes,
-        traffic: traffic(po),
-        ..Default::default()
     }
 }
 

@@ -13,37 +13,28 @@ use crate::train::coordinator::{decode, encode};
 use crate::train::exchange::ParamExchange;
 use crate::train::kv_exchange::KvExchange;
 use crate::train::layout::Layout;
+use crate::train::master_client::MasterClient;
 use crate::train::minibatch::MinibatchLoop;
 use crate::train::worker::{evaluate, read_examples, task_examples, train_task};
 use ps_core::kv::KVWorker;
-use ps_core::node::SCHEDULER;
-use ps_core::simple_app::SimpleApp;
 use ps_core::Postoffice;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How long a cluster node keeps asking an unreachable scheduler (e.g. restarting).
 pub const PATIENCE: Duration = Duration::from_secs(120);
 
-/// Sends `req` to the scheduler's jobs service, retrying while it is unreachable for
-/// at most `patience`.
-pub fn call(app: &SimpleApp, req: &JobsRequest, patience: Duration) -> Result<JobsResponse, String> {
-    let start = Instant::now();
-    let body = encode(req);
-    loop {
-        match app.call(JOBS_HEAD, body.clone(), SCHEDULER, Duration::from_secs(5)) {
-            Ok(replies) => {
-                let r = replies.first().ok_or("empty reply from the scheduler")?;
-                return decode(&r.body);
-            }
-            Err(e) if start.elapsed() < patience => {
-                log::warn!("scheduler unreachable ({e}); retrying");
-                std::thread::sleep(Duration::from_millis(200));
-            }
-            Err(e) => return Err(format!("the scheduler did not answer for {patience:?}: {e}")),
-        }
-    }
+/// Sends `req` to the scheduler's jobs service; sent again as soon as the scheduler
+/// was replaced (a standby took over, or it restarted) or after a silent attempt, for
+/// at most `patience` in all.
+pub fn call(client: &MasterClient, req: &JobsRequest, patience: Duration) -> Result<JobsResponse, String> {
+    decode(&client.call_bytes(encode(req), patience)?)
+}
+
+/// The client of the scheduler's jobs service.
+pub fn client(po: &Arc<Postoffice>) -> Result<MasterClient, String> {
+    MasterClient::on_app(po, JOBS_APP, JOBS_HEAD)
 }
 
 /// The worker's link to one training job's parameters.
@@ -121,7 +112,7 @@ fn leave(ctx: &mut Option<TrainCtx>) {
 
 /// Runs the worker until the scheduler stays unreachable for [`PATIENCE`].
 pub fn run(po: &Arc<Postoffice>) -> Result<(), String> {
-    let app = SimpleApp::new(po, JOBS_APP, None, None)?;
+    let app = client(po)?;
     let mut ctx: Option<TrainCtx> = None;
     let mut loaded: Option<(JobNum, Model, Vec<f32>)> = None;
     let mut finished: Option<Finished> = None;

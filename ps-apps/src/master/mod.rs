@@ -13,6 +13,7 @@ mod config;
 mod queues;
 mod service;
 mod store;
+mod store_set;
 mod wire;
 
 pub use codec::{decode_queues, encode_queues};
@@ -20,6 +21,7 @@ pub use config::MasterConfig;
 pub use queues::{Chunk, GivenUp, Reply, Task, TaskEntry, TaskQueues};
 pub use service::{index_dataset, Master};
 pub use store::{FileStore, MemStore, ReplicatedStore, Store};
+pub use store_set::{ReplicateFn, ReplicatedSet};
 pub use wire::{MasterRequest, MasterResponse, QueueSnapshot, TaskReport};
 
 #[cfg(test)]

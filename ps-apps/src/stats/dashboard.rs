@@ -43,7 +43,7 @@ function plot(h){const s=$('plot');if(!h.length){s.innerHTML='';return}
  s.innerHTML='<polyline fill="none" stroke="#36c" stroke-width="2" points="'+h.map(p=>X(p[0])+','+Y(p[1])).join(' ')+'"/>'+
  '<text x="12" y="14" font-size="11">'+fmt(y1)+'</text><text x="12" y="'+(H-12)+'" font-size="11">'+fmt(y0)+'</text>';}
 async function tick(){try{const s=await (await fetch('stats.json')).json();
- $('sub').textContent=(s.job||'job')+' · up '+s.uptime_s.toFixed(0)+' s';
+ const sc=s.scheduler||{};$('sub').textContent=(s.job||'job')+' · up '+s.uptime_s.toFixed(0)+' s · '+(sc.active?'active':'standby')+' scheduler #'+sc.candidate+' at '+sc.addr+', term '+sc.term;
  const t=s.train;$('ex').textContent=t.examples;$('eps').textContent=fmt(t.examples_per_sec,0);
  $('loss').textContent=fmt(t.loss,4);$('acc').textContent=fmt(t.accuracy,4);$('ver').textContent=t.version;
  const q=s.queues;if(q){$('ep').textContent=(q.epoch+1)+' / '+q.num_epochs;

@@ -4,12 +4,14 @@
 mod access;
 mod cluster;
 mod dashboard;
+mod node_view;
 mod prometheus;
 mod server;
 mod snapshot;
 
 pub use access::{bind_addr, Access};
 pub use cluster::{node_stats, nodes, traffic};
+pub use node_view::base_snapshot;
 pub use prometheus::to_prometheus;
 pub use server::{Api, ApiResponse, StatsServer};
-pub use snapshot::{NodeStat, QueueStat, Snapshot, TrafficStat, TrainStat};
+pub use snapshot::{NodeStat, QueueStat, SchedulerStat, Snapshot, TrafficStat, TrainStat};

@@ -21,6 +21,24 @@ pub fn to_prometheus(s: &Snapshot) -> String {
         "gauge",
         &[(String::new(), s.uptime_s)],
     );
+    let sc = &s.scheduler;
+    metric(
+        &mut o,
+        "scheduler_term",
+        "Term of the scheduler serving these metrics (bumped by every takeover); labels: its candidate index and address.",
+        "gauge",
+        &[(
+            format!("{{candidate=\"{}\",addr=\"{}\"}}", sc.candidate, sc.addr),
+            sc.term as f64,
+        )],
+    );
+    metric(
+        &mut o,
+        "scheduler_active",
+        "1 if the scheduler serving these metrics is the active one.",
+        "gauge",
+        &[(String::new(), if sc.active { 1.0 } else { 0.0 })],
+    );
     let nodes: Vec<(String, f64)> = s
         .nodes
         .iter()
@@ -153,9 +171,18 @@ mod tests {
                 failed: 1,
                 ..Default::default()
             }),
+            scheduler: crate::stats::SchedulerStat {
+                candidate: 1,
+                addr: "h:7".into(),
+                term: 3,
+                active: true,
+                candidates: 2,
+            },
             ..Default::default()
         };
         let text = to_prometheus(&s);
+        assert!(text.contains("psrs_scheduler_term{candidate=\"1\",addr=\"h:7\"} 3\n"));
+        assert!(text.contains("psrs_scheduler_active 1\n"));
         assert!(text.contains("psrs_uptime_seconds 2.5\n"));
         assert!(text.contains("psrs_node_up{id=\"9\",role=\"worker\"} 1\n"));
         assert!(text.contains("psrs_heartbeat_age_seconds{id=\"9\",role=\"worker\"} 1.5\n"));

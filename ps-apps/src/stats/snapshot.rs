@@ -56,6 +56,21 @@ pub struct TrafficStat {
     pub resent: u64,
 }
 
+/// Which scheduler candidate serves this endpoint, and under which term (issue 11).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SchedulerStat {
+    /// Its index in `PS_SCHEDULERS` (0 without standbys).
+    pub candidate: u32,
+    /// Its `host:port`.
+    pub addr: String,
+    /// The term it is active under (bumped by every takeover).
+    pub term: u64,
+    /// Whether it is the active scheduler (false only while a standby has not taken over).
+    pub active: bool,
+    /// Scheduler candidates configured (1 without standbys).
+    pub candidates: usize,
+}
+
 /// Everything the endpoint shows.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Snapshot {
@@ -74,4 +89,7 @@ pub struct Snapshot {
     pub train: TrainStat,
     /// Traffic.
     pub traffic: TrafficStat,
+    /// The scheduler serving this snapshot.
+    #[serde(default)]
+    pub scheduler: SchedulerStat,
 }

@@ -3,7 +3,7 @@
 
 use super::pacer::Pacer;
 use crate::master::{Master, MasterRequest, MasterResponse, QueueSnapshot};
-use crate::stats::{node_stats, traffic, Snapshot, StatsServer, TrainStat};
+use crate::stats::{base_snapshot, Snapshot, StatsServer, TrainStat};
 use bincode::Options;
 use bytes::Bytes;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -246,13 +246,8 @@ fn report_progress(s: &QueueSnapshot, p: &mut Progress, now_ms: u64) {
 }
 
 fn snapshot(po: &Postoffice, q: &QueueSnapshot, p: &Progress, epoch: Instant, job: &str) -> Snapshot {
-    let (heartbeats, nodes) = node_stats(po);
     let up = epoch.elapsed().as_secs_f64();
     Snapshot {
-        uptime_s: up,
-        job: job.to_string(),
-        heartbeats,
-        nodes,
         queues: (q.tasks_per_epoch > 0).then(|| q.clone()),
         train: TrainStat {
             examples: p.examples,
@@ -262,7 +257,7 @@ fn snapshot(po: &Postoffice, q: &QueueSnapshot, p: &Progress, epoch: Instant, jo
             accuracy: (p.examples > 0).then(|| p.correct as f64 / p.examples as f64),
             version: p.version,
         },
-        traffic: traffic(po),
+        ..base_snapshot(po, up, job.to_string())
     }
 }
 

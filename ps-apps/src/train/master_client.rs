@@ -26,9 +26,11 @@ const POLL: Duration = Duration::from_millis(50);
 /// Answers by request timestamp: present (None) while waited for.
 type Answers = Arc<Mutex<HashMap<i32, Option<Bytes>>>>;
 
-/// Calls the master from a worker.
+/// Calls the master (or another request/response service on the scheduler, e.g. the
+/// jobs cluster's) from a worker or server.
 pub struct MasterClient {
     app: SimpleApp,
+    head: i32,
     po: Arc<Postoffice>,
     answers: Answers,
 }
@@ -36,6 +38,11 @@ pub struct MasterClient {
 impl MasterClient {
     /// A client on this node's master app.
     pub fn new(po: &Arc<Postoffice>) -> Result<MasterClient, String> {
+        MasterClient::on_app(po, MASTER_APP, MASTER_HEAD)
+    }
+
+    /// A client of the scheduler's SimpleApp `app_id`, requests with head `head`.
+    pub fn on_app(po: &Arc<Postoffice>, app_id: i32, head: i32) -> Result<MasterClient, String> {
         let answers: Answers = Arc::default();
         let a2 = Arc::clone(&answers);
         let on_answer = move |d: &SimpleData| {
@@ -43,9 +50,10 @@ impl MasterClient {
                 *slot = Some(d.body.clone());
             }
         };
-        let app = SimpleApp::new(po, MASTER_APP, None, Some(Box::new(on_answer)))?;
+        let app = SimpleApp::new(po, app_id, None, Some(Box::new(on_answer)))?;
         Ok(MasterClient {
             app,
+            head,
             po: Arc::clone(po),
             answers,
         })
@@ -54,17 +62,21 @@ impl MasterClient {
     /// Sends `req` to the master and returns its answer, sending it again when the
     /// scheduler was replaced or after [`ATTEMPT`], for at most `patience` in all.
     pub fn call(&self, req: &MasterRequest, patience: Duration) -> Result<MasterResponse, String> {
+        decode(&self.call_bytes(encode(req), patience)?)
+    }
+
+    /// [`MasterClient::call`] with the encoded request; returns the encoded answer.
+    pub fn call_bytes(&self, body: Bytes, patience: Duration) -> Result<Bytes, String> {
         let start = Instant::now();
-        let body = encode(req);
         loop {
             let scheduler = self.po.van().scheduler_incarnation();
-            let why = match self.app.request(MASTER_HEAD, body.clone(), SCHEDULER) {
+            let why = match self.app.request(self.head, body.clone(), SCHEDULER) {
                 Ok(ts) => {
                     self.answers.lock().insert(ts, None);
                     let why = self.wait(ts, scheduler, start, patience);
                     let answer = self.answers.lock().remove(&ts).flatten();
                     match (answer, why) {
-                        (Some(b), _) => return decode(&b),
+                        (Some(b), _) => return Ok(b),
                         (None, Some(why)) => why,
                         (None, None) => "no answer body".to_string(),
                     }
@@ -75,7 +87,7 @@ impl MasterClient {
                 }
             };
             if start.elapsed() >= patience {
-                return Err(format!("the master did not answer for {patience:?}: {why}"));
+                return Err(format!("the scheduler did not answer for {patience:?}: {why}"));
             }
             log::warn!("master: {why}; asking again");
         }

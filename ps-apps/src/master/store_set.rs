@@ -1,0 +1,142 @@
+//! Many named stores replicated as one (issue 11 for the jobs cluster): the job table
+//! and every job's queues are separate stores, but the standby schedulers receive one
+//! application state. A [`ReplicatedSet`] keeps the last saved bytes of every named
+//! store; each save replaces its entry and sends the whole set (bincode) through the
+//! replicate function — the active scheduler's van, which returns once the standbys
+//! have it — before the inner store saves locally. A standby that took over builds
+//! its set from the state it received, so every named store loads what was replicated.
+
+use super::store::Store;
+use bytes::Bytes;
+use parking_lot::Mutex;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// Sends the encoded set to the standbys; an error fails the save.
+pub type ReplicateFn = Arc<dyn Fn(Bytes) -> Result<(), String> + Send + Sync>;
+
+/// The set of named stores replicated together.
+#[derive(Clone)]
+pub struct ReplicatedSet {
+    entries: Arc<Mutex<BTreeMap<String, Vec<u8>>>>,
+    replicate: ReplicateFn,
+    /// Whether the set started from a received state (then it wins over local files).
+    received: bool,
+}
+
+impl ReplicatedSet {
+    /// A set starting from `received` (the state a standby was sent; None or empty on
+    /// a first start), sending every change through `replicate`. Corrupt bytes are
+    /// an error.
+    pub fn new(received: Option<&[u8]>, replicate: ReplicateFn) -> Result<ReplicatedSet, String> {
+        let (entries, received) = match received.filter(|b| !b.is_empty()) {
+            Some(b) => (
+                bincode::deserialize(b).map_err(|e| format!("the replicated jobs state is corrupt: {e}"))?,
+                true,
+            ),
+            None => (BTreeMap::new(), false),
+        };
+        Ok(ReplicatedSet {
+            entries: Arc::new(Mutex::new(entries)),
+            replicate,
+            received,
+        })
+    }
+
+    /// The store named `name`, saving locally through `inner` after replicating.
+    pub fn open(&self, name: &str, inner: Box<dyn Store>) -> Box<dyn Store> {
+        Box::new(Named {
+            set: self.clone(),
+            name: name.to_string(),
+            inner,
+        })
+    }
+}
+
+struct Named {
+    set: ReplicatedSet,
+    name: String,
+    inner: Box<dyn Store>,
+}
+
+impl Store for Named {
+    fn load(&mut self) -> Result<Option<Vec<u8>>, String> {
+        if self.set.received {
+            return Ok(self.set.entries.lock().get(&self.name).cloned());
+        }
+        let local = self.inner.load()?;
+        if let Some(b) = &local {
+            self.set.entries.lock().insert(self.name.clone(), b.clone());
+        }
+        Ok(local)
+    }
+    fn save(&mut self, state: &[u8]) -> Result<(), String> {
+        let all = {
+            let mut e = self.set.entries.lock();
+            e.insert(self.name.clone(), state.to_vec());
+            bincode::serialize(&*e).map_err(|e| e.to_string())?
+        };
+        (self.set.replicate)(Bytes::from(all))?;
+        self.inner.save(state)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::master::MemStore;
+
+    #[test]
+    fn every_named_store_reaches_the_standby_and_loads_there() {
+        let sent: Arc<Mutex<Vec<Bytes>>> = Arc::default();
+        let s2 = Arc::clone(&sent);
+        let set = ReplicatedSet::new(
+            None,
+            Arc::new(move |b| {
+                s2.lock().push(b);
+                Ok(())
+            }),
+        )
+        .unwrap();
+        let (mut a, mut b) = (
+            set.open("jobs", Box::new(MemStore::default())),
+            set.open("job-1", Box::new(MemStore::default())),
+        );
+        assert_eq!(a.load().unwrap(), None);
+        a.save(b"table").unwrap();
+        b.save(b"queues").unwrap();
+        a.save(b"table2").unwrap();
+        assert_eq!(sent.lock().len(), 3, "each save is replicated before it is kept");
+        // the standby takes over with the last state it received, not its own files
+        let last = sent.lock().last().unwrap().clone();
+        let local = MemStore::default();
+        *local.data.lock() = Some(b"stale".to_vec());
+        let standby = ReplicatedSet::new(Some(&last), Arc::new(|_| Ok(()))).unwrap();
+        assert_eq!(
+            standby.open("jobs", Box::new(local)).load().unwrap().as_deref(),
+            Some(&b"table2"[..])
+        );
+        assert_eq!(
+            standby
+                .open("job-1", Box::new(MemStore::default()))
+                .load()
+                .unwrap()
+                .as_deref(),
+            Some(&b"queues"[..])
+        );
+        assert_eq!(
+            standby.open("job-2", Box::new(MemStore::default())).load().unwrap(),
+            None
+        );
+        assert!(ReplicatedSet::new(Some(b"\xff"), Arc::new(|_| Ok(()))).is_err());
+    }
+
+    #[test]
+    fn a_failed_replication_fails_the_save_and_keeps_nothing_locally() {
+        let set = ReplicatedSet::new(None, Arc::new(|_| Err("not active".into()))).unwrap();
+        let local = MemStore::default();
+        let mut s = set.open("jobs", Box::new(local.clone()));
+        assert!(s.save(b"x").unwrap_err().contains("not active"));
+        assert_eq!(*local.data.lock(), None);
+    }
+}

@@ -1,0 +1,134 @@
+//! Helpers of the jobs-cluster tests: a synthetic dataset (Gaussian blobs), the
+//! `psrs job` client and the HTTP API as seen by a test, training job arguments.
+
+use super::{psrs_bin, Cluster};
+use ps_apps::recordio::{Compressor, Example, Features, Writer};
+use serde_json::Value;
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+pub const ENV: &[(&str, &str)] = &[
+    ("PS_HEARTBEAT_INTERVAL", "0.2"),
+    ("PS_HEARTBEAT_TIMEOUT", "1"),
+    ("PS_RESEND", "1"),
+    ("PS_RESEND_TIMEOUT", "500"),
+];
+pub const DIM: usize = 16;
+pub const CLASSES: usize = 4;
+
+/// A deterministic generator (xorshift) for the synthetic dataset.
+pub struct Rng(pub u64);
+impl Rng {
+    pub fn next(&mut self) -> f64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 >> 11) as f64 / (1u64 << 53) as f64
+    }
+    pub fn normal(&mut self) -> f32 {
+        let (u, v) = (self.next().max(1e-12), self.next());
+        ((-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos()) as f32
+    }
+}
+
+/// Gaussian blobs: class c's centre is ±1 per feature by the bits of c·7+feature.
+pub fn blobs(path: &Path, n: usize, per_chunk: u32, seed: u64) -> Vec<u32> {
+    let mut rng = Rng(seed);
+    let mut w = Writer::create(path, Compressor::None, per_chunk, 1 << 20).unwrap();
+    let mut labels = Vec::new();
+    for i in 0..n {
+        let c = (i * 7 + (rng.next() * 3.0) as usize) % CLASSES;
+        let x: Vec<f32> = (0..DIM)
+            .map(|f| if (c * 7 + f).is_multiple_of(3) { 1.0 } else { -1.0 } * (1 + c % 2) as f32 * 0.5 + 1.2 * rng.normal())
+            .collect();
+        w.write(
+            &Example {
+                label: c as f32,
+                features: Features::Dense(x),
+            }
+            .encode(),
+        )
+        .unwrap();
+        labels.push(c as u32);
+    }
+    w.finish().unwrap();
+    labels
+}
+
+pub struct Api(pub String);
+
+impl Api {
+    pub fn run(&self, args: &[&str]) -> Result<String, String> {
+        let out = Command::new(psrs_bin())
+            .arg("job")
+            .args(args)
+            .env("PSRS_API", &self.0)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        if out.status.success() {
+            Ok(text)
+        } else {
+            Err(format!("{text}{}", String::from_utf8_lossy(&out.stderr)))
+        }
+    }
+    pub fn submit(&self, args: &[&str]) -> String {
+        self.run(&[&["submit"], args].concat()).unwrap().trim().to_string()
+    }
+    pub fn status(&self, id: &str) -> Value {
+        serde_json::from_str(&self.run(&["status", id]).unwrap()).unwrap()
+    }
+    pub fn get(&self, path: &str) -> Value {
+        ureq::get(&format!("{}{path}", self.0))
+            .call()
+            .ok()
+            .and_then(|r| r.into_string().ok())
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .unwrap_or(Value::Null)
+    }
+    /// Waits until the API answers `GET /jobs` (panics after 60 s).
+    pub fn wait_up(&self, c: &Cluster) {
+        let up = Instant::now();
+        while !self.get("/jobs").is_array() {
+            assert!(
+                up.elapsed() < Duration::from_secs(60),
+                "the API never came up\n{}",
+                c.dump()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    /// Polls job `id` until `pred` holds (panics after `limit`).
+    pub fn until(&self, c: &Cluster, limit: Duration, id: &str, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+        let start = Instant::now();
+        loop {
+            let j = self.status(id);
+            if pred(&j) {
+                return j;
+            }
+            assert!(
+                start.elapsed() < limit,
+                "job {id}: {what} never happened: {j}\n{}",
+                c.dump()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+pub fn train_args<'a>(train: &'a str, test: &'a str, model: &'a str, epochs: &'a str) -> Vec<&'a str> {
+    vec![
+        "train", "--train", train, "--test", test, "--model", model, "--hidden", "16", "--epochs", epochs,
+    ]
+    .into_iter()
+    .chain(["--lr", "0.05", "--batch", "32", "--classes", "4", "--mode", "async"])
+    .collect()
+}
+
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}

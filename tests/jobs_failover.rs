@@ -1,0 +1,164 @@
+//! A jobs cluster whose scheduler dies (issues 10 and 11), on real processes: a
+//! training job survives its scheduler being SIGKILLed and restarted on the same port
+//! and work dir (the jobs resume from the Store; no finished task is lost or redone),
+//! and a standby scheduler takes over a killed active one with nothing restarted
+//! (the job table and queues were streamed to it): the job finishes within a point of
+//! the same job run fault-free, the standby's API and `/stats.json` show it active
+//! under term 2. Prints the seconds from each kill to the job's progress again.
+
+mod common;
+
+use common::jobs::{blobs, train_args, Api, ENV};
+use common::{free_port, Cluster};
+use serde_json::Value;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+const LIMIT: Duration = Duration::from_secs(240);
+
+fn done(j: &Value) -> u64 {
+    j["tasks_done"].as_u64().unwrap_or(0)
+}
+
+fn data(dir: &Path) -> (String, String) {
+    let (train, test) = (dir.join("train.rio"), dir.join("test.rio"));
+    blobs(&train, 4000, 100, 7);
+    blobs(&test, 1000, 50, 11);
+    (train.display().to_string(), test.display().to_string())
+}
+
+/// Polls `api` until job `id` finished more than `before` tasks; returns the seconds
+/// since `t`.
+fn progress_after(api: &Api, c: &Cluster, id: &str, before: u64, t: Instant) -> f64 {
+    loop {
+        let j = api.get(&format!("/jobs/{id}"));
+        if done(&j) > before {
+            return t.elapsed().as_secs_f64();
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "no progress after the kill: {j}\n{}",
+            c.dump()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn a_restarted_scheduler_resumes_every_job_from_the_store() {
+    let addr = format!("127.0.0.1:{}", free_port());
+    let dir = tempfile::tempdir().unwrap();
+    let work = dir.path().join("work");
+    let args = ["cluster", "--stats-addr", &addr, "--work-dir", work.to_str().unwrap()];
+    let mut c = Cluster::start(2, 2, &args, ENV, LIMIT);
+    let api = Api(format!("http://{addr}"));
+    api.wait_up(&c);
+    let (train, test) = data(dir.path());
+    let id = api.submit(&train_args(&train, &test, "softmax", "4"));
+    let before = api.until(&c, LIMIT, &id, "progress", |j| j["progress"].as_f64().unwrap() > 0.3);
+    let seen = done(&api.get(&format!("/jobs/{id}")));
+    let t = Instant::now();
+    c.kill(0);
+    let s = c.spawn("scheduler");
+    api.wait_up(&c);
+    let resumed = api.status(&id);
+    assert!(
+        done(&resumed) >= seen,
+        "finished tasks lost: {} before the kill, {} after\n{}",
+        seen,
+        done(&resumed),
+        c.dump()
+    );
+    let back = progress_after(&api, &c, &id, done(&resumed), t);
+    let end = api.until(&c, LIMIT, &id, "done", |j| j["state"] == "done");
+    // an ended job reports progress, not its (forgotten) task counts
+    assert!(resumed["tasks_total"].as_u64().unwrap() > 0, "{resumed}");
+    assert_eq!(end["progress"].as_f64(), Some(1.0), "every task done: {end}");
+    assert!(end["accuracy"].as_f64().unwrap() > 0.7, "{end}");
+    assert!(
+        c.procs[s].stderr().contains(&format!("resuming job {id}")),
+        "{}",
+        c.dump()
+    );
+    println!(
+        "figure: scheduler kill -9 + restart to the job's progress again: {back:.2} s ({} of {} tasks done before the kill, {} after the restart)",
+        done(&before),
+        resumed["tasks_total"],
+        done(&resumed)
+    );
+}
+
+#[test]
+fn a_standby_scheduler_takes_over_the_jobs_of_a_killed_active_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a_http, b_http) = (
+        format!("127.0.0.1:{}", free_port()),
+        format!("127.0.0.1:{}", free_port()),
+    );
+    let (wa, wb) = (dir.path().join("active"), dir.path().join("standby"));
+    let a_args = ["cluster", "--stats-addr", &a_http, "--work-dir", wa.to_str().unwrap()];
+    let b_args = ["cluster", "--stats-addr", &b_http, "--work-dir", wb.to_str().unwrap()];
+    let mut c = Cluster::new(2, 2, &a_args, ENV, LIMIT);
+    let standby_port = free_port();
+    let list = format!("127.0.0.1:{},127.0.0.1:{standby_port}", c.port);
+    let env = [("PS_SCHEDULERS", list.as_str())];
+    let active = c.spawn_with("scheduler", &a_args, &env);
+    let port = standby_port.to_string();
+    let senv = [
+        ("PS_SCHEDULERS", list.as_str()),
+        ("PS_SCHEDULER_STANDBY", "1"),
+        ("DMLC_PS_ROOT_PORT", port.as_str()),
+    ];
+    let standby = c.spawn_with("scheduler", &b_args, &senv);
+    for role in ["server", "server", "worker", "worker"] {
+        c.spawn_with(role, &a_args, &env);
+    }
+    let api = Api(format!("http://{a_http}"));
+    api.wait_up(&c);
+    let st = api.get("/stats.json");
+    assert_eq!(st["scheduler"]["candidate"], 0, "{st}");
+    assert_eq!(st["scheduler"]["active"], true, "{st}");
+    let (train, test) = data(dir.path());
+    // fault-free first, then the same job with the active scheduler killed mid-way
+    let clean = api.submit(&train_args(&train, &test, "softmax", "4"));
+    let base = api.until(&c, LIMIT, &clean, "done", |j| j["state"] == "done")["accuracy"]
+        .as_f64()
+        .unwrap();
+    let id = api.submit(&train_args(&train, &test, "softmax", "4"));
+    api.until(&c, LIMIT, &id, "progress", |j| j["progress"].as_f64().unwrap() > 0.3);
+    let seen = done(&api.get(&format!("/jobs/{id}")));
+    let t = Instant::now();
+    c.kill(active);
+    c.wait_for_output(standby, "the standby to take over", |s| {
+        s.contains("taking over as the active scheduler")
+    });
+    let next = Api(format!("http://{b_http}"));
+    next.wait_up(&c);
+    let resumed = next.status(&id);
+    assert!(done(&resumed) >= seen, "tasks lost: {seen} before, {resumed}");
+    let back = progress_after(&next, &c, &id, done(&resumed), t);
+    let st = next.get("/stats.json");
+    assert_eq!(st["scheduler"]["candidate"], 1, "{st}");
+    assert_eq!(st["scheduler"]["term"], 2, "{st}");
+    assert_eq!(st["scheduler"]["active"], true, "{st}");
+    let metrics = ureq::get(&format!("http://{b_http}/metrics"))
+        .call()
+        .unwrap()
+        .into_string()
+        .unwrap();
+    assert!(metrics.contains("psrs_scheduler_term{candidate=\"1\""), "{metrics}");
+    let end = next.until(&c, LIMIT, &id, "done", |j| j["state"] == "done");
+    // an ended job reports progress, not its (forgotten) task counts
+    assert!(resumed["tasks_total"].as_u64().unwrap() > 0, "{resumed}");
+    assert_eq!(end["progress"].as_f64(), Some(1.0), "every task done: {end}");
+    let acc = end["accuracy"].as_f64().unwrap();
+    assert!((acc - base).abs() <= 0.01, "accuracy {acc} vs fault-free {base}");
+    assert_eq!(
+        next.status(&clean)["state"],
+        "done",
+        "the ended job is in the streamed table"
+    );
+    println!(
+        "figure: active scheduler kill -9 to the job's progress on the standby (PS_HEARTBEAT_TIMEOUT=1): {back:.2} s; accuracy {acc:.4} vs fault-free {base:.4}"
+    );
+}
