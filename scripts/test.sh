@@ -24,9 +24,11 @@ else
   $SUDO cargo test --test slurm -- --ignored
 fi
 
-# The multi-process tests again over the TCP transport.
+# The multi-process tests again over the TCP transport (not the many-moment failover
+# sweep, tests/train_failover.rs: three minutes of CI for logic above the transport;
+# the TCP van's replacement path is tests/failure.rs's).
 DMLC_PS_VAN_TYPE=tcp cargo test --test cluster --test failure --test kv --test train \
-  --test jobs --test train_failover
+  --test jobs
 # The multi-process KV and cluster tests again with a cluster secret (authenticated,
 # encrypted TCP links; the tests' cluster helper hands PSRS_TEST_SECRET to every node).
 DMLC_PS_VAN_TYPE=tcp PSRS_TEST_SECRET=ci-cluster-secret-0123456789 cargo test --test kv --test cluster
