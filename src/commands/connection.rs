@@ -6,11 +6,14 @@ use clap::Args as ClapArgs;
 #[derive(ClapArgs)]
 pub struct Args {}
 
-/// Starts the node, prints its id, finalizes.
+/// Starts the node, prints its id and how long joining took (start barrier passed),
+/// finalizes.
 pub fn run(_a: Args) -> Result<(), String> {
+    let t = std::time::Instant::now();
     let po = super::start_node()?;
+    let ms = t.elapsed().as_secs_f64() * 1e3;
     println!(
-        "connected {} id {} rank {} of {} servers {} workers",
+        "connected {} id {} rank {} of {} servers {} workers in {ms:.1} ms",
         po.role(),
         po.my_id(),
         po.my_rank(),

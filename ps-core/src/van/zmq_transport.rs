@@ -148,6 +148,10 @@ impl Transport for ZmqTransport {
         sock.set_sndhwm(0).map_err(io_err)?;
         sock.set_sndtimeo(30_000).map_err(io_err)?;
         sock.set_ipv6(true).map_err(io_err)?;
+        // A peer not listening yet (a scheduler starting with its nodes) is retried
+        // after 2 ms, backing off to 1 s (ZMQ's default is a fixed 100 ms).
+        sock.set_reconnect_ivl(2).map_err(io_err)?;
+        sock.set_reconnect_ivl_max(1000).map_err(io_err)?;
         sock.connect(&format!("tcp://{}", crate::addr::host_port(host, port)))
             .map_err(io_err)?;
         self.senders.lock().insert(peer, Arc::new(Mutex::new(sock)));
