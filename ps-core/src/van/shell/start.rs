@@ -6,7 +6,6 @@ use super::{control, Van};
 use crate::addr::{host_port, system::tcp_reachable};
 use crate::message::Command;
 use crate::node::{Node, SCHEDULER};
-use crate::van::join_backoff::{JoinBackoff, MAX_RETRY, RESEND_EVERY};
 use crate::van::join_watch::{scheduler_gave_up, scheduler_waiting, JoinEvent, JoinView, JoinWatch};
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
@@ -65,24 +64,15 @@ impl Van {
         let scheduler = host_port(&self.cfg.root_uri, self.cfg.root_port);
         let expected = (self.cfg.num_servers, self.cfg.num_workers);
         let mut watch = JoinWatch::new(self.now_ms(), LOG_EVERY_MS, UNREACHABLE_AFTER_MS);
-        let mut backoff = JoinBackoff::default();
-        // (when probed, result): the scheduler's port is probed at most every MAX_RETRY
-        let mut probed: Option<(Instant, bool)> = None;
         loop {
-            let mut wait = RESEND_EVERY;
             if self.sched.is_none() {
                 let mut m = control(SCHEDULER, Command::AddNode);
                 m.meta.control.nodes = vec![self.my_node()];
                 m.meta.timestamp = self.next_timestamp();
-                let reached = match self.send(m.clone()) {
-                    Ok(_) => true,
-                    Err(e) => {
-                        // the scheduler may simply not be up yet
-                        log::debug!("cannot send ADD_NODE to the scheduler: {e}");
-                        false
-                    }
-                };
-                wait = backoff.after(reached);
+                if let Err(e) = self.send(m.clone()) {
+                    // the scheduler may simply not be up yet
+                    log::debug!("cannot send ADD_NODE to the scheduler: {e}");
+                }
                 if self.cfg.schedulers.len() > 1 {
                     // whichever candidate is active answers
                     self.send_to_schedulers(m);
@@ -91,7 +81,7 @@ impl Van {
             let mut timed_out = false;
             {
                 let mut ready = self.ready.lock();
-                let wait_until = (Instant::now() + wait).min(deadline);
+                let wait_until = (Instant::now() + Duration::from_secs(1)).min(deadline);
                 if ready.is_none() {
                     self.ready_cv.wait_until(&mut ready, wait_until);
                 }
@@ -128,16 +118,7 @@ impl Van {
                 }
                 None => {
                     let heard = self.heard_from_scheduler.load(Ordering::Relaxed);
-                    let up = heard
-                        || match probed {
-                            Some((at, up)) if at.elapsed() < MAX_RETRY => up,
-                            _ => {
-                                let up =
-                                    tcp_reachable(&self.cfg.root_uri, self.cfg.root_port, Duration::from_millis(500));
-                                probed = Some((Instant::now(), up));
-                                up
-                            }
-                        };
+                    let up = heard || tcp_reachable(&self.cfg.root_uri, self.cfg.root_port, Duration::from_millis(500));
                     match watch.check(self.now_ms(), &self.scheduler_view(&scheduler, up)) {
                         JoinEvent::Quiet => {}
                         JoinEvent::Log(line) => log::info!("{line}"),
