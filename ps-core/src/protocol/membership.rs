@@ -261,10 +261,11 @@ impl Membership {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn node(role: Role, port: u16) -> Node {
+    /// A node of `role` on 127.0.0.1:`port`, not yet given an id (incarnation = port).
+    pub(crate) fn node(role: Role, port: u16) -> Node {
         Node {
             role,
             id: EMPTY_ID,

@@ -1,18 +1,9 @@
 //! Tests of [`super::SchedulerCore`].
 
 use super::*;
-use crate::node::{Role, ALL_GROUP, EMPTY_ID, WORKER_GROUP};
+use crate::node::{Role, ALL_GROUP, WORKER_GROUP};
 
-fn node(role: Role, port: u16) -> Node {
-    Node {
-        role,
-        id: EMPTY_ID,
-        hostname: "127.0.0.1".into(),
-        port,
-        is_recovery: false,
-        incarnation: port as u64,
-    }
-}
+use crate::protocol::membership::tests::node;
 
 fn sends(actions: &[Action]) -> Vec<(i32, Command)> {
     actions

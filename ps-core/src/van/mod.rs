@@ -5,7 +5,6 @@
 //! [`crate::protocol`]. Everything above it is reached through [`VanHandler`].
 
 pub mod guard;
-pub mod join_backoff;
 pub mod join_watch;
 mod shell;
 pub mod tcp_transport;
