@@ -1,11 +1,33 @@
-//! Fuzz-style tests (proptest): arbitrary bytes into the RecordIO chunk reader and the
-//! master's request decoder must give an error or a value, never a panic.
-//! `scripts/fuzz.sh` runs them with many more cases; failing inputs are kept by
-//! proptest in `proptest-regressions/` and replayed first on every run.
+//! Fuzz-style tests (proptest) over the [`crate::fuzzing`] entry points: arbitrary bytes
+//! into the RecordIO chunk reader and the master's request decoder must give an error or
+//! a value, never a panic. Every input the cargo-fuzz targets (`fuzz/`) ever found
+//! crashing is kept under `fuzz/regressions/<target>/`, and their minimized corpus under
+//! `fuzz/seeds/<target>/`; both are replayed here.
 
-use crate::master::MasterRequest;
-use crate::recordio::{index, read_all, read_chunk};
+use crate::fuzzing;
 use proptest::prelude::*;
+
+/// One fuzz target's entry point.
+type Replay = fn(&[u8]);
+
+#[test]
+fn kept_fuzz_inputs_replay_without_panic() {
+    let targets: [(&str, Replay); 2] = [
+        ("recordio_chunk_reader", fuzzing::recordio_chunk_reader),
+        ("master_request_decoder", fuzzing::master_request_decoder),
+    ];
+    for (target, run) in targets {
+        let kept = ps_core::fuzzing::kept_inputs(target);
+        assert!(
+            !kept.is_empty(),
+            "no kept inputs for {target} under fuzz/seeds or fuzz/regressions"
+        );
+        for (path, bytes) in &kept {
+            eprintln!("replaying {}", path.display());
+            run(bytes);
+        }
+    }
+}
 
 proptest! {
     #[test]
@@ -15,20 +37,11 @@ proptest! {
             bytes[..4].copy_from_slice(&0x0102_0304u32.to_le_bytes());
             bytes[8..12].copy_from_slice(&comp.to_le_bytes());
         }
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("f.rio");
-        std::fs::write(&p, &bytes).unwrap();
-        let _ = read_all(&p);
-        if let Ok(ix) = index(&p) {
-            for c in &ix {
-                let _ = read_chunk(&p, c);
-            }
-        }
+        fuzzing::recordio_chunk_reader(&bytes);
     }
 
     #[test]
     fn master_request_decoder(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
-        let _ = crate::train::coordinator::decode::<MasterRequest>(&bytes);
-        let _ = crate::train::coordinator::decode::<crate::jobs::wire::JobsRequest>(&bytes);
+        fuzzing::master_request_decoder(&bytes);
     }
 }

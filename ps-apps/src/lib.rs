@@ -4,6 +4,7 @@ pub mod bench;
 #[cfg(feature = "etcd")]
 pub mod etcd_store;
 pub mod fsutil;
+pub mod fuzzing;
 pub mod jobs;
 pub mod master;
 pub mod metrics;

@@ -1,20 +1,51 @@
-//! Fuzz-style tests (proptest): arbitrary bytes into every decoder that reads from the
-//! wire must give an error or a value, never a panic or an unbounded allocation.
-//! `scripts/fuzz.sh` runs them with many more cases (proptest reads `PROPTEST_CASES`); failing inputs
-//! are kept by proptest in `proptest-regressions/` and replayed first on every run.
+//! Fuzz-style tests (proptest) over the [`crate::fuzzing`] entry points: arbitrary bytes
+//! into every decoder that reads from the wire must give an error or a value, never a
+//! panic or an unbounded allocation. Every input the cargo-fuzz targets (`fuzz/`) ever
+//! found crashing is kept under `fuzz/regressions/<target>/`, and their minimized corpus under
+//! `fuzz/seeds/<target>/`; both are replayed here.
 
-use crate::auth::handshake::{AfterHello, Responder, HELLO_LEN, PROOF_LEN};
-use crate::auth::{Limits, Secret, SecretSource};
-use crate::message::Message;
-use crate::van::guard::SealedReader;
-use bytes::Bytes;
+use crate::fuzzing;
 use proptest::prelude::*;
-use std::io::Read;
+
+/// One fuzz target's entry point.
+type Replay = fn(&[u8]);
+
+#[test]
+fn kept_fuzz_inputs_replay_without_panic() {
+    let targets: [(&str, Replay); 4] = [
+        ("message_decoder", fuzzing::message_decoder),
+        ("tcp_frame_reader", fuzzing::tcp_frame_reader),
+        ("sealed_reader", fuzzing::sealed_reader),
+        ("handshake", |b| {
+            assert!(!fuzzing::handshake(b), "a forged proof was accepted")
+        }),
+    ];
+    for (target, run) in targets {
+        let kept = fuzzing::kept_inputs(target);
+        assert!(
+            !kept.is_empty(),
+            "no kept inputs for {target} under fuzz/seeds or fuzz/regressions"
+        );
+        for (path, bytes) in &kept {
+            eprintln!("replaying {}", path.display());
+            run(bytes);
+        }
+    }
+}
+
+#[test]
+fn split_frames_shapes_frames_from_length_bytes() {
+    let f = fuzzing::split_frames(&[2, b'a', b'b', 0, 5, b'c']);
+    assert_eq!(f.len(), 3);
+    assert_eq!(&f[0][..], b"ab");
+    assert!(f[1].is_empty());
+    assert_eq!(&f[2][..], b"c");
+}
 
 proptest! {
     #[test]
-    fn message_decoder(frames in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..300), 0..6)) {
-        let _ = Message::decode(frames.into_iter().map(Bytes::from).collect());
+    fn message_decoder(bytes in proptest::collection::vec(any::<u8>(), 0..1200)) {
+        fuzzing::message_decoder(&bytes);
     }
 
     #[test]
@@ -23,27 +54,12 @@ proptest! {
             head[..4].copy_from_slice(b"PSRS");
         }
         head.extend(tail);
-        let limits = Limits { max_message_bytes: 1 << 16, ..Limits::default() };
-        let mut r = &head[..];
-        for _ in 0..4 {
-            match crate::van::tcp_transport::read_message(&mut r, &limits) {
-                Ok(Some(_)) => {}
-                _ => break,
-            }
-        }
+        fuzzing::tcp_frame_reader(&head);
     }
 
     #[test]
     fn sealed_reader_and_handshake(bytes in proptest::collection::vec(any::<u8>(), 0..600)) {
-        let mut out = Vec::new();
-        let _ = SealedReader::new(&bytes[..], &[1; 32]).read_to_end(&mut out);
-        let s = Secret::new(vec![2; 32], SecretSource::File).unwrap();
-        if bytes.len() >= HELLO_LEN + PROOF_LEN {
-            let hello: [u8; HELLO_LEN] = bytes[..HELLO_LEN].try_into().unwrap();
-            if let Ok(AfterHello::Challenge { pending, .. }) = Responder::new(Some(&s), true).on_hello(&hello, [0; 32]) {
-                let proof: [u8; PROOF_LEN] = bytes[HELLO_LEN..HELLO_LEN + PROOF_LEN].try_into().unwrap();
-                prop_assert!(pending.on_proof(&proof).is_err());
-            }
-        }
+        fuzzing::sealed_reader(&bytes);
+        prop_assert!(!fuzzing::handshake(&bytes));
     }
 }

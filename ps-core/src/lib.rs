@@ -9,6 +9,7 @@ pub mod addr;
 pub mod auth;
 pub mod config;
 pub mod customer;
+pub mod fuzzing;
 pub mod kv;
 pub mod message;
 pub mod node;

@@ -35,6 +35,6 @@ pub use chunk::{
 pub use convert::{convert_csv, convert_idx, convert_libsvm, ConvertStats, Progress};
 pub use example::{Example, Features};
 pub use progress::convert_with_progress;
-pub use reader::{index, read_all, read_chunk};
+pub use reader::{index, index_stream, read_all, read_chunk, read_chunk_stream};
 pub use scanner::Scanner;
 pub use writer::Writer;

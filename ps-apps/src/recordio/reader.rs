@@ -23,7 +23,11 @@ pub fn index(path: &Path) -> Result<FileIndex, RecordIoError> {
     if meta.is_dir() {
         return Err(err(path, None, "is a directory, not a RecordIO file"));
     }
-    let size = meta.len();
+    index_stream(&mut f, meta.len(), path)
+}
+
+/// [`index`] over any seekable stream of `size` bytes; errors name `path`.
+pub fn index_stream(f: &mut (impl Read + Seek), size: u64, path: &Path) -> Result<FileIndex, RecordIoError> {
     let mut out = Vec::new();
     let mut offset = 0u64;
     while offset < size {
@@ -56,8 +60,17 @@ pub fn index(path: &Path) -> Result<FileIndex, RecordIoError> {
 /// Reads chunk `c` of `path` (as listed by [`index`]), checks its header and CRC,
 /// decompresses it and returns its records in order.
 pub fn read_chunk(path: &Path, c: &ChunkIndex) -> Result<Vec<Vec<u8>>, RecordIoError> {
-    let e = |reason: String| err(path, Some(c.idx), reason);
     let mut f = File::open(path).map_err(|x| err(path, None, format!("cannot open: {x}")))?;
+    read_chunk_stream(&mut f, c, path)
+}
+
+/// [`read_chunk`] over any seekable stream; errors name `path`.
+pub fn read_chunk_stream(
+    f: &mut (impl Read + Seek),
+    c: &ChunkIndex,
+    path: &Path,
+) -> Result<Vec<Vec<u8>>, RecordIoError> {
+    let e = |reason: String| err(path, Some(c.idx), reason);
     f.seek(SeekFrom::Start(c.offset)).map_err(|x| e(x.to_string()))?;
     let mut h = [0u8; HEADER_LEN];
     f.read_exact(&mut h).map_err(|_| e("truncated chunk header".into()))?;
