@@ -3,9 +3,10 @@
 //! print one line per configuration.
 
 use clap::Args as ClapArgs;
-use ps_apps::bench::{empty_handle, run_small_keys, run_worker, BenchConfig, Figure, Mode};
+use ps_apps::bench::raw::{spawn_server, RawClient};
+use ps_apps::bench::{empty_handle, port_handle, run_small_keys, run_worker, BenchConfig, Figure, Mode};
 use ps_core::kv::{KVServer, KVWorker};
-use ps_core::node::WORKER_GROUP;
+use ps_core::node::{server_rank_to_id, WORKER_GROUP};
 use ps_core::Role;
 use std::time::Duration;
 
@@ -31,10 +32,16 @@ pub struct Args {
     /// Float keys per call in the small-keys mode.
     #[arg(long, default_value_t = 100_000)]
     small_keys: usize,
+    /// After each latency / push-only / pull-only figure, measure the same over a plain
+    /// TCP connection between this worker and one server (server rank = worker rank mod
+    /// servers) and print it with the ratio KV / raw. Give it to every node.
+    #[arg(long)]
+    compare_raw: bool,
 }
 
 const APP_BYTES: i32 = 0;
 const APP_FLOATS: i32 = 1;
+const APP_RAW_PORT: i32 = 2;
 
 fn print(fig: &Figure, po: &ps_core::Postoffice) {
     println!(
@@ -51,6 +58,49 @@ fn print(fig: &Figure, po: &ps_core::Postoffice) {
     );
 }
 
+/// Prints KV / raw for one size: throughput ratio, and for latency the per-request time
+/// ratio (KV us / raw us, so 2.0 = twice the raw round trip).
+fn print_ratio(kv: &Figure, raw: &Figure, po: &ps_core::Postoffice) {
+    let (what, ratio) = if kv.mode == Mode::Latency.name() {
+        ("us_kv_over_raw", kv.us_per_op() / raw.us_per_op())
+    } else {
+        ("gbps_kv_over_raw", kv.gbps() / raw.gbps())
+    };
+    println!(
+        "bench worker={} compare mode={:<15} size={:>9} {what}={ratio:.3}",
+        po.my_rank(),
+        kv.mode,
+        kv.size
+    );
+}
+
+/// This node's advertised host, from the node table.
+fn my_host(po: &ps_core::Postoffice) -> Result<String, String> {
+    host_of(po, po.my_id())
+}
+
+fn host_of(po: &ps_core::Postoffice, id: i32) -> Result<String, String> {
+    po.nodes()
+        .into_iter()
+        .find(|n| n.id == id)
+        .map(|n| n.hostname)
+        .ok_or_else(|| format!("node {id} is not in the node table"))
+}
+
+/// Asks this worker's raw server (rank = worker rank mod servers) for its raw port over
+/// KV and connects to it.
+fn raw_client(po: &std::sync::Arc<ps_core::Postoffice>) -> Result<RawClient, String> {
+    let kv = KVWorker::<u64>::new(po, APP_RAW_PORT)?;
+    let rank = po.my_rank() % po.num_servers().max(1);
+    let key = kv.ranges()[rank].begin;
+    let got = kv
+        .wait_pull(kv.zpull(vec![key].into(), 0).map_err(|e| e.to_string())?)
+        .map_err(|e| e.to_string())?;
+    let port = *got.vals.first().ok_or("raw bench: no port answered")? as u16;
+    let host = host_of(po, server_rank_to_id(rank))?;
+    RawClient::connect((host.as_str(), port)).map_err(|e| format!("raw bench: connect {host}:{port}: {e}"))
+}
+
 /// Serves (servers) or measures (workers), then finalizes.
 pub fn run(a: Args) -> Result<(), String> {
     let po = super::start_node()?;
@@ -58,6 +108,12 @@ pub fn run(a: Args) -> Result<(), String> {
         Role::Server => {
             let _b = KVServer::<u8>::new(&po, APP_BYTES, empty_handle())?;
             let _f = KVServer::<f32>::new(&po, APP_FLOATS, ps_core::kv::handles::sum_handle())?;
+            let _r = if a.compare_raw {
+                let port = spawn_server(&my_host(&po)?).map_err(|e| format!("raw bench listener: {e}"))?;
+                Some(KVServer::<u64>::new(&po, APP_RAW_PORT, port_handle(port))?)
+            } else {
+                None
+            };
             po.finalize(true);
         }
         Role::Scheduler => po.finalize(true),
@@ -66,6 +122,7 @@ pub fn run(a: Args) -> Result<(), String> {
             let floats = KVWorker::<f32>::new(&po, APP_FLOATS)?;
             let salt = po.my_rank() as u64 + 1;
             let dur = Duration::from_secs_f64(a.seconds);
+            let mut raw = if a.compare_raw { Some(raw_client(&po)?) } else { None };
             for m in &a.modes {
                 let mode = match m.as_str() {
                     "latency" => Mode::Latency,
@@ -88,7 +145,19 @@ pub fn run(a: Args) -> Result<(), String> {
                         inflight: if size >= 1 << 24 { a.inflight.min(4) } else { a.inflight },
                         duration: dur,
                     };
-                    print(&run_worker(&bytes, mode, &cfg, salt)?, &po);
+                    let kv = run_worker(&bytes, mode, &cfg, salt)?;
+                    print(&kv, &po);
+                    if let Some(c) = raw.as_mut() {
+                        let r = match mode {
+                            Mode::Latency => c.ping_pong(size, dur),
+                            Mode::PushOnly => c.stream(false, size, cfg.inflight, dur),
+                            Mode::PullOnly => c.stream(true, size, cfg.inflight, dur),
+                            Mode::PushPull => continue,
+                        }
+                        .map_err(|e| format!("raw bench: {e}"))?;
+                        print(&r, &po);
+                        print_ratio(&kv, &r, &po);
+                    }
                 }
             }
             drop((bytes, floats));

@@ -50,3 +50,22 @@ pub fn empty_handle<V: Pod + Send + Sync>() -> ReqHandle<V> {
         }
     })
 }
+
+/// Answers every pull with `port` for each key asked, and acknowledges pushes: how
+/// `psrs bench --compare-raw` tells workers where the server's raw-socket floor listens.
+pub fn port_handle(port: u16) -> ReqHandle<u64> {
+    Box::new(move |meta: &KVMeta, req: KVPairs<u64>, resp: &KVResponder| {
+        let res = if meta.pull {
+            KVPairs {
+                keys: req.keys.clone(),
+                vals: vec![port as u64; req.keys.len()].into(),
+                lens: SArray::empty(),
+            }
+        } else {
+            KVPairs::default()
+        };
+        if let Err(e) = resp.response(meta, &res) {
+            log::warn!("bench response failed: {e}");
+        }
+    })
+}
