@@ -106,18 +106,37 @@ fn kv_sums_exact_after_a_server_is_killed_under_message_loss() {
 /// still exact (the replacement's copy of one range is then the only one).
 #[test]
 fn a_replacement_catches_up_and_the_next_kill_is_survived_too() {
+    replace_then_kill_another(3, "1");
+}
+
+/// The same with 4 servers and 2 replicas: a range's copy may come from a holder that
+/// is not the one the workers push to (it relays those pushes to the newcomer).
+#[test]
+fn with_two_replicas_a_replacement_catches_up_and_the_next_kill_is_survived_too() {
+    replace_then_kill_another(4, "2");
+}
+
+/// `servers` servers with `replicas` replicas: server rank 1 killed, a replacement
+/// started at once and, after it rejoined, server rank 2 killed; every sum exact.
+fn replace_then_kill_another(servers: usize, replicas: &str) {
     let args = ["kv-test", "--keys", "3000", "--repeat", "400", "--interval-ms", "5"];
-    let mut c = Cluster::start(3, 2, &args, ENV, LIMIT);
-    c.wait_for_output(4, "pushes", |s| s.contains("kv-test pushed 30\n"));
+    let env: Vec<(&str, &str)> = ENV
+        .iter()
+        .map(|&(k, v)| if k == "PS_REPLICAS" { (k, replicas) } else { (k, v) })
+        .collect();
+    let mut c = Cluster::start(servers, 2, &args, &env, LIMIT);
+    let worker = servers + 1;
+    c.wait_for_output(worker, "pushes", |s| s.contains("kv-test pushed 30\n"));
     c.kill(2);
     c.wait_for_output(0, "the death report", |s| s.contains("declared dead"));
     let t = Instant::now();
     let r = c.spawn("server");
     c.wait_for_output(r, "the rejoin", |s| s.contains("rejoining the chains"));
     println!("replacement rejoined {:?} after it started", t.elapsed());
-    // the catch-up really happened while pushes were going on
+    // the catch-up really happened while pushes were going on: one copy per range held
     let log = c.procs[r].stderr();
-    assert_eq!(log.matches("installed key range").count(), 2, "{}", c.dump());
+    let held = replicas.parse::<usize>().unwrap() + 1;
+    assert_eq!(log.matches("installed key range").count(), held, "{}", c.dump());
     c.kill(3);
     c.wait_for_output(0, "the second death report", |s| {
         s.matches("declared dead").count() >= 2

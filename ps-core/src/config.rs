@@ -59,6 +59,11 @@ pub struct Config {
     /// `PS_REPLICAS`: how many next servers (on the ring of server ranks) also hold
     /// each server's key range (0, the default: no replication).
     pub replicas: usize,
+    /// `PS_ELASTIC_WORKERS` (scheduler): non-zero lets a worker join the running
+    /// cluster under a new id beyond `DMLC_NUM_WORKER` when no dead worker's id is free
+    /// (otherwise it waits for a death, as a standby). Workers may leave (goodbye)
+    /// either way.
+    pub elastic_workers: bool,
     /// The cluster secret, encryption and resource limits (`PS_SECRET_FILE`, ...).
     pub security: crate::auth::Security,
 }
@@ -199,6 +204,7 @@ impl Config {
             schedulers,
             scheduler_standby,
             replicas: v.parse("PS_REPLICAS", "a count of replicas (0 = none)")?.unwrap_or(0),
+            elastic_workers: v.parse::<i64>("PS_ELASTIC_WORKERS", "0 or 1")?.unwrap_or(0) != 0,
             security: crate::auth::Security::from_vars(vars)?,
         };
         cfg.validate()?;

@@ -92,6 +92,18 @@ fn replicas_need_enough_servers() {
 }
 
 #[test]
+fn elastic_workers_flag() {
+    assert!(!Config::from_vars(&vars(&base())).unwrap().elastic_workers);
+    let mut m = vars(&base());
+    m.insert("PS_ELASTIC_WORKERS".into(), "1".into());
+    assert!(Config::from_vars(&m).unwrap().elastic_workers);
+    m.insert("PS_ELASTIC_WORKERS".into(), "yes".into());
+    let e = Config::from_vars(&m).unwrap_err();
+    assert_eq!(e.var, "PS_ELASTIC_WORKERS");
+    assert!(e.to_string().contains("'yes' is not 0 or 1"), "{e}");
+}
+
+#[test]
 fn scheduler_candidates() {
     let c = Config::from_vars(&vars(&base())).unwrap();
     assert_eq!(c.schedulers, vec![("127.0.0.1".to_string(), 9000)]);

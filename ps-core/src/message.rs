@@ -38,6 +38,9 @@ pub enum Command {
     /// Between scheduler candidates: I am alive, following `term`/`candidate`, and hold
     /// the state up to `seq` (a standby's ack of a `Sync`).
     PeerBeat,
+    /// Worker → scheduler: goodbye, I leave the cluster (request). Scheduler → worker:
+    /// you are out (reply); the others get a NODE_DEAD with `reason` "left".
+    Leave,
 }
 
 /// The control part of a message.

@@ -63,6 +63,7 @@ pub struct Postoffice {
     barrier_cv: Condvar,
     dead: RwLock<BTreeSet<i32>>,
     catching_up: RwLock<BTreeSet<i32>>,
+    left: RwLock<BTreeSet<i32>>,
     dead_callbacks: Mutex<Vec<DeadCallback>>,
     exit_callbacks: Mutex<Vec<ExitCallback>>,
 }
@@ -89,6 +90,7 @@ impl Postoffice {
             barrier_cv: Condvar::new(),
             dead: RwLock::new(BTreeSet::new()),
             catching_up: RwLock::new(BTreeSet::new()),
+            left: RwLock::new(BTreeSet::new()),
             dead_callbacks: Mutex::new(Vec::new()),
             exit_callbacks: Mutex::new(Vec::new()),
         });
@@ -110,7 +112,7 @@ impl Postoffice {
 
     /// Waits at a barrier with every live node of `group`.
     pub fn barrier(&self, group: i32) {
-        if group_members(group, self.cfg.num_servers, self.cfg.num_workers).len() <= 1 {
+        if self.node_ids(group).len() <= 1 {
             return;
         }
         self.barrier_done.lock().insert(group, false);
@@ -183,6 +185,16 @@ impl Postoffice {
         }
     }
 
+    /// Leaves the cluster on purpose (an elastic worker's goodbye): the scheduler and
+    /// every node count this node as gone, not dead, and no barrier waits for it. Then
+    /// stops the van and runs the exit callbacks, without a finalize barrier. Fails if
+    /// the scheduler does not answer within `timeout` (the van is stopped anyway).
+    pub fn leave(&self, timeout: Duration) -> Result<(), String> {
+        let r = self.van.leave(timeout);
+        self.finalize(false);
+        r
+    }
+
     /// Runs `cb` at [`Postoffice::finalize`].
     pub fn register_exit_callback(&self, cb: impl FnOnce() + Send + 'static) {
         self.exit_callbacks.lock().push(Box::new(cb));
@@ -251,17 +263,33 @@ impl Postoffice {
         self.cfg.num_servers
     }
 
-    /// Number of workers.
+    /// Number of worker ids: `DMLC_NUM_WORKER`, more once workers joined the running
+    /// cluster (`PS_ELASTIC_WORKERS`; read from the node table).
     pub fn num_workers(&self) -> usize {
-        self.cfg.num_workers
+        let joined = self
+            .van
+            .nodes()
+            .iter()
+            .filter(|n| n.role == Role::Worker)
+            .filter_map(|n| crate::node::id_to_rank(n.id))
+            .map(|r| r + 1)
+            .max()
+            .unwrap_or(0);
+        self.cfg.num_workers.max(joined)
     }
 
     /// The node ids a group id (or node id) stands for.
     pub fn node_ids(&self, group: i32) -> Vec<i32> {
-        group_members(group, self.cfg.num_servers, self.cfg.num_workers)
+        group_members(group, self.cfg.num_servers, self.num_workers())
     }
 
-    /// Ids the scheduler declared dead (and not yet replaced).
+    /// Workers that left on their own (goodbye) and whose id no new worker took; they
+    /// are among [`Postoffice::dead_nodes`] too (nothing waits for them).
+    pub fn departed_nodes(&self) -> BTreeSet<i32> {
+        self.left.read().clone()
+    }
+
+    /// Ids the scheduler declared dead, or that left (and not yet replaced).
     pub fn dead_nodes(&self) -> BTreeSet<i32> {
         self.dead.read().clone()
     }
@@ -339,7 +367,15 @@ impl VanHandler for Postoffice {
         }
     }
 
+    fn on_nodes_left(&self, nodes: &[i32]) {
+        self.left.write().extend(nodes.iter().copied());
+        self.on_nodes_dead(nodes);
+    }
+
     fn on_nodes_changed(&self, table: &[Node], revived: &[i32]) {
+        let mut left = self.left.write();
+        left.retain(|id| !revived.contains(id));
+        drop(left);
         let mut dead = self.dead.write();
         let replicated = self.cfg.replicas > 0;
         for id in revived {

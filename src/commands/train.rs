@@ -11,11 +11,12 @@ use ps_apps::train::coordinator::{Coordinator, CoordinatorOptions};
 use ps_apps::train::kv_exchange::KvExchange;
 use ps_apps::train::layout::Layout;
 use ps_apps::train::server::{ServerOptions, TrainServer};
-use ps_apps::train::shard::{Mode, Sgd};
+use ps_apps::train::shard::{Mode, Sgd, EVERY_LIVE_WORKER};
 use ps_apps::train::worker::{self, WorkerOptions};
 use ps_core::kv::KVWorker;
 use ps_core::Role;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -242,6 +243,17 @@ fn store(a: &Args) -> Result<Box<dyn Store>, String> {
     Ok(Box::new(FileStore::new(path)))
 }
 
+/// A flag set by the first SIGTERM (the worker finishes its task and leaves the job);
+/// a second SIGTERM ends the process at once (status 143).
+fn leave_on_sigterm() -> Result<Arc<AtomicBool>, String> {
+    use signal_hook::consts::SIGTERM;
+    let flag = Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register_conditional_shutdown(SIGTERM, 143, Arc::clone(&flag))
+        .and_then(|_| signal_hook::flag::register(SIGTERM, Arc::clone(&flag)))
+        .map_err(|e| format!("cannot handle SIGTERM: {e}"))?;
+    Ok(flag)
+}
+
 /// Runs this node's role of the training job.
 pub fn run(a: Args) -> Result<(), String> {
     if a.batch == 0 || a.epochs == 0 || !a.lr.is_finite() || a.lr <= 0.0 {
@@ -295,7 +307,7 @@ pub fn run(a: Args) -> Result<(), String> {
         Role::Server => {
             let mode = match a.mode {
                 Rule::Sync => Mode::Sync {
-                    grads_per_version: po.num_workers(),
+                    grads_per_version: EVERY_LIVE_WORKER,
                     timeout_ms: a.sync_timeout_ms,
                 },
                 Rule::Async => Mode::Async,
@@ -327,9 +339,14 @@ pub fn run(a: Args) -> Result<(), String> {
                 out: a.out.clone(),
                 master_patience: Duration::from_secs(120),
                 lr_decay: a.lr_decay,
+                leave: Some(leave_on_sigterm()?),
             };
             let result = worker::run(&po, model, &mut ex, &opts);
             drop(ex);
+            if result == Ok(worker::Ending::Left) {
+                // gone, not dead: nothing waits for this worker any more
+                return po.leave(Duration::from_secs(10));
+            }
             po.finalize(true);
             result?;
         }

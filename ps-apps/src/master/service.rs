@@ -170,6 +170,20 @@ impl Master {
         self.change(|q, _| q.finish(task, now_ms))
     }
 
+    /// `worker` leaves the job on its own: `finished` (if any) counts as in
+    /// [`Master::get_task`], every task it still holds is requeued at once (front of
+    /// todo, no timeout counted); returns how many. It is handed nothing more (the
+    /// goodbye reaching the node table marks it gone); a new worker may take its id.
+    /// Persisted before returning.
+    pub fn leaving(&mut self, worker: i32, finished: Option<u64>, now_ms: u64) -> Result<usize, String> {
+        self.change(|q, _| {
+            if let Some(id) = finished {
+                q.finish(id, now_ms);
+            }
+            q.worker_dead(worker)
+        })
+    }
+
     /// True when every pass is complete: nothing waits and nothing is handed out in
     /// the last pass (also before a worker has asked and seen `NoMoreTasks`).
     pub fn complete(&self) -> bool {
@@ -203,6 +217,10 @@ impl Master {
                     .map(|_| MasterResponse::Ok)
             }
             MasterRequest::Snapshot => Ok(MasterResponse::Snapshot(self.snapshot())),
+            MasterRequest::Leaving { finished, .. } => self.leaving(worker, finished, now_ms).map(|n| {
+                log::info!("worker {worker} leaves the job: {n} of its tasks requeued");
+                MasterResponse::Ok
+            }),
         };
         result.unwrap_or_else(|e| {
             log::error!("master: {e}");

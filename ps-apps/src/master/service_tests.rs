@@ -237,3 +237,37 @@ fn an_unreadable_task_is_retried_then_given_up_and_the_job_goes_on() {
         "{report}"
     );
 }
+
+#[test]
+fn a_leaving_worker_counts_its_finished_task_and_returns_the_one_it_holds() {
+    let d = tempfile::tempdir().unwrap();
+    let paths = dataset(d.path(), 1, 100);
+    let mut m = Master::new(cfg(1), Box::new(MemStore::default()), 0).unwrap();
+    m.handle(9, MasterRequest::ReportDataset { paths }, 0);
+    let get = |m: &mut Master, w: i32, finished: Option<u64>| match m.handle(
+        w,
+        MasterRequest::GetTask { finished, report: None },
+        1,
+    ) {
+        MasterResponse::Task(t) => t.id,
+        other => panic!("{other:?}"),
+    };
+    let a = get(&mut m, 11, None);
+    let leave = MasterRequest::Leaving {
+        finished: Some(a),
+        report: None,
+    };
+    assert_eq!(m.handle(11, leave, 2), MasterResponse::Ok);
+    let s = m.snapshot();
+    assert_eq!((s.total_done, s.pending), (1, 0));
+    // a worker leaving while it holds a task: the task goes to the next worker at once
+    let b = get(&mut m, 9, None);
+    let leave = MasterRequest::Leaving {
+        finished: None,
+        report: None,
+    };
+    assert_eq!(m.handle(9, leave, 3), MasterResponse::Ok);
+    assert_eq!(m.snapshot().pending, 0);
+    assert_eq!(get(&mut m, 13, None), b, "a newcomer gets the returned task first");
+    assert_eq!(m.snapshot().total_done, 1);
+}

@@ -47,6 +47,15 @@ pub enum MasterRequest {
     },
     /// The queues' sizes.
     Snapshot,
+    /// The worker leaves the job (an elastic worker's goodbye, e.g. on SIGTERM): its
+    /// finished task (if any) counts, any task it still holds goes back to todo, and
+    /// it is handed nothing more.
+    Leaving {
+        /// The task just finished.
+        finished: Option<u64>,
+        /// Its statistics.
+        report: Option<TaskReport>,
+    },
 }
 
 /// The queues at a glance.

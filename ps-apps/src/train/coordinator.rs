@@ -113,7 +113,9 @@ impl Coordinator {
             let now = epoch.elapsed().as_millis() as u64;
             let reply = match decode::<MasterRequest>(&req.body) {
                 Ok(r) => {
-                    if let MasterRequest::GetTask { report: Some(rep), .. } = &r {
+                    if let MasterRequest::GetTask { report: Some(rep), .. }
+                    | MasterRequest::Leaving { report: Some(rep), .. } = &r
+                    {
                         let mut p = p.lock();
                         p.examples += rep.examples;
                         p.loss_sum += rep.loss_sum;
@@ -151,10 +153,13 @@ impl Coordinator {
             }
         };
         let app = SimpleApp::new(po, MASTER_APP, Some(Box::new(handle)), None)?;
-        let m = Arc::clone(&master);
+        let (m, po3) = (Arc::clone(&master), Arc::clone(po));
         po.on_node_dead(move |ids| {
             for &id in ids.iter().filter(|&&id| id_role(id) == Some(Role::Worker)) {
                 match m.lock().worker_dead(id) {
+                    Ok(n) if po3.departed_nodes().contains(&id) => {
+                        log::info!("worker {id} left: {n} of its tasks requeued")
+                    }
                     Ok(n) => log::warn!("worker {id} is dead: {n} of its tasks requeued"),
                     Err(e) => log::error!("cannot requeue the tasks of dead worker {id}: {e}"),
                 }

@@ -2,7 +2,8 @@
 //! with a version and answered accepted / rejected; pulls that wait for the next
 //! version are held and answered when it is applied. A worker's idle notice (it holds
 //! no task) stops sync versions waiting for it. A ticker applies timed-out sync
-//! versions, follows the dead workers, and checkpoints the shard. With `PS_REPLICAS`
+//! versions, follows the dead (or departed) workers and the workers joining the job,
+//! and checkpoints the shard. With `PS_REPLICAS`
 //! the server keeps one shard per key range it holds.
 
 use super::checkpoint;
@@ -234,6 +235,7 @@ impl TrainServer {
                         .into_iter()
                         .filter(|&id| id_role(id) == Some(Role::Worker))
                         .collect();
+                    let workers = po2.num_workers();
                     let now = epoch.elapsed().as_millis() as u64;
                     let mut guard = st.lock();
                     let st = &mut *guard;
@@ -245,6 +247,7 @@ impl TrainServer {
                                 timeout_ms,
                             };
                         }
+                        rs.shard.set_num_workers(workers);
                         let applied = rs.shard.set_dead_workers(&dead, now) | rs.shard.tick(now);
                         if applied {
                             after_apply(st.responder.as_ref(), rs, &opts, r, rank);

@@ -23,7 +23,8 @@ use std::collections::BTreeSet;
 pub enum Mode {
     /// Synchronous SGD on model versions.
     Sync {
-        /// Distinct workers' gradients that complete a version.
+        /// Distinct workers' gradients that complete a version ([`EVERY_LIVE_WORKER`]:
+        /// one from each live worker, however many join or leave).
         grads_per_version: usize,
         /// Apply what has arrived this long after a version's first push (0 = never).
         timeout_ms: u64,
@@ -36,6 +37,10 @@ pub enum Mode {
         staleness: u64,
     },
 }
+
+/// A sync `grads_per_version` that waits for every worker neither dead, departed nor
+/// idle (the count follows workers joining and leaving the job).
+pub const EVERY_LIVE_WORKER: usize = usize::MAX;
 
 /// SGD with optional momentum, applied to a shard.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -140,6 +145,20 @@ impl Shard {
             self.dead = dead.clone();
         }
         self.maybe_apply(now_ms)
+    }
+
+    /// The cluster has `n` worker ids (workers joined the running job beyond
+    /// `DMLC_NUM_WORKER`): a sync version waits for each live one. A new id starts
+    /// idle (it is waited for from its first push on, not while it starts up), unless
+    /// it already pushed. The count never shrinks (a departed worker is among the dead).
+    pub fn set_num_workers(&mut self, n: usize) {
+        for rank in self.num_workers..n {
+            let id = ps_core::node::worker_rank_to_id(rank);
+            if !self.contributors.contains(&id) {
+                self.idle.insert(id);
+            }
+        }
+        self.num_workers = self.num_workers.max(n);
     }
 
     /// `worker` holds no task (it waits for the others to finish the pass, or the job

@@ -233,3 +233,31 @@ fn momentum_and_weight_decay() {
     s.push(9, 0, None, &[0.0], 0).unwrap();
     assert!((s.params[0] - 9.0).abs() < 1e-6);
 }
+
+#[test]
+fn sync_follows_workers_joining_and_leaving() {
+    // 2 workers (ids 9, 11), one gradient from every live worker
+    let mode = Mode::Sync {
+        grads_per_version: EVERY_LIVE_WORKER,
+        timeout_ms: 0,
+    };
+    let mut s = Shard::new(100, vec![1.0, 2.0, 3.0], mode, SGD, 2);
+    let g = [1.0, 1.0, 1.0];
+    // worker 13 joined: it is not waited for before its first push
+    s.set_num_workers(3);
+    s.push(9, 0, None, &g, 0).unwrap();
+    assert_eq!(s.push(11, 0, None, &g, 0), Ok(PushOutcome::Accepted { applied: true }));
+    // once it pushed, every version waits for its gradient too
+    assert_eq!(s.push(13, 1, None, &g, 0), Ok(PushOutcome::Accepted { applied: false }));
+    s.push(9, 1, None, &g, 0).unwrap();
+    assert_eq!(s.push(11, 2, None, &g, 0), Ok(PushOutcome::Rejected { current: 1 }));
+    assert_eq!(s.push(11, 1, None, &g, 0), Ok(PushOutcome::Accepted { applied: true }));
+    // worker 11 left (it is among the gone): versions wait for 9 and 13 only
+    assert!(!s.set_dead_workers(&BTreeSet::from([11]), 0));
+    s.push(9, 2, None, &g, 0).unwrap();
+    assert_eq!(s.push(13, 2, None, &g, 0), Ok(PushOutcome::Accepted { applied: true }));
+    // a count below the known one changes nothing
+    s.set_num_workers(1);
+    s.push(9, 3, None, &g, 0).unwrap();
+    assert!(s.pull_must_wait(Some(3)), "13 is still waited for");
+}

@@ -11,6 +11,7 @@ use crate::model::Model;
 use crate::recordio::{self, Example};
 use ps_core::Postoffice;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -34,6 +35,19 @@ pub struct WorkerOptions {
     /// Learning-rate decay per pass: pass p's gradients are scaled by `lr_decay^p`
     /// (1.0: constant learning rate).
     pub lr_decay: f32,
+    /// Set (e.g. by SIGTERM) to leave the job: the worker finishes its current task,
+    /// reports it, tells the master it leaves and returns [`Ending::Left`].
+    pub leave: Option<Arc<AtomicBool>>,
+}
+
+/// How [`run`] ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ending {
+    /// The job is complete.
+    Complete,
+    /// The worker left the job on request ([`WorkerOptions::leave`]): its last task
+    /// was reported; the caller says goodbye to the cluster (`Postoffice::leave`).
+    Left,
 }
 
 /// What evaluation measured.
@@ -151,13 +165,14 @@ pub fn train_examples(
     Ok(Some(rep))
 }
 
-/// Runs the worker until the master says the job is complete.
+/// Runs the worker until the master says the job is complete, or until it is asked to
+/// leave ([`WorkerOptions::leave`]).
 pub fn run(
     po: &Arc<Postoffice>,
     model: Model,
     ex: &mut impl ParamExchange,
     opts: &WorkerOptions,
-) -> Result<(), String> {
+) -> Result<Ending, String> {
     let master = MasterClient::new(po)?;
     let me = po.my_id();
     let lead = po.my_rank() == 0 && !po.is_recovery();
@@ -184,6 +199,21 @@ pub fn run(
     let mut epoch_seen = 0;
     let mut tasks = 0;
     loop {
+        if opts.leave.as_ref().is_some_and(|f| f.load(Ordering::Relaxed)) {
+            // between tasks: the last one is reported with the goodbye, and no sync
+            // version waits for this worker's gradient any more
+            if let Err(e) = ex.idle() {
+                log::warn!("idle notice not sent: {e}");
+            }
+            let req = MasterRequest::Leaving {
+                finished: finished.take(),
+                report: report.take(),
+            };
+            master.call(&req, opts.master_patience)?;
+            println!("worker {me} trained {tasks} tasks");
+            println!("worker {me} leaves the job");
+            return Ok(Ending::Left);
+        }
         let req = MasterRequest::GetTask {
             finished: finished.take(),
             report: report.take(),
@@ -270,5 +300,5 @@ pub fn run(
             println!("model saved to {}", out.display());
         }
     }
-    Ok(())
+    Ok(Ending::Complete)
 }

@@ -1,5 +1,7 @@
 //! The scheduler's node table: assigns ids when the cluster is complete, hands a dead
-//! node's id to a replacement of the same role.
+//! node's id to a replacement of the same role. Workers are elastic: one registering
+//! after the start with no dead or departed worker's id to take gets a new id beyond
+//! `DMLC_NUM_WORKER`, and a worker may leave (goodbye) without being declared dead.
 
 use crate::node::{
     group_members, id_role, id_to_rank, server_rank_to_id, worker_rank_to_id, Node, Role, EMPTY_ID, SCHEDULER,
@@ -16,9 +18,11 @@ pub enum Join {
         /// Every node, scheduler included, with ids.
         table: Vec<Node>,
     },
-    /// `node` took a dead node's id: send `table` to it, and `node` to everyone else.
+    /// `node` took a dead (or departed) node's id, or is a worker joining the running
+    /// cluster under a new id: send `table` to it, and `node` to everyone else.
     Replaced {
-        /// The replacement with its new id and `is_recovery` set.
+        /// The node with its id and `is_recovery` set (it joins a running cluster: it
+        /// skips the start barrier).
         node: Node,
         /// The full table after the replacement.
         table: Vec<Node>,
@@ -46,6 +50,12 @@ pub struct Membership {
     nodes: BTreeMap<i32, Node>,
     dead: BTreeSet<i32>,
     waiting_replacements: Vec<Node>,
+    /// Workers that said goodbye ([`Membership::leave`]): not members, not dead.
+    #[serde(default)]
+    left: BTreeSet<i32>,
+    /// Workers registering after the start get new ids (see [`Membership::set_elastic_workers`]).
+    #[serde(default)]
+    elastic: bool,
 }
 
 fn same_process(a: &Node, b: &Node) -> bool {
@@ -65,7 +75,16 @@ impl Membership {
             nodes: BTreeMap::new(),
             dead: BTreeSet::new(),
             waiting_replacements: Vec::new(),
+            left: BTreeSet::new(),
+            elastic: false,
         }
+    }
+
+    /// With `on`, a worker registering after the start with no dead or departed
+    /// worker's id to take joins under a new id (rank `num_workers`, which grows);
+    /// without, it waits for a worker to die (today's standby behaviour).
+    pub fn set_elastic_workers(&mut self, on: bool) {
+        self.elastic = on;
     }
 
     /// Makes `scheduler` (its id set to 1) the scheduler of this table: a standby took
@@ -107,12 +126,38 @@ impl Membership {
         &self.dead
     }
 
-    /// Members of group (or node) `group` that are not dead.
+    /// Workers that left on their own and whose id no new worker took.
+    pub fn left(&self) -> &BTreeSet<i32> {
+        &self.left
+    }
+
+    /// Worker ids handed out so far (`DMLC_NUM_WORKER`, more once workers joined).
+    pub fn num_workers(&self) -> usize {
+        self.num_workers
+    }
+
+    /// Members of group (or node) `group` that are neither dead nor departed.
     pub fn alive_members(&self, group: i32) -> Vec<i32> {
         group_members(group, self.num_servers, self.num_workers)
             .into_iter()
-            .filter(|id| !self.dead.contains(id))
+            .filter(|id| !self.dead.contains(id) && !self.left.contains(id))
             .collect()
+    }
+
+    /// Worker `id` says goodbye: it is no member from now on, without being declared
+    /// dead; its id goes to a worker waiting for one, if any (as a
+    /// [`Join::Replaced`]), else to the next worker that registers. `None` if `id` is
+    /// no live worker (unknown, a server, dead, or gone already): nothing changes.
+    pub fn leave(&mut self, id: i32) -> Option<Option<Join>> {
+        let worker = self.nodes.get(&id).is_some_and(|n| n.role == Role::Worker);
+        if !worker || self.dead.contains(&id) || !self.left.insert(id) {
+            return None;
+        }
+        let waiting = self.waiting_replacements.iter().position(|n| n.role == Role::Worker);
+        Some(waiting.map(|i| {
+            let n = self.waiting_replacements.remove(i);
+            self.replace(id, n)
+        }))
     }
 
     fn capacity(&self, role: Role) -> usize {
@@ -167,6 +212,13 @@ impl Membership {
         if self.capacity(node.role) == 0 {
             return Join::Rejected(format!("the cluster has no {}s", node.role));
         }
+        if let Some(&id) = self.left.iter().find(|_| node.role == Role::Worker) {
+            return self.replace(id, node);
+        }
+        if node.role == Role::Worker && self.elastic {
+            self.num_workers += 1;
+            return self.replace(worker_rank_to_id(self.num_workers - 1), node);
+        }
         if !self.waiting_replacements.iter().any(|n| same_process(n, &node)) {
             self.waiting_replacements.push(node);
         }
@@ -184,6 +236,7 @@ impl Membership {
         node.id = id;
         node.is_recovery = true;
         self.dead.remove(&id);
+        self.left.remove(&id);
         self.nodes.insert(id, node.clone());
         Join::Replaced {
             node,
@@ -237,11 +290,12 @@ impl Membership {
         Join::Ready { table: self.table() }
     }
 
-    /// Declares `id` dead. Returns `None` if it was unknown or dead already, else the
+    /// Declares `id` dead. Returns `None` if it was unknown, dead already or departed
+    /// (a worker that said goodbye goes silent), else the
     /// replacement that was waiting for such a death (if any) as a [`Join::Replaced`].
     pub fn mark_dead(&mut self, id: i32) -> Option<Option<Join>> {
         let role = self.nodes.get(&id)?.role;
-        if !self.dead.insert(id) {
+        if self.left.contains(&id) || !self.dead.insert(id) {
             return None;
         }
         let waiting = self.waiting_replacements.iter().position(|n| n.role == role);
@@ -261,122 +315,5 @@ impl Membership {
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
-    use super::*;
-
-    /// A node of `role` on 127.0.0.1:`port`, not yet given an id (incarnation = port).
-    pub(crate) fn node(role: Role, port: u16) -> Node {
-        Node {
-            role,
-            id: EMPTY_ID,
-            hostname: "127.0.0.1".into(),
-            port,
-            is_recovery: false,
-            incarnation: port as u64,
-        }
-    }
-
-    fn sched() -> Node {
-        node(Role::Scheduler, 1000)
-    }
-
-    #[test]
-    fn assigns_ids_once_complete_and_deterministically() {
-        let mut m = Membership::new(2, 2, sched());
-        assert_eq!(m.add_node(node(Role::Worker, 5002)), Join::Waiting);
-        assert_eq!(m.add_node(node(Role::Server, 5004)), Join::Waiting);
-        assert_eq!(m.add_node(node(Role::Worker, 5001)), Join::Waiting);
-        let Join::Ready { table } = m.add_node(node(Role::Server, 5003)) else {
-            panic!("not ready")
-        };
-        let ids: Vec<(i32, u16)> = table.iter().map(|n| (n.id, n.port)).collect();
-        assert_eq!(ids, vec![(1, 1000), (8, 5003), (9, 5001), (10, 5004), (11, 5002)]);
-        assert!(m.is_ready());
-    }
-
-    #[test]
-    fn duplicate_and_excess_registrations() {
-        let mut m = Membership::new(1, 1, sched());
-        assert_eq!(m.add_node(node(Role::Worker, 1)), Join::Waiting);
-        assert_eq!(m.add_node(node(Role::Worker, 1)), Join::Waiting);
-        assert!(matches!(m.add_node(node(Role::Worker, 2)), Join::Rejected(_)));
-        assert!(matches!(m.add_node(node(Role::Server, 3)), Join::Ready { .. }));
-        assert!(matches!(m.add_node(node(Role::Server, 3)), Join::Known { node, .. } if node.id == 8));
-        assert!(matches!(m.add_node(node(Role::Scheduler, 4)), Join::Rejected(_)));
-    }
-
-    #[test]
-    fn replacement_takes_the_dead_id() {
-        let mut m = Membership::new(1, 2, sched());
-        for p in [1, 2, 3] {
-            m.add_node(node(if p == 3 { Role::Server } else { Role::Worker }, p));
-        }
-        assert_eq!(m.alive_members(4), vec![9, 11]);
-        assert_eq!(m.mark_dead(11), Some(None));
-        assert_eq!(m.mark_dead(11), None);
-        assert_eq!(m.alive_members(4), vec![9]);
-        let Join::Replaced { node: n, table } = m.add_node(node(Role::Worker, 7)) else {
-            panic!()
-        };
-        assert_eq!(n.id, 11);
-        assert!(n.is_recovery);
-        assert!(table.iter().any(|t| t.id == 11 && t.port == 7));
-        assert_eq!(m.alive_members(4), vec![9, 11]);
-    }
-
-    #[test]
-    fn restarted_scheduler_gives_rejoining_nodes_their_ids() {
-        let mut m = Membership::new(2, 2, sched());
-        let mut rejoin = |role, port, id| {
-            let mut n = node(role, port);
-            n.id = id;
-            m.add_node(n)
-        };
-        assert_eq!(rejoin(Role::Worker, 1, 11), Join::Waiting);
-        assert_eq!(rejoin(Role::Server, 2, 8), Join::Waiting);
-        assert_eq!(rejoin(Role::Server, 3, 10), Join::Waiting);
-        // a node that lost its id (it was replaced meanwhile) gets the free one
-        let Join::Ready { table } = rejoin(Role::Worker, 4, EMPTY_ID) else {
-            panic!()
-        };
-        let ids: Vec<(i32, u16, bool)> = table.iter().map(|n| (n.id, n.port, n.is_recovery)).collect();
-        assert_eq!(
-            ids,
-            vec![
-                (1, 1000, true),
-                (8, 2, false),
-                (9, 4, true),
-                (10, 3, false),
-                (11, 1, false)
-            ]
-        );
-    }
-
-    #[test]
-    fn invalid_preassigned_ids_are_reassigned() {
-        let mut m = Membership::new(1, 1, sched());
-        let mut n = node(Role::Worker, 1);
-        n.id = 8; // a server id claimed by a worker
-        m.add_node(n);
-        let Join::Ready { table } = m.add_node(node(Role::Server, 2)) else {
-            panic!()
-        };
-        assert_eq!(
-            table.iter().map(|n| (n.id, n.port)).collect::<Vec<_>>(),
-            vec![(1, 1000), (8, 2), (9, 1)]
-        );
-    }
-
-    #[test]
-    fn early_replacement_waits_for_the_death() {
-        let mut m = Membership::new(1, 1, sched());
-        m.add_node(node(Role::Worker, 1));
-        m.add_node(node(Role::Server, 2));
-        assert_eq!(m.add_node(node(Role::Server, 9)), Join::Waiting);
-        let Some(Some(Join::Replaced { node: n, .. })) = m.mark_dead(8) else {
-            panic!()
-        };
-        assert_eq!((n.id, n.port), (8, 9));
-        assert!(m.dead().is_empty());
-    }
-}
+#[path = "membership_tests.rs"]
+pub(crate) mod tests;

@@ -28,7 +28,12 @@ pub enum Action {
     Table(Vec<Node>),
     /// These nodes were declared dead.
     Dead(Vec<i32>),
+    /// These workers left the cluster on their own (goodbye).
+    Left(Vec<i32>),
 }
+
+/// The reason a NODE_DEAD carries when the node left on its own.
+pub const LEFT: &str = "left";
 
 fn control(recver: i32, cmd: Command) -> Message {
     Message {
@@ -66,6 +71,11 @@ impl SchedulerCore {
             barriers: Barriers::new(),
             liveness: Liveness::new(heartbeat_timeout_ms),
         }
+    }
+
+    /// Lets workers join the running cluster under new ids (`PS_ELASTIC_WORKERS`).
+    pub fn set_elastic_workers(&mut self, on: bool) {
+        self.membership.set_elastic_workers(on);
     }
 
     /// The node table.
@@ -167,6 +177,41 @@ impl SchedulerCore {
         let alive = self.membership.alive_members(group);
         let released = self.barriers.arrive(group, sender, &alive);
         self.addressed(release(group, released))
+    }
+
+    /// A LEAVE (goodbye) from process `incarnation` holding worker id `sender`: it is
+    /// answered (a repeated goodbye too), no member from now on and never declared
+    /// dead; the other live nodes are told (NODE_DEAD, reason [`LEFT`]), barriers it
+    /// held are released, and a worker waiting for an id takes its one. A goodbye
+    /// from a process the table does not hold for the id changes nothing.
+    pub fn on_leave(&mut self, sender: i32, incarnation: u64, now_ms: u64) -> Vec<Action> {
+        let Some(gone) = self.membership.get(sender).cloned() else {
+            return Vec::new();
+        };
+        if incarnation != 0 && gone.incarnation != incarnation {
+            return Vec::new();
+        }
+        let mut out = vec![Action::Send(control(sender, Command::Leave))];
+        let Some(join) = self.membership.leave(sender) else {
+            return self.addressed(out);
+        };
+        for id in self.membership.alive_members(crate::node::ALL_GROUP) {
+            if id != SCHEDULER {
+                let mut m = control(id, Command::NodeDead);
+                m.meta.control.nodes = vec![gone.clone()];
+                m.meta.control.reason = LEFT.into();
+                out.push(Action::Send(m));
+            }
+        }
+        out.push(Action::Left(vec![sender]));
+        for group in self.barriers.open_groups() {
+            let alive = self.membership.alive_members(group);
+            out.extend(release(group, self.barriers.complete(group, &alive)));
+        }
+        if let Some(j) = join {
+            out.extend(self.join_actions(j, None, now_ms));
+        }
+        self.addressed(out)
     }
 
     /// A HEARTBEAT from process `incarnation` holding `sender` at `now_ms`; the reply

@@ -206,3 +206,56 @@ fn a_dead_process_registering_again_is_refused() {
     let a = s.on_add_node(node(Role::Worker, 77), 1300);
     assert!(matches!(&a[0], Action::Connect(n) if n.id == 11 && n.port == 77));
 }
+
+#[test]
+fn a_worker_joins_the_running_cluster_and_another_leaves() {
+    let mut s = cluster();
+    s.set_elastic_workers(true);
+    // the newcomer gets the table, everyone else the newcomer
+    let a = s.on_add_node(node(Role::Worker, 5), 10);
+    assert_eq!(
+        sends(&a),
+        vec![
+            (13, Command::AddNode),
+            (8, Command::AddNode),
+            (9, Command::AddNode),
+            (11, Command::AddNode)
+        ]
+    );
+    assert_eq!(s.membership().alive_members(WORKER_GROUP), vec![9, 11, 13]);
+    // worker 9 waits at the worker barrier; 11 says goodbye: answered, the others
+    // told it left (not dead), the barrier released for the rest
+    assert!(s.on_barrier(WORKER_GROUP, 9).is_empty());
+    assert!(s.on_barrier(WORKER_GROUP, 13).is_empty());
+    let a = s.on_leave(11, 4, 20);
+    assert_eq!(
+        sends(&a),
+        vec![
+            (11, Command::Leave),
+            (8, Command::NodeDead),
+            (9, Command::NodeDead),
+            (13, Command::NodeDead),
+            (9, Command::Barrier),
+            (13, Command::Barrier)
+        ]
+    );
+    assert!(a.contains(&Action::Left(vec![11])));
+    let reasons: Vec<&str> = a
+        .iter()
+        .filter_map(|x| match x {
+            Action::Send(m) if m.meta.control.cmd == Command::NodeDead => Some(m.meta.control.reason.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(reasons, vec![LEFT; 3]);
+    // a repeated goodbye is answered again, nothing else; a goodbye from another
+    // process of the id is ignored
+    assert_eq!(sends(&s.on_leave(11, 4, 30)), vec![(11, Command::Leave)]);
+    assert!(s.on_leave(9, 77, 30).is_empty());
+    // its silence afterwards is no death
+    for id in [8, 9, 13] {
+        s.on_heartbeat(id, 0, 5000);
+    }
+    assert!(!s.tick(5001).iter().any(|a| matches!(a, Action::Dead(_))));
+    assert!(s.membership().dead().is_empty());
+}

@@ -27,6 +27,8 @@ pub trait VanHandler: Send + Sync {
     fn on_barrier_released(&self, group: i32);
     /// The scheduler declared these nodes dead.
     fn on_nodes_dead(&self, nodes: &[i32]);
+    /// These workers left the cluster on their own (goodbye): gone, not dead.
+    fn on_nodes_left(&self, nodes: &[i32]);
     /// The node table changed (ready, or a replacement joined); `revived` are the ids
     /// a new process took while they were dead.
     fn on_nodes_changed(&self, table: &[Node], revived: &[i32]);

@@ -174,18 +174,31 @@ impl<F> CatchUp<F> {
     }
 }
 
-/// The source's side: per range, the newcomers it forwards pushes to besides the
-/// chain's live holders (from the copy until they die; once they rejoined they are
-/// live holders anyway).
+/// After a newcomer announced its rejoin, its sources keep relaying forwards to it
+/// this long: a primary that has not heard the announcement yet still forwards to the
+/// source only.
+pub const RELAY_GRACE_MS: u64 = 10_000;
+
+/// The source's side: per range, the newcomers it gave a copy to (from the copy until
+/// they die). Every push of the range this server applies from then on reaches them:
+/// as primary it forwards them the push with the other live holders
+/// ([`Joiners::targets`]); as a backup it relays them the forwards it applies
+/// ([`Joiners::relay_targets`]). The relay closes the gap of k >= 2: a push the
+/// range's primary applied (or had in flight to this source) after the copy was taken
+/// reaches the newcomer through the source even when the primary is not the source
+/// (its view of who is dead was different) or does not yet know the newcomer.
 #[derive(Default)]
 pub struct Joiners {
     by_range: BTreeMap<usize, BTreeSet<usize>>,
+    /// When each newcomer's rejoin was heard.
+    rejoined: BTreeMap<usize, u64>,
 }
 
 impl Joiners {
     /// `rank` took a copy of `range`: forward it that range's pushes from now on.
     pub fn add(&mut self, range: usize, rank: usize) {
         self.by_range.entry(range).or_default().insert(rank);
+        self.rejoined.remove(&rank);
     }
 
     /// Where a push of `range` is forwarded: `others` (the chain's live holders but
@@ -200,12 +213,36 @@ impl Joiners {
         out
     }
 
+    /// Where a forward of `range` from rank `from`, applied here, is relayed: the
+    /// newcomers of the range but `from` and `me`, until [`RELAY_GRACE_MS`] after
+    /// their rejoin (by then every primary forwards to them itself).
+    pub fn relay_targets(&self, range: usize, me: usize, from: usize, now_ms: u64) -> Vec<usize> {
+        self.by_range
+            .get(&range)
+            .into_iter()
+            .flatten()
+            .copied()
+            .filter(|&r| r != me && r != from)
+            .filter(|r| {
+                self.rejoined
+                    .get(r)
+                    .is_none_or(|&t| now_ms.saturating_sub(t) < RELAY_GRACE_MS)
+            })
+            .collect()
+    }
+
+    /// Newcomer `rank` announced at `now_ms` that it holds its ranges again.
+    pub fn rejoined(&mut self, rank: usize, now_ms: u64) {
+        self.rejoined.entry(rank).or_insert(now_ms);
+    }
+
     /// Forgets newcomers that died (a later one copies again).
     pub fn forget(&mut self, dead: &BTreeSet<usize>) {
         for set in self.by_range.values_mut() {
             set.retain(|r| !dead.contains(r));
         }
         self.by_range.retain(|_, s| !s.is_empty());
+        self.rejoined.retain(|r, _| !dead.contains(r));
     }
 }
 

@@ -78,3 +78,27 @@ fn a_source_forwards_to_newcomers_until_they_die() {
     j.forget(&set(&[1]));
     assert_eq!(j.targets(1, 2, vec![]), Vec::<usize>::new());
 }
+
+#[test]
+fn a_source_relays_forwards_to_its_newcomers_until_after_their_rejoin() {
+    // 4 servers, 2 replicas: range 1 on [1, 2, 3]; newcomer 1 copied it from 3 while
+    // the workers' primary was 2: 3 relays what 2 forwards it, never back to the sender
+    let mut j = Joiners::default();
+    assert_eq!(j.relay_targets(1, 3, 2, 0), Vec::<usize>::new());
+    j.add(1, 1);
+    assert_eq!(j.relay_targets(1, 3, 2, 0), vec![1]);
+    assert_eq!(j.relay_targets(1, 3, 1, 0), Vec::<usize>::new());
+    assert_eq!(j.relay_targets(0, 3, 2, 0), Vec::<usize>::new());
+    // after the rejoin, for the grace period only (then every primary forwards to it)
+    j.rejoined(1, 1_000);
+    j.rejoined(1, 5_000);
+    assert_eq!(j.relay_targets(1, 3, 2, 1_000 + RELAY_GRACE_MS - 1), vec![1]);
+    assert_eq!(j.relay_targets(1, 3, 2, 1_000 + RELAY_GRACE_MS), Vec::<usize>::new());
+    // a primary still forwards to it (it is a live holder anyway)
+    assert_eq!(j.targets(1, 3, vec![]), vec![1]);
+    // a newcomer of that rank copying again (its process died and was replaced)
+    j.add(1, 1);
+    assert_eq!(j.relay_targets(1, 3, 2, 1_000 + RELAY_GRACE_MS), vec![1]);
+    j.forget(&set(&[1]));
+    assert_eq!(j.relay_targets(1, 3, 2, 0), Vec::<usize>::new());
+}

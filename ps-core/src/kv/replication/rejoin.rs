@@ -157,6 +157,32 @@ impl<V: Pod + Send + Sync> Shared<V> {
         }
     }
 
+    /// A forward of `range` applied here is relayed to the newcomers this server gave
+    /// a copy of the range (see [`super::catchup::Joiners::relay_targets`]); their
+    /// acknowledgements are not waited for.
+    pub(super) fn relay(&self, fwd: &Message, range: i32) {
+        let (Ok(r), Some(from)) = (usize::try_from(range), id_to_rank(fwd.meta.sender)) else {
+            return;
+        };
+        let to = self.joiners.lock().relay_targets(r, self.me, from, self.now_ms());
+        for rank in to {
+            let ts = self.po.van().next_timestamp();
+            let mut meta = self.message(
+                fwd.meta.head,
+                FORWARD_CUSTOMER,
+                server_rank_to_id(rank),
+                true,
+                range,
+                ts,
+            );
+            meta.push = true;
+            self.send(Message {
+                meta,
+                data: fwd.data.clone(),
+            });
+        }
+    }
+
     /// A forward of a range still being copied is kept (`None`); otherwise returned.
     pub(super) fn buffer_forward(&self, msg: Message) -> Option<Message> {
         let mut cu = self.catchup.lock();

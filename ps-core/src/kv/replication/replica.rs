@@ -95,7 +95,12 @@ pub(crate) fn serve<V: Pod + Send + Sync + 'static>(
     let s = Arc::clone(&shared);
     let mut known = KnownKeys::new(64);
     let requests = Customer::new_inline(po, app_id, app_id, move |msg: Message| match msg.meta.request {
-        true if msg.meta.head == OP_REJOINED && !msg.meta.push => s.po.mark_rejoined(msg.meta.sender),
+        true if msg.meta.head == OP_REJOINED && !msg.meta.push => {
+            if let Some(rank) = id_to_rank(msg.meta.sender) {
+                s.joiners.lock().rejoined(rank, s.now_ms());
+            }
+            s.po.mark_rejoined(msg.meta.sender)
+        }
         true => s.on_request(&msg, &mut known),
         false => {}
     })?;
@@ -293,6 +298,7 @@ impl<V: Pod + Send + Sync> Shared<V> {
             incarnation: id.incarnation,
         };
         self.apply(&meta, id, kvs);
+        self.relay(msg, id.range);
         self.send(Message {
             meta: Meta {
                 head: head.cmd,

@@ -17,6 +17,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 mod failover;
+mod leave;
 use failover::Failover;
 mod peers;
 mod start;
@@ -69,6 +70,8 @@ pub struct Van {
     fo: Failover,
     heard_from_scheduler: AtomicBool,
     welcomed: Mutex<Vec<i32>>,
+    goodbye: Mutex<bool>,
+    goodbye_cv: Condvar,
     /// Traffic counters.
     pub stats: VanStats,
 }
@@ -107,12 +110,16 @@ impl Van {
             incarnation: rand::random::<u64>() | 1,
         };
         let sched = (cfg.role == Role::Scheduler).then(|| {
-            Mutex::new(SchedulerCore::new(
-                cfg.num_servers,
-                cfg.num_workers,
-                me.clone(),
-                cfg.heartbeat_timeout.as_millis() as u64,
-            ))
+            Mutex::new({
+                let mut core = SchedulerCore::new(
+                    cfg.num_servers,
+                    cfg.num_workers,
+                    me.clone(),
+                    cfg.heartbeat_timeout.as_millis() as u64,
+                );
+                core.set_elastic_workers(cfg.elastic_workers);
+                core
+            })
         });
         let resender = cfg
             .resend_timeout
@@ -136,6 +143,8 @@ impl Van {
             peers: RwLock::new(Peers::new()),
             heard_from_scheduler: AtomicBool::new(false),
             welcomed: Mutex::new(Vec::new()),
+            goodbye: Mutex::new(false),
+            goodbye_cv: Condvar::new(),
             stats: VanStats::default(),
         })
     }
@@ -409,6 +418,9 @@ impl Van {
             }
             Command::NodeDead => {
                 let ids = self.on_death_notice(&msg.meta.control.nodes);
+                if Van::is_goodbye(&msg) {
+                    return self.on_left(ids);
+                }
                 if ids.is_empty() {
                     return;
                 }
@@ -417,6 +429,7 @@ impl Van {
                     h.on_nodes_dead(&ids);
                 }
             }
+            Command::Leave => self.on_leave(&msg),
             Command::Ack | Command::Sync | Command::PeerBeat => {}
         }
     }
@@ -533,6 +546,11 @@ impl Van {
                     if let Some(h) = self.handler() {
                         h.on_nodes_changed(&t, &revived);
                     }
+                    self.replicate_core();
+                }
+                Action::Left(ids) => {
+                    let ids = self.on_declared_dead(&ids);
+                    self.on_left(ids);
                     self.replicate_core();
                 }
                 Action::Dead(ids) => {
