@@ -50,6 +50,11 @@ struct Pending<T> {
 /// The longest wait between two resends of one message, in resend timeouts.
 pub const MAX_BACKOFF: u64 = 8;
 
+/// The wait after the send or resend number `retries` (0: the first send), in timeouts.
+fn backoff(retries: u32) -> u64 {
+    (1u64 << retries.min(3)).min(MAX_BACKOFF)
+}
+
 /// What [`Resender::due`] decided at one moment.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Due<T> {
@@ -132,14 +137,9 @@ impl<T: Clone> Resender<T> {
         Incoming::Fresh(sig)
     }
 
-    /// The wait after the send or resend number `retries` (0: the first send).
-    fn interval(&self, retries: u32) -> u64 {
-        self.timeout_ms * (1u64 << retries.min(3)).min(MAX_BACKOFF)
-    }
-
     fn expire_seen(&mut self, now_ms: u64) {
         // A duplicate can arrive at most the whole resend schedule after the original.
-        let schedule: u64 = (0..=self.max_retries).map(|r| self.interval(r)).sum();
+        let schedule: u64 = (0..=self.max_retries).map(|r| self.timeout_ms * backoff(r)).sum();
         let horizon = (schedule + self.timeout_ms) * 2;
         while let Some(&(t, sig)) = self.seen_order.front() {
             if now_ms.saturating_sub(t) <= horizon {
@@ -156,20 +156,20 @@ impl<T: Clone> Resender<T> {
     /// replacement is there (a new process, a new stream).
     pub fn due(&mut self, now_ms: u64, parked: impl Fn(&T) -> bool) -> Due<T> {
         let mut out = Due::default();
-        let max = self.max_retries;
+        let (max, timeout_ms) = (self.max_retries, self.timeout_ms);
         let mut due_sigs = Vec::new();
-        for (&sig, p) in &self.unacked {
-            if now_ms.saturating_sub(p.sent_ms) >= self.interval(p.retries) {
+        for (&sig, p) in self.unacked.iter_mut() {
+            if parked(&p.msg) {
+                // held whether due or not, so that it goes out one timeout after the
+                // replacement arrives, whatever its place in the schedule was
+                p.sent_ms = now_ms;
+                p.retries = 0;
+            } else if now_ms.saturating_sub(p.sent_ms) >= timeout_ms * backoff(p.retries) {
                 due_sigs.push(sig);
             }
         }
         for sig in due_sigs {
             let p = self.unacked.get_mut(&sig).expect("listed above");
-            if parked(&p.msg) {
-                p.sent_ms = now_ms;
-                p.retries = 0;
-                continue;
-            }
             if p.retries >= max {
                 out.give_up.push(self.unacked.remove(&sig).expect("listed above").msg);
                 continue;
@@ -233,8 +233,10 @@ mod tests {
         let mut r: Resender<i32> = Resender::new(10, 1);
         r.on_send(1, 1, 0);
         assert_eq!(r.due_all(10), (vec![1], vec![]));
-        assert_eq!(r.due(30, |_| true), Due::default());
+        // parked before its next resend is due: its schedule restarts all the same
+        assert_eq!(r.due(15, |_| true), Due::default());
         assert_eq!(r.due(1000, |_| true), Due::default());
+        assert_eq!(r.due_all(1009), (vec![], vec![]));
         assert_eq!(r.due_all(1010), (vec![1], vec![]));
         assert_eq!(r.due_all(1030), (vec![], vec![1]));
     }
