@@ -22,10 +22,23 @@ fn net(n: usize) -> Net {
 /// A cluster whose scheduler runs in namespace 0, server `s` in namespace `1 + s`,
 /// and the workers after them (wrapping around), with default addresses.
 fn start(net: &Net, hosts: usize, servers: usize, workers: usize, args: &[&str], env: &[(&str, &str)]) -> Cluster {
+    start_for(net, hosts, (servers, workers), args, env, LIMIT)
+}
+
+/// [`start`] with its own time limit.
+fn start_for(
+    net: &Net,
+    hosts: usize,
+    nodes: (usize, usize),
+    args: &[&str],
+    env: &[(&str, &str)],
+    limit: Duration,
+) -> Cluster {
+    let (servers, workers) = nodes;
     let root = net.ip(0);
     let mut all = vec![("DMLC_PS_ROOT_URI", root.as_str()), ("DMLC_NODE_HOST", "")];
     all.extend_from_slice(env);
-    let mut c = Cluster::new(servers, workers, args, &all, LIMIT);
+    let mut c = Cluster::new(servers, workers, args, &all, limit);
     c.spawn_wrapped("scheduler", &net.exec_prefix(0), args, &[]);
     for k in 0..servers + workers {
         let role = if k < servers { "server" } else { "worker" };
@@ -277,4 +290,40 @@ fn a_partitioned_active_scheduler_steps_down_after_healing() {
         c.dump()
     );
     assert!(c.procs[s1].stderr().contains("term 2"), "{}", c.dump());
+}
+
+/// Issue 12 (c): 10% random loss on every link (each namespace drops a tenth of what
+/// enters and leaves it, so a link between two namespaces loses 19% each way) with
+/// `PS_RESEND=1` during a training job: the job finishes, every task done, no message
+/// given up on, and its accuracy is within 3 points of the same job on clean links.
+/// Slow by nature (TCP stalls for seconds behind lost segments: 70-90 s here against
+/// 3 s clean, on a loaded 2-core machine), hence its own time limit.
+#[test]
+#[ignore = "needs root for network namespaces and nftables; CI runs it with --ignored"]
+fn training_under_ten_percent_loss_on_every_link_finishes() {
+    let n = net(3);
+    let run = |lossy: bool| {
+        let dir = tempfile::tempdir().unwrap();
+        let args = training::small_job(dir.path(), 2);
+        let args: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
+        let mut c = start_for(&n, 3, (1, 2), &args, &[("PS_RESEND", "1")], Duration::from_secs(300));
+        if lossy {
+            for i in 0..3 {
+                n.lossy(i, 10).unwrap();
+            }
+        }
+        let t0 = std::time::Instant::now();
+        c.wait_success();
+        eprintln!("lossy: {lossy}, training took {:?}", t0.elapsed());
+        for i in 0..3 {
+            n.heal(i).unwrap();
+        }
+        assert_eq!(training::tasks_done(&c.procs[0].stderr()), 40, "{}", c.dump());
+        let logs: String = c.procs.iter().map(|p| p.stderr()).collect();
+        assert!(!logs.contains("gave up on"), "{}", c.dump());
+        training::final_accuracy(&c)
+    };
+    let clean = run(false);
+    let lossy = run(true);
+    assert!((clean - lossy).abs() < 0.03, "clean {clean}, under loss {lossy}");
 }

@@ -47,6 +47,32 @@ struct Pending<T> {
     retries: u32,
 }
 
+/// The longest wait between two resends of one message, in resend timeouts.
+pub const MAX_BACKOFF: u64 = 8;
+
+/// The wait after the send or resend number `retries` (0: the first send), in timeouts.
+fn backoff(retries: u32) -> u64 {
+    (1u64 << retries.min(3)).min(MAX_BACKOFF)
+}
+
+/// What [`Resender::due`] decided at one moment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Due<T> {
+    /// Messages to send again now.
+    pub resend: Vec<T>,
+    /// Messages given up on (returned once).
+    pub give_up: Vec<T>,
+}
+
+impl<T> Default for Due<T> {
+    fn default() -> Self {
+        Due {
+            resend: Vec::new(),
+            give_up: Vec::new(),
+        }
+    }
+}
+
 /// What to do with a received message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Incoming {
@@ -70,7 +96,9 @@ pub struct Resender<T> {
 }
 
 impl<T: Clone> Resender<T> {
-    /// Resends after `timeout_ms`, gives up after `max_retries` resends.
+    /// Resends after `timeout_ms`, then after twice as long, and so on up to
+    /// [`MAX_BACKOFF`] timeouts between resends (a stalled stream is not flooded with
+    /// copies); gives up after `max_retries` resends.
     pub fn new(timeout_ms: u64, max_retries: u32) -> Resender<T> {
         Resender {
             timeout_ms,
@@ -110,8 +138,9 @@ impl<T: Clone> Resender<T> {
     }
 
     fn expire_seen(&mut self, now_ms: u64) {
-        // A duplicate can arrive at most (max_retries + 1) timeouts after the original.
-        let horizon = self.timeout_ms * (self.max_retries as u64 + 2) * 2;
+        // A duplicate can arrive at most the whole resend schedule after the original.
+        let schedule: u64 = (0..=self.max_retries).map(|r| self.timeout_ms * backoff(r)).sum();
+        let horizon = (schedule + self.timeout_ms) * 2;
         while let Some(&(t, sig)) = self.seen_order.front() {
             if now_ms.saturating_sub(t) <= horizon {
                 break;
@@ -121,32 +150,35 @@ impl<T: Clone> Resender<T> {
         }
     }
 
-    /// Messages due for resending at `now_ms`, and those given up on (returned once).
-    /// Messages for which `parked` is true (their receiver is declared dead and awaits
-    /// a replacement) are held without using up their retries.
-    pub fn due(&mut self, now_ms: u64, parked: impl Fn(&T) -> bool) -> (Vec<T>, Vec<T>) {
-        let mut resend = Vec::new();
-        let mut give_up = Vec::new();
-        let timeout = self.timeout_ms;
-        let max = self.max_retries;
-        self.unacked.retain(|_, p| {
-            if now_ms.saturating_sub(p.sent_ms) < timeout {
-                return true;
-            }
+    /// What is due at `now_ms`: messages to resend, messages given up on. Messages for
+    /// which `parked` is true (their receiver is declared dead and awaits a
+    /// replacement) are held, and start their resend schedule afresh once the
+    /// replacement is there (a new process, a new stream).
+    pub fn due(&mut self, now_ms: u64, parked: impl Fn(&T) -> bool) -> Due<T> {
+        let mut out = Due::default();
+        let (max, timeout_ms) = (self.max_retries, self.timeout_ms);
+        let mut due_sigs = Vec::new();
+        for (&sig, p) in self.unacked.iter_mut() {
             if parked(&p.msg) {
+                // held whether due or not, so that it goes out one timeout after the
+                // replacement arrives, whatever its place in the schedule was
                 p.sent_ms = now_ms;
-                return true;
+                p.retries = 0;
+            } else if now_ms.saturating_sub(p.sent_ms) >= timeout_ms * backoff(p.retries) {
+                due_sigs.push(sig);
             }
+        }
+        for sig in due_sigs {
+            let p = self.unacked.get_mut(&sig).expect("listed above");
             if p.retries >= max {
-                give_up.push(p.msg.clone());
-                return false;
+                out.give_up.push(self.unacked.remove(&sig).expect("listed above").msg);
+                continue;
             }
             p.retries += 1;
             p.sent_ms = now_ms;
-            resend.push(p.msg.clone());
-            true
-        });
-        (resend, give_up)
+            out.resend.push(p.msg.clone());
+        }
+        out
     }
 
     /// Number of messages awaiting an ACK.
@@ -191,28 +223,68 @@ mod tests {
 
     impl Resender<i32> {
         fn due_all(&mut self, now: u64) -> (Vec<i32>, Vec<i32>) {
-            self.due(now, |_| false)
+            let d = self.due(now, |_| false);
+            (d.resend, d.give_up)
         }
     }
 
     #[test]
-    fn parked_messages_keep_their_retries() {
+    fn parked_messages_start_their_schedule_afresh() {
         let mut r: Resender<i32> = Resender::new(10, 1);
         r.on_send(1, 1, 0);
-        assert_eq!(r.due(10, |_| true), (vec![], vec![]));
-        assert_eq!(r.due(1000, |_| true), (vec![], vec![]));
+        assert_eq!(r.due_all(10), (vec![1], vec![]));
+        // parked before its next resend is due: its schedule restarts all the same
+        assert_eq!(r.due(15, |_| true), Due::default());
+        assert_eq!(r.due(1000, |_| true), Due::default());
+        assert_eq!(r.due_all(1009), (vec![], vec![]));
         assert_eq!(r.due_all(1010), (vec![1], vec![]));
-        assert_eq!(r.due_all(1020), (vec![], vec![1]));
+        assert_eq!(r.due_all(1030), (vec![], vec![1]));
     }
 
     #[test]
-    fn gives_up_after_max_retries() {
-        let mut r: Resender<i32> = Resender::new(10, 2);
+    fn backs_off_exponentially_up_to_a_cap_then_gives_up() {
+        let mut r: Resender<i32> = Resender::new(10, 6);
         r.on_send(5, 5, 0);
-        assert_eq!(r.due_all(10).0, vec![5]);
-        assert_eq!(r.due_all(20).0, vec![5]);
-        assert_eq!(r.due_all(30), (vec![], vec![5]));
+        // resends 10, 20, 40, 80, 80, 80 ms apart (the cap: 8 timeouts), then gives up
+        let mut at = Vec::new();
+        let mut gave_up = None;
+        for now in 0..1000 {
+            let (resend, give_up) = r.due_all(now);
+            if !resend.is_empty() {
+                at.push(now);
+            }
+            if !give_up.is_empty() {
+                gave_up = Some(now);
+            }
+        }
+        assert_eq!(at, vec![10, 30, 70, 150, 230, 310]);
+        assert_eq!(gave_up, Some(390));
         assert_eq!(r.num_unacked(), 0);
+    }
+
+    /// Issue 12 (c): with 10% loss at each end of a link, a TCP stream stalls for
+    /// seconds behind one lost segment (its retransmission timer doubles on every
+    /// loss: 0.2 + 0.4 + ... + 12.8 = 25.4 s after 7 losses in a row) and every resend on it
+    /// waits behind that segment. With a fixed 1 s timeout the resender gave up after
+    /// 10 resends, 11 s: the message was lost on a live link and training stalled.
+    /// Backing off, ten resends cover 71 s, and a 25 s stall costs 5 copies, not 10
+    /// plus a loss.
+    #[test]
+    fn a_long_stall_on_a_live_link_is_outlasted_with_few_copies() {
+        let mut r: Resender<i32> = Resender::new(1000, 10);
+        r.on_send(1, 1, 0);
+        let mut copies = 0;
+        for now in (0..25_400).step_by(20) {
+            let (resend, give_up) = r.due_all(now);
+            assert!(give_up.is_empty(), "gave up at {now} ms");
+            copies += resend.len();
+        }
+        assert_eq!(r.on_receive(&ack(1), 25_400), Incoming::Ack);
+        assert_eq!(copies, 5);
+        let mut r: Resender<i32> = Resender::new(1000, 10);
+        r.on_send(1, 1, 0);
+        let gave_up = (0..100_000).step_by(20).find(|&now| !r.due_all(now).1.is_empty());
+        assert_eq!(gave_up, Some(71_000));
     }
 
     #[test]

@@ -310,15 +310,15 @@ impl Van {
     fn tick(&self, now: u64) {
         if let Some(r) = &self.resender {
             let peers = self.peers.read().clone();
-            let (resend, give_up) = r.lock().due(now, |m| peers.is_dead(m.meta.recver));
-            for m in resend {
+            let due = r.lock().due(now, |m| peers.is_dead(m.meta.recver));
+            for m in due.resend {
                 self.stats.resent.fetch_add(1, Ordering::Relaxed);
                 log::debug!("resend {m}");
                 if let Err(e) = self.send_raw(&m) {
                     log::debug!("resend of {m} failed: {e}");
                 }
             }
-            for m in give_up {
+            for m in due.give_up {
                 log::warn!("gave up on {m} after {MAX_RESENDS} resends");
             }
         }
