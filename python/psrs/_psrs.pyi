@@ -55,6 +55,12 @@ def server_key_ranges(num_servers: Optional[int] = None) -> list[Tuple[int, int]
     """Each server rank's key range ``(begin, end)``, end exclusive (the last range
     also holds 2**64 - 1), for ``num_servers`` servers (default: this cluster's)."""
 
+def read_records(path: Union[str, PathLike[str]]) -> Tuple[Union[npt.NDArray[np.float32], Tuple[npt.NDArray[np.int64], npt.NDArray[np.uint32], npt.NDArray[np.float32]]], npt.NDArray[np.float32]]:
+    """Every example of the RecordIO file ``path`` as ``(features, labels)``, laid out
+    like ``Task.records()`` (e.g. a held-out set to evaluate on). Needs no cluster.
+    Raises Error for an unreadable or corrupt file, ValueError for dense records of
+    different lengths."""
+
 _Keys = Union[npt.NDArray[np.uint64], Sequence[int]]
 _Vals = Union[npt.NDArray[np.floating], Sequence[float]]
 _Lens = Union[npt.NDArray[np.int32], Sequence[int], None]

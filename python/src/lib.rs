@@ -8,6 +8,7 @@ mod errors;
 mod interrupt;
 mod master;
 mod node;
+mod records;
 mod replies;
 mod server;
 mod tasks;
@@ -32,6 +33,7 @@ fn _psrs(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(node::num_servers, m)?)?;
     m.add_function(wrap_pyfunction!(node::is_recovery, m)?)?;
     m.add_function(wrap_pyfunction!(node::server_key_ranges, m)?)?;
+    m.add_function(wrap_pyfunction!(records::read_records, m)?)?;
     m.add_class::<worker::KVWorker>()?;
     m.add_class::<server::KVServer>()?;
     m.add_class::<server::ReqMeta>()?;
