@@ -213,3 +213,15 @@ class Master:
         settings."""
     def close(self) -> None:
         """Stops serving tasks."""
+
+class RustBench:
+    """Benchmark aid (python/bench/bench_kv.py), not part of the package's API: a Rust
+    float32 KV worker of one app in this process, timing the loops the benchmark times
+    with :class:`KVWorker`."""
+
+    def __init__(self, app_id: int) -> None:
+        """A Rust worker of app ``app_id``. Needs start()."""
+    def run(self, mode: str, keys: _Keys, vals: _Vals, inflight: int, seconds: float) -> Tuple[int, float]:
+        """Pushes ``vals`` of ``keys`` (mode "push") or pulls ``keys`` ("pull"),
+        ``inflight`` requests outstanding, for ``seconds``, without the GIL;
+        ``(requests completed, seconds taken)``."""

@@ -4,6 +4,7 @@
 //! `tasks()` generator; psrs/_psrs.pyi has the signatures and docs.
 
 mod arrays;
+mod bench;
 mod errors;
 mod interrupt;
 mod master;
@@ -40,5 +41,6 @@ fn _psrs(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<tasks::Task>()?;
     m.add_class::<tasks::TaskClient>()?;
     m.add_class::<master::Master>()?;
+    m.add_class::<bench::RustBench>()?;
     Ok(())
 }
