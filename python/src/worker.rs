@@ -230,6 +230,11 @@ impl KVWorker {
         &self.dtype
     }
 
+    /// Sends `vals` of the sorted uint64 `keys` to the servers (`lens[i]` values for key
+    /// i, else `len(vals) // len(keys)` each); returns the request's timestamp at once.
+    /// A C-contiguous array of the worker's dtype is sent without a copy: leave it
+    /// unchanged until `wait(ts)` returned. ValueError for unsorted keys or values that
+    /// do not fit them.
     #[pyo3(signature = (keys, vals, lens = None, cmd = 0))]
     fn push(
         &self,
@@ -241,11 +246,16 @@ impl KVWorker {
         self.inner.push(keys, vals, lens, cmd, None)
     }
 
+    /// Asks for the values of the sorted uint64 `keys`; returns the timestamp at once.
+    /// With `out` (C-contiguous, writeable, of the worker's dtype) `wait(ts)` fills it in
+    /// place; else `pull_result(ts)` returns the values.
     #[pyo3(signature = (keys, out = None, cmd = 0))]
     fn pull(&self, keys: &Bound<'_, PyAny>, out: Option<&Bound<'_, PyAny>>, cmd: i32) -> PyResult<i32> {
         self.inner.pull(keys, out, cmd)
     }
 
+    /// Pushes `vals` of `keys` and pulls their values after the push, in one round trip
+    /// (`out` as for `pull`); returns the timestamp at once.
     #[pyo3(signature = (keys, vals, lens = None, out = None, cmd = 0))]
     fn push_pull(
         &self,
@@ -258,6 +268,10 @@ impl KVWorker {
         self.inner.push(keys, vals, lens, cmd, Some(out))
     }
 
+    /// Waits until request `ts` completed, without the GIL (a pull with `out`: the
+    /// values are in it; without: `pull_result(ts)` returns them). Ctrl-C raises
+    /// KeyboardInterrupt and leaves the request pending. psrs.Error if a server refused
+    /// it or a pull came back short.
     fn wait(&self, py: Python<'_>, ts: i32) -> PyResult<()> {
         if let Some(a) = self.inner.wait(py, ts, false)? {
             if !a.into_out {
@@ -268,6 +282,8 @@ impl KVWorker {
         Ok(())
     }
 
+    /// Waits for pull `ts` and returns its values in key order as a 1-d array (the
+    /// `out` array if one was given); with `with_lens`, `(values, lens)`.
     #[pyo3(signature = (ts, with_lens = false))]
     fn pull_result(&self, py: Python<'_>, ts: i32, with_lens: bool) -> PyResult<Py<PyAny>> {
         let Answer { vals, lens, .. } = self.ready(py, ts, with_lens)?;
