@@ -9,6 +9,9 @@ prints each round and the medians:
 - push and pull of --keys float32 keys (spread over the key space), one request at a
   time (the Python pull fills a preallocated ``out``);
 - push-only requests of --small-bytes bytes per server, --inflight outstanding.
+
+Besides the figures it prints the worker process's CPU time per request (all its
+threads: the caller, the transport's and the customer's), for where the time goes.
 """
 
 import argparse
@@ -71,20 +74,25 @@ def worker(a):
         py_run(kv, 0.2)
         rs.run(rust[0], rust[1], rust[2], rust[3], 0.2)
     got = {(name, side): [] for name, *_ in todo for side in ("python", "rust")}
+    cpu_of = {k: [] for k in got}  # the worker process's CPU time (all its threads)
     for r in range(a.rounds):
         for name, unit, py_run, rust in todo:
             sides = ["python", "rust"] if r % 2 == 0 else ["rust", "python"]
             for side in sides:
+                cpu = time.process_time()
                 ops, secs = py_run(kv, a.seconds) if side == "python" else rs.run(*rust, a.seconds)
+                cpu_us = (time.process_time() - cpu) * 1e6 / max(ops, 1)
                 got[(name, side)].append(figure(unit, ops, secs))
-                print(f"round {r} {name:<24} {side:<6} {figure(unit, ops, secs):>10.2f} {unit} ({ops} requests)",
-                      flush=True)
+                cpu_of[(name, side)].append(cpu_us)
+                print(f"round {r} {name:<24} {side:<6} {figure(unit, ops, secs):>10.2f} {unit} ({ops} requests, "
+                      f"worker CPU {cpu_us:.1f} us per request)", flush=True)
     print(f"\nmedians of {a.rounds} rounds, {psrs.num_servers()} server(s), 1 worker:")
-    print(f"{'':<24} {'python':>12} {'rust':>12} {'python/rust time':>17}")
+    print(f"{'':<24} {'python':>15} {'rust':>15} {'python/rust time':>17}   worker CPU us/request python, rust")
     for name, unit, *_ in todo:
         p, r = statistics.median(got[(name, "python")]), statistics.median(got[(name, "rust")])
         ratio = p / r if unit == "ms" else r / p
-        print(f"{name:<24} {p:>9.2f} {unit:<6}{r:>9.2f} {unit:<6} {ratio:>10.2f}x", flush=True)
+        pc, rc = statistics.median(cpu_of[(name, "python")]), statistics.median(cpu_of[(name, "rust")])
+        print(f"{name:<24} {p:>8.2f} {unit:<6} {r:>8.2f} {unit:<6} {ratio:>16.2f}x   {pc:.1f}, {rc:.1f}", flush=True)
 
 
 def main():
