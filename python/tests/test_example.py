@@ -18,7 +18,7 @@ from cluster import ROOT, psrs_bin
 DATA = Path("/usr/share/datasets/fashion-mnist")
 EXAMPLE = ROOT / "python" / "examples" / "fashion_mnist_numpy.py"
 SETTINGS = ["--epochs", "2", "--lr", "0.025", "--batch", "64"]
-LIMIT = 300  # seconds per training run
+LIMIT = 900  # seconds per training run (a debug `psrs train` on a loaded machine takes minutes)
 
 
 def convert(dir, split):
