@@ -2,7 +2,8 @@
 REPEAT times, waits for the other workers, pulls, and checks that each value is exactly
 REPEAT x WORKERS x what it pushed. With --edge-cases also: empty and single-key
 requests, push_pull, pull into `out`, unsorted keys and mismatched lengths refused with
-ValueError, and (Python servers) a callable float64 handle on app 1, whose exception
+ValueError, and (Python servers) the "sgd" handle (lr 0.5) on app 2, a callable float64
+handle on app 1, whose exception
 reaches the worker as psrs.Error, and slow requests (cmd 8) showing that a wait lets other
 threads run and that Ctrl-C interrupts it. --rust-servers: the servers are `psrs kv-test`, so
 only app 0 is checked."""
@@ -113,6 +114,12 @@ def edge_cases(kv, a):
     got = kv64.pull_result(kv64.pull(ks))
     w = psrs.num_workers()
     check(got.dtype == np.float64 and got.tolist() == [0.25 * w, 1e300 * w], f"callable handle: {got}")
+    sgd = psrs.KVWorker(2)
+    sgd.wait(sgd.push(ks, np.array([2.0, -4.0], dtype=np.float32)))
+    psrs.barrier(psrs.WORKER_GROUP)
+    got = sgd.pull_result(sgd.pull(ks))
+    check(got.tolist() == [-1.0 * w, 2.0 * w], f"sgd handle (lr 0.5): {got}")
+    print(f"sgd handle ok: {got.tolist()}", flush=True)
     try:
         kv64.wait(kv64.pull(ks, cmd=7))
     except psrs.Error as e:
@@ -172,7 +179,8 @@ def main():
     role = psrs.role()
     servers = []
     if role == "server":
-        servers = [psrs.KVServer(0, "sum"), psrs.KVServer(1, callable_handle(), dtype="float64")]
+        servers = [psrs.KVServer(0, "sum"), psrs.KVServer(1, callable_handle(), dtype="float64"),
+                   psrs.KVServer(2, "sgd", lr=0.5)]
     elif role == "worker":
         worker(a)
     psrs.finalize()
