@@ -3,10 +3,9 @@ REPEAT times, waits for the other workers, pulls, and checks that each value is 
 REPEAT x WORKERS x what it pushed. With --edge-cases also: empty and single-key
 requests, push_pull, pull into `out`, unsorted keys and mismatched lengths refused with
 ValueError, and (Python servers) the "sgd" handle (lr 0.5) on app 2, a callable float64
-handle on app 1, whose exception
-reaches the worker as psrs.Error, and slow requests (cmd 8) showing that a wait lets other
-threads run and that Ctrl-C interrupts it. --rust-servers: the servers are `psrs kv-test`, so
-only app 0 is checked."""
+handle on app 1, whose exception reaches the worker as psrs.Error, and slow requests
+(cmd 8) showing that a wait lets other threads run and that Ctrl-C interrupts it.
+--rust-servers: the servers are `psrs kv-test`, so only app 0 is checked."""
 
 import argparse
 import os
