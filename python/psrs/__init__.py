@@ -32,6 +32,7 @@ from ._psrs import (  # noqa: F401
     num_servers,
     num_workers,
     rank,
+    read_records,
     role,
     server_key_ranges,
     start,
@@ -40,7 +41,7 @@ from ._psrs import (  # noqa: F401
 __all__ = [
     "ALL_GROUP", "SCHEDULER", "SERVER_GROUP", "WORKER_GROUP", "Error", "KVServer",
     "KVWorker", "Master", "ReqMeta", "Task", "TaskClient", "barrier", "finalize",
-    "is_recovery", "node_id", "num_servers", "num_workers", "rank", "role",
+    "is_recovery", "node_id", "num_servers", "num_workers", "rank", "read_records", "role",
     "server_key_ranges", "start",
     "tasks",
 ]

@@ -55,6 +55,12 @@ def server_key_ranges(num_servers: Optional[int] = None) -> list[Tuple[int, int]
     """Each server rank's key range ``(begin, end)``, end exclusive (the last range
     also holds 2**64 - 1), for ``num_servers`` servers (default: this cluster's)."""
 
+def read_records(path: Union[str, PathLike[str]]) -> Tuple[Union[npt.NDArray[np.float32], Tuple[npt.NDArray[np.int64], npt.NDArray[np.uint32], npt.NDArray[np.float32]]], npt.NDArray[np.float32]]:
+    """Every example of the RecordIO file ``path`` as ``(features, labels)``, laid out
+    like ``Task.records()`` (e.g. a held-out set to evaluate on). Needs no cluster.
+    Raises Error for an unreadable or corrupt file, ValueError for dense records of
+    different lengths."""
+
 _Keys = Union[npt.NDArray[np.uint64], Sequence[int]]
 _Vals = Union[npt.NDArray[np.floating], Sequence[float]]
 _Lens = Union[npt.NDArray[np.int32], Sequence[int], None]
@@ -207,3 +213,15 @@ class Master:
         settings."""
     def close(self) -> None:
         """Stops serving tasks."""
+
+class RustBench:
+    """Benchmark aid (python/bench/bench_kv.py), not part of the package's API: a Rust
+    float32 KV worker of one app in this process, timing the loops the benchmark times
+    with :class:`KVWorker`."""
+
+    def __init__(self, app_id: int) -> None:
+        """A Rust worker of app ``app_id``. Needs start()."""
+    def run(self, mode: str, keys: _Keys, vals: _Vals, inflight: int, seconds: float) -> Tuple[int, float]:
+        """Pushes ``vals`` of ``keys`` (mode "push") or pulls ``keys`` ("pull"),
+        ``inflight`` requests outstanding, for ``seconds``, without the GIL;
+        ``(requests completed, seconds taken)``."""

@@ -4,10 +4,12 @@
 //! `tasks()` generator; psrs/_psrs.pyi has the signatures and docs.
 
 mod arrays;
+mod bench;
 mod errors;
 mod interrupt;
 mod master;
 mod node;
+mod records;
 mod replies;
 mod server;
 mod tasks;
@@ -32,11 +34,13 @@ fn _psrs(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(node::num_servers, m)?)?;
     m.add_function(wrap_pyfunction!(node::is_recovery, m)?)?;
     m.add_function(wrap_pyfunction!(node::server_key_ranges, m)?)?;
+    m.add_function(wrap_pyfunction!(records::read_records, m)?)?;
     m.add_class::<worker::KVWorker>()?;
     m.add_class::<server::KVServer>()?;
     m.add_class::<server::ReqMeta>()?;
     m.add_class::<tasks::Task>()?;
     m.add_class::<tasks::TaskClient>()?;
     m.add_class::<master::Master>()?;
+    m.add_class::<bench::RustBench>()?;
     Ok(())
 }

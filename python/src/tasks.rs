@@ -6,9 +6,10 @@
 use crate::errors::cluster_err;
 use crate::interrupt::{run_blocking, wait_for, SLICE};
 use crate::node::postoffice;
-use numpy::{PyArray1, PyArrayMethods};
+use crate::records;
+use numpy::PyArray1;
 use ps_apps::master::{MasterRequest, MasterResponse, Task as RsTask, TaskReport};
-use ps_apps::recordio::{self, Example, Features};
+use ps_apps::recordio::{self, Example};
 use ps_apps::train::master_client::MasterClient;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -62,48 +63,7 @@ impl Task {
     fn records<'py>(&self, py: Python<'py>) -> PyResult<(Py<PyAny>, Bound<'py, PyArray1<f32>>)> {
         let t = self.task.clone();
         let ex = py.detach(move || read(&t)).map_err(cluster_err)?;
-        let labels: Vec<f32> = ex.iter().map(|e| e.label).collect();
-        let labels = PyArray1::from_vec(py, labels);
-        let dense = ex.iter().all(|e| matches!(e.features, Features::Dense(_)));
-        if dense {
-            let dim = ex.first().map_or(0, Example::dim);
-            let mut flat = Vec::with_capacity(dim * ex.len());
-            for (i, e) in ex.iter().enumerate() {
-                if let Features::Dense(v) = &e.features {
-                    if v.len() != dim {
-                        return Err(PyValueError::new_err(format!(
-                            "record {i} has {} features, record 0 has {dim}",
-                            v.len()
-                        )));
-                    }
-                    flat.extend_from_slice(v);
-                }
-            }
-            let feats = PyArray1::from_vec(py, flat).reshape([ex.len(), dim])?;
-            return Ok((feats.into_any().unbind(), labels));
-        }
-        let (mut indptr, mut idx, mut val) = (vec![0i64], Vec::new(), Vec::new());
-        for e in &ex {
-            match &e.features {
-                Features::Sparse { idx: i, val: v } => {
-                    idx.extend_from_slice(i);
-                    val.extend_from_slice(v);
-                }
-                Features::Dense(v) => {
-                    for (i, &x) in v.iter().enumerate().filter(|(_, &x)| x != 0.0) {
-                        idx.push(i as u32);
-                        val.push(x);
-                    }
-                }
-            }
-            indptr.push(idx.len() as i64);
-        }
-        let csr = (
-            PyArray1::from_vec(py, indptr),
-            PyArray1::from_vec(py, idx),
-            PyArray1::from_vec(py, val),
-        );
-        Ok((csr.into_pyobject(py)?.into_any().unbind(), labels))
+        records::to_numpy(py, &ex)
     }
 
     fn __repr__(&self) -> String {
@@ -119,9 +79,9 @@ impl Task {
 fn read(t: &RsTask) -> Result<Vec<Example>, String> {
     let mut out = Vec::new();
     for c in &t.chunks {
-        for r in recordio::read_chunk(Path::new(&c.path), &c.index).map_err(|e| e.to_string())? {
-            out.push(Example::decode(&r)?);
-        }
+        let what = format!("{}: chunk {}", c.path, c.index.idx);
+        let recs = recordio::read_chunk(Path::new(&c.path), &c.index).map_err(|e| format!("{what}: {e}"))?;
+        out.extend(records::decode(&recs, &what)?);
     }
     Ok(out)
 }

@@ -21,7 +21,7 @@ enum Pending<V: Elem> {
         out: Option<Py<PyArrayDyn<V>>>,
     },
     /// A pull answered by `wait` (no `out`): kept for `pull_result`.
-    Ready(Py<PyAny>, Py<PyAny>),
+    Ready(Py<PyAny>, Option<Py<PyAny>>),
 }
 
 /// The typed worker behind the Python class.
@@ -41,8 +41,9 @@ trait Backend: Send + Sync {
         pull_into: Option<Option<&Bound<'_, PyAny>>>,
     ) -> PyResult<i32>;
     fn pull(&self, keys: &Bound<'_, PyAny>, out: Option<&Bound<'_, PyAny>>, cmd: i32) -> PyResult<i32>;
-    /// Waits for `ts`; for a pull returns its values and lengths.
-    fn wait(&self, py: Python<'_>, ts: i32) -> PyResult<Option<Answer>>;
+    /// Waits for `ts`; for a pull returns its values, and its lengths when `want_lens`
+    /// or when the values are not in an `out` (a later `pull_result` may ask for them).
+    fn wait(&self, py: Python<'_>, ts: i32, want_lens: bool) -> PyResult<Option<Answer>>;
     /// Keeps a pull's answer for a later `pull_result`.
     fn stash(&self, ts: i32, a: Answer);
 }
@@ -50,7 +51,7 @@ trait Backend: Send + Sync {
 /// A pull's values (in `out` if one was given) and per-key lengths.
 struct Answer {
     vals: Py<PyAny>,
-    lens: Py<PyAny>,
+    lens: Option<Py<PyAny>>,
     /// The values went into the caller's `out`.
     into_out: bool,
 }
@@ -91,11 +92,13 @@ impl<V: Elem> Backend for Typed<V> {
             lens: arrays::lens(lens)?,
         };
         let nkeys = kvs.keys.len();
+        // sending can block (a full queue): not with the GIL
+        let py = keys.py();
         let (ts, p) = match pull_into {
-            None => (self.kv.zpush(kvs, cmd).map_err(kv_err)?, Pending::Push),
+            None => (py.detach(|| self.kv.zpush(kvs, cmd)).map_err(kv_err)?, Pending::Push),
             Some(out) => {
                 let out = out_array::<V>(out)?;
-                let ts = self.kv.push_pull(kvs, cmd).map_err(kv_err)?;
+                let ts = py.detach(|| self.kv.push_pull(kvs, cmd)).map_err(kv_err)?;
                 (ts, Pending::Pull { nkeys, out })
             }
         };
@@ -105,9 +108,10 @@ impl<V: Elem> Backend for Typed<V> {
 
     fn pull(&self, keys: &Bound<'_, PyAny>, out: Option<&Bound<'_, PyAny>>, cmd: i32) -> PyResult<i32> {
         let out = out_array::<V>(out)?;
+        let keys_py = keys.py();
         let keys = arrays::keys(keys)?;
         let nkeys = keys.len();
-        let ts = self.kv.zpull(keys, cmd).map_err(kv_err)?;
+        let ts = keys_py.detach(|| self.kv.zpull(keys, cmd)).map_err(kv_err)?;
         self.pending.lock().insert(ts, Pending::Pull { nkeys, out });
         Ok(ts)
     }
@@ -116,7 +120,7 @@ impl<V: Elem> Backend for Typed<V> {
         self.pending.lock().insert(ts, Pending::Ready(a.vals, a.lens));
     }
 
-    fn wait(&self, py: Python<'_>, ts: i32) -> PyResult<Option<Answer>> {
+    fn wait(&self, py: Python<'_>, ts: i32, want_lens: bool) -> PyResult<Option<Answer>> {
         let p = self
             .pending
             .lock()
@@ -126,7 +130,7 @@ impl<V: Elem> Backend for Typed<V> {
             Pending::Ready(v, l) => {
                 return Ok(Some(Answer {
                     vals: v.clone_ref(py),
-                    lens: l.clone_ref(py),
+                    lens: l.as_ref().map(|l| l.clone_ref(py)),
                     into_out: false,
                 }))
             }
@@ -147,8 +151,10 @@ impl<V: Elem> Backend for Typed<V> {
             Pending::Ready(..) => unreachable!("answered above"),
         };
         let pulled = Pulled::new(replies, nkeys).map_err(kv_err)?;
-        let lens = PyArray1::from_vec(py, pulled.lens()).into_any().unbind();
         let into_out = out.is_some();
+        // the lengths only when they can be asked for (a 1M-key pull into `out`
+        // would build a 4 MB array for nothing)
+        let lens = (want_lens || !into_out).then(|| PyArray1::from_vec(py, pulled.lens()).into_any().unbind());
         let vals = match out {
             Some(out) => {
                 let o = out.bind(py);
@@ -195,9 +201,9 @@ impl KVWorker {
         }))
     }
 
-    fn ready(&self, py: Python<'_>, ts: i32) -> PyResult<Answer> {
+    fn ready(&self, py: Python<'_>, ts: i32, want_lens: bool) -> PyResult<Answer> {
         self.inner
-            .wait(py, ts)?
+            .wait(py, ts, want_lens)?
             .ok_or_else(|| cluster_err(format!("request {ts} is a push: it has no pulled values")))
     }
 }
@@ -224,6 +230,11 @@ impl KVWorker {
         &self.dtype
     }
 
+    /// Sends `vals` of the sorted uint64 `keys` to the servers (`lens[i]` values for key
+    /// i, else `len(vals) // len(keys)` each); returns the request's timestamp at once.
+    /// A C-contiguous array of the worker's dtype is sent without a copy: leave it
+    /// unchanged until `wait(ts)` returned. ValueError for unsorted keys or values that
+    /// do not fit them.
     #[pyo3(signature = (keys, vals, lens = None, cmd = 0))]
     fn push(
         &self,
@@ -235,11 +246,16 @@ impl KVWorker {
         self.inner.push(keys, vals, lens, cmd, None)
     }
 
+    /// Asks for the values of the sorted uint64 `keys`; returns the timestamp at once.
+    /// With `out` (C-contiguous, writeable, of the worker's dtype) `wait(ts)` fills it in
+    /// place; else `pull_result(ts)` returns the values.
     #[pyo3(signature = (keys, out = None, cmd = 0))]
     fn pull(&self, keys: &Bound<'_, PyAny>, out: Option<&Bound<'_, PyAny>>, cmd: i32) -> PyResult<i32> {
         self.inner.pull(keys, out, cmd)
     }
 
+    /// Pushes `vals` of `keys` and pulls their values after the push, in one round trip
+    /// (`out` as for `pull`); returns the timestamp at once.
     #[pyo3(signature = (keys, vals, lens = None, out = None, cmd = 0))]
     fn push_pull(
         &self,
@@ -252,8 +268,12 @@ impl KVWorker {
         self.inner.push(keys, vals, lens, cmd, Some(out))
     }
 
+    /// Waits until request `ts` completed, without the GIL (a pull with `out`: the
+    /// values are in it; without: `pull_result(ts)` returns them). Ctrl-C raises
+    /// KeyboardInterrupt and leaves the request pending. psrs.Error if a server refused
+    /// it or a pull came back short.
     fn wait(&self, py: Python<'_>, ts: i32) -> PyResult<()> {
-        if let Some(a) = self.inner.wait(py, ts)? {
+        if let Some(a) = self.inner.wait(py, ts, false)? {
             if !a.into_out {
                 // a pull without `out`: keep its values for pull_result
                 self.inner.stash(ts, a);
@@ -262,10 +282,13 @@ impl KVWorker {
         Ok(())
     }
 
+    /// Waits for pull `ts` and returns its values in key order as a 1-d array (the
+    /// `out` array if one was given); with `with_lens`, `(values, lens)`.
     #[pyo3(signature = (ts, with_lens = false))]
     fn pull_result(&self, py: Python<'_>, ts: i32, with_lens: bool) -> PyResult<Py<PyAny>> {
-        let Answer { vals, lens, .. } = self.ready(py, ts)?;
+        let Answer { vals, lens, .. } = self.ready(py, ts, with_lens)?;
         if with_lens {
+            let lens = lens.ok_or_else(|| cluster_err(format!("request {ts}: no lengths kept")))?;
             Ok((vals, lens).into_pyobject(py)?.into_any().unbind())
         } else {
             Ok(vals)

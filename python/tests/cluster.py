@@ -17,9 +17,10 @@ HERE = Path(__file__).resolve().parent
 
 
 def psrs_bin() -> str:
-    """The psrs binary: $PSRS_BIN, else target/{release,debug}/psrs (newest)."""
+    """The psrs binary (an absolute path): $PSRS_BIN, else target/{release,debug}/psrs
+    (newest)."""
     if os.environ.get("PSRS_BIN"):
-        return os.environ["PSRS_BIN"]
+        return os.path.abspath(os.environ["PSRS_BIN"])
     found = [ROOT / "target" / p / "psrs" for p in ("release", "debug")]
     found = [p for p in found if p.exists()]
     if not found:

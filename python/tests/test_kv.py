@@ -18,7 +18,8 @@ def test_python_workers_and_servers(cluster_factory, uneven):
         assert "kv-test ok" in out and "= 40 x pushed" in out, c.logs()
         assert "kv-test edge cases ok" in out, c.logs()
         for what in ["unsorted keys refused", "3 values for 2 keys refused", "unsorted pull refused",
-                     "handle error reached the worker"]:
+                     "handle error reached the worker", "sgd handle ok", "another thread ran during a wait",
+                     "Ctrl-C interrupted a wait"]:
             assert what in out, c.logs()
 
 

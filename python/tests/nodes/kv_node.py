@@ -2,17 +2,22 @@
 REPEAT times, waits for the other workers, pulls, and checks that each value is exactly
 REPEAT x WORKERS x what it pushed. With --edge-cases also: empty and single-key
 requests, push_pull, pull into `out`, unsorted keys and mismatched lengths refused with
-ValueError, and (Python servers) a callable float64 handle on app 1, whose exception
-reaches the worker as psrs.Error. --rust-servers: the servers are `psrs kv-test`, so
-only app 0 is checked."""
+ValueError, and (Python servers) the "sgd" handle (lr 0.5) on app 2, a callable float64
+handle on app 1, whose exception reaches the worker as psrs.Error, and slow requests
+(cmd 8) showing that a wait lets other threads run and that Ctrl-C interrupts it.
+--rust-servers: the servers are `psrs kv-test`, so only app 0 is checked."""
 
 import argparse
 import os
+import signal
+import threading
+import time
 
 import numpy as np
 import psrs
 
 U64_MAX = 2**64 - 1
+SLOW = 1.5  # seconds a cmd-8 request takes on a Python server
 
 
 def callable_handle():
@@ -21,6 +26,8 @@ def callable_handle():
     def handle(meta, keys, vals):
         if meta.cmd == 7:
             raise RuntimeError("cmd 7 is not supported")
+        if meta.cmd == 8:
+            time.sleep(SLOW)  # a slow answer, for the waits' checks
         if meta.push:
             for k, v in zip(keys.tolist(), vals.tolist()):
                 store[k] = store.get(k, 0.0) + v
@@ -106,6 +113,12 @@ def edge_cases(kv, a):
     got = kv64.pull_result(kv64.pull(ks))
     w = psrs.num_workers()
     check(got.dtype == np.float64 and got.tolist() == [0.25 * w, 1e300 * w], f"callable handle: {got}")
+    sgd = psrs.KVWorker(2)
+    sgd.wait(sgd.push(ks, np.array([2.0, -4.0], dtype=np.float32)))
+    psrs.barrier(psrs.WORKER_GROUP)
+    got = sgd.pull_result(sgd.pull(ks))
+    check(got.tolist() == [-1.0 * w, 2.0 * w], f"sgd handle (lr 0.5): {got}")
+    print(f"sgd handle ok: {got.tolist()}", flush=True)
     try:
         kv64.wait(kv64.pull(ks, cmd=7))
     except psrs.Error as e:
@@ -113,6 +126,44 @@ def edge_cases(kv, a):
         print(f"handle error reached the worker: {e}", flush=True)
     else:
         raise SystemExit("kv-test failed: a raising handle did not fail the request")
+    slow_waits(kv64, ks)
+
+
+def slow_waits(kv, keys):
+    """Waits on requests the server answers after SLOW seconds: other Python threads
+    run meanwhile (the GIL is released), and Ctrl-C (SIGINT) interrupts the wait with
+    KeyboardInterrupt, leaving the request pending (a second wait completes it)."""
+    ticks, stop = [0], threading.Event()
+
+    def spin():
+        while not stop.is_set():
+            ticks[0] += 1
+            time.sleep(0.001)
+
+    ts = kv.pull(keys, cmd=8)
+    t = threading.Thread(target=spin)
+    t.start()
+    before = ticks[0]
+    kv.wait(ts)
+    ran = ticks[0] - before
+    stop.set()
+    t.join()
+    # with the GIL held through the wait, the thread could not have run at all
+    check(ran >= 10, f"another thread ran {ran} times during a {SLOW} s wait")
+    print(f"another thread ran during a wait ({ran} times)", flush=True)
+    ts = kv.pull(keys, cmd=8)
+    timer = threading.Timer(0.2, lambda: os.kill(os.getpid(), signal.SIGINT))
+    timer.start()
+    try:
+        kv.wait(ts)
+    except KeyboardInterrupt:
+        print("Ctrl-C interrupted a wait", flush=True)
+    else:
+        raise SystemExit(f"kv-test failed: SIGINT did not interrupt a {SLOW} s wait")
+    finally:
+        timer.join()
+    got = kv.pull_result(ts)  # still pending: completes
+    check(got.size == len(keys), f"the interrupted pull gave {got}")
 
 
 def main():
@@ -127,7 +178,8 @@ def main():
     role = psrs.role()
     servers = []
     if role == "server":
-        servers = [psrs.KVServer(0, "sum"), psrs.KVServer(1, callable_handle(), dtype="float64")]
+        servers = [psrs.KVServer(0, "sum"), psrs.KVServer(1, callable_handle(), dtype="float64"),
+                   psrs.KVServer(2, "sgd", lr=0.5)]
     elif role == "worker":
         worker(a)
     psrs.finalize()
