@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 
 mod failover;
 use failover::Failover;
+mod leased;
 mod peers;
 mod start;
 
