@@ -2,6 +2,7 @@
 //! incoming ones, streams the active scheduler's state to its standbys and carries out
 //! the decisions of [`crate::protocol::failover`]. Only wiring: every rule is there.
 
+use super::leased::{load_external, lock_view};
 use super::{control, Van};
 use crate::message::{Command, Message};
 use crate::node::{Role, ALL_GROUP, SCHEDULER};
@@ -387,10 +388,8 @@ impl Van {
         }
         let ls = self.lock_service();
         if let Some(ls) = &ls {
-            if g.cand.wants_lock() {
-                ls.campaign();
-            }
-            g.cand.on_lock(ls.lock());
+            let lock = lock_view(&g.cand, ls.as_ref());
+            g.cand.on_lock(lock);
         }
         let live = g.live_nodes;
         // the first candidate winning the lock of a new cluster: nothing to take over
@@ -398,16 +397,14 @@ impl Van {
         let decision = g.cand.tick(now, live);
         self.fo.publish(&g.cand);
         let mut take_over = None;
-        match decision {
-            Decision::TakeOver(e) if first => log::info!("holding the scheduler lock: active at {e}"),
-            Decision::TakeOver(e) if ls.is_some() => {
-                if let Err(err) = load_external(&mut g, ls.as_deref()) {
-                    log::error!("{err}; waiting for the nodes to register again");
-                }
+        match (decision, &ls) {
+            (Decision::TakeOver(e), Some(_)) if first => log::info!("holding the scheduler lock: active at {e}"),
+            (Decision::TakeOver(e), Some(ls)) => {
+                load_external(&mut g, ls.as_ref());
                 take_over = Some((e, g.core.clone()));
             }
-            Decision::StepDown(e) => log::warn!("lost the scheduler lock: this scheduler ({e}) steps down"),
-            Decision::TakeOver(e) => {
+            (Decision::StepDown(e), _) => log::warn!("lost the scheduler lock: this scheduler ({e}) steps down"),
+            (Decision::TakeOver(e), None) => {
                 g.replicas = Replicas::new(
                     (0..self.cfg.schedulers.len()).filter(|&i| i != g.cand.me()),
                     self.cfg.heartbeat_timeout.as_millis() as u64,
@@ -416,7 +413,7 @@ impl Van {
                 g.refusal.clear();
                 take_over = Some((e, g.core.clone()));
             }
-            Decision::Refused(r) => {
+            (Decision::Refused(r), _) => {
                 let r = r.to_string();
                 if r != g.refusal {
                     log::warn!("the active scheduler is silent, but this standby does not take over: {r}");
@@ -446,14 +443,6 @@ impl Van {
             self.send_to_schedulers(control(SCHEDULER, Command::PeerBeat));
         }
     }
-}
-
-/// A new active's state, read from the lock service.
-fn load_external(g: &mut SchedFailover, ls: Option<&dyn crate::van::LockService>) -> Result<(), String> {
-    let (core, app) = ls.map_or(Ok(Default::default()), |l| l.load())?;
-    g.core = Bytes::from(core);
-    g.app = Bytes::from(app);
-    Ok(())
 }
 
 /// Live nodes (not the scheduler) in an exported node table.

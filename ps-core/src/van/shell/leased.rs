@@ -6,7 +6,7 @@ use super::failover::SchedFailover;
 use super::Van;
 use crate::config::Config;
 use crate::node::Role;
-use crate::protocol::failover::ElectionMode;
+use crate::protocol::failover::{Candidate, ElectionMode, Lock};
 use crate::van::LockService;
 use std::sync::Arc;
 
@@ -54,5 +54,25 @@ impl Van {
         };
         ls.save(&core, &app)
             .map_err(|e| format!("state not saved under the scheduler lock: {e}"))
+    }
+}
+
+/// Seeks the lock when the candidate wants it; the lock as the service sees it.
+pub(super) fn lock_view(cand: &Candidate, ls: &dyn LockService) -> Lock {
+    if cand.wants_lock() {
+        ls.campaign();
+    }
+    ls.lock()
+}
+
+/// A new active's state, read from the lock service (on failure the table stays empty
+/// and the nodes register again).
+pub(super) fn load_external(g: &mut SchedFailover, ls: &dyn LockService) {
+    match ls.load() {
+        Ok((core, app)) => {
+            g.core = bytes::Bytes::from(core);
+            g.app = bytes::Bytes::from(app);
+        }
+        Err(e) => log::error!("{e}; waiting for the nodes to register again"),
     }
 }
