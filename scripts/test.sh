@@ -2,7 +2,7 @@
 # Every test of psrs, as the README's test command and CI run them: installs the Debian
 # packages the tests need when any is missing (scripts/install-deps.sh), then the
 # workspace's tests, the root-only tests (network namespaces, Slurm), the multi-process
-# tests again over the TCP transport, the etcd store against a real etcd, and the Python
+# tests again over the TCP transport, the etcd store and election against a real etcd, and the Python
 # package's tests (pytest in a virtualenv under target/). Any failure fails the script;
 # a test that cannot run here is listed as ignored, never as passed.
 set -euo pipefail
@@ -32,8 +32,9 @@ DMLC_PS_VAN_TYPE=tcp cargo test --test cluster --test failure --test kv --test t
 # The multi-process KV and cluster tests again with a cluster secret (authenticated,
 # encrypted TCP links; the tests' cluster helper hands PSRS_TEST_SECRET to every node).
 DMLC_PS_VAN_TYPE=tcp PSRS_TEST_SECRET=ci-cluster-secret-0123456789 cargo test --test kv --test cluster
-# The etcd master store against a real etcd server.
+# The etcd master store and the etcd scheduler election against a real etcd server.
 cargo test -p ps-apps --features etcd --test etcd_store
+cargo test --features etcd --test standby etcd
 
 # The Python package: built with maturin (from PyPI) into a virtualenv, then its tests
 # (real clusters of Python and Rust nodes) with pytest; "no tests collected" (exit 5)

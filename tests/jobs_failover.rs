@@ -4,7 +4,10 @@
 //! and a standby scheduler takes over a killed active one with nothing restarted
 //! (the job table and queues were streamed to it): the job finishes within a point of
 //! the same job run fault-free, the standby's API and `/stats.json` show it active
-//! under term 2. Prints the seconds from each kill to the job's progress again.
+//! under term 2; an inference job running across the takeover is joined by the standby
+//! from the batches both schedulers keep in a shared `--outputs-dir` (their work dirs
+//! differ, as on two hosts). Prints the seconds from each kill to the job's progress
+//! again.
 
 mod common;
 
@@ -96,8 +99,18 @@ fn a_standby_scheduler_takes_over_the_jobs_of_a_killed_active_one() {
         format!("127.0.0.1:{}", free_port()),
     );
     let (wa, wb) = (dir.path().join("active"), dir.path().join("standby"));
-    let a_args = ["cluster", "--stats-addr", &a_http, "--work-dir", wa.to_str().unwrap()];
-    let b_args = ["cluster", "--stats-addr", &b_http, "--work-dir", wb.to_str().unwrap()];
+    let shared = dir.path().join("shared-outputs");
+    let shared = ["--outputs-dir", shared.to_str().unwrap()];
+    let a_args = [
+        &["cluster", "--stats-addr", &a_http, "--work-dir", wa.to_str().unwrap()],
+        &shared[..],
+    ]
+    .concat();
+    let b_args = [
+        &["cluster", "--stats-addr", &b_http, "--work-dir", wb.to_str().unwrap()],
+        &shared[..],
+    ]
+    .concat();
     let mut c = Cluster::new(2, 2, &a_args, ENV, LIMIT);
     let standby_port = free_port();
     let list = format!("127.0.0.1:{},127.0.0.1:{standby_port}", c.port);
@@ -120,12 +133,32 @@ fn a_standby_scheduler_takes_over_the_jobs_of_a_killed_active_one() {
     assert_eq!(st["scheduler"]["active"], true, "{st}");
     let (train, test) = data(dir.path());
     // fault-free first, then the same job with the active scheduler killed mid-way
-    let clean = api.submit(&train_args(&train, &test, "softmax", "4"));
+    let model = dir.path().join("clean.model");
+    let model = model.to_str().unwrap();
+    let clean = api.submit(&[train_args(&train, &test, "softmax", "4"), vec!["--out", model]].concat());
     let base = api.until(&c, LIMIT, &clean, "done", |j| j["state"] == "done")["accuracy"]
         .as_f64()
         .unwrap();
     let id = api.submit(&train_args(&train, &test, "softmax", "4"));
     api.until(&c, LIMIT, &id, "progress", |j| j["progress"].as_f64().unwrap() > 0.3);
+    // an inference job over the clean model, killed mid-way with the training job
+    let infer = dir.path().join("infer.rio");
+    let labels = blobs(&infer, 20_000, 100, 13);
+    let out = dir.path().join("out.csv");
+    let inf = api.submit(&[
+        "infer",
+        "--model",
+        model,
+        "--data",
+        infer.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let before = api.until(&c, LIMIT, &inf, "inference batches", |j| done(j) > 0);
+    assert!(
+        before["state"] != "done",
+        "the inference job must run across the kill: {before}"
+    );
     let seen = done(&api.get(&format!("/jobs/{id}")));
     let t = Instant::now();
     c.kill(active);
@@ -158,6 +191,13 @@ fn a_standby_scheduler_takes_over_the_jobs_of_a_killed_active_one() {
         "done",
         "the ended job is in the streamed table"
     );
+    let inf_end = next.until(&c, LIMIT, &inf, "inference done", |j| j["state"] == "done");
+    let text = std::fs::read_to_string(&out).unwrap();
+    let rows: Vec<&str> = text.lines().skip(1).collect();
+    assert_eq!(rows.len(), labels.len(), "every record once: {inf_end}");
+    for (i, r) in rows.iter().enumerate() {
+        assert!(r.starts_with(&format!("{i},")), "dataset order at {i}: {r}");
+    }
     println!(
         "figure: active scheduler kill -9 to the job's progress on the standby (PS_HEARTBEAT_TIMEOUT=1): {back:.2} s; accuracy {acc:.4} vs fault-free {base:.4}"
     );

@@ -2,58 +2,19 @@
 //! with a message, when no `etcd` binary is installed).
 #![cfg(feature = "etcd")]
 
+#[path = "../../tests/common/etcd.rs"]
+mod etcd;
+
+use etcd::Etcd;
 use ps_apps::etcd_store::EtcdStore;
-use std::net::TcpListener;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-
-struct Etcd {
-    child: Child,
-    endpoint: String,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Etcd {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
+use std::time::Duration;
 
 fn start_etcd() -> Option<Etcd> {
-    if Command::new("etcd").arg("--version").output().is_err() {
+    if !etcd::installed() {
         eprintln!("SKIPPED: no etcd binary (apt-get install etcd-server)");
         return None;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let (c, p) = (port(), port());
-    let endpoint = format!("http://127.0.0.1:{c}");
-    let child = Command::new("etcd")
-        .arg("--data-dir")
-        .arg(dir.path())
-        .args(["--listen-client-urls", &endpoint, "--advertise-client-urls", &endpoint])
-        .args(["--listen-peer-urls", &format!("http://127.0.0.1:{p}")])
-        .args(["--initial-advertise-peer-urls", &format!("http://127.0.0.1:{p}")])
-        .args(["--initial-cluster", &format!("default=http://127.0.0.1:{p}")])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let etcd = Etcd {
-        child,
-        endpoint,
-        _dir: dir,
-    };
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while std::net::TcpStream::connect(("127.0.0.1", c)).is_err() {
-        assert!(Instant::now() < deadline, "etcd did not start");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    Some(etcd)
+    Some(Etcd::start())
 }
 
 fn store(etcd: &Etcd, wait: Duration) -> Result<EtcdStore, String> {
@@ -91,7 +52,7 @@ fn saves_under_the_lock_and_a_new_master_takes_over() {
 #[test]
 fn unreachable_etcd_is_a_clear_error() {
     let e = EtcdStore::connect(
-        &[format!("http://127.0.0.1:{}", port())],
+        &[format!("http://127.0.0.1:{}", etcd::port())],
         "/k",
         "/l",
         Duration::from_secs(5),

@@ -56,6 +56,9 @@ pub struct Config {
     /// `PS_SCHEDULER_STANDBY`: non-zero makes this scheduler a standby that follows the
     /// active one and takes over when it dies.
     pub scheduler_standby: bool,
+    /// `PS_ELECTION` (`embedded` or `etcd`), with `PS_ETCD_ENDPOINTS` and
+    /// `PS_ETCD_PREFIX`: how the active scheduler is chosen (see `protocol::failover`).
+    pub election: crate::protocol::failover::ElectionMode,
     /// `PS_REPLICAS`: how many next servers (on the ring of server ranks) also hold
     /// each server's key range (0, the default: no replication).
     pub replicas: usize,
@@ -185,6 +188,12 @@ impl Config {
             Some(list) => crate::protocol::failover::parse_candidates(list).map_err(|e| err("PS_SCHEDULERS", e))?,
         };
         let scheduler_standby = v.parse::<i64>("PS_SCHEDULER_STANDBY", "0 or 1")?.unwrap_or(0) != 0;
+        let election = crate::protocol::failover::parse_election(
+            v.get("PS_ELECTION"),
+            v.get("PS_ETCD_ENDPOINTS"),
+            v.get("PS_ETCD_PREFIX"),
+        )
+        .map_err(|(var, e)| err(var, e))?;
         let cfg = Config {
             role,
             root_uri,
@@ -203,6 +212,7 @@ impl Config {
             van_type: v.get("DMLC_PS_VAN_TYPE").unwrap_or("zmq").to_string(),
             schedulers,
             scheduler_standby,
+            election,
             replicas: v.parse("PS_REPLICAS", "a count of replicas (0 = none)")?.unwrap_or(0),
             elastic_workers: v.parse::<i64>("PS_ELASTIC_WORKERS", "0 or 1")?.unwrap_or(0) != 0,
             security: crate::auth::Security::from_vars(vars)?,
@@ -284,6 +294,13 @@ impl Config {
             return Err(err(
                 "PS_SCHEDULER_STANDBY",
                 "only a scheduler can be a standby, and PS_SCHEDULERS must list at least two",
+            ));
+        }
+        let etcd = matches!(self.election, crate::protocol::failover::ElectionMode::Etcd { .. });
+        if etcd && self.role == Role::Scheduler && (self.schedulers.len() < 2 || self.heartbeat_timeout.is_zero()) {
+            return Err(err(
+                "PS_ELECTION",
+                "etcd needs PS_SCHEDULERS listing at least two schedulers and PS_HEARTBEAT_TIMEOUT (the lease) above 0",
             ));
         }
         Ok(())

@@ -38,6 +38,12 @@ pub struct Args {
     /// jobs' checkpoints (servers). A restarted scheduler resumes the jobs found there.
     #[arg(long, default_value = "psrs-cluster")]
     work_dir: PathBuf,
+    /// Directory for inference jobs' finished batches until they are joined into the
+    /// job's output (scheduler; default: the work dir). With standby schedulers on other
+    /// hosts, give a directory every scheduler candidate reaches (a shared file system):
+    /// a standby that takes over joins the batches the old active one saved there.
+    #[arg(long)]
+    outputs_dir: Option<PathBuf>,
 }
 
 /// Runs this node's role of the cluster until it is killed.
@@ -59,7 +65,7 @@ pub fn run(a: Args) -> Result<(), String> {
                 Box::new(file)
             };
             let cfg = SchedulerConfig {
-                work_dir: a.work_dir.clone(),
+                outputs_dir: a.outputs_dir.clone().unwrap_or_else(|| a.work_dir.clone()),
                 mode: match a.scheduling {
                     Scheduling::Local => FairMode::Local,
                     Scheduling::Global => FairMode::Global,

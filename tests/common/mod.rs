@@ -3,6 +3,7 @@
 //! started when dropped.
 #![allow(dead_code)]
 
+pub mod etcd;
 pub mod jobs;
 pub mod netns;
 pub mod training;

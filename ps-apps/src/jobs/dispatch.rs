@@ -33,7 +33,7 @@ impl JobScheduler {
 
     fn batches_dir(&self, num: JobNum) -> PathBuf {
         let sub = self.table.get(num).map_or(0, |j| j.submitted_ms);
-        self.cfg.work_dir.join(format!("job-{num}-{sub}-batches"))
+        self.cfg.outputs_dir.join(format!("job-{num}-{sub}-batches"))
     }
 
     /// Records a finished task: inference predictions are saved first, then the queue.

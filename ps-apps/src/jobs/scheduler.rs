@@ -29,8 +29,10 @@ pub type StoreFactory = Box<dyn Fn(&str) -> Box<dyn Store> + Send>;
 
 /// The scheduler's settings.
 pub struct SchedulerConfig {
-    /// Where inference batches are kept until a job's outputs are joined.
-    pub work_dir: PathBuf,
+    /// Where inference batches are kept until a job's outputs are joined (`psrs
+    /// cluster --outputs-dir`): with standby schedulers on other hosts, a directory every
+    /// candidate reaches, so a new active one joins the batches the old one saved.
+    pub outputs_dir: PathBuf,
     /// Fair-time mode.
     pub mode: FairMode,
     /// Reallocate at least this often (besides arrivals, ends and deaths).

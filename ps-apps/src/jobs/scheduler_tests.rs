@@ -37,7 +37,7 @@ fn dataset(dir: &Path, n: usize) -> String {
 
 fn sched(dir: &Path, stores: &Stores, servers: usize) -> JobScheduler {
     let cfg = SchedulerConfig {
-        work_dir: dir.to_path_buf(),
+        outputs_dir: dir.to_path_buf(),
         mode: FairMode::Local,
         realloc_every_ms: 1000,
         num_servers: servers,

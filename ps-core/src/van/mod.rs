@@ -6,11 +6,13 @@
 
 pub mod guard;
 pub mod join_watch;
+pub mod lock_service;
 mod shell;
 pub mod tcp_transport;
 pub mod transport;
 pub mod zmq_transport;
 
+pub use lock_service::LockService;
 pub use shell::{Van, VanStats};
 pub use tcp_transport::TcpTransport;
 pub use transport::{Deliver, Transport};

@@ -1,6 +1,7 @@
 //! One scheduler candidate's failover role: active, or a standby following the active
 //! one; when a standby takes over and when an active one steps down.
 
+use super::election::{Election, Facts, Lock, Majority, Vote};
 use super::Epoch;
 use std::collections::BTreeMap;
 
@@ -63,8 +64,9 @@ struct Witness {
 }
 
 /// A scheduler candidate's failover state.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct Candidate {
+    rule: Box<dyn Election>,
     me: usize,
     n: usize,
     timeout_ms: u64,
@@ -77,9 +79,24 @@ pub struct Candidate {
 }
 
 impl Candidate {
-    /// Candidate `me` of `n`, active at term 1 unless `standby`, losing the active one
-    /// after `timeout_ms` of silence (0 = never takes over), at `now_ms`.
+    /// Candidate `me` of `n` under the embedded rule ([`Majority`]), active at term 1
+    /// unless `standby`, losing the active one after `timeout_ms` of silence (0 = never
+    /// takes over), at `now_ms`.
     pub fn new(me: usize, n: usize, timeout_ms: u64, standby: bool, now_ms: u64) -> Candidate {
+        Candidate::with_rule(me, n, timeout_ms, standby, now_ms, Box::new(Majority))
+    }
+
+    /// As [`Candidate::new`] under election rule `rule`. A lock-based rule starts every
+    /// candidate as a standby (`standby` is ignored): the lock makes one active.
+    pub fn with_rule(
+        me: usize,
+        n: usize,
+        timeout_ms: u64,
+        standby: bool,
+        now_ms: u64,
+        rule: Box<dyn Election>,
+    ) -> Candidate {
+        let standby = standby || rule.external_state();
         let epoch = if standby {
             Epoch::default()
         } else {
@@ -89,6 +106,7 @@ impl Candidate {
             }
         };
         Candidate {
+            rule,
             me,
             n: n.max(1),
             timeout_ms,
@@ -196,37 +214,64 @@ impl Candidate {
         rank.saturating_sub(1) as u64 * self.timeout_ms / 2
     }
 
+    /// The external lock as the shell sees it (see [`Election::on_lock`]).
+    pub fn on_lock(&mut self, lock: Lock) {
+        self.rule.on_lock(lock);
+    }
+
+    /// True when the shell should hold or seek the external lock now.
+    pub fn wants_lock(&self) -> bool {
+        self.rule.wants_lock(self.epoch)
+    }
+
+    /// True when the state is kept by the lock service rather than streamed.
+    pub fn external_state(&self) -> bool {
+        self.rule.external_state()
+    }
+
     /// Periodic check at `now_ms`; `live_nodes` is how many nodes the node table
     /// followed so far holds alive (a majority of them must report the active one
-    /// silent).
+    /// silent, under the embedded rule). An active candidate whose rule forbids acting
+    /// (its lock is lost) steps down.
     pub fn tick(&mut self, now_ms: u64, live_nodes: usize) -> Decision {
-        if self.active || self.timeout_ms == 0 {
-            return Decision::Nothing;
+        if self.active {
+            if self.rule.may_act() {
+                return Decision::Nothing;
+            }
+            self.active = false;
+            return Decision::StepDown(self.epoch);
         }
-        if now_ms.saturating_sub(self.last_heard_ms) <= self.timeout_ms + self.extra_wait_ms() {
-            return Decision::Nothing;
-        }
-        let seen = self.witnesses.values().map(|w| w.seen_seq).max().unwrap_or(0);
-        if seen > self.seq {
-            return Decision::Refused(Refusal::Stale { mine: self.seq, seen });
-        }
-        let need = if live_nodes == 0 { 0 } else { live_nodes / 2 + 1 };
-        let have = self
-            .witnesses
-            .values()
-            .filter(|w| now_ms.saturating_sub(w.at_ms) <= self.timeout_ms && w.silence_ms > self.timeout_ms)
-            .count();
-        if have < need {
-            return Decision::Refused(Refusal::NoMajority { have, need });
-        }
-        self.active = true;
-        self.epoch = Epoch {
-            term: self.epoch.term + 1,
-            candidate: self.me as u32,
+        let facts = Facts {
+            silence_ms: now_ms.saturating_sub(self.last_heard_ms),
+            wait_ms: if self.timeout_ms == 0 {
+                0
+            } else {
+                self.timeout_ms + self.extra_wait_ms()
+            },
+            followed: self.epoch,
+            held_seq: self.seq,
+            seen_seq: self.witnesses.values().map(|w| w.seen_seq).max().unwrap_or(0),
+            silent_witnesses: self
+                .witnesses
+                .values()
+                .filter(|w| now_ms.saturating_sub(w.at_ms) <= self.timeout_ms && w.silence_ms > self.timeout_ms)
+                .count(),
+            live_nodes,
         };
-        self.state_epoch = self.epoch;
-        self.witnesses.clear();
-        Decision::TakeOver(self.epoch)
+        match self.rule.standby(&facts) {
+            Vote::Wait => Decision::Nothing,
+            Vote::Refuse(r) => Decision::Refused(r),
+            Vote::Win(term) => {
+                self.active = true;
+                self.epoch = Epoch {
+                    term,
+                    candidate: self.me as u32,
+                };
+                self.state_epoch = self.epoch;
+                self.witnesses.clear();
+                Decision::TakeOver(self.epoch)
+            }
+        }
     }
 }
 

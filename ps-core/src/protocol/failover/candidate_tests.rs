@@ -144,3 +144,30 @@ fn no_nodes_no_witnesses_needed_and_zero_timeout_never_takes_over() {
     let mut c = Candidate::new(1, 2, 0, true, 0);
     assert_eq!(c.tick(u64::MAX, 0), Decision::Nothing);
 }
+
+#[test]
+fn under_a_lock_the_holder_is_active_and_a_lost_lease_steps_down() {
+    use crate::protocol::failover::{Leased, Lock};
+    let mut a = Candidate::with_rule(0, 2, T, false, 0, Box::new(Leased::new(true)));
+    assert!(!a.is_active(), "even the first candidate waits for the lock");
+    assert!(a.wants_lock() && a.external_state());
+    assert_eq!(a.tick(10, 0), Decision::Nothing);
+    a.on_lock(Lock::Held(12));
+    assert_eq!(a.tick(20, 0), Decision::TakeOver(e(12, 0)));
+    let mut b = Candidate::with_rule(1, 2, T, true, 0, Box::new(Leased::new(false)));
+    assert!(!b.wants_lock(), "a standby seeks the lock once it follows an active");
+    assert_eq!(b.on_peer(e(12, 0), 0, 30), Decision::Nothing);
+    assert!(b.wants_lock());
+    // the active one is silent and the nodes agree, but the lock decides
+    report_silent(&mut b, &[8, 9], 5 * T, 0, 5 * T);
+    assert_eq!(b.tick(5 * T, 2), Decision::Nothing);
+    // a's lease expires (killed, or cut off from etcd): it steps down; b wins the lock
+    a.on_lock(Lock::Lost);
+    assert_eq!(a.tick(6 * T, 0), Decision::StepDown(e(12, 0)));
+    assert!(!a.is_active());
+    b.on_lock(Lock::Held(15));
+    assert_eq!(b.tick(6 * T, 2), Decision::TakeOver(e(15, 1)));
+    // a hears the new term and follows it
+    assert_eq!(a.on_peer(e(15, 1), 1, 6 * T + 10), Decision::Nothing);
+    assert_eq!(a.epoch(), e(15, 1));
+}

@@ -24,10 +24,12 @@
 //!   early. Nodes repeat their pending barrier requests to the new active instead.
 
 mod candidate;
+mod election;
 mod replicas;
 mod view;
 
 pub use candidate::{Candidate, Decision, Refusal};
+pub use election::{Election, Facts, Leased, Lock, Majority, Vote};
 pub use replicas::Replicas;
 pub use view::{ActiveView, Heard};
 
@@ -69,6 +71,56 @@ impl std::fmt::Display for Epoch {
 /// nodes and of refused joiners.
 pub fn candidate_key(i: usize) -> i32 {
     -1_000_000 - i as i32
+}
+
+/// How the active scheduler is chosen (`PS_ELECTION`).
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub enum ElectionMode {
+    /// `embedded` (the default): [`Majority`], state streamed between candidates.
+    #[default]
+    Embedded,
+    /// `etcd`: [`Leased`] over an etcd lock with a lease of `PS_HEARTBEAT_TIMEOUT`;
+    /// the node table and the application state are kept in etcd.
+    Etcd {
+        /// `PS_ETCD_ENDPOINTS`: `http://host:port,…`.
+        endpoints: Vec<String>,
+        /// `PS_ETCD_PREFIX` (default `/psrs`): the lock and the state keys live under it;
+        /// one prefix per cluster.
+        prefix: String,
+    },
+}
+
+/// Reads `PS_ELECTION`, `PS_ETCD_ENDPOINTS` and `PS_ETCD_PREFIX`; the error names the
+/// variable and is one line.
+pub fn parse_election(
+    mode: Option<&str>,
+    endpoints: Option<&str>,
+    prefix: Option<&str>,
+) -> Result<ElectionMode, (&'static str, String)> {
+    match mode.unwrap_or("embedded") {
+        "embedded" => Ok(ElectionMode::Embedded),
+        "etcd" => {
+            let endpoints: Vec<String> = endpoints
+                .unwrap_or("")
+                .split(',')
+                .map(str::trim)
+                .filter(|e| !e.is_empty())
+                .map(String::from)
+                .collect();
+            if endpoints.is_empty() {
+                return Err((
+                    "PS_ETCD_ENDPOINTS",
+                    "not set; PS_ELECTION=etcd needs the etcd endpoints, e.g. http://10.0.0.5:2379".into(),
+                ));
+            }
+            let prefix = prefix.unwrap_or("/psrs").trim_end_matches('/').to_string();
+            if !prefix.starts_with('/') {
+                return Err(("PS_ETCD_PREFIX", format!("'{prefix}' must start with '/'")));
+            }
+            Ok(ElectionMode::Etcd { endpoints, prefix })
+        }
+        other => Err(("PS_ELECTION", format!("'{other}' is not embedded or etcd"))),
+    }
 }
 
 /// Parses a `host:port,host:port` list of scheduler candidates; the error is one line.
@@ -124,6 +176,23 @@ mod tests {
             assert!(!e.contains('\n'), "{bad}: {e}");
         }
         assert_ne!(candidate_key(0), candidate_key(1));
+        assert_eq!(parse_election(None, None, None), Ok(ElectionMode::Embedded));
+        assert_eq!(
+            parse_election(Some("etcd"), Some("http://a:1, http://b:2"), Some("/job/")),
+            Ok(ElectionMode::Etcd {
+                endpoints: vec!["http://a:1".into(), "http://b:2".into()],
+                prefix: "/job".into()
+            })
+        );
+        assert_eq!(
+            parse_election(Some("etcd"), None, None).unwrap_err().0,
+            "PS_ETCD_ENDPOINTS"
+        );
+        assert_eq!(parse_election(Some("raft"), None, None).unwrap_err().0, "PS_ELECTION");
+        assert_eq!(
+            parse_election(Some("etcd"), Some("h:1"), Some("x")).unwrap_err().0,
+            "PS_ETCD_PREFIX"
+        );
         assert!(candidate_key(15) < -65_537);
     }
 }

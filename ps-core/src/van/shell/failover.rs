@@ -2,10 +2,13 @@
 //! incoming ones, streams the active scheduler's state to its standbys and carries out
 //! the decisions of [`crate::protocol::failover`]. Only wiring: every rule is there.
 
+use super::leased::{load_external, lock_view};
 use super::{control, Van};
 use crate::message::{Command, Message};
 use crate::node::{Role, ALL_GROUP, SCHEDULER};
-use crate::protocol::failover::{candidate_key, ActiveView, Candidate, Decision, Epoch, Heard, Replicas};
+use crate::protocol::failover::{
+    candidate_key, ActiveView, Candidate, Decision, ElectionMode, Epoch, Heard, Leased, Majority, Replicas,
+};
 use crate::protocol::membership::Membership;
 use bytes::Bytes;
 use parking_lot::{Condvar, Mutex};
@@ -21,11 +24,11 @@ thread_local! {
 
 /// A scheduler candidate's failover state (scheduler processes only).
 pub(super) struct SchedFailover {
-    cand: Candidate,
+    pub(super) cand: Candidate,
     replicas: Replicas,
     /// The newest node table and application state (own when active, followed when not).
-    core: Bytes,
-    app: Bytes,
+    pub(super) core: Bytes,
+    pub(super) app: Bytes,
     live_nodes: usize,
     next_beat_ms: u64,
     refusal: String,
@@ -33,7 +36,11 @@ pub(super) struct SchedFailover {
 
 /// Failover state of a van.
 pub(super) struct Failover {
-    sched: Option<Mutex<SchedFailover>>,
+    pub(super) sched: Option<Mutex<SchedFailover>>,
+    /// The external lock service (`PS_ELECTION=etcd`), set before the van starts.
+    pub(super) lock: parking_lot::RwLock<Option<std::sync::Arc<dyn crate::van::LockService>>>,
+    /// Serializes saves to the lock service, so they land in the order taken.
+    pub(super) persist: Mutex<()>,
     acked: Condvar,
     view: Mutex<ActiveView>,
     term: AtomicU64,
@@ -48,8 +55,14 @@ impl Failover {
         let me = cfg.scheduler_index().unwrap_or(0);
         let n = cfg.schedulers.len();
         let sched = (cfg.role == Role::Scheduler).then(|| {
-            let cand = Candidate::new(me, n, timeout, cfg.scheduler_standby, now_ms);
-            let peers = (0..n).filter(|&i| i != me);
+            let rule: Box<dyn crate::protocol::failover::Election> = match cfg.election {
+                ElectionMode::Embedded => Box::new(Majority),
+                ElectionMode::Etcd { .. } => Box::new(Leased::new(!cfg.scheduler_standby)),
+            };
+            let cand = Candidate::with_rule(me, n, timeout, cfg.scheduler_standby, now_ms, rule);
+            // with the state in the lock service, nothing is streamed to standbys
+            let streamed = !cand.external_state();
+            let peers = (0..n).filter(|&i| i != me && streamed);
             Mutex::new(SchedFailover {
                 replicas: Replicas::new(peers, timeout, now_ms),
                 cand,
@@ -62,6 +75,8 @@ impl Failover {
         });
         let f = Failover {
             sched,
+            lock: parking_lot::RwLock::new(None),
+            persist: Mutex::new(()),
             acked: Condvar::new(),
             view: Mutex::new(ActiveView::new(me, timeout, now_ms)),
             term: AtomicU64::new(0),
@@ -74,7 +89,7 @@ impl Failover {
         f
     }
 
-    fn publish(&self, c: &Candidate) {
+    pub(super) fn publish(&self, c: &Candidate) {
         self.term.store(c.epoch().term, Ordering::Relaxed);
         self.active.store(c.epoch().candidate, Ordering::Relaxed);
         self.seq.store(c.seq(), Ordering::Relaxed);
@@ -300,6 +315,9 @@ impl Van {
         let Some(s) = &self.fo.sched else {
             return Err("only a scheduler replicates state".into());
         };
+        if let Some(ls) = self.lock_service() {
+            return self.persist(&ls, |g| g.app = state);
+        }
         let mut g = s.lock();
         if !g.cand.is_active() {
             return Err(format!("this scheduler is not active ({} is)", g.cand.epoch()));
@@ -327,6 +345,12 @@ impl Van {
             return;
         }
         let core = Bytes::from(core.lock().export());
+        if let Some(ls) = self.lock_service() {
+            if let Err(e) = self.persist(&ls, |g| g.core = core) {
+                log::error!("{e}");
+            }
+            return;
+        }
         let mut g = s.lock();
         if !g.cand.is_active() {
             return;
@@ -362,12 +386,25 @@ impl Van {
                 out.push(control(candidate_key(i), Command::PeerBeat));
             }
         }
+        let ls = self.lock_service();
+        if let Some(ls) = &ls {
+            let lock = lock_view(&g.cand, ls.as_ref());
+            g.cand.on_lock(lock);
+        }
         let live = g.live_nodes;
+        // the first candidate winning the lock of a new cluster: nothing to take over
+        let first = ls.is_some() && g.cand.epoch().term == 0;
         let decision = g.cand.tick(now, live);
         self.fo.publish(&g.cand);
         let mut take_over = None;
-        match decision {
-            Decision::TakeOver(e) => {
+        match (decision, &ls) {
+            (Decision::TakeOver(e), Some(_)) if first => log::info!("holding the scheduler lock: active at {e}"),
+            (Decision::TakeOver(e), Some(ls)) => {
+                load_external(&mut g, ls.as_ref());
+                take_over = Some((e, g.core.clone()));
+            }
+            (Decision::StepDown(e), _) => log::warn!("lost the scheduler lock: this scheduler ({e}) steps down"),
+            (Decision::TakeOver(e), None) => {
                 g.replicas = Replicas::new(
                     (0..self.cfg.schedulers.len()).filter(|&i| i != g.cand.me()),
                     self.cfg.heartbeat_timeout.as_millis() as u64,
@@ -376,7 +413,7 @@ impl Van {
                 g.refusal.clear();
                 take_over = Some((e, g.core.clone()));
             }
-            Decision::Refused(r) => {
+            (Decision::Refused(r), _) => {
                 let r = r.to_string();
                 if r != g.refusal {
                     log::warn!("the active scheduler is silent, but this standby does not take over: {r}");

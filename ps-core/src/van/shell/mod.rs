@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 mod failover;
 mod leave;
 use failover::Failover;
+mod leased;
 mod peers;
 mod start;
 

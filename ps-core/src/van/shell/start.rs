@@ -33,6 +33,7 @@ impl Van {
     /// heartbeat thread. While waiting it logs what it waits for every few seconds,
     /// and fails within seconds when the scheduler is up but cannot reach this node.
     pub fn start(self: &Arc<Self>, join_timeout: Duration) -> Result<(), String> {
+        self.check_lock_service(&self.cfg)?;
         let want = self.me.read().port;
         let bind = self.cfg.bind_host.clone();
         let port = self
