@@ -153,12 +153,13 @@ fn serve(stream: TcpStream, deliver: Deliver, stop: Arc<AtomicBool>, guard: Arc<
     let peer = addr.to_string();
     let mut r: Incoming = match guard.accept(stream, addr, permit) {
         Ok(r) => r,
-        Err(e) if e.contains("closed before its handshake") => {
-            log::debug!("{e}");
+        Err(e) if !e.counts_against_peer() => {
+            // a probe, or a peer that gave up: not worth a warning
+            log::debug!("connection from {peer}: {e}");
             return;
         }
         Err(e) => {
-            log::warn!("{e}");
+            log::warn!("refused a connection from {peer}: {e}");
             return;
         }
     };
@@ -237,13 +238,16 @@ impl Transport for TcpTransport {
         Ok(())
     }
 
+    /// Records where `peer` is; the connection (and its handshake) is opened by the
+    /// first send. Opening here made the scheduler, which connects to itself before it
+    /// accepts, wait the whole handshake timeout for its own answer while every node's
+    /// connection queued behind it.
     fn connect(&self, peer: i32, host: &str, port: u16) -> io::Result<()> {
         let addr = crate::addr::host_port(host, port);
-        let stream = open(&addr, &self.guard).ok();
         let old = self
             .peers
             .lock()
-            .insert(peer, Arc::new(Mutex::new(Peer { addr, stream })));
+            .insert(peer, Arc::new(Mutex::new(Peer { addr, stream: None })));
         if let Some(old) = old {
             if let Some(s) = old.lock().stream.take() {
                 let _ = s.shutdown(Shutdown::Both);
@@ -319,6 +323,24 @@ impl FlushClose for Outgoing {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// connect() opens nothing: a node (the scheduler itself) may connect to a port
+    /// whose accept loop is not running yet without blocking on the handshake.
+    #[test]
+    fn connect_opens_nothing_until_the_first_send() {
+        let sec = Security {
+            secret: Some(crate::auth::Secret::new(vec![7; 32], crate::auth::SecretSource::File).unwrap()),
+            ..Security::default()
+        };
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let t = TcpTransport::with_security(&sec);
+        t.connect(1, "127.0.0.1", port).unwrap();
+        assert!(t.is_connected(1));
+        l.set_nonblocking(true).unwrap();
+        let e = l.accept().expect_err("no connection was opened");
+        assert_eq!(e.kind(), io::ErrorKind::WouldBlock);
+    }
 
     #[test]
     fn frames_round_trip_and_garbage_is_an_error() {
