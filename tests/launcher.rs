@@ -12,14 +12,20 @@ use std::time::Instant;
 const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/local.sh");
 
 fn local_sh(servers: &str, workers: &str, cmd: &[&str]) -> Output {
-    Command::new("bash")
-        .args([SCRIPT, servers, workers])
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = Command::new("bash");
+    c.args([SCRIPT, servers, workers])
         .args(cmd)
         .env("PSRS_TIMEOUT", "60")
         .env("PSRS_LAUNCH_LOG", "1")
-        .env_remove("DMLC_PS_ROOT_PORT")
-        .output()
-        .unwrap()
+        .env_remove("DMLC_PS_ROOT_PORT");
+    // PSRS_TEST_SECRET: every node gets it as its cluster secret (as tests/common does)
+    if let Ok(secret) = std::env::var("PSRS_TEST_SECRET") {
+        let f = dir.path().join("cluster.secret");
+        std::fs::write(&f, secret).unwrap();
+        c.env("PS_SECRET_FILE", f).env_remove("PS_SECRET");
+    }
+    c.output().unwrap()
 }
 
 #[test]

@@ -1,11 +1,17 @@
 //! The door of a node's listening socket, as a pure struct (time is passed in as
 //! milliseconds): connections per peer address, and a rate limit on failed
 //! handshakes — an address that failed `max_failures` times within `window_ms` is
-//! refused for `ban_ms`.
+//! refused for `ban_ms`. Only a handshake that went wrong through the peer's fault
+//! counts ([`HandshakeFailure::counts_against_peer`]): a peer that closed or reset
+//! the connection mid-handshake (an honest node that gave up waiting, a port probe)
+//! is not an authentication failure. Counting those once banned 127.0.0.1 for 10 s
+//! whenever many local nodes gave up on a busy scheduler at the same moment.
 
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::net::IpAddr;
+
+use super::handshake::Refusal;
 
 /// Why a connection was refused at the door; `Display` is one line.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -29,6 +35,43 @@ impl fmt::Display for GateRefusal {
             GateRefusal::TooManyConnections(n) => {
                 write!(f, "it already has {n} connections open (PS_MAX_CONNS_PER_PEER)")
             }
+        }
+    }
+}
+
+/// How a handshake on an accepted connection failed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HandshakeFailure {
+    /// The peer closed before sending a byte (a port probe).
+    Closed,
+    /// The peer closed or reset the connection mid-handshake (it gave up waiting,
+    /// or was killed).
+    CutShort(String),
+    /// The peer said nothing for the handshake timeout while holding the connection.
+    Silent(std::time::Duration),
+    /// The peer's bytes were refused: not psrs, wrong secret, replayed, mismatch.
+    Refused(Refusal),
+    /// This side could not set up the socket.
+    Local(String),
+}
+
+impl HandshakeFailure {
+    /// True if the failure is the peer's doing and counts toward its rate limit: a
+    /// refusal of what it sent, or holding a connection without speaking. A closed,
+    /// cut or locally failed handshake is not an authentication failure.
+    pub fn counts_against_peer(&self) -> bool {
+        matches!(self, HandshakeFailure::Refused(_) | HandshakeFailure::Silent(_))
+    }
+}
+
+impl fmt::Display for HandshakeFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            HandshakeFailure::Closed => write!(f, "closed before its handshake"),
+            HandshakeFailure::CutShort(e) => write!(f, "handshake cut short by the peer: {e}"),
+            HandshakeFailure::Silent(t) => write!(f, "silent for {t:?} (PS_HANDSHAKE_TIMEOUT)"),
+            HandshakeFailure::Refused(r) => write!(f, "{r}"),
+            HandshakeFailure::Local(e) => write!(f, "socket setup failed: {e}"),
         }
     }
 }
@@ -91,8 +134,12 @@ impl Gate {
         }
     }
 
-    /// A handshake from `ip` failed at `now`; true if this failure starts a ban.
-    pub fn failed(&mut self, ip: IpAddr, now: u64) -> bool {
+    /// A handshake from `ip` failed at `now` as `how`; true if this failure starts a
+    /// ban. Failures that do not count against the peer change nothing.
+    pub fn failed(&mut self, ip: IpAddr, how: &HandshakeFailure, now: u64) -> bool {
+        if !how.counts_against_peer() {
+            return false;
+        }
         if self.failures.len() >= PRUNE_AT {
             let (w, b) = (self.window_ms, &self.banned_until);
             self.failures
@@ -122,8 +169,29 @@ impl Gate {
 mod tests {
     use super::*;
 
+    const BAD: HandshakeFailure = HandshakeFailure::Refused(Refusal::BadProof);
+
     fn ip(last: u8) -> IpAddr {
         IpAddr::from([127, 0, 0, last])
+    }
+
+    /// The connection_matrix stall: every local node's connection to a scheduler that
+    /// was not accepting yet gave up at once; none of that is an authentication
+    /// failure, so 127.0.0.1 stays admitted.
+    #[test]
+    fn peers_giving_up_mid_handshake_are_not_banned() {
+        let mut g = Gate::new(1024, 3, 1000, 5000);
+        for t in 0..100 {
+            let cut = HandshakeFailure::CutShort("failed to fill whole buffer".into());
+            assert!(!g.failed(ip(1), &cut, t));
+            assert!(!g.failed(ip(1), &HandshakeFailure::Closed, t));
+        }
+        assert_eq!(g.admit(ip(1), 100), Ok(()));
+        let silent = HandshakeFailure::Silent(std::time::Duration::from_secs(10));
+        assert!(!g.failed(ip(1), &silent, 200));
+        assert!(!g.failed(ip(1), &BAD, 300));
+        assert!(g.failed(ip(1), &HandshakeFailure::Refused(Refusal::NotPsrs), 400));
+        assert!(g.admit(ip(1), 500).is_err(), "refusals and silence do count");
     }
 
     #[test]
@@ -142,25 +210,25 @@ mod tests {
     #[test]
     fn repeated_failures_ban_the_address_for_a_while() {
         let mut g = Gate::new(100, 3, 1000, 5000);
-        assert!(!g.failed(ip(1), 0));
-        assert!(!g.failed(ip(1), 100));
+        assert!(!g.failed(ip(1), &BAD, 0));
+        assert!(!g.failed(ip(1), &BAD, 100));
         // an old failure left the window: still two
-        assert!(!g.failed(ip(1), 1050));
-        assert!(g.failed(ip(1), 1060)); // three within 1000 ms
+        assert!(!g.failed(ip(1), &BAD, 1050));
+        assert!(g.failed(ip(1), &BAD, 1060)); // three within 1000 ms
         assert_eq!(
             g.admit(ip(1), 2000),
             Err(GateRefusal::RateLimited { remaining_ms: 4060 })
         );
         assert_eq!(g.admit(ip(2), 2000), Ok(()), "other addresses are not affected");
         assert_eq!(g.admit(ip(1), 6060), Ok(()), "the ban ends");
-        assert!(!g.failed(ip(1), 6100), "the count starts again");
+        assert!(!g.failed(ip(1), &BAD, 6100), "the count starts again");
     }
 
     #[test]
     fn memory_stays_bounded_under_many_addresses() {
         let mut g = Gate::new(1, 2, 10, 10);
         for i in 0..20_000u32 {
-            g.failed(IpAddr::from(i.to_be_bytes()), u64::from(i) * 100);
+            g.failed(IpAddr::from(i.to_be_bytes()), &BAD, u64::from(i) * 100);
         }
         assert!(g.failures.len() <= PRUNE_AT + 1);
     }

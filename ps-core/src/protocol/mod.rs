@@ -5,6 +5,7 @@
 
 pub mod barrier;
 pub mod failover;
+pub mod join_backoff;
 pub mod liveness;
 pub mod membership;
 pub mod peers;

@@ -295,10 +295,14 @@ impl SchedulerCore {
     }
 }
 
+/// The release of `group`'s barrier to each of `released`, the scheduler's own last:
+/// a scheduler released from its final barrier finalizes and closes its connections,
+/// so releases queued after its own were lost (on the TCP van, 64-node clusters hung
+/// in `finalize` with "no connection to node N").
 fn release(group: i32, released: Option<Vec<i32>>) -> Vec<Action> {
-    released
-        .unwrap_or_default()
-        .into_iter()
+    let mut ids = released.unwrap_or_default();
+    ids.sort_by_key(|&id| (id == SCHEDULER, id));
+    ids.into_iter()
         .map(|id| {
             let mut m = control(id, Command::Barrier);
             m.meta.control.barrier_group = group;

@@ -42,6 +42,8 @@ fn barrier_over_all_nodes() {
     let a = s.on_barrier(ALL_GROUP, 11);
     assert_eq!(sends(&a).len(), 4);
     assert!(sends(&a).iter().all(|(_, c)| *c == Command::Barrier));
+    let order: Vec<i32> = sends(&a).iter().map(|(id, _)| *id).collect();
+    assert_eq!(order, [8, 9, 11, 1], "the scheduler releases itself last");
 }
 
 #[test]
@@ -159,7 +161,7 @@ fn every_message_is_addressed_to_the_process_holding_the_id() {
         .iter()
         .map(|m| (m.meta.recver, m.meta.recver_incarnation))
         .collect();
-    assert_eq!(to, vec![(1, 1), (8, 2), (9, 3), (11, 4)]);
+    assert_eq!(to, vec![(8, 2), (9, 3), (11, 4), (1, 1)]);
     assert_eq!(sent(&s.on_heartbeat(9, 3, 20))[0].meta.recver_incarnation, 3);
 }
 

@@ -36,7 +36,9 @@ struct Peer {
 pub struct TcpTransport {
     listener: Mutex<Option<TcpListener>>,
     peers: Mutex<HashMap<i32, Arc<Mutex<Peer>>>>,
-    incoming: Arc<Mutex<Vec<TcpStream>>>,
+    /// The accepted connections being read, by number: closed when their reader ends
+    /// (a refused or malformed stream is closed at once) or on `close`.
+    incoming: Arc<Mutex<HashMap<u64, TcpStream>>>,
     stop: Arc<AtomicBool>,
     threads: Arc<Mutex<Vec<JoinHandle<()>>>>,
     guard: Arc<Guard>,
@@ -114,12 +116,7 @@ pub(crate) fn read_message(r: &mut impl Read, limits: &Limits) -> io::Result<Opt
     if magic != MAGIC {
         return Err(bad(format!("not a psrs stream (magic {magic:#x})")));
     }
-    if n == 0 || n as usize > limits.max_frames {
-        return Err(bad(format!(
-            "{n} frames in a message (PS_MAX_FRAMES {})",
-            limits.max_frames
-        )));
-    }
+    limits.check_message(n as usize, 0).map_err(bad)?;
     let mut lens = vec![0u8; 8 * n as usize];
     r.read_exact(&mut lens)?;
     let lens: Vec<u64> = lens
@@ -127,12 +124,7 @@ pub(crate) fn read_message(r: &mut impl Read, limits: &Limits) -> io::Result<Opt
         .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
         .collect();
     let total = lens.iter().try_fold(0u64, |a, &l| a.checked_add(l)).unwrap_or(u64::MAX);
-    if total > limits.max_message_bytes {
-        return Err(bad(format!(
-            "a {total}-byte message is above the {}-byte limit (PS_MAX_MESSAGE_BYTES)",
-            limits.max_message_bytes
-        )));
-    }
+    limits.check_message(n as usize, total).map_err(bad)?;
     let mut frames = Vec::with_capacity(n as usize);
     for len in lens {
         let mut buf = Vec::with_capacity(len as usize);
@@ -148,17 +140,40 @@ pub(crate) fn read_message(r: &mut impl Read, limits: &Limits) -> io::Result<Opt
     Ok(Some(frames))
 }
 
-fn serve(stream: TcpStream, deliver: Deliver, stop: Arc<AtomicBool>, guard: Arc<Guard>, permit: Permit) {
+/// Reads the accepted connection number `id` until it ends, then closes it.
+fn serve(id: u64, incoming: Arc<Mutex<HashMap<u64, TcpStream>>>, stream: TcpStream, ctx: Serve) {
+    read_all(stream, ctx);
+    if let Some(s) = incoming.lock().remove(&id) {
+        let _ = s.shutdown(Shutdown::Both);
+    }
+}
+
+/// What a reader thread needs besides its stream.
+struct Serve {
+    deliver: Deliver,
+    stop: Arc<AtomicBool>,
+    guard: Arc<Guard>,
+    permit: Permit,
+}
+
+fn read_all(stream: TcpStream, ctx: Serve) {
+    let Serve {
+        deliver,
+        stop,
+        guard,
+        permit,
+    } = ctx;
     let Ok(addr) = stream.peer_addr() else { return };
     let peer = addr.to_string();
     let mut r: Incoming = match guard.accept(stream, addr, permit) {
         Ok(r) => r,
-        Err(e) if e.contains("closed before its handshake") => {
-            log::debug!("{e}");
+        Err(e) if !e.counts_against_peer() => {
+            // a probe, or a peer that gave up: not worth a warning
+            log::debug!("connection from {peer}: {e}");
             return;
         }
         Err(e) => {
-            log::warn!("{e}");
+            log::warn!("refused a connection from {peer}: {e}");
             return;
         }
     };
@@ -201,6 +216,7 @@ impl Transport for TcpTransport {
         );
         let guard = Arc::clone(&self.guard);
         let t = std::thread::Builder::new().name("tcp-accept".into()).spawn(move || {
+            let mut next_id = 0u64;
             while !stop.load(Ordering::Relaxed) {
                 match l.accept() {
                     Ok((s, from)) => {
@@ -213,15 +229,27 @@ impl Transport for TcpTransport {
                         };
                         let _ = s.set_nonblocking(false);
                         tune(&s);
+                        next_id += 1;
+                        let id = next_id;
                         if let Ok(c) = s.try_clone() {
-                            incoming.lock().push(c);
+                            incoming.lock().insert(id, c);
                         }
-                        let (d, st, g) = (Arc::clone(&deliver), Arc::clone(&stop), Arc::clone(&guard));
+                        let ctx = Serve {
+                            deliver: Arc::clone(&deliver),
+                            stop: Arc::clone(&stop),
+                            guard: Arc::clone(&guard),
+                            permit,
+                        };
+                        let inc = Arc::clone(&incoming);
                         match std::thread::Builder::new()
                             .name("tcp-recv".into())
-                            .spawn(move || serve(s, d, st, g, permit))
+                            .spawn(move || serve(id, inc, s, ctx))
                         {
-                            Ok(h) => threads.lock().push(h),
+                            Ok(h) => {
+                                let mut t = threads.lock();
+                                t.retain(|h| !h.is_finished());
+                                t.push(h);
+                            }
                             Err(e) => log::error!("cannot start a reader thread: {e}"),
                         }
                     }
@@ -237,13 +265,16 @@ impl Transport for TcpTransport {
         Ok(())
     }
 
+    /// Records where `peer` is; the connection (and its handshake) is opened by the
+    /// first send. Opening here made the scheduler, which connects to itself before it
+    /// accepts, wait the whole handshake timeout for its own answer while every node's
+    /// connection queued behind it.
     fn connect(&self, peer: i32, host: &str, port: u16) -> io::Result<()> {
         let addr = crate::addr::host_port(host, port);
-        let stream = open(&addr, &self.guard).ok();
         let old = self
             .peers
             .lock()
-            .insert(peer, Arc::new(Mutex::new(Peer { addr, stream })));
+            .insert(peer, Arc::new(Mutex::new(Peer { addr, stream: None })));
         if let Some(old) = old {
             if let Some(s) = old.lock().stream.take() {
                 let _ = s.shutdown(Shutdown::Both);
@@ -293,7 +324,7 @@ impl Transport for TcpTransport {
                 let _ = s.flush_and_close();
             }
         }
-        for s in self.incoming.lock().drain(..) {
+        for (_, s) in self.incoming.lock().drain() {
             let _ = s.shutdown(Shutdown::Both);
         }
         let threads = std::mem::take(&mut *self.threads.lock());
@@ -319,6 +350,24 @@ impl FlushClose for Outgoing {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// connect() opens nothing: a node (the scheduler itself) may connect to a port
+    /// whose accept loop is not running yet without blocking on the handshake.
+    #[test]
+    fn connect_opens_nothing_until_the_first_send() {
+        let sec = Security {
+            secret: Some(crate::auth::Secret::new(vec![7; 32], crate::auth::SecretSource::File).unwrap()),
+            ..Security::default()
+        };
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let t = TcpTransport::with_security(&sec);
+        t.connect(1, "127.0.0.1", port).unwrap();
+        assert!(t.is_connected(1));
+        l.set_nonblocking(true).unwrap();
+        let e = l.accept().expect_err("no connection was opened");
+        assert_eq!(e.kind(), io::ErrorKind::WouldBlock);
+    }
 
     #[test]
     fn frames_round_trip_and_garbage_is_an_error() {

@@ -31,10 +31,10 @@ pub trait Transport: Send + Sync {
 }
 
 /// Makes the transport named by `DMLC_PS_VAN_TYPE`, with the security settings `sec`
-/// (the ZMQ van takes none: the configuration refuses a secret with it).
+/// (the ZMQ van takes only the limits: the configuration refuses a secret with it).
 pub fn create(kind: &str, sec: &crate::auth::Security) -> Result<Arc<dyn Transport>, String> {
     match kind {
-        "zmq" => Ok(Arc::new(super::ZmqTransport::new())),
+        "zmq" => Ok(Arc::new(super::ZmqTransport::with_limits(&sec.limits))),
         "tcp" => Ok(Arc::new(super::TcpTransport::with_security(sec))),
         other => Err(format!("DMLC_PS_VAN_TYPE: unknown van type '{other}' (zmq or tcp)")),
     }

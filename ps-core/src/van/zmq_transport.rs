@@ -4,6 +4,7 @@
 //! `zmq::Message`s become `Bytes` that own them.
 
 use super::transport::{Deliver, Transport};
+use crate::auth::Limits;
 use bytes::Bytes;
 use parking_lot::Mutex;
 use std::collections::HashMap;
@@ -21,6 +22,7 @@ pub struct ZmqTransport {
     senders: Mutex<HashMap<i32, Arc<Mutex<zmq::Socket>>>>,
     stop: Arc<AtomicBool>,
     thread: Mutex<Option<JoinHandle<()>>>,
+    limits: Limits,
 }
 
 fn io_err(e: zmq::Error) -> io::Error {
@@ -68,17 +70,39 @@ fn send_frame(sock: &mut zmq::Socket, frame: Bytes, more: bool) -> io::Result<()
 }
 
 impl ZmqTransport {
-    /// A transport with its own ZMQ context.
+    /// A transport with its own ZMQ context and the default limits.
     pub fn new() -> ZmqTransport {
-        let ctx = zmq::Context::new();
+        ZmqTransport::with_limits(&Limits::default())
+    }
+
+    /// A transport with its own ZMQ context that enforces `limits` on what it
+    /// receives: a frame above `PS_MAX_MESSAGE_BYTES` disconnects its sender
+    /// (`ZMQ_MAXMSGSIZE`, checked by libzmq before it allocates), and a message with
+    /// too many frames or bytes in all is logged and dropped.
+    pub fn with_limits(limits: &Limits) -> ZmqTransport {
         ZmqTransport {
-            ctx,
+            ctx: zmq::Context::new(),
             receiver: Arc::new(Mutex::new(None)),
             senders: Mutex::new(HashMap::new()),
             stop: Arc::new(AtomicBool::new(false)),
             thread: Mutex::new(None),
+            limits: limits.clone(),
         }
     }
+}
+
+/// Logs and drops the messages of `batch` that break `limits`.
+fn within_limits(batch: Vec<Vec<Bytes>>, limits: &Limits) -> impl Iterator<Item = Vec<Bytes>> + '_ {
+    batch.into_iter().filter(move |frames| {
+        let bytes = frames.iter().map(|f| f.len() as u64).sum();
+        match limits.check_message(frames.len(), bytes) {
+            Ok(()) => true,
+            Err(e) => {
+                log::warn!("dropped a message: {e}");
+                false
+            }
+        }
+    })
 }
 
 /// Waits at most `timeout` for messages and returns those ready (at most 64), each
@@ -120,6 +144,8 @@ impl Transport for ZmqTransport {
         sock.set_linger(0).map_err(io_err)?;
         sock.set_rcvhwm(0).map_err(io_err)?;
         sock.set_ipv6(true).map_err(io_err)?;
+        sock.set_maxmsgsize(i64::try_from(self.limits.max_message_bytes).unwrap_or(i64::MAX))
+            .map_err(io_err)?;
         let endpoint = if port == 0 {
             let hp = crate::addr::host_port(host, 0);
             format!("tcp://{}:*", hp.strip_suffix(":0").unwrap_or(&hp))
@@ -186,10 +212,11 @@ impl Transport for ZmqTransport {
     fn start(&self, deliver: Deliver) -> io::Result<()> {
         let receiver = Arc::clone(&self.receiver);
         let stop = Arc::clone(&self.stop);
+        let limits = self.limits.clone();
         let t = std::thread::Builder::new().name("zmq-recv".into()).spawn(move || {
             while !stop.load(Ordering::Relaxed) {
                 match recv(&receiver, Duration::from_millis(50)) {
-                    Ok(batch) => batch.into_iter().for_each(|frames| deliver(frames)),
+                    Ok(batch) => within_limits(batch, &limits).for_each(|frames| deliver(frames)),
                     Err(e) => {
                         if stop.load(Ordering::Relaxed) {
                             break;

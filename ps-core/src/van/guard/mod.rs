@@ -7,7 +7,7 @@
 
 mod sealed_io;
 
-use crate::auth::gate::Gate;
+use crate::auth::gate::{Gate, HandshakeFailure};
 use crate::auth::handshake::{AfterHello, Initiator, Responder, CHALLENGE_LEN, HELLO_LEN, PROOF_LEN};
 use crate::auth::{Limits, Security};
 use parking_lot::Mutex;
@@ -154,10 +154,10 @@ impl Guard {
     }
 
     /// Runs the accepting side of the handshake on `tcp` from `peer`; a failure is
-    /// logged with the address and counted against it.
-    pub fn accept(&self, mut tcp: TcpStream, peer: SocketAddr, permit: Permit) -> Result<Incoming, String> {
-        let r = self.respond(&mut tcp);
-        match r {
+    /// closed at once and counted against the address when it is the peer's doing
+    /// ([`HandshakeFailure::counts_against_peer`]).
+    pub fn accept(&self, mut tcp: TcpStream, peer: SocketAddr, permit: Permit) -> Result<Incoming, HandshakeFailure> {
+        match self.respond(&mut tcp) {
             Ok(key) => {
                 let reader: Box<dyn Read + Send> = match key {
                     Some(k) => Box::new(SealedReader::new(BufReader::with_capacity(1 << 16, tcp), &k)),
@@ -168,14 +168,9 @@ impl Guard {
                     _permit: permit,
                 })
             }
-            Err(None) => {
-                // closed before saying anything: a port probe (e.g. a joining node
-                // checking the scheduler's port), not counted as a failure
-                Err(format!("connection from {peer} closed before its handshake"))
-            }
-            Err(Some(why)) => {
+            Err(why) => {
                 let _ = tcp.shutdown(Shutdown::Both);
-                if self.gate.lock().failed(peer.ip(), self.now()) {
+                if self.gate.lock().failed(peer.ip(), &why, self.now()) {
                     log::warn!(
                         "rate-limiting {}: {} failed handshakes within {} s; refused for {} s",
                         peer.ip(),
@@ -184,40 +179,38 @@ impl Guard {
                         BAN_MS / 1000
                     );
                 }
-                Err(format!("refused a connection from {peer}: {why}"))
+                Err(why)
             }
         }
     }
 
-    /// The handshake's session key; `Err(None)` when the peer closed without a byte.
-    fn respond(&self, tcp: &mut TcpStream) -> Result<Option<[u8; 32]>, Option<String>> {
+    /// The handshake's session key (None: open cluster).
+    fn respond(&self, tcp: &mut TcpStream) -> Result<Option<[u8; 32]>, HandshakeFailure> {
         let t = self.sec.limits.handshake_timeout;
-        let setup = |e: io::Error| Some(e.to_string());
+        let setup = |e: io::Error| HandshakeFailure::Local(e.to_string());
         tcp.set_read_timeout(Some(t)).map_err(setup)?;
         tcp.set_write_timeout(Some(t)).map_err(setup)?;
-        let silent = |e: io::Error| match e.kind() {
-            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => {
-                Some(format!("silent for {t:?} (PS_HANDSHAKE_TIMEOUT)"))
-            }
-            _ => Some(format!("handshake cut short: {e}")),
+        let io_failure = |e: io::Error| match e.kind() {
+            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => HandshakeFailure::Silent(t),
+            _ => HandshakeFailure::CutShort(e.to_string()),
         };
         let mut hello = [0u8; HELLO_LEN];
-        let first = tcp.read(&mut hello).map_err(silent)?;
+        let first = tcp.read(&mut hello).map_err(io_failure)?;
         if first == 0 {
-            return Err(None);
+            return Err(HandshakeFailure::Closed);
         }
-        tcp.read_exact(&mut hello[first..]).map_err(silent)?;
+        tcp.read_exact(&mut hello[first..]).map_err(io_failure)?;
         let responder = Responder::new(self.sec.secret.as_ref(), self.sec.encrypt);
         let key = match responder
             .on_hello(&hello, rand::random())
-            .map_err(|r| Some(r.to_string()))?
+            .map_err(HandshakeFailure::Refused)?
         {
             AfterHello::Open => None,
             AfterHello::Challenge { reply, pending } => {
-                tcp.write_all(&reply).map_err(silent)?;
+                tcp.write_all(&reply).map_err(io_failure)?;
                 let mut proof = [0u8; PROOF_LEN];
-                tcp.read_exact(&mut proof).map_err(silent)?;
-                pending.on_proof(&proof).map_err(|r| Some(r.to_string()))?
+                tcp.read_exact(&mut proof).map_err(io_failure)?;
+                pending.on_proof(&proof).map_err(HandshakeFailure::Refused)?
             }
         };
         tcp.set_read_timeout(None).map_err(setup)?;

@@ -6,6 +6,7 @@ use super::{control, Van};
 use crate::addr::{host_port, system::tcp_reachable};
 use crate::message::Command;
 use crate::node::{Node, SCHEDULER};
+use crate::protocol::join_backoff::JoinBackoff;
 use crate::van::join_watch::{scheduler_gave_up, scheduler_waiting, JoinEvent, JoinView, JoinWatch};
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
@@ -65,15 +66,22 @@ impl Van {
         let scheduler = host_port(&self.cfg.root_uri, self.cfg.root_port);
         let expected = (self.cfg.num_servers, self.cfg.num_workers);
         let mut watch = JoinWatch::new(self.now_ms(), LOG_EVERY_MS, UNREACHABLE_AFTER_MS);
+        let mut backoff = JoinBackoff::default();
         loop {
+            let mut wait = Duration::from_secs(1);
             if self.sched.is_none() {
                 let mut m = control(SCHEDULER, Command::AddNode);
                 m.meta.control.nodes = vec![self.my_node()];
                 m.meta.timestamp = self.next_timestamp();
-                if let Err(e) = self.send(m.clone()) {
-                    // the scheduler may simply not be up yet
-                    log::debug!("cannot send ADD_NODE to the scheduler: {e}");
-                }
+                let reached = match self.send(m.clone()) {
+                    Ok(_) => true,
+                    Err(e) => {
+                        // the scheduler may simply not be up yet
+                        log::debug!("cannot send ADD_NODE to the scheduler: {e}");
+                        false
+                    }
+                };
+                wait = backoff.after(reached);
                 if self.cfg.schedulers.len() > 1 {
                     // whichever candidate is active answers
                     self.send_to_schedulers(m);
@@ -82,7 +90,7 @@ impl Van {
             let mut timed_out = false;
             {
                 let mut ready = self.ready.lock();
-                let wait_until = (Instant::now() + Duration::from_secs(1)).min(deadline);
+                let wait_until = (Instant::now() + wait).min(deadline);
                 if ready.is_none() {
                     self.ready_cv.wait_until(&mut ready, wait_until);
                 }
@@ -119,7 +127,13 @@ impl Van {
                 }
                 None => {
                     let heard = self.heard_from_scheduler.load(Ordering::Relaxed);
-                    let up = heard || tcp_reachable(&self.cfg.root_uri, self.cfg.root_port, Duration::from_millis(500));
+                    let now = self.now_ms();
+                    let up = heard
+                        || backoff.recent_probe(now).unwrap_or_else(|| {
+                            let up = tcp_reachable(&self.cfg.root_uri, self.cfg.root_port, Duration::from_millis(500));
+                            backoff.probed(now, up);
+                            up
+                        });
                     match watch.check(self.now_ms(), &self.scheduler_view(&scheduler, up)) {
                         JoinEvent::Quiet => {}
                         JoinEvent::Log(line) => log::info!("{line}"),
