@@ -296,7 +296,7 @@ fn a_partitioned_active_scheduler_steps_down_after_healing() {
 /// enters and leaves it, so a link between two namespaces loses 19% each way) with
 /// `PS_RESEND=1` during a training job: the job finishes, every task done, no message
 /// given up on, and its accuracy is within 3 points of the same job on clean links.
-/// Slow by nature (TCP stalls for seconds behind lost segments: 70-90 s here against
+/// Slow by nature (TCP stalls for seconds behind lost segments: 70-100 s here against
 /// 3 s clean, on a loaded 2-core machine), hence its own time limit.
 #[test]
 #[ignore = "needs root for network namespaces and nftables; CI runs it with --ignored"]
