@@ -14,7 +14,6 @@ use bytes::Bytes;
 use parking_lot::{Condvar, Mutex};
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::time::{Duration, Instant};
 
 thread_local! {
     /// True on a transport's receiving thread: it must not wait for acks that only it
@@ -25,7 +24,7 @@ thread_local! {
 /// A scheduler candidate's failover state (scheduler processes only).
 pub(super) struct SchedFailover {
     pub(super) cand: Candidate,
-    replicas: Replicas,
+    pub(super) replicas: Replicas,
     /// The newest node table and application state (own when active, followed when not).
     pub(super) core: Bytes,
     pub(super) app: Bytes,
@@ -41,7 +40,7 @@ pub(super) struct Failover {
     pub(super) lock: parking_lot::RwLock<Option<std::sync::Arc<dyn crate::van::LockService>>>,
     /// Serializes saves to the lock service, so they land in the order taken.
     pub(super) persist: Mutex<()>,
-    acked: Condvar,
+    pub(super) acked: Condvar,
     view: Mutex<ActiveView>,
     term: AtomicU64,
     active: AtomicU32,
@@ -97,15 +96,15 @@ impl Failover {
 }
 
 impl Van {
-    fn multi(&self) -> bool {
+    pub(super) fn multi(&self) -> bool {
         self.cfg.schedulers.len() > 1
     }
 
-    fn me_index(&self) -> usize {
+    pub(super) fn me_index(&self) -> usize {
         self.cfg.scheduler_index().unwrap_or(0)
     }
 
-    fn beat_ms(&self) -> u64 {
+    pub(super) fn beat_ms(&self) -> u64 {
         match self.cfg.heartbeat_interval.as_millis() as u64 {
             0 => 200,
             ms => ms,
@@ -246,7 +245,7 @@ impl Van {
         g.cand.is_active()
     }
 
-    fn on_peer(&self, msg: &Message, from: Epoch, now: u64) {
+    pub(super) fn on_peer(&self, msg: &Message, from: Epoch, now: u64) {
         let Some(s) = &self.fo.sched else { return };
         let c = &msg.meta.control;
         let origin = c.origin as usize;
@@ -276,89 +275,6 @@ impl Van {
         if let Some(m) = ack {
             let _ = self.send(m);
         }
-    }
-
-    fn sync_msg(&self, g: &SchedFailover, to: usize) -> Message {
-        let mut m = control(candidate_key(to), Command::Sync);
-        m.data = vec![g.core.clone(), g.app.clone()];
-        m
-    }
-
-    /// Streams the state (sequence `seq`) to every standby; with `wait`, waits up to a
-    /// bound for the live ones to acknowledge it.
-    fn stream(&self, g: parking_lot::MutexGuard<'_, SchedFailover>, seq: u64, wait: bool) {
-        let s = self.fo.sched.as_ref().expect("scheduler");
-        let msgs: Vec<Message> = g.replicas.peers().into_iter().map(|p| self.sync_msg(&g, p)).collect();
-        drop(g);
-        for m in msgs {
-            let _ = self.send(m);
-        }
-        if !wait || IN_RECV.with(|r| r.get()) {
-            return;
-        }
-        let deadline = Instant::now() + Duration::from_millis(self.beat_ms().max(100));
-        let mut g = s.lock();
-        while !g.replicas.waiting_for(seq, self.now_ms()).is_empty() {
-            if self.fo.acked.wait_until(&mut g, deadline).timed_out() {
-                log::debug!(
-                    "standbys {:?} did not acknowledge state {seq} in time",
-                    g.replicas.waiting_for(seq, self.now_ms())
-                );
-                break;
-            }
-        }
-    }
-
-    /// Active scheduler: the application's new state (the master's queues) reaches the
-    /// live standbys before this returns. Fails if this scheduler is not active.
-    pub fn replicate_app(&self, state: Bytes) -> Result<(), String> {
-        let Some(s) = &self.fo.sched else {
-            return Err("only a scheduler replicates state".into());
-        };
-        if let Some(ls) = self.lock_service() {
-            return self.persist(&ls, |g| g.app = state);
-        }
-        let mut g = s.lock();
-        if !g.cand.is_active() {
-            return Err(format!("this scheduler is not active ({} is)", g.cand.epoch()));
-        }
-        g.app = state;
-        let seq = g.cand.next_seq();
-        self.fo.publish(&g.cand);
-        self.stream(g, seq, true);
-        Ok(())
-    }
-
-    /// The application state last received from the active scheduler (a standby that
-    /// took over resumes from it), if any.
-    pub fn replicated_app_state(&self) -> Option<Bytes> {
-        let g = self.fo.sched.as_ref()?.lock();
-        (!g.app.is_empty()).then(|| g.app.clone())
-    }
-
-    /// Active scheduler: the node table changed; stream it to the standbys.
-    pub(super) fn replicate_core(&self) {
-        let (Some(s), Some(core)) = (&self.fo.sched, &self.sched) else {
-            return;
-        };
-        if !self.multi() {
-            return;
-        }
-        let core = Bytes::from(core.lock().export());
-        if let Some(ls) = self.lock_service() {
-            if let Err(e) = self.persist(&ls, |g| g.core = core) {
-                log::error!("{e}");
-            }
-            return;
-        }
-        let mut g = s.lock();
-        if !g.cand.is_active() {
-            return;
-        }
-        g.core = core;
-        let seq = g.cand.next_seq();
-        self.fo.publish(&g.cand);
-        self.stream(g, seq, false);
     }
 
     /// True while this process may act as the scheduler (always on a single one).

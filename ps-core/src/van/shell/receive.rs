@@ -1,0 +1,249 @@
+//! The van's receive path: decode, drop what is stale or duplicated, acknowledge, and
+//! hand each message to the protocol state machines or the layer above; then carry out
+//! the scheduler core's decisions ([`Action`]s).
+
+use super::{control, failover, Van};
+use crate::message::{Command, Message};
+use crate::node::{Node, EMPTY_ID, SCHEDULER};
+use crate::protocol::resender::Incoming;
+use crate::protocol::scheduler::Action;
+use std::sync::atomic::Ordering;
+
+impl Van {
+    pub(super) fn on_frames(&self, frames: Vec<bytes::Bytes>) {
+        failover::IN_RECV.with(|r| r.set(true));
+        let bytes: usize = frames.iter().map(|f| f.len()).sum();
+        let msg = match Message::decode(frames) {
+            Ok(m) => m,
+            Err(e) => {
+                self.stats.malformed.fetch_add(1, Ordering::Relaxed);
+                log::warn!("dropped a malformed message ({bytes} B): {e}");
+                return;
+            }
+        };
+        self.stats.recv_msgs.fetch_add(1, Ordering::Relaxed);
+        self.stats.recv_bytes.fetch_add(bytes as u64, Ordering::Relaxed);
+        log::trace!("recv {msg}");
+        if !self.screen(&msg) || !self.admit(&msg) {
+            return;
+        }
+        if msg.meta.sender == SCHEDULER {
+            self.last_from_scheduler.store(self.now_ms(), Ordering::Relaxed);
+            self.heard_from_scheduler.store(true, Ordering::Relaxed);
+        }
+        if !msg.meta.is_control()
+            && self.cfg.drop_msg_percent > 0
+            && rand::random::<u8>() % 100 < self.cfg.drop_msg_percent
+        {
+            self.stats.injected_drops.fetch_add(1, Ordering::Relaxed);
+            log::debug!("PS_DROP_MSG dropped {msg}");
+            return;
+        }
+        if let Some(r) = &self.resender {
+            let verdict = r.lock().on_receive(&msg.meta, self.now_ms());
+            match verdict {
+                Incoming::Ack => return,
+                Incoming::Duplicate(sig) => {
+                    self.stats.duplicates.fetch_add(1, Ordering::Relaxed);
+                    self.ack(&msg, sig);
+                    return;
+                }
+                Incoming::Fresh(sig) => self.ack(&msg, sig),
+                Incoming::Untracked => {}
+            }
+        }
+        self.process(msg);
+    }
+
+    pub(super) fn ack(&self, msg: &Message, sig: u64) {
+        if msg.meta.sender == EMPTY_ID {
+            return;
+        }
+        let mut a = control(msg.meta.sender, Command::Ack);
+        a.meta.recver_incarnation = msg.meta.incarnation;
+        a.meta.control.msg_sig = sig;
+        a.meta.timestamp = self.next_timestamp();
+        if let Err(e) = self.send(a) {
+            log::debug!("ack to {} not sent: {e}", msg.meta.sender);
+        }
+    }
+
+    pub(super) fn process(&self, msg: Message) {
+        let cmd = msg.meta.control.cmd;
+        match cmd {
+            Command::Empty => match self.handler() {
+                Some(h) => h.on_data(msg),
+                None => log::warn!("no handler for {msg}; dropped"),
+            },
+            Command::Terminate => log::debug!("TERMINATE from {}", msg.meta.sender),
+            Command::AddNode => self.on_add_node(msg),
+            Command::Barrier => {
+                if msg.meta.request {
+                    if let Some(s) = &self.sched {
+                        let actions = s.lock().on_barrier(msg.meta.control.barrier_group, msg.meta.sender);
+                        self.execute(actions);
+                    }
+                } else if let Some(h) = self.handler() {
+                    h.on_barrier_released(msg.meta.control.barrier_group);
+                }
+            }
+            Command::Heartbeat => {
+                if let Some(s) = &self.sched {
+                    let actions = s
+                        .lock()
+                        .on_heartbeat(msg.meta.sender, msg.meta.incarnation, self.now_ms());
+                    self.execute(actions);
+                }
+            }
+            Command::NodeDead => {
+                let ids = self.on_death_notice(&msg.meta.control.nodes);
+                if Van::is_goodbye(&msg) {
+                    return self.on_left(ids);
+                }
+                if ids.is_empty() {
+                    return;
+                }
+                log::info!("scheduler declared dead: {ids:?}");
+                if let Some(h) = self.handler() {
+                    h.on_nodes_dead(&ids);
+                }
+            }
+            Command::Leave => self.on_leave(&msg),
+            Command::Ack | Command::Sync | Command::PeerBeat => {}
+        }
+    }
+
+    pub(super) fn on_add_node(&self, msg: Message) {
+        if let Some(s) = &self.sched {
+            if let Some(node) = msg.meta.control.nodes.into_iter().next() {
+                let actions = s.lock().on_add_node(node, self.now_ms());
+                self.execute(actions);
+            }
+            return;
+        }
+        if !msg.meta.control.reason.is_empty() {
+            if self.me.read().id != EMPTY_ID {
+                // registering again (the scheduler was silent), refused
+                return self.evicted(&format!("the scheduler refused this node: {}", msg.meta.control.reason));
+            }
+            *self.ready.lock() = Some(Err(msg.meta.control.reason.clone()));
+            self.ready_cv.notify_all();
+            return;
+        }
+        let nodes = msg.meta.control.nodes;
+        {
+            let mut me = self.me.write();
+            if me.id == EMPTY_ID {
+                let found = nodes
+                    .iter()
+                    .find(|n| n.hostname == me.hostname && n.port == me.port && n.incarnation == me.incarnation);
+                match found {
+                    Some(n) => {
+                        me.id = n.id;
+                        me.is_recovery = n.is_recovery;
+                    }
+                    None => return,
+                }
+            }
+        }
+        self.merge_table(nodes);
+        let mut ready = self.ready.lock();
+        if ready.is_none() {
+            *ready = Some(Ok(()));
+            self.ready_cv.notify_all();
+        }
+    }
+
+    /// Merges `nodes` into the table, (re)connecting to nodes that are new or whose
+    /// process changed.
+    pub(super) fn merge_table(&self, nodes: Vec<Node>) {
+        let revived = self.peers_from_table(&nodes);
+        let mut table = self.table.write();
+        for n in nodes {
+            let known = table.iter().position(|t| t.id == n.id);
+            let changed = known.is_none_or(|i| table[i] != n);
+            if n.id != SCHEDULER && (changed || !self.transport.is_connected(n.id)) {
+                if let Err(e) = self.transport.connect(n.id, &n.hostname, n.port) {
+                    log::warn!("cannot connect to {n}: {e}");
+                }
+            }
+            match known {
+                Some(i) => table[i] = n,
+                None => table.push(n),
+            }
+        }
+        table.sort_by_key(|n| n.id);
+        let snapshot = table.clone();
+        drop(table);
+        if let Some(h) = self.handler() {
+            h.on_nodes_changed(&snapshot, &revived);
+        }
+    }
+
+    pub(super) fn execute(&self, actions: Vec<Action>) {
+        for a in actions {
+            match a {
+                Action::Connect(n) => {
+                    if let Err(e) = self.transport.connect(n.id, &n.hostname, n.port) {
+                        log::warn!("cannot connect to {n}: {e}");
+                    }
+                }
+                Action::Send(mut m) => {
+                    m.meta.timestamp = self.next_timestamp();
+                    if let Err(e) = self.send(m) {
+                        log::warn!("control message not sent: {e}");
+                    }
+                }
+                Action::Reject { node, reason } => {
+                    log::warn!("refused {node}: {reason}");
+                    let key = -1 - node.port as i32;
+                    if self.transport.connect(key, &node.hostname, node.port).is_ok() {
+                        let mut m = control(key, Command::AddNode);
+                        m.meta.control.reason = reason;
+                        self.stamp(&mut m);
+                        let _ = self.send_raw(&m);
+                    }
+                }
+                Action::Welcome(n) => self.welcome(&n),
+                Action::Table(t) => {
+                    self.forget_welcomed();
+                    let revived = self.peers_from_table(&t);
+                    if t.first().is_some_and(|s| s.id == SCHEDULER && s.is_recovery) {
+                        self.me.write().is_recovery = true;
+                    }
+                    log::info!(
+                        "node table: {}",
+                        t.iter().map(|n| n.to_string()).collect::<Vec<_>>().join(", ")
+                    );
+                    *self.table.write() = t.clone();
+                    let mut ready = self.ready.lock();
+                    if ready.is_none() {
+                        *ready = Some(Ok(()));
+                        self.ready_cv.notify_all();
+                    }
+                    drop(ready);
+                    if let Some(h) = self.handler() {
+                        h.on_nodes_changed(&t, &revived);
+                    }
+                    self.replicate_core();
+                }
+                Action::Left(ids) => {
+                    let ids = self.on_declared_dead(&ids);
+                    self.on_left(ids);
+                    self.replicate_core();
+                }
+                Action::Dead(ids) => {
+                    let ids = self.on_declared_dead(&ids);
+                    log::warn!(
+                        "declared dead (no heartbeat for {:?}): {ids:?}",
+                        self.cfg.heartbeat_timeout
+                    );
+                    if let Some(h) = self.handler() {
+                        h.on_nodes_dead(&ids);
+                    }
+                    self.replicate_core();
+                }
+            }
+        }
+    }
+}
