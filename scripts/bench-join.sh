@@ -8,7 +8,8 @@
 #
 #   scripts/bench-join.sh [ROUNDS] [SHAPES]      e.g. scripts/bench-join.sh 5 "2x2 32x96"
 #
-# PSRS_BIN (default target/release/psrs) is the binary measured.
+# PSRS_BIN (default target/release/psrs) is the binary measured; PSRS_JOIN_CONFIGS
+# (default "zmq tcp tcp+secret") the configurations.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-5}
@@ -18,7 +19,7 @@ bin=${PSRS_BIN:-target/release/psrs}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 head -c 32 /dev/urandom | base64 > "$tmp/secret"
-configs="zmq tcp tcp+secret"
+configs=${PSRS_JOIN_CONFIGS:-"zmq tcp tcp+secret"}
 
 run() { # shape config -> "scheduler_ms max_ms"
   local s=${1%x*} w=${1#*x} van=${2%+*} env=()

@@ -29,9 +29,10 @@ fi
 # the TCP van's replacement path is tests/failure.rs's).
 DMLC_PS_VAN_TYPE=tcp cargo test --test cluster --test failure --test kv --test train \
   --test jobs
-# The multi-process KV and cluster tests again with a cluster secret (authenticated,
+# The multi-process KV, cluster and 64-node launcher tests again with a cluster secret (authenticated,
 # encrypted TCP links; the tests' cluster helper hands PSRS_TEST_SECRET to every node).
-DMLC_PS_VAN_TYPE=tcp PSRS_TEST_SECRET=ci-cluster-secret-0123456789 cargo test --test kv --test cluster
+DMLC_PS_VAN_TYPE=tcp PSRS_TEST_SECRET=ci-cluster-secret-0123456789 cargo test --test kv --test cluster \
+  --test launcher
 # The etcd master store and the etcd scheduler election against a real etcd server.
 cargo test -p ps-apps --features etcd --test etcd_store
 cargo test --features etcd --test standby etcd

@@ -183,6 +183,14 @@ impl Responder {
         }
     }
 
+    /// Whether `start`, the first bytes a peer sent, can begin a HELLO: a peer whose
+    /// first bytes cannot is refused as not psrs at once, even if it then closes
+    /// before a whole HELLO (a closed, half-sent HELLO is not held against the peer).
+    pub fn could_be_hello(start: &[u8]) -> bool {
+        let n = start.len().min(4);
+        start[..n] == b"PSAH"[..n]
+    }
+
     /// Checks a HELLO; `nonce` is this side's fresh nonce.
     pub fn on_hello(&self, h: &[u8; HELLO_LEN], nonce: [u8; 32]) -> Result<AfterHello, Refusal> {
         if &h[..4] != b"PSAH" {

@@ -86,3 +86,16 @@ fn replayed_handshake_bytes_fail_against_a_fresh_nonce() {
     let (other, _) = Initiator::new(Some(&s), true, [8; 32]);
     assert_eq!(other.on_challenge(&reply).unwrap_err(), Refusal::BadProof);
 }
+
+/// Garbage is refused on its first bytes, a HELLO cut short is not (failure test: an
+/// HTTP request that closes after 18 bytes is "not a psrs handshake").
+#[test]
+fn the_first_bytes_tell_garbage_from_a_hello() {
+    let (_, hello) = Initiator::new(None, true, [1; 32]);
+    for n in 1..=hello.len() {
+        assert!(Responder::could_be_hello(&hello[..n]), "{n} bytes of a HELLO");
+    }
+    assert!(!Responder::could_be_hello(b"GET / HTTP/1.0\r\n\r\n"));
+    assert!(!Responder::could_be_hello(b"PSRS"));
+    assert!(!Responder::could_be_hello(b"Q"));
+}

@@ -1,14 +1,19 @@
 //! Sealed records: the encrypted framing of a TCP link after a sealed handshake.
 //!
-//! A record is a u32 LE length `n` then `n` bytes: the ChaCha20-Poly1305 ciphertext of
-//! at most [`MAX_RECORD`] plaintext bytes followed by its 16-byte tag. The nonce is the
+//! A record is a u32 LE length `n` then `n` bytes: the AES-256-GCM ciphertext of at
+//! most [`MAX_RECORD`] plaintext bytes followed by its 16-byte tag. The nonce is the
 //! record's sequence number on the link (96 bits: 4 zero bytes, then u64 LE), the
 //! associated data its length prefix, and the key is the handshake's session key
 //! (fresh per connection), so a record cannot be reordered, replayed, cut or moved
 //! to another connection without failing to open.
+//!
+//! The cipher is `ring`'s AES-256-GCM (AES-NI / VAES and carry-less multiply where
+//! the CPU has them, constant-time software otherwise). The portable
+//! ChaCha20-Poly1305 this replaced was the bottleneck of an encrypted link (0.22-0.36x
+//! of plaintext at 64 KB-1 MB in a release build; `ring`'s ChaCha20-Poly1305 assembly
+//! still ~0.3x at 1 MB; AES-256-GCM ~0.5x).
 
-use chacha20poly1305::aead::AeadInPlace;
-use chacha20poly1305::{ChaCha20Poly1305, Key, KeyInit, Nonce, Tag};
+use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, AES_256_GCM};
 
 /// Most plaintext bytes in one record.
 pub const MAX_RECORD: usize = 1 << 18;
@@ -19,12 +24,17 @@ const TAG: usize = 16;
 fn nonce(n: u64) -> Nonce {
     let mut b = [0u8; 12];
     b[4..].copy_from_slice(&n.to_le_bytes());
-    Nonce::from(b)
+    // unique: the sequence number of a record under a key used for one link only
+    Nonce::assume_unique_for_key(b)
+}
+
+fn cipher(key: &[u8; 32]) -> LessSafeKey {
+    LessSafeKey::new(UnboundKey::new(&AES_256_GCM, key).expect("a 32-byte AES-256 key"))
 }
 
 /// Seals the records one side sends.
 pub struct Sealer {
-    cipher: ChaCha20Poly1305,
+    cipher: LessSafeKey,
     seq: u64,
 }
 
@@ -32,7 +42,7 @@ impl Sealer {
     /// A sealer with the session key.
     pub fn new(key: &[u8; 32]) -> Sealer {
         Sealer {
-            cipher: ChaCha20Poly1305::new(Key::from_slice(key)),
+            cipher: cipher(key),
             seq: 0,
         }
     }
@@ -46,16 +56,16 @@ impl Sealer {
         buf[..4].copy_from_slice(&len);
         let tag = self
             .cipher
-            .encrypt_in_place_detached(&nonce(self.seq), &len, &mut buf[4..])
+            .seal_in_place_separate_tag(nonce(self.seq), Aad::from(len), &mut buf[4..])
             .expect("a record is far below the cipher's limit");
         self.seq += 1;
-        buf.extend_from_slice(&tag);
+        buf.extend_from_slice(tag.as_ref());
     }
 }
 
 /// Opens the records the other side sent, in order.
 pub struct Opener {
-    cipher: ChaCha20Poly1305,
+    cipher: LessSafeKey,
     seq: u64,
 }
 
@@ -67,7 +77,7 @@ impl Opener {
     /// An opener with the session key.
     pub fn new(key: &[u8; 32]) -> Opener {
         Opener {
-            cipher: ChaCha20Poly1305::new(Key::from_slice(key)),
+            cipher: cipher(key),
             seq: 0,
         }
     }
@@ -88,9 +98,8 @@ impl Opener {
         if body.len() != n {
             return Err(SealError("a sealed record of the wrong length".into()));
         }
-        let (text, tag) = body.split_at_mut(n - TAG);
         self.cipher
-            .decrypt_in_place_detached(&nonce(self.seq), &prefix, text, Tag::from_slice(tag))
+            .open_in_place(nonce(self.seq), Aad::from(prefix), body)
             .map_err(|_| SealError("a sealed record failed authentication (tampered, replayed or wrong key)".into()))?;
         self.seq += 1;
         Ok(n - TAG)

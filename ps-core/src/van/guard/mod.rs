@@ -8,7 +8,7 @@
 mod sealed_io;
 
 use crate::auth::gate::{Gate, HandshakeFailure};
-use crate::auth::handshake::{AfterHello, Initiator, Responder, CHALLENGE_LEN, HELLO_LEN, PROOF_LEN};
+use crate::auth::handshake::{AfterHello, Initiator, Refusal, Responder, CHALLENGE_LEN, HELLO_LEN, PROOF_LEN};
 use crate::auth::{Limits, Security};
 use parking_lot::Mutex;
 pub use sealed_io::{SealedReader, SealedWriter};
@@ -198,6 +198,9 @@ impl Guard {
         let first = tcp.read(&mut hello).map_err(io_failure)?;
         if first == 0 {
             return Err(HandshakeFailure::Closed);
+        }
+        if !Responder::could_be_hello(&hello[..first]) {
+            return Err(HandshakeFailure::Refused(Refusal::NotPsrs));
         }
         tcp.read_exact(&mut hello[first..]).map_err(io_failure)?;
         let responder = Responder::new(self.sec.secret.as_ref(), self.sec.encrypt);
