@@ -82,6 +82,10 @@ fn fail_over(c: &mut Cluster, dead: usize, standbys: &[usize]) -> (f64, usize) {
     let back = t.elapsed().as_secs_f64();
     let n = progress_lines(c, next);
     c.wait_for_output(next, "more progress", |s| s.matches("progress: ").count() >= n + 2);
+    let both = standbys
+        .iter()
+        .any(|&i| i != next && c.procs[i].stderr().contains("taking over"));
+    assert!(!both, "two standbys took over\n{}", c.dump());
     (back, next)
 }
 
