@@ -102,11 +102,7 @@ fn a_standby_scheduler_takes_over_the_jobs_of_a_killed_active_one() {
 #[cfg_attr(not(feature = "etcd"), ignore = "needs --features etcd and etcd-server")]
 fn etcd_elects_the_standby_that_takes_over_the_jobs() {
     let etcd = common::etcd::Etcd::start();
-    let env = [
-        ("PS_ELECTION", "etcd"),
-        ("PS_ETCD_ENDPOINTS", etcd.endpoint.as_str()),
-        ("PS_ETCD_PREFIX", "/jobs-test"),
-    ];
+    let env = etcd.election("/jobs-test");
     // the terms are etcd revisions: the new holder of the lock has a higher one
     let (before, after) = standby_takes_over_jobs(&env);
     assert!(0 < before && before < after, "terms {before}, {after}");

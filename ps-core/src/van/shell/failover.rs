@@ -2,98 +2,22 @@
 //! incoming ones, streams the active scheduler's state to its standbys and carries out
 //! the decisions of [`crate::protocol::failover`]. Only wiring: every rule is there.
 
+use super::failover_state::SchedFailover;
 use super::leased::{load_external, lock_view};
 use super::{control, Van};
 use crate::message::{Command, Message};
 use crate::node::{Role, ALL_GROUP, SCHEDULER};
-use crate::protocol::failover::{
-    candidate_key, ActiveView, Candidate, Decision, ElectionMode, Epoch, Heard, Leased, Majority, Replicas,
-};
+use crate::protocol::failover::{candidate_key, Decision, Epoch, Heard, Replicas};
 use crate::protocol::membership::Membership;
 use bytes::Bytes;
-use parking_lot::{Condvar, Mutex};
 use std::cell::Cell;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 thread_local! {
     /// True on a transport's receiving thread: it must not wait for acks that only it
     /// could deliver.
     pub(super) static IN_RECV: Cell<bool> = const { Cell::new(false) };
-}
-
-/// A scheduler candidate's failover state (scheduler processes only).
-pub(super) struct SchedFailover {
-    pub(super) cand: Candidate,
-    replicas: Replicas,
-    /// The newest node table and application state (own when active, followed when not).
-    pub(super) core: Bytes,
-    pub(super) app: Bytes,
-    live_nodes: usize,
-    next_beat_ms: u64,
-    refusal: String,
-}
-
-/// Failover state of a van.
-pub(super) struct Failover {
-    pub(super) sched: Option<Mutex<SchedFailover>>,
-    /// The external lock service (`PS_ELECTION=etcd`), set before the van starts.
-    pub(super) lock: parking_lot::RwLock<Option<std::sync::Arc<dyn crate::van::LockService>>>,
-    /// Serializes saves to the lock service, so they land in the order taken.
-    pub(super) persist: Mutex<()>,
-    acked: Condvar,
-    view: Mutex<ActiveView>,
-    term: AtomicU64,
-    active: AtomicU32,
-    seq: AtomicU64,
-}
-
-impl Failover {
-    /// The failover state for a van of `cfg`'s role at `now_ms`.
-    pub(super) fn new(cfg: &crate::config::Config, now_ms: u64) -> Failover {
-        let timeout = cfg.heartbeat_timeout.as_millis() as u64;
-        let me = cfg.scheduler_index().unwrap_or(0);
-        let n = cfg.schedulers.len();
-        let sched = (cfg.role == Role::Scheduler).then(|| {
-            let rule: Box<dyn crate::protocol::failover::Election> = match cfg.election {
-                ElectionMode::Embedded => Box::new(Majority),
-                ElectionMode::Etcd { .. } => Box::new(Leased::new(!cfg.scheduler_standby)),
-            };
-            let cand = Candidate::with_rule(me, n, timeout, cfg.scheduler_standby, now_ms, rule);
-            // with the state in the lock service, nothing is streamed to standbys
-            let streamed = !cand.external_state();
-            let peers = (0..n).filter(|&i| i != me && streamed);
-            Mutex::new(SchedFailover {
-                replicas: Replicas::new(peers, timeout, now_ms),
-                cand,
-                core: Bytes::new(),
-                app: Bytes::new(),
-                live_nodes: 0,
-                next_beat_ms: 0,
-                refusal: String::new(),
-            })
-        });
-        let f = Failover {
-            sched,
-            lock: parking_lot::RwLock::new(None),
-            persist: Mutex::new(()),
-            acked: Condvar::new(),
-            view: Mutex::new(ActiveView::new(me, timeout, now_ms)),
-            term: AtomicU64::new(0),
-            active: AtomicU32::new(me as u32),
-            seq: AtomicU64::new(0),
-        };
-        if let Some(s) = &f.sched {
-            f.publish(&s.lock().cand);
-        }
-        f
-    }
-
-    pub(super) fn publish(&self, c: &Candidate) {
-        self.term.store(c.epoch().term, Ordering::Relaxed);
-        self.active.store(c.epoch().candidate, Ordering::Relaxed);
-        self.seq.store(c.seq(), Ordering::Relaxed);
-    }
 }
 
 impl Van {

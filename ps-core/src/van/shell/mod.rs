@@ -17,7 +17,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 mod failover;
-use failover::Failover;
+mod failover_state;
+use failover_state::Failover;
 mod leased;
 mod peers;
 mod start;
