@@ -35,7 +35,7 @@ DMLC_PS_VAN_TYPE=tcp PSRS_TEST_SECRET=ci-cluster-secret-0123456789 cargo test --
   --test launcher
 # The etcd master store and the etcd scheduler election against a real etcd server.
 cargo test -p ps-apps --features etcd --test etcd_store
-cargo test --features etcd --test standby etcd
+cargo test --features etcd --test standby --test jobs_failover etcd
 
 # The Python package: built with maturin (from PyPI) into a virtualenv, then its tests
 # (real clusters of Python and Rust nodes) with pytest; "no tests collected" (exit 5)

@@ -4,7 +4,8 @@
 //! and a standby scheduler takes over a killed active one with nothing restarted
 //! (the job table and queues were streamed to it): the job finishes within a point of
 //! the same job run fault-free, the standby's API and `/stats.json` show it active
-//! under term 2; an inference job running across the takeover is joined by the standby
+//! under term 2 (the same with `PS_ELECTION=etcd`, feature `etcd`, terms from etcd); an
+//! inference job running across the takeover is joined by the standby
 //! from the batches both schedulers keep in a shared `--outputs-dir` (their work dirs
 //! differ, as on two hosts). Prints the seconds from each kill to the job's progress
 //! again.
@@ -93,6 +94,24 @@ fn a_restarted_scheduler_resumes_every_job_from_the_store() {
 
 #[test]
 fn a_standby_scheduler_takes_over_the_jobs_of_a_killed_active_one() {
+    let terms = standby_takes_over_jobs(&[]);
+    assert_eq!(terms, (1, 2), "terms before and after the takeover");
+}
+
+#[test]
+#[cfg_attr(not(feature = "etcd"), ignore = "needs --features etcd and etcd-server")]
+fn etcd_elects_the_standby_that_takes_over_the_jobs() {
+    let etcd = common::etcd::Etcd::start();
+    let env = etcd.election("/jobs-test");
+    // the terms are etcd revisions: the new holder of the lock has a higher one
+    let (before, after) = standby_takes_over_jobs(&env);
+    assert!(0 < before && before < after, "terms {before}, {after}");
+}
+
+/// Two schedulers (each with `election` in its environment, separate work dirs, one
+/// shared outputs dir): jobs run fault-free, then the active one is killed mid-job and
+/// the standby finishes them. Returns the terms before and after the takeover.
+fn standby_takes_over_jobs(election: &[(&str, &str)]) -> (u64, u64) {
     let dir = tempfile::tempdir().unwrap();
     let (a_http, b_http) = (
         format!("127.0.0.1:{}", free_port()),
@@ -115,14 +134,14 @@ fn a_standby_scheduler_takes_over_the_jobs_of_a_killed_active_one() {
     let standby_port = free_port();
     let list = format!("127.0.0.1:{},127.0.0.1:{standby_port}", c.port);
     let env = [("PS_SCHEDULERS", list.as_str())];
-    let active = c.spawn_with("scheduler", &a_args, &env);
+    let active = c.spawn_with("scheduler", &a_args, &[&env[..], election].concat());
     let port = standby_port.to_string();
     let senv = [
         ("PS_SCHEDULERS", list.as_str()),
         ("PS_SCHEDULER_STANDBY", "1"),
         ("DMLC_PS_ROOT_PORT", port.as_str()),
     ];
-    let standby = c.spawn_with("scheduler", &b_args, &senv);
+    let standby = c.spawn_with("scheduler", &b_args, &[&senv[..], election].concat());
     for role in ["server", "server", "worker", "worker"] {
         c.spawn_with(role, &a_args, &env);
     }
@@ -131,6 +150,7 @@ fn a_standby_scheduler_takes_over_the_jobs_of_a_killed_active_one() {
     let st = api.get("/stats.json");
     assert_eq!(st["scheduler"]["candidate"], 0, "{st}");
     assert_eq!(st["scheduler"]["active"], true, "{st}");
+    let term_before = st["scheduler"]["term"].as_u64().unwrap();
     let (train, test) = data(dir.path());
     // fault-free first, then the same job with the active scheduler killed mid-way
     let model = dir.path().join("clean.model");
@@ -172,7 +192,7 @@ fn a_standby_scheduler_takes_over_the_jobs_of_a_killed_active_one() {
     let back = progress_after(&next, &c, &id, done(&resumed), t);
     let st = next.get("/stats.json");
     assert_eq!(st["scheduler"]["candidate"], 1, "{st}");
-    assert_eq!(st["scheduler"]["term"], 2, "{st}");
+    let term_after = st["scheduler"]["term"].as_u64().unwrap();
     assert_eq!(st["scheduler"]["active"], true, "{st}");
     let metrics = ureq::get(&format!("http://{b_http}/metrics"))
         .call()
@@ -201,4 +221,5 @@ fn a_standby_scheduler_takes_over_the_jobs_of_a_killed_active_one() {
     println!(
         "figure: active scheduler kill -9 to the job's progress on the standby (PS_HEARTBEAT_TIMEOUT=1): {back:.2} s; accuracy {acc:.4} vs fault-free {base:.4}"
     );
+    (term_before, term_after)
 }

@@ -82,6 +82,10 @@ fn fail_over(c: &mut Cluster, dead: usize, standbys: &[usize]) -> (f64, usize) {
     let back = t.elapsed().as_secs_f64();
     let n = progress_lines(c, next);
     c.wait_for_output(next, "more progress", |s| s.matches("progress: ").count() >= n + 2);
+    let both = standbys
+        .iter()
+        .any(|&i| i != next && c.procs[i].stderr().contains("taking over"));
+    assert!(!both, "two standbys took over\n{}", c.dump());
     (back, next)
 }
 
@@ -144,11 +148,7 @@ fn standbys_take_over_from_killed_schedulers() {
 #[cfg_attr(not(feature = "etcd"), ignore = "needs --features etcd and etcd-server")]
 fn etcd_elects_the_standbys_that_take_over() {
     let etcd = common::etcd::Etcd::start();
-    let env = [
-        ("PS_ELECTION", "etcd"),
-        ("PS_ETCD_ENDPOINTS", etcd.endpoint.as_str()),
-        ("PS_ETCD_PREFIX", "/standby-test"),
-    ];
+    let env = etcd.election("/standby-test");
     let (_, [t1, t2], _) = kill_twice(&env, "etcd election");
     // the terms are etcd revisions: each new holder of the lock has a higher one
     assert!(1 < t1 && t1 < t2, "terms {t1}, {t2}");

@@ -9,7 +9,9 @@
 //! succeeds while this candidate's lock key exists. Every decision is in
 //! [`ps_core::protocol::failover::Leased`].
 
-use etcd_client::{Client, Compare, CompareOp, ConnectOptions, LockOptions, Txn, TxnOp};
+use etcd_client::{
+    Client, Compare, CompareOp, ConnectOptions, LeaseKeepAliveStream, LeaseKeeper, LockOptions, Txn, TxnOp,
+};
 use parking_lot::Mutex;
 use ps_core::protocol::failover::Lock;
 use ps_core::van::LockService;
@@ -143,7 +145,7 @@ impl Drop for EtcdElection {
 
 /// The election thread: seek the lock, hold it while the lease is renewed, report it
 /// lost, seek it again. Errors are logged and retried.
-fn hold_lock(endpoints: &[String], name: &str, ttl: Duration, shared: &Shared) {
+fn hold_lock(endpoints: &[String], name: &str, ttl: Duration, shared: &Arc<Shared>) {
     let rt = match runtime() {
         Ok(rt) => rt,
         Err(e) => return log::error!("{e}"),
@@ -159,8 +161,10 @@ fn hold_lock(endpoints: &[String], name: &str, ttl: Duration, shared: &Shared) {
     }
 }
 
-/// One holding of the lock, from seeking it to losing it.
-async fn term_once(endpoints: &[String], name: &str, ttl: Duration, shared: &Shared) -> Result<(), String> {
+/// One holding of the lock, from seeking it to losing it. The lease is renewed from
+/// its grant on, also while waiting in the lock's queue (else it would expire there and
+/// the lock would be lost as soon as it is won).
+async fn term_once(endpoints: &[String], name: &str, ttl: Duration, shared: &Arc<Shared>) -> Result<(), String> {
     let mut client = Client::connect(endpoints, None).await.map_err(|e| err("connect", e))?;
     let ttl_s = ttl.as_secs_f64().ceil().max(1.0) as i64;
     let lease = client
@@ -169,14 +173,31 @@ async fn term_once(endpoints: &[String], name: &str, ttl: Duration, shared: &Sha
         .map_err(|e| err("lease grant", e))?;
     let granted = Duration::from_secs(lease.ttl().max(1) as u64);
     let lease = lease.id();
-    let resp = client
-        .lock(name, Some(LockOptions::new().with_lease(lease)))
-        .await
-        .map_err(|e| err("lock", e))?;
+    let (keeper, answers) = client.lease_keep_alive(lease).await.map_err(|e| err("keep-alive", e))?;
+    let renewing = tokio::spawn(renew(keeper, answers, granted, Arc::clone(shared)));
+    let resp = client.lock(name, Some(LockOptions::new().with_lease(lease))).await;
+    let resp = match resp {
+        Ok(r) if !renewing.is_finished() => r,
+        Ok(_) => return Err("etcd: the lease expired while waiting for the scheduler lock".into()),
+        Err(e) => {
+            renewing.abort();
+            return Err(err("lock", e));
+        }
+    };
     let term = resp.header().map_or(0, |h| h.revision()).max(1) as u64;
     shared.set(Lock::Held(term), resp.key().to_vec());
     log::info!("etcd: holding {name} (lease {lease:x}, {granted:?}, term {term})");
-    let (mut keeper, mut answers) = client.lease_keep_alive(lease).await.map_err(|e| err("keep-alive", e))?;
+    renewing.await.map_err(|e| err("keep-alive task", e))?
+}
+
+/// Renews lease through `keeper` every quarter of its `granted` time until `shared`
+/// stops; fails when a renewal fails or the lease was not renewed for `granted`.
+async fn renew(
+    mut keeper: LeaseKeeper,
+    mut answers: LeaseKeepAliveStream,
+    granted: Duration,
+    shared: Arc<Shared>,
+) -> Result<(), String> {
     let mut renewed = Instant::now();
     let period = granted / 4;
     while !shared.stop.load(Ordering::Relaxed) {

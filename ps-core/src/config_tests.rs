@@ -132,3 +132,23 @@ fn errors_carry_the_role_when_it_is_known() {
     m.insert("DMLC_ROLE".into(), "boss".into());
     assert_eq!(Config::from_vars(&m).unwrap_err().role, None);
 }
+
+#[test]
+fn etcd_election_needs_two_schedulers_and_a_lease() {
+    let mut b = base();
+    b[0] = ("DMLC_ROLE", "scheduler");
+    b.extend([("PS_ELECTION", "etcd"), ("PS_ETCD_ENDPOINTS", "http://127.0.0.1:2379")]);
+    let e = Config::from_vars(&vars(&b)).unwrap_err();
+    assert_eq!(e.var, "PS_ELECTION", "one scheduler: {e}");
+    b.extend([
+        ("PS_SCHEDULERS", "127.0.0.1:9000,127.0.0.1:9001"),
+        ("PS_HEARTBEAT_TIMEOUT", "1"),
+    ]);
+    let c = Config::from_vars(&vars(&b)).unwrap();
+    assert!(matches!(
+        c.election,
+        crate::protocol::failover::ElectionMode::Etcd { .. }
+    ));
+    b.retain(|(k, _)| *k != "PS_ETCD_ENDPOINTS");
+    assert_eq!(Config::from_vars(&vars(&b)).unwrap_err().var, "PS_ETCD_ENDPOINTS");
+}

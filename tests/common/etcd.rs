@@ -63,3 +63,15 @@ impl Etcd {
         etcd
     }
 }
+
+impl Etcd {
+    /// The environment of a scheduler candidate electing through this etcd, its keys
+    /// under `prefix`.
+    pub fn election<'a>(&'a self, prefix: &'a str) -> [(&'static str, &'a str); 3] {
+        [
+            ("PS_ELECTION", "etcd"),
+            ("PS_ETCD_ENDPOINTS", self.endpoint.as_str()),
+            ("PS_ETCD_PREFIX", prefix),
+        ]
+    }
+}

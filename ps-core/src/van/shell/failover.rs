@@ -2,18 +2,17 @@
 //! incoming ones, streams the active scheduler's state to its standbys and carries out
 //! the decisions of [`crate::protocol::failover`]. Only wiring: every rule is there.
 
+use super::failover_state::SchedFailover;
 use super::leased::{load_external, lock_view};
 use super::{control, Van};
 use crate::message::{Command, Message};
 use crate::node::{Role, ALL_GROUP, SCHEDULER};
-use crate::protocol::failover::{
-    candidate_key, ActiveView, Candidate, Decision, ElectionMode, Epoch, Heard, Leased, Majority, Replicas,
-};
+use crate::protocol::failover::{candidate_key, Decision, Epoch, Heard, Replicas};
 use crate::protocol::membership::Membership;
 use bytes::Bytes;
-use parking_lot::{Condvar, Mutex};
 use std::cell::Cell;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
 
 thread_local! {
     /// True on a transport's receiving thread: it must not wait for acks that only it
@@ -21,90 +20,16 @@ thread_local! {
     pub(super) static IN_RECV: Cell<bool> = const { Cell::new(false) };
 }
 
-/// A scheduler candidate's failover state (scheduler processes only).
-pub(super) struct SchedFailover {
-    pub(super) cand: Candidate,
-    pub(super) replicas: Replicas,
-    /// The newest node table and application state (own when active, followed when not).
-    pub(super) core: Bytes,
-    pub(super) app: Bytes,
-    live_nodes: usize,
-    next_beat_ms: u64,
-    refusal: String,
-}
-
-/// Failover state of a van.
-pub(super) struct Failover {
-    pub(super) sched: Option<Mutex<SchedFailover>>,
-    /// The external lock service (`PS_ELECTION=etcd`), set before the van starts.
-    pub(super) lock: parking_lot::RwLock<Option<std::sync::Arc<dyn crate::van::LockService>>>,
-    /// Serializes saves to the lock service, so they land in the order taken.
-    pub(super) persist: Mutex<()>,
-    pub(super) acked: Condvar,
-    view: Mutex<ActiveView>,
-    term: AtomicU64,
-    active: AtomicU32,
-    seq: AtomicU64,
-}
-
-impl Failover {
-    /// The failover state for a van of `cfg`'s role at `now_ms`.
-    pub(super) fn new(cfg: &crate::config::Config, now_ms: u64) -> Failover {
-        let timeout = cfg.heartbeat_timeout.as_millis() as u64;
-        let me = cfg.scheduler_index().unwrap_or(0);
-        let n = cfg.schedulers.len();
-        let sched = (cfg.role == Role::Scheduler).then(|| {
-            let rule: Box<dyn crate::protocol::failover::Election> = match cfg.election {
-                ElectionMode::Embedded => Box::new(Majority),
-                ElectionMode::Etcd { .. } => Box::new(Leased::new(!cfg.scheduler_standby)),
-            };
-            let cand = Candidate::with_rule(me, n, timeout, cfg.scheduler_standby, now_ms, rule);
-            // with the state in the lock service, nothing is streamed to standbys
-            let streamed = !cand.external_state();
-            let peers = (0..n).filter(|&i| i != me && streamed);
-            Mutex::new(SchedFailover {
-                replicas: Replicas::new(peers, timeout, now_ms),
-                cand,
-                core: Bytes::new(),
-                app: Bytes::new(),
-                live_nodes: 0,
-                next_beat_ms: 0,
-                refusal: String::new(),
-            })
-        });
-        let f = Failover {
-            sched,
-            lock: parking_lot::RwLock::new(None),
-            persist: Mutex::new(()),
-            acked: Condvar::new(),
-            view: Mutex::new(ActiveView::new(me, timeout, now_ms)),
-            term: AtomicU64::new(0),
-            active: AtomicU32::new(me as u32),
-            seq: AtomicU64::new(0),
-        };
-        if let Some(s) = &f.sched {
-            f.publish(&s.lock().cand);
-        }
-        f
-    }
-
-    pub(super) fn publish(&self, c: &Candidate) {
-        self.term.store(c.epoch().term, Ordering::Relaxed);
-        self.active.store(c.epoch().candidate, Ordering::Relaxed);
-        self.seq.store(c.seq(), Ordering::Relaxed);
-    }
-}
-
 impl Van {
-    pub(super) fn multi(&self) -> bool {
+    fn multi(&self) -> bool {
         self.cfg.schedulers.len() > 1
     }
 
-    pub(super) fn me_index(&self) -> usize {
+    fn me_index(&self) -> usize {
         self.cfg.scheduler_index().unwrap_or(0)
     }
 
-    pub(super) fn beat_ms(&self) -> u64 {
+    fn beat_ms(&self) -> u64 {
         match self.cfg.heartbeat_interval.as_millis() as u64 {
             0 => 200,
             ms => ms,
@@ -245,7 +170,7 @@ impl Van {
         g.cand.is_active()
     }
 
-    pub(super) fn on_peer(&self, msg: &Message, from: Epoch, now: u64) {
+    fn on_peer(&self, msg: &Message, from: Epoch, now: u64) {
         let Some(s) = &self.fo.sched else { return };
         let c = &msg.meta.control;
         let origin = c.origin as usize;
@@ -275,6 +200,89 @@ impl Van {
         if let Some(m) = ack {
             let _ = self.send(m);
         }
+    }
+
+    fn sync_msg(&self, g: &SchedFailover, to: usize) -> Message {
+        let mut m = control(candidate_key(to), Command::Sync);
+        m.data = vec![g.core.clone(), g.app.clone()];
+        m
+    }
+
+    /// Streams the state (sequence `seq`) to every standby; with `wait`, waits up to a
+    /// bound for the live ones to acknowledge it.
+    fn stream(&self, g: parking_lot::MutexGuard<'_, SchedFailover>, seq: u64, wait: bool) {
+        let s = self.fo.sched.as_ref().expect("scheduler");
+        let msgs: Vec<Message> = g.replicas.peers().into_iter().map(|p| self.sync_msg(&g, p)).collect();
+        drop(g);
+        for m in msgs {
+            let _ = self.send(m);
+        }
+        if !wait || IN_RECV.with(|r| r.get()) {
+            return;
+        }
+        let deadline = Instant::now() + Duration::from_millis(self.beat_ms().max(100));
+        let mut g = s.lock();
+        while !g.replicas.waiting_for(seq, self.now_ms()).is_empty() {
+            if self.fo.acked.wait_until(&mut g, deadline).timed_out() {
+                log::debug!(
+                    "standbys {:?} did not acknowledge state {seq} in time",
+                    g.replicas.waiting_for(seq, self.now_ms())
+                );
+                break;
+            }
+        }
+    }
+
+    /// Active scheduler: the application's new state (the master's queues) reaches the
+    /// live standbys before this returns. Fails if this scheduler is not active.
+    pub fn replicate_app(&self, state: Bytes) -> Result<(), String> {
+        let Some(s) = &self.fo.sched else {
+            return Err("only a scheduler replicates state".into());
+        };
+        if let Some(ls) = self.lock_service() {
+            return self.persist(&ls, |g| g.app = state);
+        }
+        let mut g = s.lock();
+        if !g.cand.is_active() {
+            return Err(format!("this scheduler is not active ({} is)", g.cand.epoch()));
+        }
+        g.app = state;
+        let seq = g.cand.next_seq();
+        self.fo.publish(&g.cand);
+        self.stream(g, seq, true);
+        Ok(())
+    }
+
+    /// The application state last received from the active scheduler (a standby that
+    /// took over resumes from it), if any.
+    pub fn replicated_app_state(&self) -> Option<Bytes> {
+        let g = self.fo.sched.as_ref()?.lock();
+        (!g.app.is_empty()).then(|| g.app.clone())
+    }
+
+    /// Active scheduler: the node table changed; stream it to the standbys.
+    pub(super) fn replicate_core(&self) {
+        let (Some(s), Some(core)) = (&self.fo.sched, &self.sched) else {
+            return;
+        };
+        if !self.multi() {
+            return;
+        }
+        let core = Bytes::from(core.lock().export());
+        if let Some(ls) = self.lock_service() {
+            if let Err(e) = self.persist(&ls, |g| g.core = core) {
+                log::error!("{e}");
+            }
+            return;
+        }
+        let mut g = s.lock();
+        if !g.cand.is_active() {
+            return;
+        }
+        g.core = core;
+        let seq = g.cand.next_seq();
+        self.fo.publish(&g.cand);
+        self.stream(g, seq, false);
     }
 
     /// True while this process may act as the scheduler (always on a single one).

@@ -2,7 +2,7 @@
 //! saving the active scheduler's state under its lock before the active acts on it.
 //! The decisions stay in [`crate::protocol::failover::Leased`].
 
-use super::failover::SchedFailover;
+use super::failover_state::SchedFailover;
 use super::Van;
 use crate::config::Config;
 use crate::node::Role;

@@ -18,12 +18,12 @@ use std::time::{Duration, Instant};
 
 mod background;
 mod failover;
-mod leave;
-use failover::Failover;
+mod failover_state;
+use failover_state::Failover;
 mod leased;
+mod leave;
 mod peers;
 mod receive;
-mod replicate;
 mod start;
 
 /// How many times the resender resends one message before giving up.
