@@ -9,7 +9,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 
-cargo test --workspace
+# Everything is built once, with every feature (the etcd master store and election):
+# each cargo call below uses the same features, so none rebuilds the workspace. The etcd
+# tests start their own etcd server (Debian's etcd-server).
+F=--all-features
+cargo test --workspace $F
 
 # Multi-host tests in network namespaces and the Slurm test need root; a plain
 # `cargo test` lists them as ignored.
@@ -20,22 +24,19 @@ fi
 if [ "$SUDO" = none ]; then
   echo "SKIPPED: tests/multihost.rs and tests/slurm.rs need root (run as root or with sudo)" >&2
 else
-  $SUDO cargo test --test multihost -- --ignored
-  $SUDO cargo test --test slurm -- --ignored
+  $SUDO cargo test $F --test multihost -- --ignored
+  $SUDO cargo test $F --test slurm -- --ignored
 fi
 
 # The multi-process tests again over the TCP transport (not the many-moment failover
 # sweep, tests/train_failover.rs: three minutes of CI for logic above the transport;
 # the TCP van's replacement path is tests/failure.rs's).
-DMLC_PS_VAN_TYPE=tcp cargo test --test cluster --test failure --test kv --test train \
+DMLC_PS_VAN_TYPE=tcp cargo test $F --test cluster --test failure --test kv --test train \
   --test jobs
 # The multi-process KV, cluster and 64-node launcher tests again with a cluster secret (authenticated,
 # encrypted TCP links; the tests' cluster helper hands PSRS_TEST_SECRET to every node).
-DMLC_PS_VAN_TYPE=tcp PSRS_TEST_SECRET=ci-cluster-secret-0123456789 cargo test --test kv --test cluster \
+DMLC_PS_VAN_TYPE=tcp PSRS_TEST_SECRET=ci-cluster-secret-0123456789 cargo test $F --test kv --test cluster \
   --test launcher
-# The etcd master store and the etcd scheduler election against a real etcd server.
-cargo test -p ps-apps --features etcd --test etcd_store
-cargo test --features etcd --test standby --test jobs_failover etcd
 
 # The Python package: built with maturin (from PyPI) into a virtualenv, then its tests
 # (real clusters of Python and Rust nodes) with pytest; "no tests collected" (exit 5)
@@ -44,7 +45,7 @@ python3 -m venv target/py-venv
 target/py-venv/bin/pip install -q --upgrade pip
 target/py-venv/bin/pip install -q maturin numpy pytest
 target/py-venv/bin/pip install -q ./python
-cargo build --quiet --bin psrs
+cargo build --quiet $F --bin psrs
 rc=0
 PSRS_BIN=target/debug/psrs target/py-venv/bin/python -m pytest python/tests -q -rs || rc=$?
 if [ "$rc" -eq 5 ]; then echo "pytest collected no tests" >&2; fi
