@@ -17,15 +17,7 @@ fn kept_fuzz_inputs_replay_without_panic() {
         ("master_request_decoder", fuzzing::master_request_decoder),
     ];
     for (target, run) in targets {
-        let kept = ps_core::fuzzing::kept_inputs(target);
-        assert!(
-            !kept.is_empty(),
-            "no kept inputs for {target} under fuzz/seeds or fuzz/regressions"
-        );
-        for (path, bytes) in &kept {
-            eprintln!("replaying {}", path.display());
-            run(bytes);
-        }
+        ps_core::fuzzing::replay_kept(target, run);
     }
 }
 

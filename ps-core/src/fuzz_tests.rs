@@ -21,15 +21,7 @@ fn kept_fuzz_inputs_replay_without_panic() {
         }),
     ];
     for (target, run) in targets {
-        let kept = fuzzing::kept_inputs(target);
-        assert!(
-            !kept.is_empty(),
-            "no kept inputs for {target} under fuzz/seeds or fuzz/regressions"
-        );
-        for (path, bytes) in &kept {
-            eprintln!("replaying {}", path.display());
-            run(bytes);
-        }
+        fuzzing::replay_kept(target, run);
     }
 }
 

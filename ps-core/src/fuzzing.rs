@@ -97,3 +97,20 @@ pub fn kept_inputs(target: &str) -> Vec<(std::path::PathBuf, Vec<u8>)> {
     }
     out
 }
+
+/// Replays every input [`kept_inputs`] finds for `target` through `run`, naming each on
+/// stderr first (so a panic shows which one).
+///
+/// # Panics
+/// If no input is kept for `target`, or when `run` panics.
+pub fn replay_kept(target: &str, run: fn(&[u8])) {
+    let kept = kept_inputs(target);
+    assert!(
+        !kept.is_empty(),
+        "no kept inputs for {target} under fuzz/seeds or fuzz/regressions"
+    );
+    for (path, bytes) in &kept {
+        eprintln!("replaying {}", path.display());
+        run(bytes);
+    }
+}
