@@ -7,12 +7,16 @@
 # a test that cannot run here is listed as ignored, never as passed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Each step's start is printed with the seconds since the script began (CI's budget).
+step() { echo "== scripts/test.sh: $* (at ${SECONDS} s)" >&2; }
+step "install-deps"
 scripts/install-deps.sh
 
 # Everything is built once, with every feature (the etcd master store and election):
 # each cargo call below uses the same features, so none rebuilds the workspace. The etcd
 # tests start their own etcd server (Debian's etcd-server).
 F=--all-features
+step "workspace tests"
 cargo test --workspace $F
 
 # Multi-host tests in network namespaces and the Slurm test need root; a plain
@@ -24,6 +28,7 @@ fi
 if [ "$SUDO" = none ]; then
   echo "SKIPPED: tests/multihost.rs and tests/slurm.rs need root (run as root or with sudo)" >&2
 else
+  step "root-only tests"
   $SUDO cargo test $F --test multihost -- --ignored
   $SUDO cargo test $F --test slurm -- --ignored
 fi
@@ -31,16 +36,19 @@ fi
 # The multi-process tests again over the TCP transport (not the many-moment failover
 # sweep, tests/train_failover.rs: three minutes of CI for logic above the transport;
 # the TCP van's replacement path is tests/failure.rs's).
+step "TCP van"
 DMLC_PS_VAN_TYPE=tcp cargo test $F --test cluster --test failure --test kv --test train \
   --test jobs
 # The multi-process KV, cluster and 64-node launcher tests again with a cluster secret (authenticated,
 # encrypted TCP links; the tests' cluster helper hands PSRS_TEST_SECRET to every node).
+step "TCP van with a secret"
 DMLC_PS_VAN_TYPE=tcp PSRS_TEST_SECRET=ci-cluster-secret-0123456789 cargo test $F --test kv --test cluster \
   --test launcher
 
 # The Python package: built with maturin (from PyPI) into a virtualenv, then its tests
 # (real clusters of Python and Rust nodes) with pytest; "no tests collected" (exit 5)
 # fails like any other failure.
+step "Python package"
 python3 -m venv target/py-venv
 target/py-venv/bin/pip install -q --upgrade pip
 target/py-venv/bin/pip install -q maturin numpy pytest
@@ -49,4 +57,5 @@ cargo build --quiet $F --bin psrs
 rc=0
 PSRS_BIN=target/debug/psrs target/py-venv/bin/python -m pytest python/tests -q -rs || rc=$?
 if [ "$rc" -eq 5 ]; then echo "pytest collected no tests" >&2; fi
+step "done (exit $rc)"
 exit "$rc"

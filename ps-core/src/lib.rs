@@ -10,6 +10,7 @@ pub mod auth;
 pub mod config;
 pub mod customer;
 pub mod fuzzing;
+mod held;
 pub mod kv;
 pub mod message;
 pub mod node;

@@ -3,12 +3,13 @@
 //! the set of dead nodes and runs exit callbacks.
 
 use crate::config::Config;
+use crate::held::Held;
 use crate::message::{Command, Control, Message, Meta};
 use crate::node::{group_members, Node, Role, ALL_GROUP, SCHEDULER};
 use crate::van::{Transport, Van, VanHandler};
 use crossbeam_channel::Sender;
 use parking_lot::{Condvar, Mutex, RwLock};
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -48,7 +49,7 @@ impl Route {
 #[derive(Default)]
 struct Customers {
     routes: HashMap<(i32, i32), Route>,
-    held: HashMap<(i32, i32), Vec<(Instant, Message)>>,
+    held: Held,
 }
 
 type ExitCallback = Box<dyn FnOnce() + Send>;
@@ -215,9 +216,9 @@ impl Postoffice {
                 return Err(format!("customer {customer_id} of app {app_id} is already registered"));
             }
             c.routes.insert(key, route.clone());
-            c.held.remove(&key).unwrap_or_default()
+            c.held.take(key)
         };
-        for (_, m) in held {
+        for m in held {
             route.deliver(m);
         }
         Ok(())
@@ -321,36 +322,35 @@ impl VanHandler for Postoffice {
         let key = (msg.meta.app_id, msg.meta.customer_id);
         let mut c = self.customers.lock();
         if !c.held.is_empty() {
-            let now = Instant::now();
-            for (k, msgs) in c.held.iter_mut() {
-                msgs.retain(|(t, m)| {
-                    let keep = now.duration_since(*t) < CUSTOMER_WAIT;
-                    if !keep {
-                        log::warn!(
-                            "no customer {} of app {} within {CUSTOMER_WAIT:?}; dropped {m}",
-                            k.1,
-                            k.0
-                        );
-                    }
-                    keep
-                });
+            for (k, m) in c.held.expire(Instant::now(), CUSTOMER_WAIT) {
+                log::warn!(
+                    "no customer {} of app {} within {CUSTOMER_WAIT:?}; dropped {m}",
+                    k.1,
+                    k.0
+                );
             }
-            c.held.retain(|_, v| !v.is_empty());
+        }
+        let most = self.cfg.security.limits.max_held_messages;
+        if !c.routes.contains_key(&key) && c.held.len() >= most {
+            // full: first drop what strangers (senders outside the node table) sent
+            drop(c);
+            let members: HashSet<i32> = self.van.nodes().iter().map(|n| n.id).collect();
+            c = self.customers.lock();
+            let n = c.held.drop_strangers(&members);
+            if n > 0 {
+                log::warn!("dropped {n} held messages from senders outside the node table");
+            }
         }
         match c.routes.get(&key).cloned() {
             Some(route) => {
                 drop(c);
                 route.deliver(msg);
             }
-            None => {
-                let held: usize = c.held.values().map(Vec::len).sum();
-                let most = self.cfg.security.limits.max_held_messages;
-                if held >= most {
-                    log::warn!("dropped {msg}: {held} messages already held for customers not registered yet (PS_MAX_HELD_MESSAGES)");
-                } else {
-                    c.held.entry(key).or_default().push((Instant::now(), msg));
-                }
+            None if c.held.len() >= most => {
+                let held = c.held.len();
+                log::warn!("dropped {msg}: {held} messages already held for customers not registered yet (PS_MAX_HELD_MESSAGES)");
             }
+            None => c.held.push(key, Instant::now(), msg),
         }
     }
 

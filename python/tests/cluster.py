@@ -5,6 +5,7 @@ nodes); output goes to files; a hard time limit kills every process, each by its
 """
 
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -28,7 +29,31 @@ def psrs_bin() -> str:
     return str(max(found, key=lambda p: p.stat().st_mtime))
 
 
+_GIVEN = set()
+
+
 def free_port() -> int:
+    """A free port on 127.0.0.1 picked at random below the kernel's ephemeral range:
+    nodes bind port 0 and connect out from ephemeral ports, so a port from that range
+    could be taken by a node before the scheduler meant for it binds it."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    for _ in range(200):
+        if low <= 11000:
+            break
+        port = random.randrange(10000, low)
+        if port in _GIVEN:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _GIVEN.add(port)
+        return port
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]

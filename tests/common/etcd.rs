@@ -2,9 +2,13 @@
 //! ports with its own data dir, killed when dropped. Its election timeout is short so
 //! leases of 1 s are honoured (etcd raises a lease to 1.5 election timeouts).
 
-use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+/// Free ports (included by path: ps-apps/tests uses this file on its own; the root
+/// tests reach the helper through here).
+#[path = "ports.rs"]
+pub mod ports;
 
 /// A running etcd server.
 pub struct Etcd {
@@ -28,7 +32,7 @@ pub fn installed() -> bool {
 
 /// A free port on 127.0.0.1 (bound then released).
 pub fn port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    ports::free_port()
 }
 
 impl Etcd {

@@ -8,8 +8,9 @@ pub mod jobs;
 pub mod netns;
 pub mod training;
 
+pub use etcd::ports::free_port;
+
 use std::fs;
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -17,11 +18,6 @@ use std::time::{Duration, Instant};
 /// The psrs binary under test.
 pub fn psrs_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_psrs"))
-}
-
-/// A free TCP port on 127.0.0.1 (bound then released).
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 /// One launched process.
