@@ -47,6 +47,12 @@ struct Pending<T> {
     retries: u32,
 }
 
+/// The resend of a message at which its receiver's link counts as stalled (after 1 + 2
+/// + 4 timeouts without an ACK): the sender then opens a new connection to it, since a
+/// TCP stream behind lost segments can stay stuck far longer than a fresh one takes
+/// (its retransmission timer doubles with each loss).
+pub const RECONNECT_AT: u32 = 3;
+
 /// The longest wait between two resends of one message, in resend timeouts.
 pub const MAX_BACKOFF: u64 = 8;
 
@@ -62,6 +68,9 @@ pub struct Due<T> {
     pub resend: Vec<T>,
     /// Messages given up on (returned once).
     pub give_up: Vec<T>,
+    /// Messages (also in `resend`) on their [`RECONNECT_AT`]-th resend: their
+    /// receiver's link looks stalled (see [`Resender::may_reconnect`]).
+    pub stalled: Vec<T>,
 }
 
 impl<T> Default for Due<T> {
@@ -69,6 +78,7 @@ impl<T> Default for Due<T> {
         Due {
             resend: Vec::new(),
             give_up: Vec::new(),
+            stalled: Vec::new(),
         }
     }
 }
@@ -93,6 +103,8 @@ pub struct Resender<T> {
     unacked: HashMap<u64, Pending<T>>,
     seen: HashMap<u64, u64>,
     seen_order: VecDeque<(u64, u64)>,
+    /// When each peer's connection was last reopened.
+    reconnected: HashMap<i32, u64>,
 }
 
 impl<T: Clone> Resender<T> {
@@ -106,6 +118,21 @@ impl<T: Clone> Resender<T> {
             unacked: HashMap::new(),
             seen: HashMap::new(),
             seen_order: VecDeque::new(),
+            reconnected: HashMap::new(),
+        }
+    }
+
+    /// True if the connection to `peer` (whose link looks stalled) may be reopened now:
+    /// at most once per [`MAX_BACKOFF`] timeouts, so a link that is slow rather than
+    /// stuck is not torn down again and again. Records the reconnection.
+    pub fn may_reconnect(&mut self, peer: i32, now_ms: u64) -> bool {
+        let every = self.timeout_ms * MAX_BACKOFF;
+        match self.reconnected.get(&peer) {
+            Some(&t) if now_ms.saturating_sub(t) < every => false,
+            _ => {
+                self.reconnected.insert(peer, now_ms);
+                true
+            }
         }
     }
 
@@ -177,6 +204,9 @@ impl<T: Clone> Resender<T> {
             p.retries += 1;
             p.sent_ms = now_ms;
             out.resend.push(p.msg.clone());
+            if p.retries == RECONNECT_AT {
+                out.stalled.push(p.msg.clone());
+            }
         }
         out
     }
@@ -322,5 +352,26 @@ mod tests {
         assert!(!needs_ack(&hb));
         let mut r: Resender<i32> = Resender::new(10, 2);
         assert_eq!(r.on_receive(&hb, 0), Incoming::Untracked);
+    }
+
+    #[test]
+    fn a_message_on_its_third_resend_marks_its_link_stalled_and_reconnects_are_spaced() {
+        let mut r: Resender<i32> = Resender::new(10, 10);
+        r.on_send(1, 42, 0);
+        let mut stalled_at = Vec::new();
+        for now in (0..=200).step_by(5) {
+            let d = r.due(now, |_| false);
+            if !d.stalled.is_empty() {
+                assert_eq!(d.stalled, [42]);
+                assert_eq!(d.resend, [42], "a stalled message is resent too");
+                stalled_at.push(now);
+            }
+        }
+        // resends after 10, then 20, then 40 ms: the third at 70 ms, only once
+        assert_eq!(stalled_at, [70]);
+        assert!(r.may_reconnect(9, 70));
+        assert!(!r.may_reconnect(9, 100), "within 8 timeouts of the last reconnect");
+        assert!(r.may_reconnect(8, 100), "another peer");
+        assert!(r.may_reconnect(9, 150));
     }
 }

@@ -61,10 +61,31 @@ impl Van {
         }
     }
 
+    /// Replaces the connection to `peer` (a node in the table) with a fresh one,
+    /// opened at the next send: its link looks stalled (see
+    /// [`crate::protocol::resender::RECONNECT_AT`]).
+    fn reopen(&self, peer: i32) {
+        let node = self.table.read().iter().find(|n| n.id == peer).cloned();
+        if let Some(n) = node {
+            log::info!("no acknowledgement from node {peer} after 3 resends: opening a new connection to it");
+            if let Err(e) = self.transport.connect(peer, &n.hostname, n.port) {
+                log::warn!("cannot reconnect to node {peer}: {e}");
+            }
+        }
+    }
+
     pub(super) fn tick(&self, now: u64) {
         if let Some(r) = &self.resender {
             let peers = self.peers.read().clone();
             let due = r.lock().due(now, |m| peers.is_dead(m.meta.recver));
+            // a stalled link first gets a new connection, which the resends then take
+            let mut stalled: Vec<i32> = due.stalled.iter().map(|m| m.meta.recver).collect();
+            stalled.dedup();
+            for peer in stalled {
+                if r.lock().may_reconnect(peer, now) {
+                    self.reopen(peer);
+                }
+            }
             for m in due.resend {
                 self.stats.resent.fetch_add(1, Ordering::Relaxed);
                 log::debug!("resend {m}");
