@@ -10,6 +10,9 @@ use std::time::Duration;
 /// The most nodes of one role a cluster may have (node ids are `i32`s, two per rank).
 pub const MAX_NODES_PER_ROLE: usize = 10_000;
 
+/// The longest `PS_SPIN_US` accepted: past that, spinning costs far more than it saves.
+pub const MAX_SPIN: Duration = Duration::from_micros(10_000);
+
 /// Everything a node needs to join the cluster.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Config {
@@ -67,6 +70,10 @@ pub struct Config {
     /// (otherwise it waits for a death, as a standby). Workers may leave (goodbye)
     /// either way.
     pub elastic_workers: bool,
+    /// `PS_SPIN_US` (microseconds, default 0 = off, at most 10000): the low-latency
+    /// mode. A thread waiting for a response, and the TCP van's reader threads, poll
+    /// for this long before they sleep (see [`crate::spin`]); costs CPU while idle.
+    pub spin: Duration,
     /// The cluster secret, encryption and resource limits (`PS_SECRET_FILE`, ...).
     pub security: crate::auth::Security,
 }
@@ -215,6 +222,10 @@ impl Config {
             election,
             replicas: v.parse("PS_REPLICAS", "a count of replicas (0 = none)")?.unwrap_or(0),
             elastic_workers: v.parse::<i64>("PS_ELASTIC_WORKERS", "0 or 1")?.unwrap_or(0) != 0,
+            spin: Duration::from_micros(
+                v.parse("PS_SPIN_US", "a number of microseconds (0-10000)")?
+                    .unwrap_or(0),
+            ),
             security: crate::auth::Security::from_vars(vars)?,
         };
         cfg.validate()?;
@@ -250,6 +261,12 @@ impl Config {
             ));
         }
         self.security.validate(&self.van_type)?;
+        if self.spin > MAX_SPIN {
+            return Err(err(
+                "PS_SPIN_US",
+                format!("{} is above {} (10 ms)", self.spin.as_micros(), MAX_SPIN.as_micros()),
+            ));
+        }
         if self.verbose > 2 {
             return Err(err("PS_VERBOSE", format!("{} is not 0, 1 or 2", self.verbose)));
         }

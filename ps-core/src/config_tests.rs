@@ -92,6 +92,20 @@ fn replicas_need_enough_servers() {
 }
 
 #[test]
+fn spin_is_off_by_default_and_bounded() {
+    assert!(Config::from_vars(&vars(&base())).unwrap().spin.is_zero());
+    let mut m = vars(&base());
+    m.insert("PS_SPIN_US".into(), "50".into());
+    assert_eq!(Config::from_vars(&m).unwrap().spin, Duration::from_micros(50));
+    m.insert("PS_SPIN_US".into(), "20000".into());
+    let e = Config::from_vars(&m).unwrap_err();
+    assert_eq!(e.var, "PS_SPIN_US");
+    assert!(e.to_string().contains("above 10000"), "{e}");
+    m.insert("PS_SPIN_US".into(), "-1".into());
+    assert_eq!(Config::from_vars(&m).unwrap_err().var, "PS_SPIN_US");
+}
+
+#[test]
 fn elastic_workers_flag() {
     assert!(!Config::from_vars(&vars(&base())).unwrap().elastic_workers);
     let mut m = vars(&base());

@@ -18,6 +18,7 @@ pub mod postoffice;
 pub mod protocol;
 pub mod simple_app;
 pub mod slurm;
+pub mod spin;
 pub mod van;
 
 #[cfg(test)]

@@ -3,12 +3,13 @@
 //! print one line per configuration.
 
 use clap::Args as ClapArgs;
+use ps_apps::bench::cpu::{percent_of_a_core, process_cpu};
 use ps_apps::bench::raw::{spawn_server, RawClient};
 use ps_apps::bench::{empty_handle, port_handle, run_small_keys, run_worker, BenchConfig, Figure, Mode};
 use ps_core::kv::{KVServer, KVWorker};
 use ps_core::node::{server_rank_to_id, WORKER_GROUP};
 use ps_core::Role;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Arguments of `psrs bench`.
 #[derive(ClapArgs)]
@@ -44,8 +45,15 @@ const APP_FLOATS: i32 = 1;
 const APP_RAW_PORT: i32 = 2;
 
 fn print(fig: &Figure, po: &ps_core::Postoffice) {
+    print_with_cpu(fig, po, None);
+}
+
+/// Prints a figure; `cpu`, when known, is this worker process's CPU use during it (in
+/// percent of one core: all its threads, e.g. spinning ones with `PS_SPIN_US`).
+fn print_with_cpu(fig: &Figure, po: &ps_core::Postoffice, cpu: Option<f64>) {
+    let cpu = cpu.map(|c| format!(" cpu_pct={c:.0}")).unwrap_or_default();
     println!(
-        "bench worker={} servers={} workers={} mode={:<15} size={:>9} ops={:>7} gbps={:>8.3} msgs_per_s={:>10.0} us_per_op={:>9.1}",
+        "bench worker={} servers={} workers={} mode={:<15} size={:>9} ops={:>7} gbps={:>8.3} msgs_per_s={:>10.0} us_per_op={:>9.1}{cpu}",
         po.my_rank(),
         po.num_servers(),
         po.num_workers(),
@@ -56,6 +64,18 @@ fn print(fig: &Figure, po: &ps_core::Postoffice) {
         fig.ops_per_sec(),
         fig.us_per_op()
     );
+}
+
+/// Runs `f`, returning its result and this process's CPU use meanwhile (percent of one
+/// core; None where it cannot be read).
+fn with_cpu<T>(f: impl FnOnce() -> T) -> (T, Option<f64>) {
+    let (c0, t0) = (process_cpu(), Instant::now());
+    let out = f();
+    let wall = t0.elapsed();
+    let cpu = c0
+        .zip(process_cpu())
+        .map(|(a, b)| percent_of_a_core(b.saturating_sub(a), wall));
+    (out, cpu)
 }
 
 /// Prints KV / raw for one size: throughput ratio, and for latency the per-request time
@@ -106,6 +126,7 @@ pub fn run(a: Args) -> Result<(), String> {
     let po = super::start_node()?;
     match po.role() {
         Role::Server => {
+            let (c0, t0) = (process_cpu(), Instant::now());
             let _b = KVServer::<u8>::new(&po, APP_BYTES, empty_handle())?;
             let _f = KVServer::<f32>::new(&po, APP_FLOATS, ps_core::kv::handles::sum_handle())?;
             let _r = if a.compare_raw {
@@ -115,6 +136,10 @@ pub fn run(a: Args) -> Result<(), String> {
                 None
             };
             po.finalize(true);
+            if let Some((a, b)) = c0.zip(process_cpu()) {
+                let pct = percent_of_a_core(b.saturating_sub(a), t0.elapsed());
+                println!("bench server={} cpu_pct={pct:.0} (over its whole run)", po.my_rank());
+            }
         }
         Role::Scheduler => po.finalize(true),
         Role::Worker => {
@@ -145,8 +170,9 @@ pub fn run(a: Args) -> Result<(), String> {
                         inflight: if size >= 1 << 24 { a.inflight.min(4) } else { a.inflight },
                         duration: dur,
                     };
-                    let kv = run_worker(&bytes, mode, &cfg, salt)?;
-                    print(&kv, &po);
+                    let (kv, cpu) = with_cpu(|| run_worker(&bytes, mode, &cfg, salt));
+                    let kv = kv?;
+                    print_with_cpu(&kv, &po, cpu);
                     if let Some(c) = raw.as_mut() {
                         let r = match mode {
                             Mode::Latency => c.ping_pong(size, dur),

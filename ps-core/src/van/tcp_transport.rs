@@ -42,6 +42,7 @@ pub struct TcpTransport {
     stop: Arc<AtomicBool>,
     threads: Arc<Mutex<Vec<JoinHandle<()>>>>,
     guard: Arc<Guard>,
+    spin: Duration,
 }
 
 impl TcpTransport {
@@ -60,7 +61,15 @@ impl TcpTransport {
             incoming: Arc::default(),
             stop: Arc::new(AtomicBool::new(false)),
             threads: Arc::default(),
+            spin: Duration::ZERO,
         }
+    }
+
+    /// The same transport whose reader threads spin up to `spin` before they block
+    /// (`PS_SPIN_US`; see [`crate::spin`]).
+    pub fn with_spin(mut self, spin: Duration) -> TcpTransport {
+        self.spin = spin;
+        self
     }
 }
 
@@ -154,6 +163,7 @@ struct Serve {
     stop: Arc<AtomicBool>,
     guard: Arc<Guard>,
     permit: Permit,
+    spin: Duration,
 }
 
 fn read_all(stream: TcpStream, ctx: Serve) {
@@ -162,10 +172,11 @@ fn read_all(stream: TcpStream, ctx: Serve) {
         stop,
         guard,
         permit,
+        spin,
     } = ctx;
     let Ok(addr) = stream.peer_addr() else { return };
     let peer = addr.to_string();
-    let mut r: Incoming = match guard.accept(stream, addr, permit) {
+    let mut r: Incoming = match guard.accept_spinning(stream, addr, permit, spin) {
         Ok(r) => r,
         Err(e) if !e.counts_against_peer() => {
             // a probe, or a peer that gave up: not worth a warning
@@ -214,7 +225,7 @@ impl Transport for TcpTransport {
             Arc::clone(&self.incoming),
             Arc::clone(&self.threads),
         );
-        let guard = Arc::clone(&self.guard);
+        let (guard, spin) = (Arc::clone(&self.guard), self.spin);
         let t = std::thread::Builder::new().name("tcp-accept".into()).spawn(move || {
             let mut next_id = 0u64;
             while !stop.load(Ordering::Relaxed) {
@@ -239,6 +250,7 @@ impl Transport for TcpTransport {
                             stop: Arc::clone(&stop),
                             guard: Arc::clone(&guard),
                             permit,
+                            spin,
                         };
                         let inc = Arc::clone(&incoming);
                         match std::thread::Builder::new()

@@ -31,11 +31,17 @@ pub trait Transport: Send + Sync {
 }
 
 /// Makes the transport named by `DMLC_PS_VAN_TYPE`, with the security settings `sec`
-/// (the ZMQ van takes only the limits: the configuration refuses a secret with it).
-pub fn create(kind: &str, sec: &crate::auth::Security) -> Result<Arc<dyn Transport>, String> {
+/// (the ZMQ van takes only the limits: the configuration refuses a secret with it) and
+/// the TCP van's reader threads spinning up to `spin` before they block (`PS_SPIN_US`;
+/// ZMQ's own I/O thread cannot spin).
+pub fn create(
+    kind: &str,
+    sec: &crate::auth::Security,
+    spin: std::time::Duration,
+) -> Result<Arc<dyn Transport>, String> {
     match kind {
         "zmq" => Ok(Arc::new(super::ZmqTransport::with_limits(&sec.limits))),
-        "tcp" => Ok(Arc::new(super::TcpTransport::with_security(sec))),
+        "tcp" => Ok(Arc::new(super::TcpTransport::with_security(sec).with_spin(spin))),
         other => Err(format!("DMLC_PS_VAN_TYPE: unknown van type '{other}' (zmq or tcp)")),
     }
 }

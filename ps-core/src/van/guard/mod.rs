@@ -7,6 +7,7 @@
 
 mod sealed_io;
 
+use super::spin_read::SpinRead;
 use crate::auth::gate::{Gate, HandshakeFailure};
 use crate::auth::handshake::{AfterHello, Initiator, Refusal, Responder, CHALLENGE_LEN, HELLO_LEN, PROOF_LEN};
 use crate::auth::{Limits, Security};
@@ -15,7 +16,7 @@ pub use sealed_io::{SealedReader, SealedWriter};
 use std::io::{self, BufReader, IoSlice, Read, Write};
 use std::net::{IpAddr, Shutdown, SocketAddr, TcpStream};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 const FAIL_WINDOW_MS: u64 = 10_000;
 const BAN_MS: u64 = 10_000;
@@ -156,9 +157,22 @@ impl Guard {
     /// Runs the accepting side of the handshake on `tcp` from `peer`; a failure is
     /// closed at once and counted against the address when it is the peer's doing
     /// ([`HandshakeFailure::counts_against_peer`]).
-    pub fn accept(&self, mut tcp: TcpStream, peer: SocketAddr, permit: Permit) -> Result<Incoming, HandshakeFailure> {
+    pub fn accept(&self, tcp: TcpStream, peer: SocketAddr, permit: Permit) -> Result<Incoming, HandshakeFailure> {
+        self.accept_spinning(tcp, peer, permit, Duration::ZERO)
+    }
+
+    /// Like [`Guard::accept`]; the link's reads then spin up to `spin` before they
+    /// block (`PS_SPIN_US`, see [`crate::spin`]).
+    pub fn accept_spinning(
+        &self,
+        mut tcp: TcpStream,
+        peer: SocketAddr,
+        permit: Permit,
+        spin: Duration,
+    ) -> Result<Incoming, HandshakeFailure> {
         match self.respond(&mut tcp) {
             Ok(key) => {
+                let tcp = SpinRead::new(tcp, spin);
                 let reader: Box<dyn Read + Send> = match key {
                     Some(k) => Box::new(SealedReader::new(BufReader::with_capacity(1 << 16, tcp), &k)),
                     None => Box::new(BufReader::with_capacity(1 << 16, tcp)),
