@@ -212,7 +212,7 @@ impl Customer {
                 return false;
             }
             seen = now;
-            !self.tracker.requests.lock().get(&ts).is_some_and(|e| !e.done())
+            self.tracker.requests.lock().get(&ts).is_none_or(|e| e.done())
         });
     }
 }

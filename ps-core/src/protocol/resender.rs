@@ -47,10 +47,10 @@ struct Pending<T> {
     retries: u32,
 }
 
-/// The resend of a message at which its receiver's link counts as stalled (after 1 + 2
-/// + 4 timeouts without an ACK): the sender then opens a new connection to it, since a
-/// TCP stream behind lost segments can stay stuck far longer than a fresh one takes
-/// (its retransmission timer doubles with each loss).
+/// The resend of a message at which its receiver's link counts as stalled (after seven
+/// timeouts without an ACK: 1, 2 and 4): the sender then opens a new connection to it,
+/// since a TCP stream behind lost segments can stay stuck far longer than a fresh one
+/// takes (its retransmission timer doubles with each loss).
 pub const RECONNECT_AT: u32 = 3;
 
 /// The longest wait between two resends of one message, in resend timeouts.
