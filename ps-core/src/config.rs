@@ -71,8 +71,8 @@ pub struct Config {
     /// either way.
     pub elastic_workers: bool,
     /// `PS_SPIN_US` (microseconds, default 0 = off, at most 10000): the low-latency
-    /// mode. A thread waiting for a response, and the TCP van's reader threads, poll
-    /// for this long before they sleep (see [`crate::spin`]); costs CPU while idle.
+    /// mode. The TCP van's reader threads poll their socket for this long before they
+    /// sleep in a blocking read (see [`crate::spin`]); costs CPU while idle.
     pub spin: Duration,
     /// The cluster secret, encryption and resource limits (`PS_SECRET_FILE`, ...).
     pub security: crate::auth::Security,

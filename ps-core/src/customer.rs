@@ -6,7 +6,7 @@ use crate::message::Message;
 use crate::postoffice::{Postoffice, Route};
 use parking_lot::{Condvar, Mutex};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -32,16 +32,6 @@ struct Tracker {
     /// timestamp → its responses
     requests: Mutex<HashMap<i32, Pending>>,
     cv: Condvar,
-    /// Bumped (after the change) whenever a request's state changes: a spinning waiter
-    /// polls this instead of the lock.
-    changes: AtomicU64,
-}
-
-impl Tracker {
-    fn changed(&self) {
-        self.changes.fetch_add(1, Ordering::Release);
-        self.cv.notify_all();
-    }
 }
 
 /// A registered customer. Dropping it unregisters it and stops its thread.
@@ -52,8 +42,6 @@ pub struct Customer {
     next_ts: AtomicI32,
     tracker: Arc<Tracker>,
     thread: Option<JoinHandle<()>>,
-    /// `PS_SPIN_US`: how long a waiter polls before it sleeps.
-    spin: Duration,
 }
 
 impl Customer {
@@ -84,7 +72,6 @@ impl Customer {
             next_ts: AtomicI32::new(0),
             tracker,
             thread: Some(thread),
-            spin: po.config().spin,
         };
         if let Err(e) = po.add_customer(app_id, customer_id, Route::Queue(tx)) {
             c.thread.take(); // the thread ends with its queue
@@ -117,7 +104,6 @@ impl Customer {
             next_ts: AtomicI32::new(0),
             tracker,
             thread: None,
-            spin: po.config().spin,
         })
     }
 
@@ -162,14 +148,14 @@ impl Customer {
         if let Some(e) = self.tracker.requests.lock().get_mut(&ts) {
             e.received += n;
         }
-        self.tracker.changed();
+        self.tracker.cv.notify_all();
     }
 
     /// Forgets request `ts`: a waiter returns at once, later responses count for
     /// nothing.
     pub fn forget_request(&self, ts: i32) {
         self.tracker.requests.lock().remove(&ts);
-        self.tracker.changed();
+        self.tracker.cv.notify_all();
     }
 
     /// Responses received so far for `ts`.
@@ -179,7 +165,6 @@ impl Customer {
 
     /// Blocks until request `ts` has all its responses, then forgets it.
     pub fn wait_request(&self, ts: i32) {
-        self.spin_on(ts);
         let mut r = self.tracker.requests.lock();
         while r.get(&ts).is_some_and(|e| !e.done()) {
             self.tracker.cv.wait(&mut r);
@@ -190,7 +175,6 @@ impl Customer {
     /// Like [`Customer::wait_request`] but gives up after `timeout`; true if complete.
     pub fn wait_request_timeout(&self, ts: i32, timeout: Duration) -> bool {
         let deadline = Instant::now() + timeout;
-        self.spin_on(ts);
         let mut r = self.tracker.requests.lock();
         while r.get(&ts).is_some_and(|e| !e.done()) {
             if self.tracker.cv.wait_until(&mut r, deadline).timed_out() {
@@ -199,21 +183,6 @@ impl Customer {
         }
         r.remove(&ts);
         true
-    }
-}
-
-impl Customer {
-    /// With `PS_SPIN_US`, polls until request `ts` is complete or the spin time is up.
-    fn spin_on(&self, ts: i32) {
-        let mut seen = u64::MAX;
-        crate::spin::spin_until(self.spin, || {
-            let now = self.tracker.changes.load(Ordering::Acquire);
-            if now == seen {
-                return false;
-            }
-            seen = now;
-            self.tracker.requests.lock().get(&ts).is_none_or(|e| e.done())
-        });
     }
 }
 
@@ -237,8 +206,7 @@ fn accept(t: &Tracker, msg: Message, handle: &mut impl FnMut(Message)) {
                 e.received += 1;
             }
         }
-        drop(r);
-        t.changed();
+        t.cv.notify_all();
     }
 }
 

@@ -1,8 +1,10 @@
-//! The opt-in low-latency mode (`PS_SPIN_US`): a thread about to sleep waiting for a
-//! message or a response first polls for up to that long, so an answer that comes
-//! quickly is seen without the cost of waking a sleeping thread (tens of microseconds
-//! on an idle machine, more than a loopback round trip). It costs a core per spinning
-//! thread while it spins; 0 (the default) never spins.
+//! The opt-in low-latency mode (`PS_SPIN_US`): the TCP van's reader threads, about to
+//! sleep waiting for the next message, first poll their socket for up to that long, so
+//! a message that comes quickly is handled without the cost of waking a sleeping
+//! thread (tens of microseconds on an idle machine, more than a loopback round trip).
+//! It costs a core per spinning thread while it spins; 0 (the default) never spins.
+//! Threads waiting for a response do not spin: on two cores, a waiter spinning beside
+//! the reader that would wake it made a waited request slower, not faster.
 
 use std::time::{Duration, Instant};
 
