@@ -33,12 +33,13 @@ else
   $SUDO cargo test $F --test slurm -- --ignored
 fi
 
-# The multi-process tests again over the TCP transport (not the many-moment failover
-# sweep, tests/train_failover.rs: three minutes of CI for logic above the transport;
-# the TCP van's replacement path is tests/failure.rs's).
+# The multi-process tests of the layers the transport serves directly, again over the
+# TCP transport: cluster (start, barriers, malformed input), failure (a node's death and
+# replacement) and kv. Training, jobs and the failover sweep are logic above the
+# transport and run once (CI's time budget); tests/limits.rs, intruder.rs and the
+# secret run below cover the TCP van's own code.
 step "TCP van"
-DMLC_PS_VAN_TYPE=tcp cargo test $F --test cluster --test failure --test kv --test train \
-  --test jobs
+DMLC_PS_VAN_TYPE=tcp cargo test $F --test cluster --test failure --test kv
 # The multi-process KV, cluster and 64-node launcher tests again with a cluster secret (authenticated,
 # encrypted TCP links; the tests' cluster helper hands PSRS_TEST_SECRET to every node).
 step "TCP van with a secret"
