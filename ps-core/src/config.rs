@@ -72,7 +72,7 @@ pub struct Config {
     pub elastic_workers: bool,
     /// `PS_SPIN_US` (microseconds, default 0 = off, at most 10000): the low-latency
     /// mode. The TCP van's reader threads poll their socket for this long before they
-    /// sleep in a blocking read (see [`crate::spin`]); costs CPU while idle.
+    /// sleep in a blocking read (see [`crate::van::spin_read`]); costs CPU while idle.
     pub spin: Duration,
     /// The cluster secret, encryption and resource limits (`PS_SECRET_FILE`, ...).
     pub security: crate::auth::Security,
@@ -265,6 +265,12 @@ impl Config {
             return Err(err(
                 "PS_SPIN_US",
                 format!("{} is above {} (10 ms)", self.spin.as_micros(), MAX_SPIN.as_micros()),
+            ));
+        }
+        if !self.spin.is_zero() && self.van_type != "tcp" {
+            return Err(err(
+                "PS_SPIN_US",
+                "only the TCP van spins (set DMLC_PS_VAN_TYPE=tcp, or PS_SPIN_US=0)",
             ));
         }
         if self.verbose > 2 {

@@ -95,8 +95,14 @@ fn replicas_need_enough_servers() {
 fn spin_is_off_by_default_and_bounded() {
     assert!(Config::from_vars(&vars(&base())).unwrap().spin.is_zero());
     let mut m = vars(&base());
+    m.insert("DMLC_PS_VAN_TYPE".into(), "tcp".into());
     m.insert("PS_SPIN_US".into(), "50".into());
     assert_eq!(Config::from_vars(&m).unwrap().spin, Duration::from_micros(50));
+    m.insert("DMLC_PS_VAN_TYPE".into(), "zmq".into());
+    let e = Config::from_vars(&m).unwrap_err();
+    assert_eq!(e.var, "PS_SPIN_US");
+    assert!(e.to_string().contains("only the TCP van spins"), "{e}");
+    m.insert("DMLC_PS_VAN_TYPE".into(), "tcp".into());
     m.insert("PS_SPIN_US".into(), "20000".into());
     let e = Config::from_vars(&m).unwrap_err();
     assert_eq!(e.var, "PS_SPIN_US");

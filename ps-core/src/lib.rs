@@ -18,7 +18,6 @@ pub mod postoffice;
 pub mod protocol;
 pub mod simple_app;
 pub mod slurm;
-pub mod spin;
 pub mod van;
 
 #[cfg(test)]

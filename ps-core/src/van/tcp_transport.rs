@@ -66,7 +66,7 @@ impl TcpTransport {
     }
 
     /// The same transport whose reader threads spin up to `spin` before they block
-    /// (`PS_SPIN_US`; see [`crate::spin`]).
+    /// (`PS_SPIN_US`; see [`crate::van::spin_read`]).
     pub fn with_spin(mut self, spin: Duration) -> TcpTransport {
         self.spin = spin;
         self

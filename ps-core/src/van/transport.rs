@@ -33,7 +33,7 @@ pub trait Transport: Send + Sync {
 /// Makes the transport named by `DMLC_PS_VAN_TYPE`, with the security settings `sec`
 /// (the ZMQ van takes only the limits: the configuration refuses a secret with it) and
 /// the TCP van's reader threads spinning up to `spin` before they block (`PS_SPIN_US`;
-/// the ZMQ van ignores it: its I/O thread is libzmq's).
+/// the configuration refuses it with the ZMQ van, whose I/O thread is libzmq's).
 pub fn create(
     kind: &str,
     sec: &crate::auth::Security,

@@ -162,7 +162,7 @@ impl Guard {
     }
 
     /// Like [`Guard::accept`]; the link's reads then spin up to `spin` before they
-    /// block (`PS_SPIN_US`, see [`crate::spin`]).
+    /// block (`PS_SPIN_US`, see [`crate::van::spin_read`]).
     pub fn accept_spinning(
         &self,
         mut tcp: TcpStream,

@@ -4,6 +4,7 @@
 use super::{control, Van, MAX_RESENDS, POLL};
 use crate::message::Command;
 use crate::node::SCHEDULER;
+use crate::protocol::resender::RECONNECT_AT;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
@@ -67,7 +68,9 @@ impl Van {
     fn reopen(&self, peer: i32) {
         let node = self.table.read().iter().find(|n| n.id == peer).cloned();
         if let Some(n) = node {
-            log::info!("no acknowledgement from node {peer} after 3 resends: opening a new connection to it");
+            log::info!(
+                "no acknowledgement from node {peer} after {RECONNECT_AT} resends: opening a new connection to it"
+            );
             if let Err(e) = self.transport.connect(peer, &n.hostname, n.port) {
                 log::warn!("cannot reconnect to node {peer}: {e}");
             }
@@ -79,9 +82,8 @@ impl Van {
             let peers = self.peers.read().clone();
             let due = r.lock().due(now, |m| peers.is_dead(m.meta.recver));
             // a stalled link first gets a new connection, which the resends then take
-            let mut stalled: Vec<i32> = due.stalled.iter().map(|m| m.meta.recver).collect();
-            stalled.dedup();
-            for peer in stalled {
+            // (several stalled messages to one peer reconnect once: may_reconnect)
+            for peer in due.stalled.iter().map(|m| m.meta.recver) {
                 if r.lock().may_reconnect(peer, now) {
                     self.reopen(peer);
                 }
