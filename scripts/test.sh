@@ -2,7 +2,7 @@
 # Every test of psrs, as the README's test command and CI run them: installs the Debian
 # packages the tests need when any is missing (scripts/install-deps.sh), then the
 # workspace's tests, the root-only tests (network namespaces, Slurm), the multi-process
-# tests again over the TCP transport, the etcd store and election against a real etcd, and the Python
+# tests again over the ZMQ transport, the etcd store and election against a real etcd, and the Python
 # package's tests (pytest in a virtualenv under target/). Any failure fails the script;
 # a test that cannot run here is listed as ignored, never as passed.
 set -euo pipefail
@@ -34,12 +34,11 @@ else
 fi
 
 # The multi-process tests of the layers the transport serves directly, again over the
-# TCP transport: cluster (start, barriers, malformed input), failure (a node's death and
-# replacement) and kv. Training, jobs and the failover sweep are logic above the
-# transport and run once (CI's time budget); tests/limits.rs, intruder.rs and the
-# secret run below cover the TCP van's own code.
-step "TCP van"
-DMLC_PS_VAN_TYPE=tcp cargo test $F --test cluster --test failure --test kv
+# ZMQ transport (ps-lite's; the default is the TCP van): cluster (start, barriers,
+# malformed input), failure (a node's death and replacement) and kv. Training, jobs and
+# the failover sweep are logic above the transport and run once (CI's time budget).
+step "ZMQ van"
+DMLC_PS_VAN_TYPE=zmq cargo test $F --test cluster --test failure --test kv
 # The multi-process KV, cluster and 64-node launcher tests again with a cluster secret (authenticated,
 # encrypted TCP links; the tests' cluster helper hands PSRS_TEST_SECRET to every node).
 step "TCP van with a secret"

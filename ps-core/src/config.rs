@@ -47,7 +47,7 @@ pub struct Config {
     /// `PS_HEARTBEAT_TIMEOUT`: seconds of silence after which the scheduler declares a
     /// node dead (fractions allowed; 0 = never).
     pub heartbeat_timeout: Duration,
-    /// `DMLC_PS_VAN_TYPE`: the transport, `zmq` (default) or `tcp`.
+    /// `DMLC_PS_VAN_TYPE`: the transport, `tcp` (default) or `zmq` (ps-lite's).
     pub van_type: String,
     /// `PS_JOIN_TIMEOUT`: seconds a node waits for the scheduler's node table before it
     /// gives up (default 120).
@@ -216,7 +216,7 @@ impl Config {
             heartbeat_interval: v.seconds("PS_HEARTBEAT_INTERVAL", 0.0)?,
             heartbeat_timeout: v.seconds("PS_HEARTBEAT_TIMEOUT", 0.0)?,
             join_timeout: v.seconds("PS_JOIN_TIMEOUT", 120.0)?,
-            van_type: v.get("DMLC_PS_VAN_TYPE").unwrap_or("zmq").to_string(),
+            van_type: v.get("DMLC_PS_VAN_TYPE").unwrap_or("tcp").to_string(),
             schedulers,
             scheduler_standby,
             election,

@@ -172,3 +172,11 @@ fn etcd_election_needs_two_schedulers_and_a_lease() {
     b.retain(|(k, _)| *k != "PS_ETCD_ENDPOINTS");
     assert_eq!(Config::from_vars(&vars(&b)).unwrap_err().var, "PS_ETCD_ENDPOINTS");
 }
+
+#[test]
+fn the_default_van_is_tcp_and_zmq_stays_selectable() {
+    assert_eq!(Config::from_vars(&vars(&base())).unwrap().van_type, "tcp");
+    let mut m = vars(&base());
+    m.insert("DMLC_PS_VAN_TYPE".into(), "zmq".into());
+    assert_eq!(Config::from_vars(&m).unwrap().van_type, "zmq");
+}

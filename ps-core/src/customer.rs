@@ -145,10 +145,13 @@ impl Customer {
     /// Adds `n` to the responses of request `ts` (for responses that never travel,
     /// e.g. an empty slice).
     pub fn add_response(&self, ts: i32, n: usize) {
-        if let Some(e) = self.tracker.requests.lock().get_mut(&ts) {
+        let done = self.tracker.requests.lock().get_mut(&ts).is_some_and(|e| {
             e.received += n;
+            e.done()
+        });
+        if done {
+            self.tracker.cv.notify_all();
         }
-        self.tracker.cv.notify_all();
     }
 
     /// Forgets request `ts`: a waiter returns at once, later responses count for
@@ -165,6 +168,7 @@ impl Customer {
 
     /// Blocks until request `ts` has all its responses, then forgets it.
     pub fn wait_request(&self, ts: i32) {
+        crate::van::cork::flush();
         let mut r = self.tracker.requests.lock();
         while r.get(&ts).is_some_and(|e| !e.done()) {
             self.tracker.cv.wait(&mut r);
@@ -174,6 +178,7 @@ impl Customer {
 
     /// Like [`Customer::wait_request`] but gives up after `timeout`; true if complete.
     pub fn wait_request_timeout(&self, ts: i32, timeout: Duration) -> bool {
+        crate::van::cork::flush();
         let deadline = Instant::now() + timeout;
         let mut r = self.tracker.requests.lock();
         while r.get(&ts).is_some_and(|e| !e.done()) {
@@ -198,15 +203,18 @@ fn accept(t: &Tracker, msg: Message, handle: &mut impl FnMut(Message)) {
     handle(msg);
     if let Some((ts, sender)) = response {
         let mut r = t.requests.lock();
-        if let Some(e) = r.get_mut(&ts) {
-            if e.from.contains(&sender) {
-                log::debug!("request {ts}: a second answer from node {sender:?} ignored");
-            } else {
-                e.from.push(sender);
-                e.received += 1;
+        let Some(e) = r.get_mut(&ts) else { return };
+        if e.from.contains(&sender) {
+            log::debug!("request {ts}: a second answer from node {sender:?} ignored");
+        } else {
+            e.from.push(sender);
+            e.received += 1;
+            // waiters wait for a request to be done: wake them only then
+            if e.done() {
+                drop(r);
+                t.cv.notify_all();
             }
         }
-        t.cv.notify_all();
     }
 }
 

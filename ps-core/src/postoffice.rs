@@ -122,6 +122,7 @@ impl Postoffice {
         if !self.send_barrier_request(group) {
             return;
         }
+        crate::van::cork::flush();
         let mut done = self.barrier_done.lock();
         while done.get(&group) != Some(&true) {
             self.barrier_cv.wait_for(&mut done, Duration::from_millis(200));

@@ -209,10 +209,18 @@ impl<V: Pod + Send + Sync> KVWorker<V> {
             finish(&self.state, ts);
         }
         for (r, msg) in out {
-            if let Err(e) = self.po.van().send(msg) {
-                let e = KvError::Transport(format!("cannot send to server {r}: {e}"));
-                self.abandon(ts);
-                return Err(e);
+            match self.po.van().send(msg) {
+                Ok(_) => {}
+                // not in the node table (or this node stopped): the request cannot go
+                Err(e) if e.kind() == std::io::ErrorKind::NotConnected => {
+                    let e = KvError::Transport(format!("cannot send to server {r}: {e}"));
+                    self.abandon(ts);
+                    return Err(e);
+                }
+                // the server's link broke (it may be dying): the part is lost as on a
+                // lossy network; the resender sends it again, or the server's death
+                // notice reroutes it to a replica or fails the request
+                Err(e) => log::info!("request {ts}: part for server {r} not delivered: {e}"),
             }
         }
         Ok(ts)

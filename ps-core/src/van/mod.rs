@@ -4,6 +4,7 @@
 //! counts and the dead-node detector, as plain state machines from
 //! [`crate::protocol`]. Everything above it is reached through [`VanHandler`].
 
+pub mod cork;
 pub mod guard;
 pub mod join_watch;
 pub mod lock_service;

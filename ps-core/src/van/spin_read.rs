@@ -60,7 +60,10 @@ impl SpinRead {
 }
 
 impl Read for SpinRead {
+    /// Writes what this thread corked first ([`crate::van::cork`]): the read may
+    /// block.
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        crate::van::cork::flush();
         if self.spin.is_zero() || buf.is_empty() {
             return self.tcp.read(buf);
         }

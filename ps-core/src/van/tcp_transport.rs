@@ -8,6 +8,7 @@
 //! logged and closed; limits bound every allocation. Every connection starts with
 //! the handshake of [`super::guard`] (authentication, and encryption with a secret).
 
+use super::cork;
 use super::guard::{Guard, Incoming, Outgoing, Permit};
 use super::transport::{Deliver, Transport};
 use crate::auth::{Limits, Security};
@@ -30,12 +31,77 @@ fn tune(s: &TcpStream) {
 struct Peer {
     addr: String,
     stream: Option<Outgoing>,
+    /// Messages queued by a corked thread ([`cork`]), headers and frames in order.
+    queued: Vec<Bytes>,
+    queued_bytes: usize,
+    queued_msgs: usize,
+}
+
+impl Peer {
+    fn new(addr: String) -> Peer {
+        Peer {
+            addr,
+            stream: None,
+            queued: Vec::new(),
+            queued_bytes: 0,
+            queued_msgs: 0,
+        }
+    }
+
+    /// Writes every queued message in one vectored write (opening the connection
+    /// first if needed); on failure the connection is dropped, to be reopened by the
+    /// next send, and the queued messages are lost (as a failed send's).
+    fn write_queued(&mut self, guard: &Guard) -> io::Result<()> {
+        let queued = std::mem::take(&mut self.queued);
+        (self.queued_bytes, self.queued_msgs) = (0, 0);
+        if queued.is_empty() {
+            return Ok(());
+        }
+        if self.stream.is_none() {
+            self.stream = Some(open(&self.addr, guard)?);
+        }
+        let stream = self.stream.as_mut().expect("just opened");
+        let r = write_all(stream, &queued);
+        if r.is_err() {
+            self.stream = None;
+        }
+        r
+    }
+}
+
+/// One outgoing link: the peer's connection and its queue.
+struct Link {
+    peer: Mutex<Peer>,
+    guard: Arc<Guard>,
+}
+
+impl Link {
+    fn new(addr: String, guard: &Arc<Guard>) -> Arc<Link> {
+        Arc::new(Link {
+            peer: Mutex::new(Peer::new(addr)),
+            guard: Arc::clone(guard),
+        })
+    }
+
+    fn lock(&self) -> parking_lot::MutexGuard<'_, Peer> {
+        self.peer.lock()
+    }
+}
+
+impl cork::Flush for Link {
+    fn flush_queued(&self) {
+        let mut p = self.peer.lock();
+        let n = p.queued_msgs;
+        if let Err(e) = p.write_queued(&self.guard) {
+            log::debug!("{n} queued messages to {} not sent: {e}", p.addr);
+        }
+    }
 }
 
 /// TCP implementation of [`Transport`].
 pub struct TcpTransport {
     listener: Mutex<Option<TcpListener>>,
-    peers: Mutex<HashMap<i32, Arc<Mutex<Peer>>>>,
+    peers: Mutex<HashMap<i32, Arc<Link>>>,
     /// The accepted connections being read, by number: closed when their reader ends
     /// (a refused or malformed stream is closed at once) or on `close`.
     incoming: Arc<Mutex<HashMap<u64, TcpStream>>>,
@@ -90,25 +156,36 @@ fn open(addr: &str, guard: &Guard) -> io::Result<Outgoing> {
     guard.connect(s, addr)
 }
 
-fn write_message(stream: &mut impl Write, frames: &[Bytes]) -> io::Result<()> {
+/// The header of a message of `frames`.
+fn header(frames: &[Bytes]) -> Bytes {
     let mut header = Vec::with_capacity(8 + 8 * frames.len());
     header.extend_from_slice(&MAGIC.to_le_bytes());
     header.extend_from_slice(&(frames.len() as u32).to_le_bytes());
     for f in frames {
         header.extend_from_slice(&(f.len() as u64).to_le_bytes());
     }
-    let mut slices: Vec<IoSlice<'_>> = Vec::with_capacity(frames.len() + 1);
-    slices.push(IoSlice::new(&header));
-    slices.extend(frames.iter().filter(|f| !f.is_empty()).map(|f| IoSlice::new(f)));
-    let mut bufs = &mut slices[..];
-    while !bufs.is_empty() {
-        let n = stream.write_vectored(bufs)?;
+    Bytes::from(header)
+}
+
+/// Writes `bufs` whole, in as few vectored writes as the kernel takes, then flushes.
+fn write_all(stream: &mut impl Write, bufs: &[Bytes]) -> io::Result<()> {
+    let mut slices: Vec<IoSlice<'_>> = bufs.iter().filter(|b| !b.is_empty()).map(|b| IoSlice::new(b)).collect();
+    let mut rest = &mut slices[..];
+    while !rest.is_empty() {
+        let n = stream.write_vectored(rest)?;
         if n == 0 {
             return Err(io::Error::new(io::ErrorKind::WriteZero, "connection closed"));
         }
-        IoSlice::advance_slices(&mut bufs, n);
+        IoSlice::advance_slices(&mut rest, n);
     }
     stream.flush()
+}
+
+#[cfg(test)]
+fn write_message(stream: &mut impl Write, frames: &[Bytes]) -> io::Result<()> {
+    let mut bufs = vec![header(frames)];
+    bufs.extend(frames.iter().cloned());
+    write_all(stream, &bufs)
 }
 
 /// Reads one message; `Ok(None)` at a clean end of stream.
@@ -189,6 +266,8 @@ fn read_all(stream: TcpStream, ctx: Serve) {
         }
     };
     let limits = guard.limits().clone();
+    // the handlers' sends are written when the buffer runs dry (SpinRead flushes)
+    cork::begin();
     while !stop.load(Ordering::Relaxed) {
         match read_message(&mut r, &limits) {
             Ok(Some(frames)) => deliver(frames),
@@ -201,6 +280,7 @@ fn read_all(stream: TcpStream, ctx: Serve) {
             }
         }
     }
+    cork::flush();
 }
 
 impl Transport for TcpTransport {
@@ -283,10 +363,7 @@ impl Transport for TcpTransport {
     /// connection queued behind it.
     fn connect(&self, peer: i32, host: &str, port: u16) -> io::Result<()> {
         let addr = crate::addr::host_port(host, port);
-        let old = self
-            .peers
-            .lock()
-            .insert(peer, Arc::new(Mutex::new(Peer { addr, stream: None })));
+        let old = self.peers.lock().insert(peer, Link::new(addr, &self.guard));
         if let Some(old) = old {
             if let Some(s) = old.lock().stream.take() {
                 let _ = s.shutdown(Shutdown::Both);
@@ -307,33 +384,38 @@ impl Transport for TcpTransport {
         self.peers.lock().contains_key(&peer)
     }
 
+    /// Queues the message behind any queued before it on this link, then writes the
+    /// queue, unless the calling thread corks ([`cork`]) and the queue is still small.
     fn send(&self, peer: i32, frames: Vec<Bytes>) -> io::Result<usize> {
-        let p = self
+        let link = self
             .peers
             .lock()
             .get(&peer)
             .cloned()
             .ok_or_else(|| io::Error::new(io::ErrorKind::NotConnected, format!("no connection to node {peer}")))?;
-        let mut p = p.lock();
-        if p.stream.is_none() {
-            p.stream = Some(open(&p.addr, &self.guard)?);
-        }
-        let stream = p.stream.as_mut().expect("just opened");
-        match write_message(stream, &frames) {
-            Ok(()) => Ok(frames.iter().map(|f| f.len()).sum()),
-            Err(e) => {
-                // reconnect on the next send
-                p.stream = None;
-                Err(e)
+        let len: usize = frames.iter().map(|f| f.len()).sum();
+        let mut p = link.lock();
+        p.queued.push(header(&frames));
+        p.queued.extend(frames);
+        p.queued_bytes += len;
+        p.queued_msgs += 1;
+        if p.queued_bytes < cork::MAX_QUEUED_BYTES && p.queued_msgs < cork::MAX_QUEUED_MSGS {
+            let dyn_link: Arc<dyn cork::Flush> = link.clone();
+            if cork::defer(&dyn_link) {
+                return Ok(len);
             }
         }
+        p.write_queued(&self.guard).map(|()| len)
     }
 
     fn close(&self) {
         self.stop.store(true, Ordering::Relaxed);
-        for (_, p) in self.peers.lock().drain() {
-            if let Some(s) = p.lock().stream.take() {
-                let _ = s.flush_and_close();
+        for (_, link) in self.peers.lock().drain() {
+            let mut p = link.lock();
+            if p.write_queued(&link.guard).is_ok() {
+                if let Some(s) = p.stream.take() {
+                    let _ = s.flush_and_close();
+                }
             }
         }
         for (_, s) in self.incoming.lock().drain() {

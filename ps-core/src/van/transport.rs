@@ -1,5 +1,5 @@
 //! The transport a van runs over. A trait, so another transport than ZMQ can be added
-//! (`DMLC_PS_VAN_TYPE` picks one: `zmq`, the default, or `tcp`).
+//! (`DMLC_PS_VAN_TYPE` picks one: `tcp`, the default, or `zmq`, ps-lite's).
 
 use bytes::Bytes;
 use std::io;

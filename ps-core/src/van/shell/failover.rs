@@ -220,6 +220,7 @@ impl Van {
         if !wait || IN_RECV.with(|r| r.get()) {
             return;
         }
+        crate::van::cork::flush();
         let deadline = Instant::now() + Duration::from_millis(self.beat_ms().max(100));
         let mut g = s.lock();
         while !g.replicas.waiting_for(seq, self.now_ms()).is_empty() {

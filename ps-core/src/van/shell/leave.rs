@@ -30,6 +30,7 @@ impl Van {
             m.meta.timestamp = self.next_timestamp();
             parking_lot::MutexGuard::unlocked(&mut done, || self.send(m))
                 .map_err(|e| format!("goodbye not sent: {e}"))?;
+            crate::van::cork::flush();
             self.goodbye_cv.wait_for(&mut done, left.min(RESEND));
         }
         Ok(())

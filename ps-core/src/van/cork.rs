@@ -1,0 +1,107 @@
+//! Coalescing of the TCP van's writes (adaptive batching, no timer). A reader thread
+//! "corks" itself: while it handles the messages already in its receive buffer, what
+//! its handlers send (a KV server's responses, acknowledgements) is queued per
+//! outgoing link instead of written; right before the thread next reads its socket,
+//! which is when its buffer has run dry and it may sleep, every queued link is written,
+//! each in one vectored write. A burst of requests read in one `read` thus gets its
+//! responses in one `write`; a lone request is answered as soon as it was handled (no
+//! delay waits for company). A link queues at most [`MAX_QUEUED_BYTES`] and
+//! [`MAX_QUEUED_MSGS`]; past either it is written at once. Threads that never cork
+//! (application threads, customer threads) write every message at once, as before.
+
+use std::cell::RefCell;
+use std::sync::Arc;
+
+/// A link's queue is written at once when it holds this many bytes.
+pub const MAX_QUEUED_BYTES: usize = 64 << 10;
+/// A link's queue is written at once when it holds this many messages.
+pub const MAX_QUEUED_MSGS: usize = 64;
+
+/// An outgoing link whose queued messages can be written out.
+pub trait Flush: Send + Sync {
+    /// Writes everything queued on this link; a failure is logged (the resender, when
+    /// on, sends the lost messages again) and closes the link for reconnection.
+    fn flush_queued(&self);
+}
+
+thread_local! {
+    /// `None`: this thread writes at once. `Some`: the links it queued messages on.
+    static CORK: RefCell<Option<Vec<Arc<dyn Flush>>>> = const { RefCell::new(None) };
+}
+
+/// Makes the current thread cork its sends until it ends (see the module docs). Its
+/// reads must call [`flush`] before they may block.
+pub fn begin() {
+    CORK.with(|c| {
+        let mut c = c.borrow_mut();
+        if c.is_none() {
+            *c = Some(Vec::new());
+        }
+    });
+}
+
+/// True if the current thread corks its sends.
+pub fn active() -> bool {
+    CORK.with(|c| c.borrow().is_some())
+}
+
+/// Records that `link` holds queued messages of the current thread, to be written by
+/// the next [`flush`]. False if the thread does not cork (the caller writes at once).
+pub fn defer(link: &Arc<dyn Flush>) -> bool {
+    CORK.with(|c| match &mut *c.borrow_mut() {
+        Some(links) => {
+            if !links.iter().any(|l| Arc::ptr_eq(l, link)) {
+                links.push(Arc::clone(link));
+            }
+            true
+        }
+        None => false,
+    })
+}
+
+/// Writes every link the current thread queued messages on. Cheap when there are none.
+pub fn flush() {
+    let links = CORK.with(|c| match &mut *c.borrow_mut() {
+        Some(links) if !links.is_empty() => std::mem::take(links),
+        _ => Vec::new(),
+    });
+    for l in links {
+        l.flush_queued();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[derive(Default)]
+    struct Counting(AtomicUsize);
+
+    impl Flush for Counting {
+        fn flush_queued(&self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn a_corked_thread_flushes_each_link_once_and_others_write_at_once() {
+        std::thread::spawn(|| {
+            let a: Arc<Counting> = Arc::default();
+            let b: Arc<Counting> = Arc::default();
+            let (la, lb): (Arc<dyn Flush>, Arc<dyn Flush>) = (a.clone(), b.clone());
+            assert!(!active());
+            assert!(!defer(&la), "an uncorked thread writes at once");
+            begin();
+            assert!(active());
+            assert!(defer(&la) && defer(&la) && defer(&lb));
+            flush();
+            assert_eq!((a.0.load(Ordering::SeqCst), b.0.load(Ordering::SeqCst)), (1, 1));
+            flush();
+            assert_eq!(a.0.load(Ordering::SeqCst), 1, "nothing queued: nothing written");
+        })
+        .join()
+        .unwrap();
+        assert!(!active(), "corking is per thread");
+    }
+}
