@@ -168,21 +168,23 @@ impl Customer {
 
     /// Blocks until request `ts` has all its responses, then forgets it.
     pub fn wait_request(&self, ts: i32) {
-        crate::van::cork::flush();
         let mut r = self.tracker.requests.lock();
         while r.get(&ts).is_some_and(|e| !e.done()) {
-            self.tracker.cv.wait(&mut r);
+            parking_lot::MutexGuard::unlocked(&mut r, crate::van::cork::flush);
+            if r.get(&ts).is_some_and(|e| !e.done()) {
+                self.tracker.cv.wait(&mut r);
+            }
         }
         r.remove(&ts);
     }
 
     /// Like [`Customer::wait_request`] but gives up after `timeout`; true if complete.
     pub fn wait_request_timeout(&self, ts: i32, timeout: Duration) -> bool {
-        crate::van::cork::flush();
         let deadline = Instant::now() + timeout;
         let mut r = self.tracker.requests.lock();
         while r.get(&ts).is_some_and(|e| !e.done()) {
-            if self.tracker.cv.wait_until(&mut r, deadline).timed_out() {
+            parking_lot::MutexGuard::unlocked(&mut r, crate::van::cork::flush);
+            if r.get(&ts).is_some_and(|e| !e.done()) && self.tracker.cv.wait_until(&mut r, deadline).timed_out() {
                 return false;
             }
         }

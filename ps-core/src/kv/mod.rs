@@ -3,6 +3,7 @@
 
 pub mod handles;
 pub mod key_cache;
+mod lazy;
 pub mod pairs;
 pub mod range;
 pub mod replication;

@@ -3,6 +3,7 @@
 //! order. Every call returns at once with a timestamp; `wait*` blocks for the answer.
 
 use super::key_cache::SentKeys;
+use super::lazy::LazyLinks;
 use super::pairs::{KVPairs, KvError};
 use super::range::{server_key_ranges, KeyRange};
 use super::replication::Chain;
@@ -71,6 +72,7 @@ pub struct KVWorker<V: Pod> {
     ranges: Vec<KeyRange>,
     chain: Chain,
     state: State<V>,
+    lazy: Arc<LazyLinks>,
 }
 
 impl<V: Pod + Send + Sync> KVWorker<V> {
@@ -81,6 +83,8 @@ impl<V: Pod + Send + Sync> KVWorker<V> {
         let po2 = Arc::clone(po);
         let sent = Arc::new(Mutex::new(SentKeys::new(po.num_servers(), 8)));
         let sent2 = Arc::clone(&sent);
+        let lazy: Arc<LazyLinks> = Arc::default();
+        let lazy2 = Arc::clone(&lazy);
         let customer = Customer::new_inline(po, app_id, app_id, move |msg: Message| {
             if msg.meta.request {
                 // a replacement server copied its key ranges and serves them again
@@ -90,16 +94,21 @@ impl<V: Pod + Send + Sync> KVWorker<V> {
                 return;
             }
             on_response(&st, &po2, &sent2, msg);
+            // an answer came: what was sent lazily behind it goes out now
+            lazy2.flush(po2.van());
         })?;
         let chain = Chain::new(po.num_servers(), po.config().replicas);
-        if chain.replicas() > 0 {
-            let (weak, weak_po) = (Arc::downgrade(&state), Arc::downgrade(po));
-            po.on_node_dead(move |_| {
-                if let (Some(st), Some(po)) = (weak.upgrade(), weak_po.upgrade()) {
+        let (weak, weak_po, weak_lazy) = (Arc::downgrade(&state), Arc::downgrade(po), Arc::downgrade(&lazy));
+        po.on_node_dead(move |_| {
+            if let (Some(po), Some(lazy)) = (weak_po.upgrade(), weak_lazy.upgrade()) {
+                lazy.flush(po.van());
+            }
+            if let (Some(st), Some(po)) = (weak.upgrade(), weak_po.upgrade()) {
+                if chain.replicas() > 0 {
                     reroute(&st, &po, &chain);
                 }
-            });
-        }
+            }
+        });
         Ok(KVWorker {
             sent,
             customer,
@@ -107,6 +116,7 @@ impl<V: Pod + Send + Sync> KVWorker<V> {
             ranges: server_key_ranges(po.num_servers()),
             chain,
             state,
+            lazy,
         })
     }
 
@@ -161,6 +171,8 @@ impl<V: Pod + Send + Sync> KVWorker<V> {
         // targets are chosen under the lock `reroute` takes after a death is known:
         // a part sent to a server that just died is rerouted
         let mut st = self.state.lock();
+        // an earlier request awaits an answer, whose arrival flushes: send lazily
+        let lazy = st.values().any(|p| p.answered.contains(&false));
         for &r in &targets {
             let mut msg = Message {
                 meta: Meta {
@@ -209,7 +221,14 @@ impl<V: Pod + Send + Sync> KVWorker<V> {
             finish(&self.state, ts);
         }
         for (r, msg) in out {
-            match self.po.van().send(msg) {
+            let to = msg.meta.recver;
+            let sent = if lazy {
+                self.po.van().send_lazy(msg)
+            } else {
+                self.po.van().send(msg)
+            };
+            match sent {
+                Ok(_) if lazy => self.lazy.note(to),
                 Ok(_) => {}
                 // not in the node table (or this node stopped): the request cannot go
                 Err(e) if e.kind() == std::io::ErrorKind::NotConnected => {
@@ -222,6 +241,16 @@ impl<V: Pod + Send + Sync> KVWorker<V> {
                 // notice reroutes it to a replica or fails the request
                 Err(e) => log::info!("request {ts}: part for server {r} not delivered: {e}"),
             }
+        }
+        // the answers awaited may all have come meanwhile (their flush ran first)
+        if lazy
+            && !self
+                .state
+                .lock()
+                .iter()
+                .any(|(&t, p)| t != ts && p.answered.contains(&false))
+        {
+            self.lazy.flush(self.po.van());
         }
         Ok(ts)
     }

@@ -7,7 +7,10 @@
 //! responses in one `write`; a lone request is answered as soon as it was handled (no
 //! delay waits for company). A link queues at most [`MAX_QUEUED_BYTES`] and
 //! [`MAX_QUEUED_MSGS`]; past either it is written at once. Threads that never cork
-//! (application threads, customer threads) write every message at once, as before.
+//! (application threads, customer threads) write every message at once, except lazy
+//! sends ([`crate::van::Transport::send_lazy`], a KV worker's request while an earlier
+//! one awaits its answer): those wait for the link's next flush (the answer's arrival)
+//! or for the thread to block in one of ps-core's waits, which all call [`flush`].
 
 use std::cell::RefCell;
 use std::sync::Arc;
@@ -24,47 +27,60 @@ pub trait Flush: Send + Sync {
     fn flush_queued(&self);
 }
 
+/// A thread's corking state.
+#[derive(Default)]
+struct ThreadCork {
+    /// Whether this thread corks its sends (a reader thread).
+    corked: bool,
+    /// The links this thread queued messages on and has not written yet.
+    links: Vec<Arc<dyn Flush>>,
+}
+
+impl ThreadCork {
+    fn note(&mut self, link: &Arc<dyn Flush>) {
+        if !self.links.iter().any(|l| Arc::ptr_eq(l, link)) {
+            self.links.push(Arc::clone(link));
+        }
+    }
+}
+
 thread_local! {
-    /// `None`: this thread writes at once. `Some`: the links it queued messages on.
-    static CORK: RefCell<Option<Vec<Arc<dyn Flush>>>> = const { RefCell::new(None) };
+    static CORK: RefCell<ThreadCork> = RefCell::default();
 }
 
 /// Makes the current thread cork its sends until it ends (see the module docs). Its
 /// reads must call [`flush`] before they may block.
 pub fn begin() {
-    CORK.with(|c| {
-        let mut c = c.borrow_mut();
-        if c.is_none() {
-            *c = Some(Vec::new());
-        }
-    });
+    CORK.with(|c| c.borrow_mut().corked = true);
 }
 
 /// True if the current thread corks its sends.
 pub fn active() -> bool {
-    CORK.with(|c| c.borrow().is_some())
+    CORK.with(|c| c.borrow().corked)
 }
 
 /// Records that `link` holds queued messages of the current thread, to be written by
 /// the next [`flush`]. False if the thread does not cork (the caller writes at once).
 pub fn defer(link: &Arc<dyn Flush>) -> bool {
-    CORK.with(|c| match &mut *c.borrow_mut() {
-        Some(links) => {
-            if !links.iter().any(|l| Arc::ptr_eq(l, link)) {
-                links.push(Arc::clone(link));
-            }
-            true
+    CORK.with(|c| {
+        let mut c = c.borrow_mut();
+        if c.corked {
+            c.note(link);
         }
-        None => false,
+        c.corked
     })
+}
+
+/// Records that `link` holds a message the current thread queued lazily
+/// ([`crate::van::Transport::send_lazy`]), corking or not: the thread's next [`flush`]
+/// (before it blocks) writes it, if nothing wrote it before.
+pub fn remember(link: &Arc<dyn Flush>) {
+    CORK.with(|c| c.borrow_mut().note(link));
 }
 
 /// Writes every link the current thread queued messages on. Cheap when there are none.
 pub fn flush() {
-    let links = CORK.with(|c| match &mut *c.borrow_mut() {
-        Some(links) if !links.is_empty() => std::mem::take(links),
-        _ => Vec::new(),
-    });
+    let links = CORK.with(|c| std::mem::take(&mut c.borrow_mut().links));
     for l in links {
         l.flush_queued();
     }
@@ -99,6 +115,17 @@ mod tests {
             assert_eq!((a.0.load(Ordering::SeqCst), b.0.load(Ordering::SeqCst)), (1, 1));
             flush();
             assert_eq!(a.0.load(Ordering::SeqCst), 1, "nothing queued: nothing written");
+        })
+        .join()
+        .unwrap();
+        std::thread::spawn(|| {
+            let a: Arc<Counting> = Arc::default();
+            let la: Arc<dyn Flush> = a.clone();
+            remember(&la);
+            assert!(!active(), "a lazy send does not cork the thread");
+            flush();
+            flush();
+            assert_eq!(a.0.load(Ordering::SeqCst), 1, "a remembered link is written once");
         })
         .join()
         .unwrap();

@@ -139,6 +139,38 @@ impl TcpTransport {
     }
 }
 
+impl TcpTransport {
+    /// Queues a message on `peer`'s link and writes the queue unless the message may
+    /// wait: a corking thread's (written before its next read) or a `lazy` one
+    /// (written by the link's next flush or this thread's next wait), while the queue
+    /// is small.
+    fn enqueue(&self, peer: i32, frames: Vec<Bytes>, lazy: bool) -> io::Result<usize> {
+        let link = self
+            .peers
+            .lock()
+            .get(&peer)
+            .cloned()
+            .ok_or_else(|| io::Error::new(io::ErrorKind::NotConnected, format!("no connection to node {peer}")))?;
+        let len: usize = frames.iter().map(|f| f.len()).sum();
+        let mut p = link.lock();
+        p.queued.push(header(&frames));
+        p.queued.extend(frames);
+        p.queued_bytes += len;
+        p.queued_msgs += 1;
+        if p.queued_bytes < cork::MAX_QUEUED_BYTES && p.queued_msgs < cork::MAX_QUEUED_MSGS {
+            let dyn_link: Arc<dyn cork::Flush> = link.clone();
+            if cork::defer(&dyn_link) {
+                return Ok(len);
+            }
+            if lazy {
+                cork::remember(&dyn_link);
+                return Ok(len);
+            }
+        }
+        p.write_queued(&self.guard).map(|()| len)
+    }
+}
+
 impl Default for TcpTransport {
     fn default() -> Self {
         TcpTransport::new()
@@ -387,25 +419,21 @@ impl Transport for TcpTransport {
     /// Queues the message behind any queued before it on this link, then writes the
     /// queue, unless the calling thread corks ([`cork`]) and the queue is still small.
     fn send(&self, peer: i32, frames: Vec<Bytes>) -> io::Result<usize> {
-        let link = self
-            .peers
-            .lock()
-            .get(&peer)
-            .cloned()
-            .ok_or_else(|| io::Error::new(io::ErrorKind::NotConnected, format!("no connection to node {peer}")))?;
-        let len: usize = frames.iter().map(|f| f.len()).sum();
-        let mut p = link.lock();
-        p.queued.push(header(&frames));
-        p.queued.extend(frames);
-        p.queued_bytes += len;
-        p.queued_msgs += 1;
-        if p.queued_bytes < cork::MAX_QUEUED_BYTES && p.queued_msgs < cork::MAX_QUEUED_MSGS {
-            let dyn_link: Arc<dyn cork::Flush> = link.clone();
-            if cork::defer(&dyn_link) {
-                return Ok(len);
-            }
+        self.enqueue(peer, frames, false)
+    }
+
+    fn send_lazy(&self, peer: i32, frames: Vec<Bytes>) -> io::Result<usize> {
+        self.enqueue(peer, frames, true)
+    }
+
+    fn flush_link(&self, peer: i32) {
+        let Some(link) = self.peers.lock().get(&peer).cloned() else {
+            return;
+        };
+        let dyn_link: Arc<dyn cork::Flush> = link.clone();
+        if !cork::defer(&dyn_link) {
+            cork::Flush::flush_queued(&*link);
         }
-        p.write_queued(&self.guard).map(|()| len)
     }
 
     fn close(&self) {
@@ -461,6 +489,34 @@ mod tests {
         l.set_nonblocking(true).unwrap();
         let e = l.accept().expect_err("no connection was opened");
         assert_eq!(e.kind(), io::ErrorKind::WouldBlock);
+    }
+
+    /// A lazy send waits in its link's queue until the link is flushed or the
+    /// sending thread flushes before it blocks; a prompt send writes it first.
+    #[test]
+    fn lazy_sends_wait_for_a_flush_and_keep_their_order() {
+        let rx = TcpTransport::new();
+        let port = rx.bind("127.0.0.1", 0).unwrap();
+        let (tx_frames, got) = crossbeam_channel::unbounded();
+        rx.start(Arc::new(move |f: Vec<Bytes>| tx_frames.send(f[0].clone()).unwrap()))
+            .unwrap();
+        let tx = TcpTransport::new();
+        tx.connect(1, "127.0.0.1", port).unwrap();
+        let quiet = Duration::from_millis(200);
+        tx.send_lazy(1, vec![Bytes::from_static(b"a")]).unwrap();
+        assert!(got.recv_timeout(quiet).is_err(), "a lazy send is not written by itself");
+        tx.flush_link(1);
+        assert_eq!(got.recv_timeout(Duration::from_secs(5)).unwrap(), &b"a"[..]);
+        tx.send_lazy(1, vec![Bytes::from_static(b"b")]).unwrap();
+        tx.send(1, vec![Bytes::from_static(b"c")]).unwrap();
+        assert_eq!(got.recv_timeout(Duration::from_secs(5)).unwrap(), &b"b"[..]);
+        assert_eq!(got.recv_timeout(Duration::from_secs(5)).unwrap(), &b"c"[..]);
+        tx.send_lazy(1, vec![Bytes::from_static(b"d")]).unwrap();
+        assert!(got.recv_timeout(quiet).is_err());
+        cork::flush(); // what a thread about to wait does
+        assert_eq!(got.recv_timeout(Duration::from_secs(5)).unwrap(), &b"d"[..]);
+        tx.close();
+        rx.close();
     }
 
     #[test]

@@ -26,6 +26,17 @@ pub trait Transport: Send + Sync {
     /// Sends `frames` as one message to `peer`; returns the bytes sent. The frames are
     /// not copied.
     fn send(&self, peer: i32, frames: Vec<Bytes>) -> io::Result<usize>;
+    /// Like [`Transport::send`], but the message may wait in the link's queue until
+    /// the link is flushed ([`Transport::flush_link`]), the calling thread blocks in
+    /// one of ps-core's waits ([`crate::van::cork`]), another message is sent on the
+    /// link at once, or the queue is full. For a sender that knows an answer is on its
+    /// way whose arrival flushes the link. Transports without queues send at once.
+    fn send_lazy(&self, peer: i32, frames: Vec<Bytes>) -> io::Result<usize> {
+        self.send(peer, frames)
+    }
+    /// Writes what waits in `peer`'s queue; from a corking thread, before its next
+    /// read. Nothing to do for transports without queues.
+    fn flush_link(&self, _peer: i32) {}
     /// Stops receiving and closes every socket. Later calls fail.
     fn close(&self);
 }

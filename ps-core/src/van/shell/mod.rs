@@ -220,7 +220,18 @@ impl Van {
 
     /// Sends `msg` to `msg.meta.recver`, filling in the sender; tracked by the
     /// resender when it is on. Returns the bytes sent.
-    pub fn send(&self, mut msg: Message) -> io::Result<usize> {
+    pub fn send(&self, msg: Message) -> io::Result<usize> {
+        self.send_with(msg, false)
+    }
+
+    /// Like [`Van::send`], but the message may wait in its link's queue until
+    /// [`Van::flush_link`], this thread's next wait, or the link's next prompt send
+    /// ([`crate::van::Transport::send_lazy`]).
+    pub fn send_lazy(&self, msg: Message) -> io::Result<usize> {
+        self.send_with(msg, true)
+    }
+
+    fn send_with(&self, mut msg: Message, lazy: bool) -> io::Result<usize> {
         {
             let me = self.me.read();
             msg.meta.sender = me.id;
@@ -232,15 +243,28 @@ impl Van {
                 r.lock().on_send(signature(&msg.meta), msg.clone(), self.now_ms());
             }
         }
-        self.send_raw(&msg)
+        self.send_frames(&msg, lazy)
+    }
+
+    /// Writes what waits in the link to `peer` (see [`Van::send_lazy`]).
+    pub fn flush_link(&self, peer: i32) {
+        self.transport.flush_link(peer);
     }
 
     fn send_raw(&self, msg: &Message) -> io::Result<usize> {
+        self.send_frames(msg, false)
+    }
+
+    fn send_frames(&self, msg: &Message, lazy: bool) -> io::Result<usize> {
         let mut frames = Vec::with_capacity(msg.data.len() + 1);
         frames.push(msg.encode_meta());
         frames.extend(msg.data.iter().cloned());
         log::trace!("send {msg}");
-        let n = self.transport.send(msg.meta.recver, frames)?;
+        let n = if lazy {
+            self.transport.send_lazy(msg.meta.recver, frames)?
+        } else {
+            self.transport.send(msg.meta.recver, frames)?
+        };
         self.stats.sent_msgs.fetch_add(1, Ordering::Relaxed);
         self.stats.sent_bytes.fetch_add(n as u64, Ordering::Relaxed);
         Ok(n)
