@@ -7,8 +7,11 @@
 //! length per frame, then the frames. A connection that sends anything else is
 //! logged and closed; limits bound every allocation. Every connection starts with
 //! the handshake of [`super::guard`] (authentication, and encryption with a secret).
+//! To a peer on this host, large frames may go through shared memory instead: see
+//! [`super::shm`] for the offer that follows the handshake and the marked lengths.
 
 use super::guard::{Guard, Incoming, Outgoing, Permit};
+use super::shm::{self, Shm, ShmReceiver, ShmSender};
 use super::transport::{Deliver, Transport};
 use crate::auth::{Limits, Security};
 use bytes::Bytes;
@@ -30,6 +33,7 @@ fn tune(s: &TcpStream) {
 struct Peer {
     addr: String,
     stream: Option<Outgoing>,
+    shm: Option<ShmSender>,
 }
 
 /// TCP implementation of [`Transport`].
@@ -43,6 +47,7 @@ pub struct TcpTransport {
     threads: Arc<Mutex<Vec<JoinHandle<()>>>>,
     guard: Arc<Guard>,
     spin: Duration,
+    shm: Arc<Shm>,
 }
 
 impl TcpTransport {
@@ -62,7 +67,15 @@ impl TcpTransport {
             stop: Arc::new(AtomicBool::new(false)),
             threads: Arc::default(),
             spin: Duration::ZERO,
+            shm: Shm::off(),
         }
+    }
+
+    /// The same transport with shared memory to peers on this host as `cfg` says
+    /// (`PS_SHM`; see [`crate::van::shm`]).
+    pub fn with_shm(mut self, cfg: &shm::ShmConfig) -> TcpTransport {
+        self.shm = Shm::new(cfg.clone());
+        self
     }
 
     /// The same transport whose reader threads spin up to `spin` before they block
@@ -90,12 +103,18 @@ fn open(addr: &str, guard: &Guard) -> io::Result<Outgoing> {
     guard.connect(s, addr)
 }
 
+#[cfg(test)]
 fn write_message(stream: &mut impl Write, frames: &[Bytes]) -> io::Result<()> {
+    write_marked(stream, frames, 0)
+}
+
+/// Writes a message whose frames `i` with bit i of `marks` are shared-memory descriptors.
+fn write_marked(stream: &mut impl Write, frames: &[Bytes], marks: u128) -> io::Result<()> {
     let mut header = Vec::with_capacity(8 + 8 * frames.len());
     header.extend_from_slice(&MAGIC.to_le_bytes());
     header.extend_from_slice(&(frames.len() as u32).to_le_bytes());
-    for f in frames {
-        header.extend_from_slice(&(f.len() as u64).to_le_bytes());
+    for (i, f) in frames.iter().enumerate() {
+        header.extend_from_slice(&shm::wire::mark(f.len() as u64, i < 128 && marks >> i & 1 == 1).to_le_bytes());
     }
     let mut slices: Vec<IoSlice<'_>> = Vec::with_capacity(frames.len() + 1);
     slices.push(IoSlice::new(&header));
@@ -113,40 +132,56 @@ fn write_message(stream: &mut impl Write, frames: &[Bytes]) -> io::Result<()> {
 
 /// Reads one message; `Ok(None)` at a clean end of stream.
 pub(crate) fn read_message(r: &mut impl Read, limits: &Limits) -> io::Result<Option<Vec<Bytes>>> {
-    let mut head = [0u8; 8];
-    match r.read_exact(&mut head) {
-        Ok(()) => {}
-        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),
-        Err(e) => return Err(e),
-    }
-    let bad = |why: String| io::Error::new(io::ErrorKind::InvalidData, why);
-    let magic = u32::from_le_bytes(head[..4].try_into().expect("4 bytes"));
-    let n = u32::from_le_bytes(head[4..].try_into().expect("4 bytes"));
-    if magic != MAGIC {
-        return Err(bad(format!("not a psrs stream (magic {magic:#x})")));
-    }
-    limits.check_message(n as usize, 0).map_err(bad)?;
-    let mut lens = vec![0u8; 8 * n as usize];
-    r.read_exact(&mut lens)?;
-    let lens: Vec<u64> = lens
-        .chunks_exact(8)
-        .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
-        .collect();
-    let total = lens.iter().try_fold(0u64, |a, &l| a.checked_add(l)).unwrap_or(u64::MAX);
-    limits.check_message(n as usize, total).map_err(bad)?;
-    let mut frames = Vec::with_capacity(n as usize);
-    for len in lens {
-        let mut buf = Vec::with_capacity(len as usize);
-        r.take(len).read_to_end(&mut buf)?;
-        if buf.len() as u64 != len {
-            return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                "connection closed mid-message",
-            ));
+    read_message_shm(r, limits, &mut ShmReceiver::none())
+}
+
+/// Reads one message, answering a shared-memory offer and resolving descriptor frames
+/// through `shm` on the way; a message with a bad descriptor is dropped (logged by
+/// `shm`) and the next one read.
+fn read_message_shm(r: &mut impl Read, limits: &Limits, shm: &mut ShmReceiver) -> io::Result<Option<Vec<Bytes>>> {
+    loop {
+        let mut head = [0u8; 8];
+        match r.read_exact(&mut head) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),
+            Err(e) => return Err(e),
         }
-        frames.push(Bytes::from(buf));
+        let bad = |why: String| io::Error::new(io::ErrorKind::InvalidData, why);
+        let magic = u32::from_le_bytes(head[..4].try_into().expect("4 bytes"));
+        let n = u32::from_le_bytes(head[4..].try_into().expect("4 bytes"));
+        if magic == shm::wire::OFFER_MAGIC {
+            shm.on_offer(r, n)?;
+            continue;
+        }
+        if magic != MAGIC {
+            return Err(bad(format!("not a psrs stream (magic {magic:#x})")));
+        }
+        limits.check_message(n as usize, 0).map_err(bad)?;
+        let mut lens = vec![0u8; 8 * n as usize];
+        r.read_exact(&mut lens)?;
+        let mut lens: Vec<u64> = lens
+            .chunks_exact(8)
+            .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
+            .collect();
+        let marks = shm::wire::unmark(&mut lens);
+        let total = lens.iter().try_fold(0u64, |a, &l| a.checked_add(l)).unwrap_or(u64::MAX);
+        limits.check_message(n as usize, total).map_err(bad)?;
+        let mut frames = Vec::with_capacity(n as usize);
+        for len in lens {
+            let mut buf = Vec::with_capacity(len as usize);
+            r.take(len).read_to_end(&mut buf)?;
+            if buf.len() as u64 != len {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "connection closed mid-message",
+                ));
+            }
+            frames.push(Bytes::from(buf));
+        }
+        if shm.resolve(&mut frames, marks) {
+            return Ok(Some(frames));
+        }
     }
-    Ok(Some(frames))
 }
 
 /// Reads the accepted connection number `id` until it ends, then closes it.
@@ -164,6 +199,7 @@ struct Serve {
     guard: Arc<Guard>,
     permit: Permit,
     spin: Duration,
+    shm: Arc<Shm>,
 }
 
 fn read_all(stream: TcpStream, ctx: Serve) {
@@ -173,9 +209,11 @@ fn read_all(stream: TcpStream, ctx: Serve) {
         guard,
         permit,
         spin,
+        shm,
     } = ctx;
     let Ok(addr) = stream.peer_addr() else { return };
     let peer = addr.to_string();
+    let mut shm = shm.incoming(stream.try_clone().ok(), addr);
     let mut r: Incoming = match guard.accept_spinning(stream, addr, permit, spin) {
         Ok(r) => r,
         Err(e) if !e.counts_against_peer() => {
@@ -190,7 +228,7 @@ fn read_all(stream: TcpStream, ctx: Serve) {
     };
     let limits = guard.limits().clone();
     while !stop.load(Ordering::Relaxed) {
-        match read_message(&mut r, &limits) {
+        match read_message_shm(&mut r, &limits, &mut shm) {
             Ok(Some(frames)) => deliver(frames),
             Ok(None) => break,
             Err(e) => {
@@ -225,7 +263,7 @@ impl Transport for TcpTransport {
             Arc::clone(&self.incoming),
             Arc::clone(&self.threads),
         );
-        let (guard, spin) = (Arc::clone(&self.guard), self.spin);
+        let (guard, spin, shm) = (Arc::clone(&self.guard), self.spin, Arc::clone(&self.shm));
         let t = std::thread::Builder::new().name("tcp-accept".into()).spawn(move || {
             let mut next_id = 0u64;
             while !stop.load(Ordering::Relaxed) {
@@ -251,6 +289,7 @@ impl Transport for TcpTransport {
                             guard: Arc::clone(&guard),
                             permit,
                             spin,
+                            shm: Arc::clone(&shm),
                         };
                         let inc = Arc::clone(&incoming);
                         match std::thread::Builder::new()
@@ -283,10 +322,14 @@ impl Transport for TcpTransport {
     /// connection queued behind it.
     fn connect(&self, peer: i32, host: &str, port: u16) -> io::Result<()> {
         let addr = crate::addr::host_port(host, port);
-        let old = self
-            .peers
-            .lock()
-            .insert(peer, Arc::new(Mutex::new(Peer { addr, stream: None })));
+        let old = self.peers.lock().insert(
+            peer,
+            Arc::new(Mutex::new(Peer {
+                addr,
+                stream: None,
+                shm: None,
+            })),
+        );
         if let Some(old) = old {
             if let Some(s) = old.lock().stream.take() {
                 let _ = s.shutdown(Shutdown::Both);
@@ -307,7 +350,7 @@ impl Transport for TcpTransport {
         self.peers.lock().contains_key(&peer)
     }
 
-    fn send(&self, peer: i32, frames: Vec<Bytes>) -> io::Result<usize> {
+    fn send(&self, peer: i32, mut frames: Vec<Bytes>) -> io::Result<usize> {
         let p = self
             .peers
             .lock()
@@ -316,17 +359,26 @@ impl Transport for TcpTransport {
             .ok_or_else(|| io::Error::new(io::ErrorKind::NotConnected, format!("no connection to node {peer}")))?;
         let mut p = p.lock();
         if p.stream.is_none() {
-            p.stream = Some(open(&p.addr, &self.guard)?);
+            let mut s = open(&p.addr, &self.guard)?;
+            p.shm = self.shm.offer(&mut s);
+            p.stream = Some(s);
         }
+        let n = frames.iter().map(|f| f.len()).sum();
+        let marks = p.shm.as_mut().map_or(0, |s| s.place(&mut frames));
         let stream = p.stream.as_mut().expect("just opened");
-        match write_message(stream, &frames) {
-            Ok(()) => Ok(frames.iter().map(|f| f.len()).sum()),
+        match write_marked(stream, &frames, marks) {
+            Ok(()) => Ok(n),
             Err(e) => {
-                // reconnect on the next send
+                // reconnect (and offer shared memory again) on the next send
                 p.stream = None;
+                p.shm = None;
                 Err(e)
             }
         }
+    }
+
+    fn shm_stats(&self) -> Option<Arc<shm::ShmStats>> {
+        Some(self.shm.stats())
     }
 
     fn close(&self) {
