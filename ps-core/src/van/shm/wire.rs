@@ -57,7 +57,7 @@ impl Layout {
     /// The layout of a region of `total` bytes: a multiple of [`PAGE`] within
     /// [`MIN_REGION`]..=[`MAX_REGION`], else an error naming the size.
     pub fn new(total: u64) -> Result<Layout, String> {
-        if !(MIN_REGION..=MAX_REGION).contains(&total) || total % PAGE != 0 {
+        if !(MIN_REGION..=MAX_REGION).contains(&total) || total & (PAGE - 1) != 0 {
             return Err(format!(
                 "region of {total} bytes: not a multiple of {PAGE} within {MIN_REGION}..={MAX_REGION}"
             ));
