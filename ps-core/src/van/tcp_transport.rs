@@ -11,7 +11,7 @@
 //! [`super::shm`] for the offer that follows the handshake and the marked lengths.
 
 use super::guard::{Guard, Incoming, Outgoing, Permit};
-use super::shm::{self, Shm, ShmReceiver, ShmSender};
+use super::shm::{self, Shm, ShmLink, ShmReceiver};
 use super::transport::{Deliver, Transport};
 use crate::auth::{Limits, Security};
 use bytes::Bytes;
@@ -33,7 +33,7 @@ fn tune(s: &TcpStream) {
 struct Peer {
     addr: String,
     stream: Option<Outgoing>,
-    shm: Option<ShmSender>,
+    shm: ShmLink,
 }
 
 /// TCP implementation of [`Transport`].
@@ -327,7 +327,7 @@ impl Transport for TcpTransport {
             Arc::new(Mutex::new(Peer {
                 addr,
                 stream: None,
-                shm: None,
+                shm: ShmLink::NotOffered,
             })),
         );
         if let Some(old) = old {
@@ -359,19 +359,18 @@ impl Transport for TcpTransport {
             .ok_or_else(|| io::Error::new(io::ErrorKind::NotConnected, format!("no connection to node {peer}")))?;
         let mut p = p.lock();
         if p.stream.is_none() {
-            let mut s = open(&p.addr, &self.guard)?;
-            p.shm = self.shm.offer(&mut s);
-            p.stream = Some(s);
+            p.stream = Some(open(&p.addr, &self.guard)?);
         }
         let n = frames.iter().map(|f| f.len()).sum();
-        let marks = p.shm.as_mut().map_or(0, |s| s.place(&mut frames));
-        let stream = p.stream.as_mut().expect("just opened");
+        let Peer { stream, shm, .. } = &mut *p;
+        let stream = stream.as_mut().expect("just opened");
+        let marks = self.shm.place(shm, stream, &mut frames);
         match write_marked(stream, &frames, marks) {
             Ok(()) => Ok(n),
             Err(e) => {
                 // reconnect (and offer shared memory again) on the next send
                 p.stream = None;
-                p.shm = None;
+                p.shm = ShmLink::NotOffered;
                 Err(e)
             }
         }

@@ -1,5 +1,6 @@
 //! The shell around one link: [`Shm`] (a transport's settings and counters) makes the
-//! offer on a new outgoing link ([`Shm::offer`] → [`ShmSender`], which moves large
+//! offer on an outgoing link before its first large frame ([`Shm::place`], keeping
+//! the link's [`ShmLink`]; an accepted offer gives a [`ShmSender`], which moves large
 //! frames into the region) and answers offers on incoming ones ([`ShmReceiver`], which
 //! turns descriptors back into frames). Any failure means "no shared memory on this
 //! link": the messages go over TCP as before, with a debug log.
@@ -62,9 +63,29 @@ impl Shm {
         Arc::clone(&self.stats)
     }
 
-    /// On a freshly handshaken outgoing link: if shared memory is on and the peer's
-    /// address is this host's, offers a new region and waits for the answer. `Some`
-    /// only when the peer accepted; a remote peer costs nothing (no bytes sent).
+    /// Before `frames` are written to `out`: on a link that has not offered yet and a
+    /// message with a frame of at least `PS_SHM_MIN_BYTES`, makes the offer
+    /// ([`Shm::offer`]); on a link whose peer accepted, places the large frames
+    /// ([`ShmSender::place`]). Returns the marks for the header (0: plain message).
+    pub fn place(&self, link: &mut ShmLink, out: &mut Outgoing, frames: &mut [Bytes]) -> u128 {
+        if matches!(link, ShmLink::NotOffered) {
+            if !frames.iter().any(|f| f.len() >= self.cfg.min_bytes) {
+                return 0;
+            }
+            *link = match self.offer(out) {
+                Some(s) => ShmLink::Accepted(s),
+                None => ShmLink::Declined,
+            };
+        }
+        match link {
+            ShmLink::Accepted(s) => s.place(frames),
+            _ => 0,
+        }
+    }
+
+    /// On an outgoing link: if shared memory is on and the peer's address is this
+    /// host's, offers a new region and waits for the answer. `Some` only when the peer
+    /// accepted; a remote peer costs nothing (no bytes sent).
     pub fn offer(&self, out: &mut Outgoing) -> Option<ShmSender> {
         let boot_id = self.boot_id.filter(|_| self.cfg.enabled)?;
         let peer = out.tcp().peer_addr().ok()?;
@@ -127,6 +148,19 @@ impl Shm {
             offered: false,
         }
     }
+}
+
+/// The sending side's shared-memory state of one link (a new link starts at
+/// `NotOffered`; a reconnect starts over).
+#[derive(Default)]
+pub enum ShmLink {
+    /// No large frame sent yet: no offer made.
+    #[default]
+    NotOffered,
+    /// The peer mapped the region.
+    Accepted(ShmSender),
+    /// Offered and refused, failed, shared memory off, or a remote peer: plain TCP.
+    Declined,
 }
 
 /// The sending side of a link whose peer mapped the region.

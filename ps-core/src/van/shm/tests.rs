@@ -59,6 +59,10 @@ fn large_frames_go_through_shared_memory_and_fall_back_when_it_is_full() {
     a.connect(1, "127.0.0.1", port).unwrap();
     let a_stats = a.shm_stats().unwrap();
     let (small, big) = (Bytes::from_static(b"meta"), pattern(1 << 20, 1));
+    // small messages only: no offer yet
+    a.send(1, vec![small.clone(), pattern(1000, 0)]).unwrap();
+    assert_eq!(recv(&rx), vec![small.clone(), pattern(1000, 0)]);
+    assert_eq!((get(&a_stats.links_out), get(&b_stats.links_in)), (0, 0));
     assert_eq!(a.send(1, vec![small.clone(), big.clone()]).unwrap(), 4 + (1 << 20));
     let held = recv(&rx);
     assert_eq!(held, vec![small.clone(), big.clone()]);
