@@ -74,6 +74,9 @@ pub struct Config {
     /// mode. The TCP van's reader threads poll their socket for this long before they
     /// sleep in a blocking read (see [`crate::van::spin_read`]); costs CPU while idle.
     pub spin: Duration,
+    /// `PS_SHM` (1 default, 0 off), `PS_SHM_MB`, `PS_SHM_MIN_BYTES`: the TCP van's
+    /// shared memory to peers on this host (see [`crate::van::shm`]).
+    pub shm: crate::van::shm::ShmConfig,
     /// The cluster secret, encryption and resource limits (`PS_SECRET_FILE`, ...).
     pub security: crate::auth::Security,
 }
@@ -226,6 +229,15 @@ impl Config {
                 v.parse("PS_SPIN_US", "a number of microseconds (0-10000)")?
                     .unwrap_or(0),
             ),
+            shm: crate::van::shm::ShmConfig {
+                enabled: v.parse::<i64>("PS_SHM", "0 or 1")?.unwrap_or(1) != 0,
+                region_mb: v
+                    .parse("PS_SHM_MB", "a number of MiB (1-4096)")?
+                    .unwrap_or(crate::van::shm::DEFAULT_REGION_MB),
+                min_bytes: v
+                    .parse("PS_SHM_MIN_BYTES", "a number of bytes")?
+                    .unwrap_or(crate::van::shm::DEFAULT_MIN_BYTES),
+            },
             security: crate::auth::Security::from_vars(vars)?,
         };
         cfg.validate()?;
@@ -273,6 +285,7 @@ impl Config {
                 "only the TCP van spins (set DMLC_PS_VAN_TYPE=tcp, or PS_SPIN_US=0)",
             ));
         }
+        self.shm.validate().map_err(|(var, why)| err(var, why))?;
         if self.verbose > 2 {
             return Err(err("PS_VERBOSE", format!("{} is not 0, 1 or 2", self.verbose)));
         }

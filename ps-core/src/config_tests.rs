@@ -112,6 +112,34 @@ fn spin_is_off_by_default_and_bounded() {
 }
 
 #[test]
+fn shared_memory_is_on_by_default_and_bounded() {
+    let c = Config::from_vars(&vars(&base())).unwrap();
+    assert_eq!(c.shm, crate::van::shm::ShmConfig::default());
+    assert!(c.shm.enabled);
+    let mut m = vars(&base());
+    m.insert("PS_SHM".into(), "0".into());
+    m.insert("PS_SHM_MB".into(), "16".into());
+    m.insert("PS_SHM_MIN_BYTES".into(), "4096".into());
+    let c = Config::from_vars(&m).unwrap();
+    assert!(!c.shm.enabled);
+    assert_eq!((c.shm.region_bytes(), c.shm.min_bytes), (16 << 20, 4096));
+    for (var, val, says) in [
+        ("PS_SHM_MB", "0", "outside 1..=4096"),
+        ("PS_SHM_MB", "5000", "outside 1..=4096"),
+        ("PS_SHM_MB", "lots", "not a number of MiB"),
+        ("PS_SHM_MIN_BYTES", "100", "outside 256.."),
+        ("PS_SHM_MIN_BYTES", "20000000", "(the region, PS_SHM_MB)"),
+        ("PS_SHM", "yes", "not 0 or 1"),
+    ] {
+        let mut m = m.clone();
+        m.insert(var.into(), val.into());
+        let e = Config::from_vars(&m).unwrap_err();
+        assert_eq!(e.var, var);
+        assert!(e.to_string().contains(says), "{e}");
+    }
+}
+
+#[test]
 fn elastic_workers_flag() {
     assert!(!Config::from_vars(&vars(&base())).unwrap().elastic_workers);
     let mut m = vars(&base());

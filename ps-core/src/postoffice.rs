@@ -75,7 +75,7 @@ impl Postoffice {
     /// process may run several postoffices, e.g. in tests).
     pub fn new(cfg: Config) -> Result<Arc<Postoffice>, String> {
         cfg.validate().map_err(|e| e.to_string())?;
-        let transport = crate::van::transport::create(&cfg.van_type, &cfg.security, cfg.spin)?;
+        let transport = crate::van::transport::create(&cfg.van_type, &cfg.security, cfg.spin, &cfg.shm)?;
         cfg.security.log_once();
         Ok(Postoffice::with_transport(cfg, transport))
     }
@@ -170,7 +170,7 @@ impl Postoffice {
         let st = &self.van.stats;
         let get = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
         log::info!(
-            "{} traffic: sent {} msgs {} B, received {} msgs {} B, malformed {}, injected drops {}, duplicates {}, resent {}",
+            "{} traffic: sent {} msgs {} B, received {} msgs {} B, malformed {}, injected drops {}, duplicates {}, resent {}, {}",
             self.van.my_node(),
             get(&st.sent_msgs),
             get(&st.sent_bytes),
@@ -179,7 +179,8 @@ impl Postoffice {
             get(&st.malformed),
             get(&st.injected_drops),
             get(&st.duplicates),
-            get(&st.resent)
+            get(&st.resent),
+            st.shm
         );
         let callbacks = std::mem::take(&mut *self.exit_callbacks.lock());
         for cb in callbacks.into_iter().rev() {

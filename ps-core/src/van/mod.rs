@@ -9,6 +9,7 @@ pub mod guard;
 pub mod join_watch;
 pub mod lock_service;
 mod shell;
+pub mod shm;
 pub mod spin_read;
 pub mod tcp_transport;
 pub mod transport;

@@ -7,9 +7,12 @@
 //! length per frame, then the frames. A connection that sends anything else is
 //! logged and closed; limits bound every allocation. Every connection starts with
 //! the handshake of [`super::guard`] (authentication, and encryption with a secret).
+//! To a peer on this host, large frames may go through shared memory instead: see
+//! [`super::shm`] for the offer that follows the handshake and the marked lengths.
 
 use super::cork;
 use super::guard::{Guard, Incoming, Outgoing, Permit};
+use super::shm::{self, Shm, ShmLink, ShmReceiver};
 use super::transport::{Deliver, Transport};
 use crate::auth::{Limits, Security};
 use bytes::Bytes;
@@ -35,6 +38,7 @@ struct Peer {
     queued: Vec<Bytes>,
     queued_bytes: usize,
     queued_msgs: usize,
+    shm: ShmLink,
 }
 
 impl Peer {
@@ -45,6 +49,7 @@ impl Peer {
             queued: Vec::new(),
             queued_bytes: 0,
             queued_msgs: 0,
+            shm: ShmLink::NotOffered,
         }
     }
 
@@ -63,7 +68,9 @@ impl Peer {
         let stream = self.stream.as_mut().expect("just opened");
         let r = write_all(stream, &queued);
         if r.is_err() {
+            // reconnect (and offer shared memory again) on the next send
             self.stream = None;
+            self.shm = ShmLink::NotOffered;
         }
         r
     }
@@ -109,6 +116,7 @@ pub struct TcpTransport {
     threads: Arc<Mutex<Vec<JoinHandle<()>>>>,
     guard: Arc<Guard>,
     spin: Duration,
+    shm: Arc<Shm>,
 }
 
 impl TcpTransport {
@@ -128,7 +136,15 @@ impl TcpTransport {
             stop: Arc::new(AtomicBool::new(false)),
             threads: Arc::default(),
             spin: Duration::ZERO,
+            shm: Shm::off(),
         }
+    }
+
+    /// The same transport with shared memory to peers on this host as `cfg` says
+    /// (`PS_SHM`; see [`crate::van::shm`]).
+    pub fn with_shm(mut self, cfg: &shm::ShmConfig) -> TcpTransport {
+        self.shm = Shm::new(cfg.clone());
+        self
     }
 
     /// The same transport whose reader threads spin up to `spin` before they block
@@ -144,7 +160,7 @@ impl TcpTransport {
     /// wait: a corking thread's (written before its next read) or a `lazy` one
     /// (written by the link's next flush or this thread's next wait), while the queue
     /// is small.
-    fn enqueue(&self, peer: i32, frames: Vec<Bytes>, lazy: bool) -> io::Result<usize> {
+    fn enqueue(&self, peer: i32, mut frames: Vec<Bytes>, lazy: bool) -> io::Result<usize> {
         let link = self
             .peers
             .lock()
@@ -153,9 +169,14 @@ impl TcpTransport {
             .ok_or_else(|| io::Error::new(io::ErrorKind::NotConnected, format!("no connection to node {peer}")))?;
         let len: usize = frames.iter().map(|f| f.len()).sum();
         let mut p = link.lock();
-        p.queued.push(header(&frames));
+        if p.stream.is_none() {
+            p.stream = Some(open(&p.addr, &self.guard)?);
+        }
+        let Peer { stream, shm, .. } = &mut *p;
+        let marks = self.shm.place(shm, stream.as_mut().expect("just opened"), &mut frames);
+        p.queued.push(header(&frames, marks));
+        p.queued_bytes += frames.iter().map(|f| f.len()).sum::<usize>();
         p.queued.extend(frames);
-        p.queued_bytes += len;
         p.queued_msgs += 1;
         if p.queued_bytes < cork::MAX_QUEUED_BYTES && p.queued_msgs < cork::MAX_QUEUED_MSGS {
             let dyn_link: Arc<dyn cork::Flush> = link.clone();
@@ -188,13 +209,14 @@ fn open(addr: &str, guard: &Guard) -> io::Result<Outgoing> {
     guard.connect(s, addr)
 }
 
-/// The header of a message of `frames`.
-fn header(frames: &[Bytes]) -> Bytes {
+/// The header of a message of `frames` whose frames `i` with bit i of `marks` are
+/// shared-memory descriptors.
+fn header(frames: &[Bytes], marks: u128) -> Bytes {
     let mut header = Vec::with_capacity(8 + 8 * frames.len());
     header.extend_from_slice(&MAGIC.to_le_bytes());
     header.extend_from_slice(&(frames.len() as u32).to_le_bytes());
-    for f in frames {
-        header.extend_from_slice(&(f.len() as u64).to_le_bytes());
+    for (i, f) in frames.iter().enumerate() {
+        header.extend_from_slice(&shm::wire::mark(f.len() as u64, i < 128 && marks >> i & 1 == 1).to_le_bytes());
     }
     Bytes::from(header)
 }
@@ -215,47 +237,63 @@ fn write_all(stream: &mut impl Write, bufs: &[Bytes]) -> io::Result<()> {
 
 #[cfg(test)]
 fn write_message(stream: &mut impl Write, frames: &[Bytes]) -> io::Result<()> {
-    let mut bufs = vec![header(frames)];
+    let mut bufs = vec![header(frames, 0)];
     bufs.extend(frames.iter().cloned());
     write_all(stream, &bufs)
 }
 
 /// Reads one message; `Ok(None)` at a clean end of stream.
 pub(crate) fn read_message(r: &mut impl Read, limits: &Limits) -> io::Result<Option<Vec<Bytes>>> {
-    let mut head = [0u8; 8];
-    match r.read_exact(&mut head) {
-        Ok(()) => {}
-        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),
-        Err(e) => return Err(e),
-    }
-    let bad = |why: String| io::Error::new(io::ErrorKind::InvalidData, why);
-    let magic = u32::from_le_bytes(head[..4].try_into().expect("4 bytes"));
-    let n = u32::from_le_bytes(head[4..].try_into().expect("4 bytes"));
-    if magic != MAGIC {
-        return Err(bad(format!("not a psrs stream (magic {magic:#x})")));
-    }
-    limits.check_message(n as usize, 0).map_err(bad)?;
-    let mut lens = vec![0u8; 8 * n as usize];
-    r.read_exact(&mut lens)?;
-    let lens: Vec<u64> = lens
-        .chunks_exact(8)
-        .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
-        .collect();
-    let total = lens.iter().try_fold(0u64, |a, &l| a.checked_add(l)).unwrap_or(u64::MAX);
-    limits.check_message(n as usize, total).map_err(bad)?;
-    let mut frames = Vec::with_capacity(n as usize);
-    for len in lens {
-        let mut buf = Vec::with_capacity(len as usize);
-        r.take(len).read_to_end(&mut buf)?;
-        if buf.len() as u64 != len {
-            return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                "connection closed mid-message",
-            ));
+    read_message_shm(r, limits, &mut ShmReceiver::none())
+}
+
+/// Reads one message, answering a shared-memory offer and resolving descriptor frames
+/// through `shm` on the way; a message with a bad descriptor is dropped (logged by
+/// `shm`) and the next one read.
+fn read_message_shm(r: &mut impl Read, limits: &Limits, shm: &mut ShmReceiver) -> io::Result<Option<Vec<Bytes>>> {
+    loop {
+        let mut head = [0u8; 8];
+        match r.read_exact(&mut head) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),
+            Err(e) => return Err(e),
         }
-        frames.push(Bytes::from(buf));
+        let bad = |why: String| io::Error::new(io::ErrorKind::InvalidData, why);
+        let magic = u32::from_le_bytes(head[..4].try_into().expect("4 bytes"));
+        let n = u32::from_le_bytes(head[4..].try_into().expect("4 bytes"));
+        if magic == shm::wire::OFFER_MAGIC {
+            shm.on_offer(r, n)?;
+            continue;
+        }
+        if magic != MAGIC {
+            return Err(bad(format!("not a psrs stream (magic {magic:#x})")));
+        }
+        limits.check_message(n as usize, 0).map_err(bad)?;
+        let mut lens = vec![0u8; 8 * n as usize];
+        r.read_exact(&mut lens)?;
+        let mut lens: Vec<u64> = lens
+            .chunks_exact(8)
+            .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
+            .collect();
+        let marks = shm::wire::unmark(&mut lens);
+        let total = lens.iter().try_fold(0u64, |a, &l| a.checked_add(l)).unwrap_or(u64::MAX);
+        limits.check_message(n as usize, total).map_err(bad)?;
+        let mut frames = Vec::with_capacity(n as usize);
+        for len in lens {
+            let mut buf = Vec::with_capacity(len as usize);
+            r.take(len).read_to_end(&mut buf)?;
+            if buf.len() as u64 != len {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "connection closed mid-message",
+                ));
+            }
+            frames.push(Bytes::from(buf));
+        }
+        if shm.resolve(&mut frames, marks) {
+            return Ok(Some(frames));
+        }
     }
-    Ok(Some(frames))
 }
 
 /// Reads the accepted connection number `id` until it ends, then closes it.
@@ -273,6 +311,7 @@ struct Serve {
     guard: Arc<Guard>,
     permit: Permit,
     spin: Duration,
+    shm: Arc<Shm>,
 }
 
 fn read_all(stream: TcpStream, ctx: Serve) {
@@ -282,9 +321,11 @@ fn read_all(stream: TcpStream, ctx: Serve) {
         guard,
         permit,
         spin,
+        shm,
     } = ctx;
     let Ok(addr) = stream.peer_addr() else { return };
     let peer = addr.to_string();
+    let mut shm = shm.incoming(stream.try_clone().ok(), addr);
     let mut r: Incoming = match guard.accept_spinning(stream, addr, permit, spin) {
         Ok(r) => r,
         Err(e) if !e.counts_against_peer() => {
@@ -301,7 +342,7 @@ fn read_all(stream: TcpStream, ctx: Serve) {
     // the handlers' sends are written when the buffer runs dry (SpinRead flushes)
     cork::begin();
     while !stop.load(Ordering::Relaxed) {
-        match read_message(&mut r, &limits) {
+        match read_message_shm(&mut r, &limits, &mut shm) {
             Ok(Some(frames)) => deliver(frames),
             Ok(None) => break,
             Err(e) => {
@@ -337,7 +378,7 @@ impl Transport for TcpTransport {
             Arc::clone(&self.incoming),
             Arc::clone(&self.threads),
         );
-        let (guard, spin) = (Arc::clone(&self.guard), self.spin);
+        let (guard, spin, shm) = (Arc::clone(&self.guard), self.spin, Arc::clone(&self.shm));
         let t = std::thread::Builder::new().name("tcp-accept".into()).spawn(move || {
             let mut next_id = 0u64;
             while !stop.load(Ordering::Relaxed) {
@@ -363,6 +404,7 @@ impl Transport for TcpTransport {
                             guard: Arc::clone(&guard),
                             permit,
                             spin,
+                            shm: Arc::clone(&shm),
                         };
                         let inc = Arc::clone(&incoming);
                         match std::thread::Builder::new()
@@ -434,6 +476,10 @@ impl Transport for TcpTransport {
         if !cork::defer(&dyn_link) {
             cork::Flush::flush_queued(&*link);
         }
+    }
+
+    fn shm_stats(&self) -> Option<Arc<shm::ShmStats>> {
+        Some(self.shm.stats())
     }
 
     fn close(&self) {

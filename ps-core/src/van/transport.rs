@@ -39,20 +39,29 @@ pub trait Transport: Send + Sync {
     fn flush_link(&self, _peer: i32) {}
     /// Stops receiving and closes every socket. Later calls fail.
     fn close(&self);
+    /// The shared-memory counters, for a transport that has a shared-memory path.
+    fn shm_stats(&self) -> Option<Arc<super::shm::ShmStats>> {
+        None
+    }
 }
 
 /// Makes the transport named by `DMLC_PS_VAN_TYPE`, with the security settings `sec`
 /// (the ZMQ van takes only the limits: the configuration refuses a secret with it) and
 /// the TCP van's reader threads spinning up to `spin` before they block (`PS_SPIN_US`;
-/// the configuration refuses it with the ZMQ van, whose I/O thread is libzmq's).
+/// the configuration refuses it with the ZMQ van, whose I/O thread is libzmq's), and
+/// the TCP van's shared memory to peers on this host as `shm` says (`PS_SHM`; the ZMQ
+/// van has none).
 pub fn create(
     kind: &str,
     sec: &crate::auth::Security,
     spin: std::time::Duration,
+    shm: &super::shm::ShmConfig,
 ) -> Result<Arc<dyn Transport>, String> {
     match kind {
         "zmq" => Ok(Arc::new(super::ZmqTransport::with_limits(&sec.limits))),
-        "tcp" => Ok(Arc::new(super::TcpTransport::with_security(sec).with_spin(spin))),
+        "tcp" => Ok(Arc::new(
+            super::TcpTransport::with_security(sec).with_spin(spin).with_shm(shm),
+        )),
         other => Err(format!("DMLC_PS_VAN_TYPE: unknown van type '{other}' (zmq or tcp)")),
     }
 }

@@ -59,6 +59,12 @@ impl Read for Incoming {
 }
 
 impl Outgoing {
+    /// The TCP stream under the link: the shared-memory offer's one-byte answer comes
+    /// back on its reverse direction, unsealed (see [`crate::van::shm`]).
+    pub fn tcp(&self) -> &TcpStream {
+        &self.tcp
+    }
+
     /// Shuts the connection down.
     pub fn shutdown(&self, how: Shutdown) -> io::Result<()> {
         self.tcp.shutdown(how)

@@ -52,6 +52,9 @@ pub struct VanStats {
     /// Messages dropped as meant for an earlier process of this node's id, or sent by
     /// a process declared dead or replaced.
     pub stale: AtomicU64,
+    /// Frames and bytes moved through shared memory (TCP van, peers on this host;
+    /// zeros for other transports).
+    pub shm: Arc<super::shm::ShmStats>,
 }
 
 /// The van of one process. Create with [`Van::new`], then [`Van::start`].
@@ -131,7 +134,6 @@ impl Van {
         Arc::new(Van {
             fo: Failover::new(&cfg, 0),
             cfg,
-            transport,
             me: RwLock::new(me),
             table: RwLock::new(Vec::new()),
             ready: Mutex::new(None),
@@ -149,7 +151,11 @@ impl Van {
             welcomed: Mutex::new(Vec::new()),
             goodbye: Mutex::new(false),
             goodbye_cv: Condvar::new(),
-            stats: VanStats::default(),
+            stats: VanStats {
+                shm: transport.shm_stats().unwrap_or_default(),
+                ..VanStats::default()
+            },
+            transport,
         })
     }
 
