@@ -135,6 +135,31 @@ fn edge_cases(kv: &KVWorker<f32>) -> Result<(), String> {
         Err(err) => println!("mismatched values refused: {err}"),
         Ok(_) => return Err("3 values for 2 keys were accepted".into()),
     }
+    answered_without_waiting(kv, key)
+}
+
+/// Two pushes back to back and no wait (the second goes lazily, behind the first's
+/// answer): both must be answered while this thread only sleeps.
+fn answered_without_waiting(kv: &KVWorker<f32>, key: u64) -> Result<(), String> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let done = std::sync::Arc::new(AtomicUsize::new(0));
+    for _ in 0..2 {
+        let d = std::sync::Arc::clone(&done);
+        let req = ps_core::kv::KvRequest::new(KVPairs::new(vec![key], vec![0.0], Vec::new()), 0, true, false);
+        kv.request(req, Some(Box::new(move |_| _ = d.fetch_add(1, Ordering::SeqCst))))
+            .map_err(|e| e.to_string())?;
+    }
+    let start = std::time::Instant::now();
+    while done.load(Ordering::SeqCst) < 2 {
+        if start.elapsed() > std::time::Duration::from_secs(10) {
+            return Err(format!(
+                "{} of 2 pushes answered within 10 s without a wait",
+                done.load(Ordering::SeqCst)
+            ));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    println!("pushes answered without a wait");
     Ok(())
 }
 

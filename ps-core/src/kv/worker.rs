@@ -3,7 +3,7 @@
 //! order. Every call returns at once with a timestamp; `wait*` blocks for the answer.
 
 use super::key_cache::SentKeys;
-use super::lazy::LazyLinks;
+use super::lazy::{flush_all, flush_if_idle, may_defer, LazyLinks};
 use super::pairs::{KVPairs, KvError};
 use super::range::{server_key_ranges, KeyRange};
 use super::replication::Chain;
@@ -94,14 +94,13 @@ impl<V: Pod + Send + Sync> KVWorker<V> {
                 return;
             }
             on_response(&st, &po2, &sent2, msg);
-            // an answer came: what was sent lazily behind it goes out now
-            lazy2.flush(po2.van());
+            flush_if_idle(&lazy2, &st, po2.van());
         })?;
         let chain = Chain::new(po.num_servers(), po.config().replicas);
         let (weak, weak_po, weak_lazy) = (Arc::downgrade(&state), Arc::downgrade(po), Arc::downgrade(&lazy));
         po.on_node_dead(move |_| {
             if let (Some(po), Some(lazy)) = (weak_po.upgrade(), weak_lazy.upgrade()) {
-                lazy.flush(po.van());
+                lazy.flush(po.van()); // whatever waited for a dead server's answer
             }
             if let (Some(st), Some(po)) = (weak.upgrade(), weak_po.upgrade()) {
                 if chain.replicas() > 0 {
@@ -171,8 +170,8 @@ impl<V: Pod + Send + Sync> KVWorker<V> {
         // targets are chosen under the lock `reroute` takes after a death is known:
         // a part sent to a server that just died is rerouted
         let mut st = self.state.lock();
-        // an earlier request awaits an answer, whose arrival flushes: send lazily
-        let lazy = st.values().any(|p| p.answered.contains(&false));
+        // a written request awaits an answer, whose arrival checks again: send lazily
+        let lazy = may_defer(&st);
         for &r in &targets {
             let mut msg = Message {
                 meta: Meta {
@@ -214,6 +213,7 @@ impl<V: Pod + Send + Sync> KVWorker<V> {
                 keys_resent: vec![false; parts.len()],
                 sent_to,
                 answered: (0..parts.len()).map(|r| !targets.contains(&r)).collect(),
+                lazy,
             },
         );
         drop(st);
@@ -242,15 +242,9 @@ impl<V: Pod + Send + Sync> KVWorker<V> {
                 Err(e) => log::info!("request {ts}: part for server {r} not delivered: {e}"),
             }
         }
-        // the answers awaited may all have come meanwhile (their flush ran first)
-        if lazy
-            && !self
-                .state
-                .lock()
-                .iter()
-                .any(|(&t, p)| t != ts && p.answered.contains(&false))
-        {
-            self.lazy.flush(self.po.van());
+        // the answers awaited may all have come meanwhile (their check ran first)
+        if lazy {
+            flush_if_idle(&self.lazy, &self.state, self.po.van());
         }
         Ok(ts)
     }
@@ -302,6 +296,10 @@ impl<V: Pod + Send + Sync> KVWorker<V> {
     }
 
     fn take(&self, ts: i32, timeout: Option<Duration>) -> Result<(Vec<ServerReply<V>>, SArray<u64>), KvError> {
+        // about to block: what waits lazily goes now (and counts as written)
+        if self.state.lock().get(&ts).is_some_and(|p| p.answered.contains(&false)) {
+            flush_all(&self.lazy, &self.state, self.po.van());
+        }
         match timeout {
             None => self.customer.wait_request(ts),
             Some(t) => {

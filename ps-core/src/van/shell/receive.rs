@@ -40,6 +40,13 @@ impl Van {
             return;
         }
         if let Some(r) = &self.resender {
+            if !msg.meta.is_control() && msg.meta.sender != EMPTY_ID && !self.transport.is_connected(msg.meta.sender) {
+                // a restarted scheduler before its table: neither the ACK nor an answer
+                // could go back, and once counted as seen the resends would be dropped
+                // as duplicates, the answer lost; the sender resends it
+                log::debug!("dropped {msg}: its sender is not connected yet");
+                return;
+            }
             let verdict = r.lock().on_receive(&msg.meta, self.now_ms());
             match verdict {
                 Incoming::Ack => return,
