@@ -11,6 +11,8 @@ pub mod lock_service;
 mod shell;
 pub mod shm;
 pub mod spin_read;
+mod tcp_link;
+mod tcp_read;
 pub mod tcp_transport;
 pub mod transport;
 pub mod zmq_transport;

@@ -11,99 +11,22 @@
 //! [`super::shm`] for the offer that follows the handshake and the marked lengths.
 
 use super::cork;
-use super::guard::{Guard, Incoming, Outgoing, Permit};
-use super::shm::{self, Shm, ShmLink, ShmReceiver};
+use super::guard::Guard;
+use super::shm::{self, Shm};
+use super::tcp_link::{header, open, tune, FlushClose, Link, Peer};
+pub(crate) use super::tcp_read::read_message;
+use super::tcp_read::{serve, Serve};
 use super::transport::{Deliver, Transport};
-use crate::auth::{Limits, Security};
+use crate::auth::Security;
 use bytes::Bytes;
 use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::io::{self, IoSlice, Read, Write};
-use std::net::{Shutdown, TcpListener, TcpStream, ToSocketAddrs};
+use std::io;
+use std::net::{Shutdown, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
-
-const MAGIC: u32 = u32::from_le_bytes(*b"PSRS");
-
-fn tune(s: &TcpStream) {
-    let _ = s.set_nodelay(true);
-}
-
-struct Peer {
-    addr: String,
-    stream: Option<Outgoing>,
-    /// Messages queued by a corked thread ([`cork`]), headers and frames in order.
-    queued: Vec<Bytes>,
-    queued_bytes: usize,
-    queued_msgs: usize,
-    shm: ShmLink,
-}
-
-impl Peer {
-    fn new(addr: String) -> Peer {
-        Peer {
-            addr,
-            stream: None,
-            queued: Vec::new(),
-            queued_bytes: 0,
-            queued_msgs: 0,
-            shm: ShmLink::NotOffered,
-        }
-    }
-
-    /// Writes every queued message in one vectored write (opening the connection
-    /// first if needed); on failure the connection is dropped, to be reopened by the
-    /// next send, and the queued messages are lost (as a failed send's).
-    fn write_queued(&mut self, guard: &Guard) -> io::Result<()> {
-        let queued = std::mem::take(&mut self.queued);
-        (self.queued_bytes, self.queued_msgs) = (0, 0);
-        if queued.is_empty() {
-            return Ok(());
-        }
-        if self.stream.is_none() {
-            self.stream = Some(open(&self.addr, guard)?);
-        }
-        let stream = self.stream.as_mut().expect("just opened");
-        let r = write_all(stream, &queued);
-        if r.is_err() {
-            // reconnect (and offer shared memory again) on the next send
-            self.stream = None;
-            self.shm = ShmLink::NotOffered;
-        }
-        r
-    }
-}
-
-/// One outgoing link: the peer's connection and its queue.
-struct Link {
-    peer: Mutex<Peer>,
-    guard: Arc<Guard>,
-}
-
-impl Link {
-    fn new(addr: String, guard: &Arc<Guard>) -> Arc<Link> {
-        Arc::new(Link {
-            peer: Mutex::new(Peer::new(addr)),
-            guard: Arc::clone(guard),
-        })
-    }
-
-    fn lock(&self) -> parking_lot::MutexGuard<'_, Peer> {
-        self.peer.lock()
-    }
-}
-
-impl cork::Flush for Link {
-    fn flush_queued(&self) {
-        let mut p = self.peer.lock();
-        let n = p.queued_msgs;
-        if let Err(e) = p.write_queued(&self.guard) {
-            log::debug!("{n} queued messages to {} not sent: {e}", p.addr);
-        }
-    }
-}
 
 /// TCP implementation of [`Transport`].
 pub struct TcpTransport {
@@ -196,164 +119,6 @@ impl Default for TcpTransport {
     fn default() -> Self {
         TcpTransport::new()
     }
-}
-
-fn open(addr: &str, guard: &Guard) -> io::Result<Outgoing> {
-    let sa = addr
-        .to_socket_addrs()?
-        .next()
-        .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("cannot resolve {addr}")))?;
-    let s = TcpStream::connect_timeout(&sa, Duration::from_secs(2))?;
-    tune(&s);
-    s.set_write_timeout(Some(Duration::from_secs(60)))?;
-    guard.connect(s, addr)
-}
-
-/// The header of a message of `frames` whose frames `i` with bit i of `marks` are
-/// shared-memory descriptors.
-fn header(frames: &[Bytes], marks: u128) -> Bytes {
-    let mut header = Vec::with_capacity(8 + 8 * frames.len());
-    header.extend_from_slice(&MAGIC.to_le_bytes());
-    header.extend_from_slice(&(frames.len() as u32).to_le_bytes());
-    for (i, f) in frames.iter().enumerate() {
-        header.extend_from_slice(&shm::wire::mark(f.len() as u64, i < 128 && marks >> i & 1 == 1).to_le_bytes());
-    }
-    Bytes::from(header)
-}
-
-/// Writes `bufs` whole, in as few vectored writes as the kernel takes, then flushes.
-fn write_all(stream: &mut impl Write, bufs: &[Bytes]) -> io::Result<()> {
-    let mut slices: Vec<IoSlice<'_>> = bufs.iter().filter(|b| !b.is_empty()).map(|b| IoSlice::new(b)).collect();
-    let mut rest = &mut slices[..];
-    while !rest.is_empty() {
-        let n = stream.write_vectored(rest)?;
-        if n == 0 {
-            return Err(io::Error::new(io::ErrorKind::WriteZero, "connection closed"));
-        }
-        IoSlice::advance_slices(&mut rest, n);
-    }
-    stream.flush()
-}
-
-#[cfg(test)]
-fn write_message(stream: &mut impl Write, frames: &[Bytes]) -> io::Result<()> {
-    let mut bufs = vec![header(frames, 0)];
-    bufs.extend(frames.iter().cloned());
-    write_all(stream, &bufs)
-}
-
-/// Reads one message; `Ok(None)` at a clean end of stream.
-pub(crate) fn read_message(r: &mut impl Read, limits: &Limits) -> io::Result<Option<Vec<Bytes>>> {
-    read_message_shm(r, limits, &mut ShmReceiver::none())
-}
-
-/// Reads one message, answering a shared-memory offer and resolving descriptor frames
-/// through `shm` on the way; a message with a bad descriptor is dropped (logged by
-/// `shm`) and the next one read.
-fn read_message_shm(r: &mut impl Read, limits: &Limits, shm: &mut ShmReceiver) -> io::Result<Option<Vec<Bytes>>> {
-    loop {
-        let mut head = [0u8; 8];
-        match r.read_exact(&mut head) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),
-            Err(e) => return Err(e),
-        }
-        let bad = |why: String| io::Error::new(io::ErrorKind::InvalidData, why);
-        let magic = u32::from_le_bytes(head[..4].try_into().expect("4 bytes"));
-        let n = u32::from_le_bytes(head[4..].try_into().expect("4 bytes"));
-        if magic == shm::wire::OFFER_MAGIC {
-            shm.on_offer(r, n)?;
-            continue;
-        }
-        if magic != MAGIC {
-            return Err(bad(format!("not a psrs stream (magic {magic:#x})")));
-        }
-        limits.check_message(n as usize, 0).map_err(bad)?;
-        let mut lens = vec![0u8; 8 * n as usize];
-        r.read_exact(&mut lens)?;
-        let mut lens: Vec<u64> = lens
-            .chunks_exact(8)
-            .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
-            .collect();
-        let marks = shm::wire::unmark(&mut lens);
-        let total = lens.iter().try_fold(0u64, |a, &l| a.checked_add(l)).unwrap_or(u64::MAX);
-        limits.check_message(n as usize, total).map_err(bad)?;
-        let mut frames = Vec::with_capacity(n as usize);
-        for len in lens {
-            let mut buf = Vec::with_capacity(len as usize);
-            r.take(len).read_to_end(&mut buf)?;
-            if buf.len() as u64 != len {
-                return Err(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    "connection closed mid-message",
-                ));
-            }
-            frames.push(Bytes::from(buf));
-        }
-        if shm.resolve(&mut frames, marks) {
-            return Ok(Some(frames));
-        }
-    }
-}
-
-/// Reads the accepted connection number `id` until it ends, then closes it.
-fn serve(id: u64, incoming: Arc<Mutex<HashMap<u64, TcpStream>>>, stream: TcpStream, ctx: Serve) {
-    read_all(stream, ctx);
-    if let Some(s) = incoming.lock().remove(&id) {
-        let _ = s.shutdown(Shutdown::Both);
-    }
-}
-
-/// What a reader thread needs besides its stream.
-struct Serve {
-    deliver: Deliver,
-    stop: Arc<AtomicBool>,
-    guard: Arc<Guard>,
-    permit: Permit,
-    spin: Duration,
-    shm: Arc<Shm>,
-}
-
-fn read_all(stream: TcpStream, ctx: Serve) {
-    let Serve {
-        deliver,
-        stop,
-        guard,
-        permit,
-        spin,
-        shm,
-    } = ctx;
-    let Ok(addr) = stream.peer_addr() else { return };
-    let peer = addr.to_string();
-    let mut shm = shm.incoming(stream.try_clone().ok(), addr);
-    let mut r: Incoming = match guard.accept_spinning(stream, addr, permit, spin) {
-        Ok(r) => r,
-        Err(e) if !e.counts_against_peer() => {
-            // a probe, or a peer that gave up: not worth a warning
-            log::debug!("connection from {peer}: {e}");
-            return;
-        }
-        Err(e) => {
-            log::warn!("refused a connection from {peer}: {e}");
-            return;
-        }
-    };
-    let limits = guard.limits().clone();
-    // the handlers' sends are written when the buffer runs dry (SpinRead flushes)
-    cork::begin();
-    while !stop.load(Ordering::Relaxed) {
-        match read_message_shm(&mut r, &limits, &mut shm) {
-            Ok(Some(frames)) => deliver(frames),
-            Ok(None) => break,
-            Err(e) => {
-                if !stop.load(Ordering::Relaxed) && e.kind() != io::ErrorKind::ConnectionReset {
-                    log::warn!("dropped a malformed message from {peer} and closed the connection: {e}");
-                }
-                break;
-            }
-        }
-    }
-    cork::flush();
 }
 
 impl Transport for TcpTransport {
@@ -503,18 +268,6 @@ impl Transport for TcpTransport {
     }
 }
 
-trait FlushClose {
-    fn flush_and_close(self) -> io::Result<()>;
-}
-
-impl FlushClose for Outgoing {
-    /// Flushes and half-closes, so the last messages reach the peer before it sees EOF.
-    fn flush_and_close(mut self) -> io::Result<()> {
-        self.flush()?;
-        self.shutdown(Shutdown::Write)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -563,31 +316,5 @@ mod tests {
         assert_eq!(got.recv_timeout(Duration::from_secs(5)).unwrap(), &b"d"[..]);
         tx.close();
         rx.close();
-    }
-
-    #[test]
-    fn frames_round_trip_and_garbage_is_an_error() {
-        let frames = vec![
-            Bytes::from_static(b"meta"),
-            Bytes::new(),
-            Bytes::from(vec![7u8; 100_000]),
-        ];
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        let mut w = TcpStream::connect(l.local_addr().unwrap()).unwrap();
-        let (mut r, _) = l.accept().unwrap();
-        write_message(&mut w, &frames).unwrap();
-        assert_eq!(read_message(&mut r, &Limits::default()).unwrap().unwrap(), frames);
-        w.write_all(b"GET / HTTP/1.0\r\n\r\n").unwrap();
-        assert!(read_message(&mut r, &Limits::default()).is_err());
-        let mut huge = Vec::new();
-        huge.extend_from_slice(&MAGIC.to_le_bytes());
-        huge.extend_from_slice(&1u32.to_le_bytes());
-        huge.extend_from_slice(&u64::MAX.to_le_bytes());
-        assert!(read_message(&mut &huge[..], &Limits::default()).is_err());
-        let mut many = Vec::new();
-        many.extend_from_slice(&MAGIC.to_le_bytes());
-        many.extend_from_slice(&u32::MAX.to_le_bytes());
-        assert!(read_message(&mut &many[..], &Limits::default()).is_err());
-        assert!(read_message(&mut &b""[..], &Limits::default()).unwrap().is_none());
     }
 }
