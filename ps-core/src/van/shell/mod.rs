@@ -79,6 +79,9 @@ pub struct Van {
     welcomed: Mutex<Vec<i32>>,
     goodbye: Mutex<bool>,
     goodbye_cv: Condvar,
+    /// With the resender on: data messages from nodes this one cannot answer yet (not
+    /// connected: a restarted scheduler before its table), replayed once connected.
+    unconnected: Mutex<std::collections::VecDeque<Message>>,
     /// Traffic counters.
     pub stats: VanStats,
 }
@@ -148,6 +151,7 @@ impl Van {
             last_from_scheduler: AtomicU64::new(0),
             peers: RwLock::new(Peers::new()),
             heard_from_scheduler: AtomicBool::new(false),
+            unconnected: Mutex::default(),
             welcomed: Mutex::new(Vec::new()),
             goodbye: Mutex::new(false),
             goodbye_cv: Condvar::new(),

@@ -9,6 +9,9 @@ use crate::protocol::resender::Incoming;
 use crate::protocol::scheduler::Action;
 use std::sync::atomic::Ordering;
 
+/// At most this many messages wait for their senders to be connected.
+const MAX_UNCONNECTED: usize = 1024;
+
 impl Van {
     pub(super) fn on_frames(&self, frames: Vec<bytes::Bytes>) {
         failover::IN_RECV.with(|r| r.set(true));
@@ -39,12 +42,25 @@ impl Van {
             log::debug!("PS_DROP_MSG dropped {msg}");
             return;
         }
+        self.acknowledge_and_process(msg);
+    }
+
+    /// Acknowledges and de-duplicates `msg` through the resender (when on), then
+    /// processes it. A data message from a node not connected yet (a restarted
+    /// scheduler before its table) waits unacknowledged until it is: neither the ACK
+    /// nor an answer could go back, and once counted as seen its resends would be
+    /// dropped as duplicates, the answer lost.
+    fn acknowledge_and_process(&self, msg: Message) {
         if let Some(r) = &self.resender {
             if !msg.meta.is_control() && msg.meta.sender != EMPTY_ID && !self.transport.is_connected(msg.meta.sender) {
-                // a restarted scheduler before its table: neither the ACK nor an answer
-                // could go back, and once counted as seen the resends would be dropped
-                // as duplicates, the answer lost; the sender resends it
-                log::debug!("dropped {msg}: its sender is not connected yet");
+                let mut q = self.unconnected.lock();
+                if q.len() >= MAX_UNCONNECTED {
+                    if let Some(old) = q.pop_front() {
+                        log::debug!("dropped {old}: too many messages from nodes not connected yet");
+                    }
+                }
+                log::debug!("held {msg}: its sender is not connected yet");
+                q.push_back(msg);
                 return;
             }
             let verdict = r.lock().on_receive(&msg.meta, self.now_ms());
@@ -60,6 +76,25 @@ impl Van {
             }
         }
         self.process(msg);
+    }
+
+    /// Processes the held messages whose senders are connected now.
+    pub(super) fn replay_unconnected(&self) {
+        let ready: Vec<Message> = {
+            let mut q = self.unconnected.lock();
+            if q.is_empty() {
+                return;
+            }
+            let all = std::mem::take(&mut *q);
+            let (ready, wait): (Vec<Message>, Vec<Message>) = all
+                .into_iter()
+                .partition(|m| self.transport.is_connected(m.meta.sender));
+            q.extend(wait);
+            ready
+        };
+        for m in ready {
+            self.acknowledge_and_process(m);
+        }
     }
 
     pub(super) fn ack(&self, msg: &Message, sig: u64) {
@@ -185,9 +220,20 @@ impl Van {
         if let Some(h) = self.handler() {
             h.on_nodes_changed(&snapshot, &revived);
         }
+        self.replay_unconnected();
     }
 
     pub(super) fn execute(&self, actions: Vec<Action>) {
+        let replay = actions
+            .iter()
+            .any(|a| matches!(a, Action::Connect(_) | Action::Table(_)));
+        self.execute_all(actions);
+        if replay {
+            self.replay_unconnected();
+        }
+    }
+
+    fn execute_all(&self, actions: Vec<Action>) {
         for a in actions {
             match a {
                 Action::Connect(n) => {
