@@ -1,14 +1,15 @@
-//! A KV worker's lazily sent request parts. While a request that was written awaits
-//! its answer, a new request's parts wait in their links' queues
+//! A KV worker's lazily sent request parts. While an earlier request awaits its
+//! answer, a new request's parts wait in their links' queues
 //! ([`crate::van::Van::send_lazy`]) instead of each taking a write of its own. They
-//! are written when the sending thread blocks in a wait (the usual case: a window of
-//! requests then goes out in one vectored write per link), when the link's next
-//! prompt message goes, or at the latest when no written request awaits an answer
-//! any more (the last answer's reader writes them: nothing else would) or a server
-//! is declared dead. A request with nothing written before it in flight goes at once
-//! (no added latency).
+//! are written when the sending thread is about to block in a wait, when the link's
+//! next prompt message goes, when the next answer arrives (its reader thread writes
+//! them before it reads again), or when a server is declared dead; so a window of
+//! requests goes out in a few vectored writes. A request with nothing before it in
+//! flight goes at once (no added latency). (Holding them until no written request
+//! awaited an answer batched more, but stalled training ~3 s after a kill in
+//! tests/train_failover.rs.)
 
-use super::worker_state::{Pending, State};
+use super::worker_state::Pending;
 use crate::van::Van;
 use bytemuck::Pod;
 use parking_lot::Mutex;
@@ -37,26 +38,8 @@ impl LazyLinks {
     }
 }
 
-/// True if a request written at once (not lazily) awaits an answer: its answer will
-/// come and check again, so a new request may wait in its links' queues.
+/// True if a request awaits an answer: its answer will come and flush the noted
+/// links, so a new request may wait in its links' queues.
 pub(crate) fn may_defer<V: Pod>(pending: &HashMap<i32, Pending<V>>) -> bool {
-    pending.values().any(|p| !p.lazy && p.answered.contains(&false))
-}
-
-/// After an answer, a lazy send, or a death: when no request written at once awaits
-/// an answer any more, writes every noted link and counts every lazy request as
-/// written.
-pub(crate) fn flush_if_idle<V: Pod>(links: &LazyLinks, state: &State<V>, van: &Van) {
-    if !may_defer(&state.lock()) {
-        flush_all(links, state, van);
-    }
-}
-
-/// Writes every noted link and counts every lazy request as written (a thread about
-/// to wait for an answer does this first).
-pub(crate) fn flush_all<V: Pod>(links: &LazyLinks, state: &State<V>, van: &Van) {
-    for p in state.lock().values_mut() {
-        p.lazy = false;
-    }
-    links.flush(van);
+    pending.values().any(|p| p.answered.contains(&false))
 }

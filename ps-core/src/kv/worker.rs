@@ -3,7 +3,7 @@
 //! order. Every call returns at once with a timestamp; `wait*` blocks for the answer.
 
 use super::key_cache::SentKeys;
-use super::lazy::{flush_all, flush_if_idle, may_defer, LazyLinks};
+use super::lazy::{may_defer, LazyLinks};
 use super::pairs::{KVPairs, KvError};
 use super::range::{server_key_ranges, KeyRange};
 use super::replication::Chain;
@@ -94,7 +94,8 @@ impl<V: Pod + Send + Sync> KVWorker<V> {
                 return;
             }
             on_response(&st, &po2, &sent2, msg);
-            flush_if_idle(&lazy2, &st, po2.van());
+            // an answer came: what waited lazily behind it goes out
+            lazy2.flush(po2.van());
         })?;
         let chain = Chain::new(po.num_servers(), po.config().replicas);
         let (weak, weak_po, weak_lazy) = (Arc::downgrade(&state), Arc::downgrade(po), Arc::downgrade(&lazy));
@@ -170,7 +171,7 @@ impl<V: Pod + Send + Sync> KVWorker<V> {
         // targets are chosen under the lock `reroute` takes after a death is known:
         // a part sent to a server that just died is rerouted
         let mut st = self.state.lock();
-        // a written request awaits an answer, whose arrival checks again: send lazily
+        // an earlier request awaits an answer, whose arrival flushes: send lazily
         let lazy = may_defer(&st);
         for &r in &targets {
             let mut msg = Message {
@@ -213,7 +214,6 @@ impl<V: Pod + Send + Sync> KVWorker<V> {
                 keys_resent: vec![false; parts.len()],
                 sent_to,
                 answered: (0..parts.len()).map(|r| !targets.contains(&r)).collect(),
-                lazy,
             },
         );
         drop(st);
@@ -242,9 +242,15 @@ impl<V: Pod + Send + Sync> KVWorker<V> {
                 Err(e) => log::info!("request {ts}: part for server {r} not delivered: {e}"),
             }
         }
-        // the answers awaited may all have come meanwhile (their check ran first)
-        if lazy {
-            flush_if_idle(&self.lazy, &self.state, self.po.van());
+        // the answers awaited may all have come meanwhile (their flush ran first)
+        if lazy
+            && !self
+                .state
+                .lock()
+                .iter()
+                .any(|(&t, p)| t != ts && p.answered.contains(&false))
+        {
+            self.lazy.flush(self.po.van());
         }
         Ok(ts)
     }
@@ -298,7 +304,7 @@ impl<V: Pod + Send + Sync> KVWorker<V> {
     fn take(&self, ts: i32, timeout: Option<Duration>) -> Result<(Vec<ServerReply<V>>, SArray<u64>), KvError> {
         // about to block: what waits lazily goes now (and counts as written)
         if self.state.lock().get(&ts).is_some_and(|p| p.answered.contains(&false)) {
-            flush_all(&self.lazy, &self.state, self.po.van());
+            self.lazy.flush(self.po.van());
         }
         match timeout {
             None => self.customer.wait_request(ts),

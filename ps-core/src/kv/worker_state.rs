@@ -34,8 +34,6 @@ pub(crate) struct Pending<V: Pod> {
     pub(crate) sent_to: Vec<i32>,
     /// Per range: whether its answer is in (ranges not asked count as answered).
     pub(crate) answered: Vec<bool>,
-    /// Sent lazily and maybe still in its links' queues (see `kv/lazy.rs`).
-    pub(crate) lazy: bool,
 }
 
 /// The pending requests by timestamp.
