@@ -100,13 +100,12 @@ impl<V: Pod + Send + Sync> KVWorker<V> {
         let chain = Chain::new(po.num_servers(), po.config().replicas);
         let (weak, weak_po, weak_lazy) = (Arc::downgrade(&state), Arc::downgrade(po), Arc::downgrade(&lazy));
         po.on_node_dead(move |_| {
-            if let (Some(po), Some(lazy)) = (weak_po.upgrade(), weak_lazy.upgrade()) {
+            let Some(po) = weak_po.upgrade() else { return };
+            if let Some(lazy) = weak_lazy.upgrade() {
                 lazy.flush(po.van()); // whatever waited for a dead server's answer
             }
-            if let (Some(st), Some(po)) = (weak.upgrade(), weak_po.upgrade()) {
-                if chain.replicas() > 0 {
-                    reroute(&st, &po, &chain);
-                }
+            if let Some(st) = weak.upgrade().filter(|_| chain.replicas() > 0) {
+                reroute(&st, &po, &chain);
             }
         });
         Ok(KVWorker {
@@ -172,7 +171,7 @@ impl<V: Pod + Send + Sync> KVWorker<V> {
         // a part sent to a server that just died is rerouted
         let mut st = self.state.lock();
         // an earlier request awaits an answer, whose arrival flushes: send lazily
-        let lazy = may_defer(&st);
+        let lazy = may_defer(&st, ts);
         for &r in &targets {
             let mut msg = Message {
                 meta: Meta {
@@ -243,13 +242,7 @@ impl<V: Pod + Send + Sync> KVWorker<V> {
             }
         }
         // the answers awaited may all have come meanwhile (their flush ran first)
-        if lazy
-            && !self
-                .state
-                .lock()
-                .iter()
-                .any(|(&t, p)| t != ts && p.answered.contains(&false))
-        {
+        if lazy && !may_defer(&self.state.lock(), ts) {
             self.lazy.flush(self.po.van());
         }
         Ok(ts)
@@ -302,10 +295,6 @@ impl<V: Pod + Send + Sync> KVWorker<V> {
     }
 
     fn take(&self, ts: i32, timeout: Option<Duration>) -> Result<(Vec<ServerReply<V>>, SArray<u64>), KvError> {
-        // about to block: what waits lazily goes now (and counts as written)
-        if self.state.lock().get(&ts).is_some_and(|p| p.answered.contains(&false)) {
-            self.lazy.flush(self.po.van());
-        }
         match timeout {
             None => self.customer.wait_request(ts),
             Some(t) => {
