@@ -34,6 +34,21 @@ struct Tracker {
     cv: Condvar,
 }
 
+impl crate::van::cork::Wake for Tracker {
+    fn wake(&self) {
+        self.cv.notify_all();
+    }
+}
+
+/// Wakes `t`'s waiters: at once, or, on a corked reader thread, when it has handled
+/// what it read (one wake-up per batch of answers).
+fn wake(t: &Arc<Tracker>) {
+    let w: Arc<dyn crate::van::cork::Wake> = t.clone();
+    if !crate::van::cork::defer_wake(&w) {
+        t.cv.notify_all();
+    }
+}
+
 /// A registered customer. Dropping it unregisters it and stops its thread.
 pub struct Customer {
     app_id: i32,
@@ -150,7 +165,7 @@ impl Customer {
             e.done()
         });
         if done {
-            self.tracker.cv.notify_all();
+            wake(&self.tracker);
         }
     }
 
@@ -199,7 +214,7 @@ pub const STATUS_NOT_COUNTED: i32 = i32::MIN + 1;
 
 /// Runs `handle` on `msg`; a response then counts towards its request (unless its
 /// status is [`STATUS_NOT_COUNTED`], or its sender answered the request already).
-fn accept(t: &Tracker, msg: Message, handle: &mut impl FnMut(Message)) {
+fn accept(t: &Arc<Tracker>, msg: Message, handle: &mut impl FnMut(Message)) {
     let response = (!msg.meta.request && msg.meta.status != STATUS_NOT_COUNTED)
         .then_some((msg.meta.timestamp, (msg.meta.sender, msg.meta.range)));
     handle(msg);
@@ -214,7 +229,7 @@ fn accept(t: &Tracker, msg: Message, handle: &mut impl FnMut(Message)) {
             // waiters wait for a request to be done: wake them only then
             if e.done() {
                 drop(r);
-                t.cv.notify_all();
+                wake(t);
             }
         }
     }
@@ -250,7 +265,7 @@ mod tests {
 
     #[test]
     fn a_response_counts_once_per_sender_and_not_counted_ones_never() {
-        let t = Tracker::default();
+        let t = Arc::new(Tracker::default());
         t.requests.lock().insert(
             3,
             Pending {
@@ -272,5 +287,50 @@ mod tests {
         assert!(t.requests.lock()[&3].done());
         accept(&t, response(99, 8, 0), &mut h); // unknown request: handled, not counted
         assert_eq!(seen, 5, "the handle sees every message");
+    }
+
+    #[test]
+    fn a_reader_thread_wakes_the_waiter_when_it_has_handled_its_batch() {
+        let t = Arc::new(Tracker::default());
+        for ts in [1, 2] {
+            t.requests.lock().insert(
+                ts,
+                Pending {
+                    expected: 1,
+                    received: 0,
+                    from: Vec::new(),
+                },
+            );
+        }
+        let (woke_tx, woke_rx) = crossbeam_channel::unbounded();
+        let (ready_tx, ready_rx) = crossbeam_channel::bounded(1);
+        let waiter = {
+            let t = Arc::clone(&t);
+            std::thread::spawn(move || {
+                let mut r = t.requests.lock();
+                ready_tx.send(()).unwrap(); // the reader locks only once this waits
+                while !r[&2].done() {
+                    t.cv.wait(&mut r);
+                    woke_tx.send(r[&2].done()).unwrap();
+                }
+            })
+        };
+        let reader = {
+            let t = Arc::clone(&t);
+            std::thread::spawn(move || {
+                ready_rx.recv().unwrap();
+                crate::van::cork::begin();
+                let mut h = |_m: Message| {};
+                accept(&t, response(1, 8, 0), &mut h);
+                // a waiter woken now would find request 2 not done
+                std::thread::sleep(Duration::from_millis(50));
+                accept(&t, response(2, 8, 0), &mut h);
+                crate::van::cork::flush(); // the batch is handled: wake now
+            })
+        };
+        reader.join().unwrap();
+        waiter.join().unwrap();
+        let wakes: Vec<bool> = woke_rx.try_iter().collect();
+        assert_eq!(wakes, vec![true], "one wake-up, with both requests done");
     }
 }

@@ -27,6 +27,14 @@ pub trait Flush: Send + Sync {
     fn flush_queued(&self);
 }
 
+/// Something a corked thread wakes at its next [`flush`] instead of at once: e.g. the
+/// waiters of requests its handlers completed, so an application thread waiting on a
+/// window of requests wakes once per batch of answers read, not once per answer.
+pub trait Wake: Send + Sync {
+    /// Wakes whoever waits on this.
+    fn wake(&self);
+}
+
 /// A thread's corking state.
 #[derive(Default)]
 struct ThreadCork {
@@ -34,6 +42,8 @@ struct ThreadCork {
     corked: bool,
     /// The links this thread queued messages on and has not written yet.
     links: Vec<Arc<dyn Flush>>,
+    /// What this thread's next flush wakes.
+    wakes: Vec<Arc<dyn Wake>>,
 }
 
 impl ThreadCork {
@@ -78,11 +88,30 @@ pub fn remember(link: &Arc<dyn Flush>) {
     CORK.with(|c| c.borrow_mut().note(link));
 }
 
-/// Writes every link the current thread queued messages on. Cheap when there are none.
+/// Defers `w`'s wake-up to the current thread's next [`flush`] if the thread corks
+/// (returns true); false if it does not (the caller wakes at once).
+pub fn defer_wake(w: &Arc<dyn Wake>) -> bool {
+    CORK.with(|c| {
+        let mut c = c.borrow_mut();
+        if c.corked && !c.wakes.iter().any(|x| Arc::ptr_eq(x, w)) {
+            c.wakes.push(Arc::clone(w));
+        }
+        c.corked
+    })
+}
+
+/// Writes every link the current thread queued messages on, then wakes what it
+/// deferred ([`defer_wake`]). Cheap when there is nothing.
 pub fn flush() {
-    let links = CORK.with(|c| std::mem::take(&mut c.borrow_mut().links));
+    let (links, wakes) = CORK.with(|c| {
+        let mut c = c.borrow_mut();
+        (std::mem::take(&mut c.links), std::mem::take(&mut c.wakes))
+    });
     for l in links {
         l.flush_queued();
+    }
+    for w in wakes {
+        w.wake();
     }
 }
 
@@ -130,5 +159,32 @@ mod tests {
         .join()
         .unwrap();
         assert!(!active(), "corking is per thread");
+    }
+
+    #[derive(Default)]
+    struct Woken(AtomicUsize);
+
+    impl Wake for Woken {
+        fn wake(&self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn a_corked_thread_wakes_once_at_its_flush_after_writing_its_links() {
+        std::thread::spawn(|| {
+            let w: Arc<Woken> = Arc::default();
+            let dw: Arc<dyn Wake> = w.clone();
+            assert!(!defer_wake(&dw), "an uncorked thread wakes at once");
+            begin();
+            assert!(defer_wake(&dw) && defer_wake(&dw));
+            assert_eq!(w.0.load(Ordering::SeqCst), 0, "deferred, not woken yet");
+            flush();
+            assert_eq!(w.0.load(Ordering::SeqCst), 1, "one wake-up per flush");
+            flush();
+            assert_eq!(w.0.load(Ordering::SeqCst), 1);
+        })
+        .join()
+        .unwrap();
     }
 }

@@ -6,27 +6,28 @@
 use super::cork;
 use super::guard::{Guard, Incoming, Permit};
 use super::shm::{self, Shm, ShmReceiver};
+use super::spin_read::FrameRead;
 use super::tcp_link::MAGIC;
 use super::transport::Deliver;
 use crate::auth::Limits;
 use bytes::Bytes;
 use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::io::{self, Read};
+use std::io;
 use std::net::{Shutdown, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 /// Reads one message; `Ok(None)` at a clean end of stream.
-pub(crate) fn read_message(r: &mut impl Read, limits: &Limits) -> io::Result<Option<Vec<Bytes>>> {
+pub(crate) fn read_message(r: &mut impl FrameRead, limits: &Limits) -> io::Result<Option<Vec<Bytes>>> {
     read_message_shm(r, limits, &mut ShmReceiver::none())
 }
 
 /// Reads one message, answering a shared-memory offer and resolving descriptor frames
 /// through `shm` on the way; a message with a bad descriptor is dropped (logged by
 /// `shm`) and the next one read.
-fn read_message_shm(r: &mut impl Read, limits: &Limits, shm: &mut ShmReceiver) -> io::Result<Option<Vec<Bytes>>> {
+fn read_message_shm(r: &mut impl FrameRead, limits: &Limits, shm: &mut ShmReceiver) -> io::Result<Option<Vec<Bytes>>> {
     loop {
         let mut head = [0u8; 8];
         match r.read_exact(&mut head) {
@@ -56,15 +57,7 @@ fn read_message_shm(r: &mut impl Read, limits: &Limits, shm: &mut ShmReceiver) -
         limits.check_message(n as usize, total).map_err(bad)?;
         let mut frames = Vec::with_capacity(n as usize);
         for len in lens {
-            let mut buf = Vec::with_capacity(len as usize);
-            r.take(len).read_to_end(&mut buf)?;
-            if buf.len() as u64 != len {
-                return Err(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    "connection closed mid-message",
-                ));
-            }
-            frames.push(Bytes::from(buf));
+            frames.push(Bytes::from(r.read_frame(len as usize)?));
         }
         if shm.resolve(&mut frames, marks) {
             return Ok(Some(frames));

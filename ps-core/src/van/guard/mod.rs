@@ -7,7 +7,7 @@
 
 mod sealed_io;
 
-use super::spin_read::SpinRead;
+use super::spin_read::{FrameRead, SpinRead};
 use crate::auth::gate::{Gate, HandshakeFailure};
 use crate::auth::handshake::{AfterHello, Initiator, Refusal, Responder, CHALLENGE_LEN, HELLO_LEN, PROOF_LEN};
 use crate::auth::{Limits, Security};
@@ -48,13 +48,19 @@ impl Drop for Permit {
 
 /// An authenticated incoming link: read messages from it.
 pub struct Incoming {
-    reader: Box<dyn Read + Send>,
+    reader: Box<dyn FrameRead + Send>,
     _permit: Permit,
 }
 
 impl Read for Incoming {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         self.reader.read(buf)
+    }
+}
+
+impl FrameRead for Incoming {
+    fn read_frame(&mut self, len: usize) -> io::Result<Vec<u8>> {
+        self.reader.read_frame(len)
     }
 }
 
@@ -179,7 +185,7 @@ impl Guard {
         match self.respond(&mut tcp) {
             Ok(key) => {
                 let tcp = SpinRead::new(tcp, spin);
-                let reader: Box<dyn Read + Send> = match key {
+                let reader: Box<dyn FrameRead + Send> = match key {
                     Some(k) => Box::new(SealedReader::new(BufReader::with_capacity(1 << 16, tcp), &k)),
                     None => Box::new(BufReader::with_capacity(1 << 16, tcp)),
                 };

@@ -122,6 +122,9 @@ impl<R: Read> Read for SealedReader<R> {
     }
 }
 
+/// Frames of a sealed link are read through the decrypting reader.
+impl<R: Read> crate::van::spin_read::FrameRead for SealedReader<R> {}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -151,3 +154,4 @@ mod tests {
         assert!(SealedReader::new(&wire[..50], &key).read_to_end(&mut sink).is_err());
     }
 }
+
