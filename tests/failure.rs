@@ -57,19 +57,31 @@ fn killed_worker_is_declared_dead_and_barriers_go_on() {
     assert!(out.contains("barrier leave 39 node 1 "), "{}", c.dump());
 }
 
+/// Killed at several moments of the exchange: a survivor's request to the dead worker
+/// (on a link the kill broke) must not fail, the resender delivers it to the
+/// replacement.
 #[test]
 fn replacement_worker_takes_the_dead_id_and_the_job_completes() {
-    let args = ["simple-app", "--requests", "300", "--interval-ms", "20"];
+    for kill_after_ms in [100, 500, 1300] {
+        replacement_worker_case(kill_after_ms);
+    }
+}
+
+fn replacement_worker_case(kill_after_ms: u64) {
+    let args = ["simple-app", "--requests", "300", "--interval-ms", "10"];
     let mut c = Cluster::start(1, 2, &args, HB, LIMIT);
     for i in 0..4 {
         wait_started(&mut c, i);
     }
-    std::thread::sleep(Duration::from_millis(500));
+    std::thread::sleep(Duration::from_millis(kill_after_ms));
     let victim = started_id(&c, 3);
     let t = Instant::now();
     c.kill(3);
     c.wait_for_output(0, "the death report", |s| s.contains("declared dead"));
-    println!("worker {victim} declared dead after {:?}", t.elapsed());
+    println!(
+        "killed at {kill_after_ms} ms: worker {victim} declared dead after {:?}",
+        t.elapsed()
+    );
     let r = c.spawn("worker");
     let new_id = wait_started(&mut c, r);
     println!("replacement took id {new_id} {:?} after the kill", t.elapsed());

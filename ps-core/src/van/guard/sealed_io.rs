@@ -154,4 +154,3 @@ mod tests {
         assert!(SealedReader::new(&wire[..50], &key).read_to_end(&mut sink).is_err());
     }
 }
-

@@ -24,6 +24,8 @@ mod leased;
 mod leave;
 mod peers;
 mod receive;
+#[cfg(test)]
+mod send_tests;
 mod start;
 
 /// How many times the resender resends one message before giving up.
@@ -229,7 +231,9 @@ impl Van {
     }
 
     /// Sends `msg` to `msg.meta.recver`, filling in the sender; tracked by the
-    /// resender when it is on. Returns the bytes sent.
+    /// resender when it is on. Returns the bytes sent (0 for a message the resender
+    /// tracks whose link broke: it is sent again, not failed). Fails if the receiver is
+    /// unknown (`NotConnected`), or the link broke and no resender tracks it.
     pub fn send(&self, msg: Message) -> io::Result<usize> {
         self.send_with(msg, false)
     }
@@ -248,12 +252,23 @@ impl Van {
             msg.meta.incarnation = me.incarnation;
         }
         self.stamp(&mut msg);
+        let mut tracked = false;
         if let Some(r) = &self.resender {
             if needs_ack(&msg.meta) {
                 r.lock().on_send(signature(&msg.meta), msg.clone(), self.now_ms());
+                tracked = true;
             }
         }
-        self.send_frames(&msg, lazy)
+        match self.send_frames(&msg, lazy) {
+            // the resender has it and sends it again: a broken link loses it like a
+            // lossy network would, it does not fail the send (a link to a peer that
+            // just died fails on TCP where ZMQ would have queued the message)
+            Err(e) if tracked && e.kind() != io::ErrorKind::NotConnected => {
+                log::debug!("{msg} not written ({e}); the resender sends it again");
+                Ok(0)
+            }
+            r => r,
+        }
     }
 
     /// Writes what waits in the link to `peer` (see [`Van::send_lazy`]).
