@@ -11,6 +11,12 @@
 //! sends ([`crate::van::Transport::send_lazy`], a KV worker's request while an earlier
 //! one awaits its answer): those wait for the link's next flush (the answer's arrival)
 //! or for the thread to block in one of ps-core's waits, which all call [`flush`].
+//!
+//! A reader thread also defers waking the waiters of the requests its handlers
+//! complete ([`defer_wake`]) to the same moment, so a thread waiting on a window of
+//! requests wakes once per batch of answers. Deferred wake-ups go out before anything
+//! that may block the reader ([`wake_now`]: each write, each new connection, a
+//! shared-memory offer), never behind a slow peer.
 
 use std::cell::RefCell;
 use std::sync::Arc;
@@ -100,18 +106,23 @@ pub fn defer_wake(w: &Arc<dyn Wake>) -> bool {
     })
 }
 
-/// Writes every link the current thread queued messages on, then wakes what it
-/// deferred ([`defer_wake`]). Cheap when there is nothing.
-pub fn flush() {
-    let (links, wakes) = CORK.with(|c| {
-        let mut c = c.borrow_mut();
-        (std::mem::take(&mut c.links), std::mem::take(&mut c.wakes))
-    });
-    for l in links {
-        l.flush_queued();
-    }
+/// Wakes what the current thread deferred ([`defer_wake`]) at once. Called before
+/// anything that may block the thread (every write and every new connection of the
+/// TCP van), so no waiter waits on this thread's I/O to a slow or stopped peer.
+pub fn wake_now() {
+    let wakes = CORK.with(|c| std::mem::take(&mut c.borrow_mut().wakes));
     for w in wakes {
         w.wake();
+    }
+}
+
+/// Wakes what the current thread deferred ([`defer_wake`]), then writes every link it
+/// queued messages on. Cheap when there is nothing.
+pub fn flush() {
+    wake_now();
+    let links = CORK.with(|c| std::mem::take(&mut c.borrow_mut().links));
+    for l in links {
+        l.flush_queued();
     }
 }
 
@@ -171,7 +182,7 @@ mod tests {
     }
 
     #[test]
-    fn a_corked_thread_wakes_once_at_its_flush_after_writing_its_links() {
+    fn a_corked_thread_wakes_once_at_its_flush_or_before_it_may_block() {
         std::thread::spawn(|| {
             let w: Arc<Woken> = Arc::default();
             let dw: Arc<dyn Wake> = w.clone();
@@ -183,6 +194,11 @@ mod tests {
             assert_eq!(w.0.load(Ordering::SeqCst), 1, "one wake-up per flush");
             flush();
             assert_eq!(w.0.load(Ordering::SeqCst), 1);
+            assert!(defer_wake(&dw));
+            wake_now(); // before a write that may block
+            assert_eq!(w.0.load(Ordering::SeqCst), 2);
+            flush();
+            assert_eq!(w.0.load(Ordering::SeqCst), 2, "woken already");
         })
         .join()
         .unwrap();

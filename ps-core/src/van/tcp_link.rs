@@ -53,6 +53,7 @@ impl Peer {
         if queued.is_empty() {
             return Ok(());
         }
+        cork::wake_now(); // the write may block on a slow peer
         if self.stream.is_none() {
             self.stream = Some(open(&self.addr, guard)?);
         }
@@ -98,6 +99,7 @@ impl cork::Flush for Link {
 
 /// Connects to `addr` (2 s limit) and runs the opening side of the handshake.
 pub(super) fn open(addr: &str, guard: &Guard) -> io::Result<Outgoing> {
+    cork::wake_now(); // connecting and the handshake may block
     let sa = addr
         .to_socket_addrs()?
         .next()

@@ -120,6 +120,7 @@ impl Shm {
             size: layout.total,
             token,
         };
+        crate::van::cork::wake_now(); // waiting for the answer may block
         out.write_all(&offer.encode())?;
         out.flush()?;
         let mut tcp = out.tcp();
