@@ -290,9 +290,9 @@ fn sweep(kinds: &[Kind]) {
             let what = format!("{} killed at {share:.2} of the tasks", kind.name());
             println!("{what} (replay: PSRS_FAILOVER_AT={}:{share})", kind.name());
             let work = dir.path().join(format!("{}-{r}", kind.name()));
-            let (o, c) = run(Some((kind, share)), &train, &test, &work);
-            check_tasks(&c, Some(kind), &what);
-            drop(c);
+            // kept (its processes have exited) so a stall's assertion shows every log
+            let (o, killed_cluster) = run(Some((kind, share)), &train, &test, &work);
+            check_tasks(&killed_cluster, Some(kind), &what);
             let rec = o.recovery.unwrap_or(f64::NAN);
             println!(
                 "{what}: recovered in {rec:.2} s, wall {:.2} s (fault-free {:.2} s), test accuracy {:.4} vs {:.4}",
@@ -316,9 +316,11 @@ fn sweep(kinds: &[Kind]) {
             let bound = slowest_clean + HEARTBEAT_TIMEOUT_S + 1.0 + CONTENTION_MARGIN_S;
             assert!(
                 o.wall <= bound,
-                "{what}: wall {:.2} s > slowest fault-free {slowest_clean:.2} s + heartbeat timeout + 1 s + {CONTENTION_MARGIN_S} s: a stall",
-                o.wall
+                "{what}: wall {:.2} s > slowest fault-free {slowest_clean:.2} s + heartbeat timeout + 1 s + {CONTENTION_MARGIN_S} s: a stall\n{}",
+                o.wall,
+                killed_cluster.dump()
             );
+            drop(killed_cluster);
             assert!(
                 (o.accuracy - clean.accuracy).abs() <= 0.01,
                 "{what}: accuracy {} vs fault-free {}",
