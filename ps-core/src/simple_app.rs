@@ -62,13 +62,65 @@ pub type RequestHandle = Box<dyn Fn(&SimpleData, &Responder) + Send + Sync>;
 /// Response handle: gets each response.
 pub type ResponseHandle = Box<dyn Fn(&SimpleData) + Send + Sync>;
 
-type Replies = Arc<Mutex<HashMap<i32, Vec<SimpleData>>>>;
+/// A [`SimpleApp::call`] in progress: what was asked of whom, and the replies so far.
+struct Call {
+    head: i32,
+    body: Bytes,
+    recvers: Vec<i32>,
+    got: Vec<SimpleData>,
+}
+
+type Calls = Arc<Mutex<HashMap<i32, Call>>>;
 
 /// A SimpleApp: a customer that exchanges [`SimpleData`].
 pub struct SimpleApp {
     customer: Customer,
     po: Arc<Postoffice>,
-    replies: Replies,
+    calls: Calls,
+}
+
+/// Request `ts` of customer `app_id` to node `recver`.
+fn request_msg(app_id: i32, ts: i32, head: i32, body: &Bytes, recver: i32) -> Message {
+    Message {
+        meta: Meta {
+            head,
+            app_id,
+            customer_id: app_id,
+            timestamp: ts,
+            recver,
+            request: true,
+            simple_app: true,
+            ..Default::default()
+        },
+        data: if body.is_empty() { vec![] } else { vec![body.clone()] },
+    }
+}
+
+/// The requests of `calls` that nodes in `dead` were asked and have not answered.
+fn to_ask_again(app_id: i32, calls: &HashMap<i32, Call>, dead: &[i32]) -> Vec<Message> {
+    calls
+        .iter()
+        .flat_map(|(&ts, c)| {
+            dead.iter()
+                .filter(|&&d| c.recvers.contains(&d) && !c.got.iter().any(|g| g.sender == d))
+                .map(move |&d| request_msg(app_id, ts, c.head, &c.body, d))
+        })
+        .collect()
+}
+
+/// Asks the calls in progress again of the nodes in `dead` that have not answered: a
+/// node may have taken the request (acknowledged it) and died before answering, or the
+/// request went out on the link its death broke. The resender (when on) holds the
+/// copies until a replacement takes the dead node's id and delivers them to it; a
+/// second answer from one node does not count twice.
+fn ask_again(po: &Postoffice, app_id: i32, calls: &Calls, dead: &[i32]) {
+    for m in to_ask_again(app_id, &calls.lock(), dead) {
+        let (ts, to) = (m.meta.timestamp, m.meta.recver);
+        match po.van().send(m) {
+            Ok(_) => log::info!("request {ts}: node {to} died before answering; asked again"),
+            Err(e) => log::info!("request {ts}: cannot ask node {to} again: {e}"),
+        }
+    }
 }
 
 fn to_data(msg: &Message) -> SimpleData {
@@ -96,8 +148,8 @@ impl SimpleApp {
             po: Arc::clone(po),
             app_id,
         };
-        let replies: Replies = Arc::default();
-        let r2 = Arc::clone(&replies);
+        let calls: Calls = Arc::default();
+        let r2 = Arc::clone(&calls);
         let customer = Customer::new(po, app_id, app_id, move |msg| {
             let data = to_data(&msg);
             if msg.meta.request {
@@ -110,18 +162,24 @@ impl SimpleApp {
                     }
                 }
             } else {
-                if let Some(v) = r2.lock().get_mut(&data.timestamp) {
-                    v.push(data.clone());
+                if let Some(c) = r2.lock().get_mut(&data.timestamp) {
+                    c.got.push(data.clone());
                 }
                 if let Some(h) = &response_handle {
                     h(&data);
                 }
             }
         })?;
+        let (weak_po, c2) = (Arc::downgrade(po), Arc::clone(&calls));
+        po.on_node_dead(move |dead| {
+            if let Some(po) = weak_po.upgrade() {
+                ask_again(&po, app_id, &c2, dead);
+            }
+        });
         Ok(SimpleApp {
             customer,
             po: Arc::clone(po),
-            replies,
+            calls,
         })
     }
 
@@ -134,20 +192,9 @@ impl SimpleApp {
 
     fn send_request(&self, ts: i32, head: i32, body: Bytes, recver: i32) -> io::Result<()> {
         for r in self.po.node_ids(recver) {
-            let msg = Message {
-                meta: Meta {
-                    head,
-                    app_id: self.customer.app_id(),
-                    customer_id: self.customer.customer_id(),
-                    timestamp: ts,
-                    recver: r,
-                    request: true,
-                    simple_app: true,
-                    ..Default::default()
-                },
-                data: if body.is_empty() { vec![] } else { vec![body.clone()] },
-            };
-            self.po.van().send(msg)?;
+            self.po
+                .van()
+                .send(request_msg(self.customer.app_id(), ts, head, &body, r))?;
         }
         Ok(())
     }
@@ -162,10 +209,19 @@ impl SimpleApp {
         timeout: Duration,
     ) -> io::Result<Vec<SimpleData>> {
         let ts = self.customer.new_request(recver);
-        self.replies.lock().insert(ts, Vec::new());
-        let sent = self.send_request(ts, head, body.into(), recver);
+        let body = body.into();
+        self.calls.lock().insert(
+            ts,
+            Call {
+                head,
+                body: body.clone(),
+                recvers: self.po.node_ids(recver),
+                got: Vec::new(),
+            },
+        );
+        let sent = self.send_request(ts, head, body, recver);
         let complete = sent.is_ok() && self.customer.wait_request_timeout(ts, timeout);
-        let mut got = self.replies.lock().remove(&ts).unwrap_or_default();
+        let mut got = self.calls.lock().remove(&ts).map(|c| c.got).unwrap_or_default();
         sent?;
         if !complete {
             return Err(io::Error::new(
@@ -185,5 +241,48 @@ impl SimpleApp {
     /// The underlying customer.
     pub fn customer(&self) -> &Customer {
         &self.customer
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_dead_node_is_asked_again_only_what_it_has_not_answered() {
+        let reply = |sender| SimpleData {
+            head: 5,
+            body: Bytes::new(),
+            sender,
+            timestamp: 3,
+            customer_id: 0,
+            incarnation: 1,
+        };
+        let mut calls = HashMap::new();
+        calls.insert(
+            3,
+            Call {
+                head: 5,
+                body: Bytes::from_static(b"q"),
+                recvers: vec![8, 9, 11],
+                got: vec![reply(8), reply(9)],
+            },
+        );
+        calls.insert(
+            4,
+            Call {
+                head: 6,
+                body: Bytes::from_static(b"r"),
+                recvers: vec![8, 9],
+                got: vec![],
+            },
+        );
+        let again = to_ask_again(0, &calls, &[9, 11]);
+        let mut asked: Vec<(i32, i32)> = again.iter().map(|m| (m.meta.timestamp, m.meta.recver)).collect();
+        asked.sort();
+        assert_eq!(asked, vec![(3, 11), (4, 9)], "9 answered call 3; call 4 never asked 11");
+        let m = again.iter().find(|m| m.meta.timestamp == 3).unwrap();
+        assert!(m.meta.request && m.meta.simple_app && m.meta.head == 5);
+        assert_eq!(m.data, vec![Bytes::from_static(b"q")], "the same request again");
     }
 }
