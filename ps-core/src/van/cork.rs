@@ -6,7 +6,11 @@
 //! each in one vectored write. A burst of requests read in one `read` thus gets its
 //! responses in one `write`; a lone request is answered as soon as it was handled (no
 //! delay waits for company). A link queues at most [`MAX_QUEUED_BYTES`] and
-//! [`MAX_QUEUED_MSGS`]; past either it is written at once. Threads that never cork
+//! [`MAX_QUEUED_MSGS`]; past either, a corked thread writes its queues as soon as the
+//! message being handled is done ([`flush_if_due`]), outside the handler: a handler
+//! runs under its customer's lock, and a write there would hold up every other reader
+//! thread handing that customer a message (a KV server's second worker's reader waited
+//! out each 64 KB write of the first's responses). Threads that never cork
 //! (application threads, customer threads) write every message at once, except lazy
 //! sends ([`crate::van::Transport::send_lazy`], a KV worker's request while an earlier
 //! one awaits its answer): those wait for the link's next flush (the answer's arrival)
@@ -50,6 +54,8 @@ struct ThreadCork {
     links: Vec<Arc<dyn Flush>>,
     /// What this thread's next flush wakes.
     wakes: Vec<Arc<dyn Wake>>,
+    /// A queue passed its limit: [`flush_if_due`] writes.
+    due: bool,
 }
 
 impl ThreadCork {
@@ -87,6 +93,28 @@ pub fn defer(link: &Arc<dyn Flush>) -> bool {
     })
 }
 
+/// Like [`defer`], for a link whose queue passed [`MAX_QUEUED_BYTES`] or
+/// [`MAX_QUEUED_MSGS`]: also makes the thread's next [`flush_if_due`] write. False if
+/// the thread does not cork (the caller writes at once).
+pub fn defer_full(link: &Arc<dyn Flush>) -> bool {
+    CORK.with(|c| {
+        let mut c = c.borrow_mut();
+        if c.corked {
+            c.note(link);
+            c.due = true;
+        }
+        c.corked
+    })
+}
+
+/// [`flush`]es if a queue of the current thread passed its limit since the last
+/// flush ([`defer_full`]); a corked thread calls it after each message it handled.
+pub fn flush_if_due() {
+    if CORK.with(|c| c.borrow().due) {
+        flush();
+    }
+}
+
 /// Records that `link` holds a message the current thread queued lazily
 /// ([`crate::van::Transport::send_lazy`]), corking or not: the thread's next [`flush`]
 /// (before it blocks) writes it, if nothing wrote it before.
@@ -120,7 +148,11 @@ pub fn wake_now() {
 /// queued messages on. Cheap when there is nothing.
 pub fn flush() {
     wake_now();
-    let links = CORK.with(|c| std::mem::take(&mut c.borrow_mut().links));
+    let links = CORK.with(|c| {
+        let mut c = c.borrow_mut();
+        c.due = false;
+        std::mem::take(&mut c.links)
+    });
     for l in links {
         l.flush_queued();
     }
@@ -170,6 +202,30 @@ mod tests {
         .join()
         .unwrap();
         assert!(!active(), "corking is per thread");
+    }
+
+    #[test]
+    fn a_full_queue_is_written_after_the_message_not_inside_its_handler() {
+        std::thread::spawn(|| {
+            let a: Arc<Counting> = Arc::default();
+            let b: Arc<Counting> = Arc::default();
+            let (la, lb): (Arc<dyn Flush>, Arc<dyn Flush>) = (a.clone(), b.clone());
+            assert!(!defer_full(&la), "an uncorked thread writes at once");
+            begin();
+            assert!(defer(&lb));
+            flush_if_due();
+            assert_eq!(b.0.load(Ordering::SeqCst), 0, "a small queue waits for the read");
+            assert!(defer_full(&la), "full: still deferred (the handler may hold a lock)");
+            assert_eq!(a.0.load(Ordering::SeqCst), 0);
+            flush_if_due(); // the message was handled
+            assert_eq!((a.0.load(Ordering::SeqCst), b.0.load(Ordering::SeqCst)), (1, 1));
+            flush_if_due();
+            assert!(defer(&la));
+            flush_if_due();
+            assert_eq!(a.0.load(Ordering::SeqCst), 1, "written: no longer due");
+        })
+        .join()
+        .unwrap();
     }
 
     #[derive(Default)]

@@ -112,7 +112,10 @@ pub(super) fn read_all(stream: TcpStream, ctx: Serve) {
     cork::begin();
     while !stop.load(Ordering::Relaxed) {
         match read_message_shm(&mut r, &limits, &mut shm) {
-            Ok(Some(frames)) => deliver(frames),
+            Ok(Some(frames)) => {
+                deliver(frames);
+                cork::flush_if_due(); // a full queue is written outside the handler
+            }
             Ok(None) => break,
             Err(e) => {
                 if !stop.load(Ordering::Relaxed) && e.kind() != io::ErrorKind::ConnectionReset {

@@ -80,9 +80,9 @@ impl TcpTransport {
 
 impl TcpTransport {
     /// Queues a message on `peer`'s link and writes the queue unless the message may
-    /// wait: a corking thread's (written before its next read) or a `lazy` one
-    /// (written by the link's next flush or this thread's next wait), while the queue
-    /// is small.
+    /// wait: a corking thread's (written before its next read, or after the message
+    /// being handled once the queue is full) or a `lazy` one (written by the link's
+    /// next flush or this thread's next wait, while the queue is small).
     fn enqueue(&self, peer: i32, mut frames: Vec<Bytes>, lazy: bool) -> io::Result<usize> {
         let link = self
             .peers
@@ -101,8 +101,8 @@ impl TcpTransport {
         p.queued_bytes += frames.iter().map(|f| f.len()).sum::<usize>();
         p.queued.extend(frames);
         p.queued_msgs += 1;
+        let dyn_link: Arc<dyn cork::Flush> = link.clone();
         if p.queued_bytes < cork::MAX_QUEUED_BYTES && p.queued_msgs < cork::MAX_QUEUED_MSGS {
-            let dyn_link: Arc<dyn cork::Flush> = link.clone();
             if cork::defer(&dyn_link) {
                 return Ok(len);
             }
@@ -110,6 +110,9 @@ impl TcpTransport {
                 cork::remember(&dyn_link);
                 return Ok(len);
             }
+        } else if cork::defer_full(&dyn_link) {
+            // written once the message being handled is done, outside its handler
+            return Ok(len);
         }
         p.write_queued(&self.guard).map(|()| len)
     }
