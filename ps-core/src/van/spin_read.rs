@@ -10,6 +10,12 @@
 //! polls the socket without blocking for up to the spin time, then sleeps in a
 //! blocking read as usual. Busy links never block at all; an idle link pays two
 //! `fcntl`s per idle period to switch modes.
+//!
+//! Independently of that setting, a reader in the middle of a large frame (64 KB or
+//! more) polls an empty socket for up to 50 us before it sleeps
+//! ([`SpinRead::read_large`]): the rest of the frame is on its way, and each time the
+//! reader sleeps the writer pays a wake-up per segment it sends. Over loopback TCP this
+//! raised 1 MB and 16 MB pushes and pulls 30-70%, for more of the receiver's CPU.
 
 use std::io::{self, BufRead, BufReader, Read};
 use std::net::TcpStream;
@@ -50,10 +56,46 @@ impl SpinRead {
         }
     }
 
-    /// The stream in blocking mode, to read a large frame straight into its buffer.
-    fn blocking(&mut self) -> io::Result<&TcpStream> {
-        self.set_nonblocking(false)?;
-        Ok(&self.tcp)
+    /// Appends the next `rest` bytes (or what comes before the stream ends) to `buf`,
+    /// straight from the socket. While they arrive, a reader that finds the socket
+    /// empty polls it for up to [`FRAME_SPIN`] before it sleeps: the rest of a frame
+    /// being written follows within microseconds, and a sleeping reader costs the
+    /// writer a wake-up per segment (on a VM an interrupt to a halted CPU).
+    fn read_large(&mut self, mut rest: u64, buf: &mut Vec<u8>) -> io::Result<()> {
+        while rest > 0 {
+            self.set_nonblocking(true)?;
+            let before = buf.len();
+            let r = (&self.tcp).take(rest).read_to_end(buf);
+            rest -= (buf.len() - before) as u64;
+            match r {
+                Ok(_) => return Ok(()), // all of it, or the stream ended
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    let tcp = &self.tcp;
+                    let mut probe = [0u8; 1];
+                    let ready = || match tcp.peek(&mut probe) {
+                        Err(e) => !matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted),
+                        Ok(_) => true, // data, or the end of the stream
+                    };
+                    if !spin_until(FRAME_SPIN, ready) {
+                        // nothing came: sleep until something does
+                        self.set_nonblocking(false)?;
+                        let before = buf.len();
+                        let r = (&self.tcp).take(rest.min(DIRECT_FRAME_BYTES as u64)).read_to_end(buf);
+                        let got = (buf.len() - before) as u64;
+                        rest -= got;
+                        match r {
+                            Ok(_) if got == 0 => return Ok(()), // the stream ended
+                            Ok(_) => {}
+                            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                            Err(e) => return Err(e),
+                        }
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
     }
 
     fn set_nonblocking(&mut self, on: bool) -> io::Result<()> {
@@ -71,6 +113,7 @@ impl Read for SpinRead {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         crate::van::cork::flush();
         if self.spin.is_zero() || buf.is_empty() {
+            self.set_nonblocking(false)?; // a large frame's read may have left it on
             return self.tcp.read(buf);
         }
         self.set_nonblocking(true)?;
@@ -91,6 +134,10 @@ impl Read for SpinRead {
         }
     }
 }
+
+/// How long a reader in the middle of a large frame polls an empty socket before it
+/// sleeps ([`SpinRead::read_large`]).
+const FRAME_SPIN: Duration = Duration::from_micros(50);
 
 /// A frame this long or longer is read straight from the socket into its own buffer,
 /// past the read buffer.
@@ -140,7 +187,7 @@ impl FrameRead for BufReader<SpinRead> {
         let rest = (len - have) as u64;
         if rest >= DIRECT_FRAME_BYTES as u64 {
             crate::van::cork::flush(); // the read may block
-            self.get_mut().blocking()?.take(rest).read_to_end(&mut buf)?;
+            self.get_mut().read_large(rest, &mut buf)?;
         } else if rest > 0 {
             self.take(rest).read_to_end(&mut buf)?;
         }
@@ -179,6 +226,31 @@ mod tests {
             assert_eq!(r.read_frame(4).unwrap(), b"tail");
             writer.join().unwrap();
             let e = r.read_frame(70_010).unwrap_err();
+            assert_eq!(e.kind(), io::ErrorKind::UnexpectedEof);
+        }
+    }
+
+    #[test]
+    fn a_large_frame_arriving_in_pieces_with_pauses_is_read_whole_and_the_next_read_blocks() {
+        for spin in [Duration::ZERO, Duration::from_millis(1)] {
+            let (mut a, b) = pair();
+            let big: Vec<u8> = (0..1_000_000u32).map(|i| (i % 253) as u8).collect();
+            let expect = big.clone();
+            let writer = std::thread::spawn(move || {
+                // pauses far longer than FRAME_SPIN: the reader must sleep and resume
+                for piece in big.chunks(300_000) {
+                    a.write_all(piece).unwrap();
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                std::thread::sleep(Duration::from_millis(50)); // the next read blocks
+                a.write_all(b"next").unwrap();
+                a
+            });
+            let mut r = BufReader::with_capacity(1 << 16, SpinRead::new(b, spin));
+            assert!(r.read_frame(1_000_000).unwrap() == expect);
+            assert_eq!(r.read_frame(4).unwrap(), b"next", "the socket is blocking again");
+            drop(writer.join().unwrap());
+            let e = r.read_frame(100_000).unwrap_err();
             assert_eq!(e.kind(), io::ErrorKind::UnexpectedEof);
         }
     }
