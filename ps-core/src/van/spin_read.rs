@@ -15,10 +15,13 @@
 //! more) polls an empty socket for up to 50 us before it sleeps
 //! ([`SpinRead::read_large`]): the rest of the frame is on its way, and each time the
 //! reader sleeps the writer pays a wake-up per segment it sends. Over loopback TCP this
-//! raised 1 MB and 16 MB pushes and pulls 30-70%, for more of the receiver's CPU.
+//! raised 1 MB and 16 MB pushes and pulls 30-70%, for more of the receiver's CPU. At
+//! most half the machine's CPUs' worth of a process's readers poll so at once.
 
 use std::io::{self, BufRead, BufReader, Read};
 use std::net::TcpStream;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 /// Polls `ready` until it returns true (then returns true) or `limit` has passed
@@ -77,7 +80,8 @@ impl SpinRead {
                         Err(e) => !matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted),
                         Ok(_) => true, // data, or the end of the stream
                     };
-                    if !spin_until(FRAME_SPIN, ready) {
+                    let spin = || spin_until(FRAME_SPIN, ready);
+                    if !spin_if_few(&FRAME_SPINNERS, frame_spinners_limit(), spin) {
                         // nothing came: sleep until something does
                         self.set_nonblocking(false)?;
                         let before = buf.len();
@@ -138,6 +142,30 @@ impl Read for SpinRead {
 /// How long a reader in the middle of a large frame polls an empty socket before it
 /// sleeps ([`SpinRead::read_large`]).
 const FRAME_SPIN: Duration = Duration::from_micros(50);
+
+/// Readers of this process polling in the middle of a large frame now.
+static FRAME_SPINNERS: AtomicUsize = AtomicUsize::new(0);
+
+/// At most this many readers of a process poll mid-frame at once: half this machine's
+/// CPUs, at least one. Many concurrent large transfers into one process (a server
+/// taking 16 MB pushes from 30 workers) thus never turn into a core's worth of polling
+/// each.
+fn frame_spinners_limit() -> usize {
+    static LIMIT: OnceLock<usize> = OnceLock::new();
+    *LIMIT.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).max(1)))
+}
+
+/// Runs `spin` (which returns whether what it polled for came) if fewer than `limit`
+/// others counted by `spinners` run theirs; false without running it otherwise.
+fn spin_if_few(spinners: &AtomicUsize, limit: usize, spin: impl FnOnce() -> bool) -> bool {
+    if spinners.fetch_add(1, Ordering::Relaxed) >= limit {
+        spinners.fetch_sub(1, Ordering::Relaxed);
+        return false;
+    }
+    let came = spin();
+    spinners.fetch_sub(1, Ordering::Relaxed);
+    came
+}
 
 /// A frame this long or longer is read straight from the socket into its own buffer,
 /// past the read buffer.
@@ -253,6 +281,17 @@ mod tests {
             let e = r.read_frame(100_000).unwrap_err();
             assert_eq!(e.kind(), io::ErrorKind::UnexpectedEof);
         }
+    }
+
+    #[test]
+    fn no_more_than_the_limit_spin_at_once() {
+        let n = AtomicUsize::new(0);
+        // two may spin: the third, while both do, does not run its spin
+        let third = || !spin_if_few(&n, 2, || unreachable!("over the limit"));
+        assert!(spin_if_few(&n, 2, || spin_if_few(&n, 2, third)));
+        assert_eq!(n.load(Ordering::Relaxed), 0, "every spinner counted out");
+        assert!(!spin_if_few(&n, 2, || false), "what the spin found is returned");
+        assert!(frame_spinners_limit() >= 1);
     }
 
     #[test]
