@@ -186,15 +186,16 @@ impl SimpleApp {
     /// Sends a request to every node `recver` stands for; returns its timestamp.
     pub fn request(&self, head: i32, body: impl Into<Bytes>, recver: i32) -> io::Result<i32> {
         let ts = self.customer.new_request(recver);
-        self.send_request(ts, head, body.into(), recver)?;
+        self.send_request(ts, head, &body.into(), &self.po.node_ids(recver))?;
         Ok(ts)
     }
 
-    fn send_request(&self, ts: i32, head: i32, body: Bytes, recver: i32) -> io::Result<()> {
-        for r in self.po.node_ids(recver) {
+    /// Sends request `ts` to each node of `recvers`.
+    fn send_request(&self, ts: i32, head: i32, body: &Bytes, recvers: &[i32]) -> io::Result<()> {
+        for &r in recvers {
             self.po
                 .van()
-                .send(request_msg(self.customer.app_id(), ts, head, &body, r))?;
+                .send(request_msg(self.customer.app_id(), ts, head, body, r))?;
         }
         Ok(())
     }
@@ -210,16 +211,17 @@ impl SimpleApp {
     ) -> io::Result<Vec<SimpleData>> {
         let ts = self.customer.new_request(recver);
         let body = body.into();
+        let recvers = self.po.node_ids(recver);
         self.calls.lock().insert(
             ts,
             Call {
                 head,
                 body: body.clone(),
-                recvers: self.po.node_ids(recver),
+                recvers: recvers.clone(),
                 got: Vec::new(),
             },
         );
-        let sent = self.send_request(ts, head, body, recver);
+        let sent = self.send_request(ts, head, &body, &recvers);
         let complete = sent.is_ok() && self.customer.wait_request_timeout(ts, timeout);
         let mut got = self.calls.lock().remove(&ts).map(|c| c.got).unwrap_or_default();
         sent?;

@@ -97,14 +97,11 @@ pub fn defer(link: &Arc<dyn Flush>) -> bool {
 /// [`MAX_QUEUED_MSGS`]: also makes the thread's next [`flush_if_due`] write. False if
 /// the thread does not cork (the caller writes at once).
 pub fn defer_full(link: &Arc<dyn Flush>) -> bool {
-    CORK.with(|c| {
-        let mut c = c.borrow_mut();
-        if c.corked {
-            c.note(link);
-            c.due = true;
-        }
-        c.corked
-    })
+    let corked = defer(link);
+    if corked {
+        CORK.with(|c| c.borrow_mut().due = true);
+    }
+    corked
 }
 
 /// [`flush`]es if a queue of the current thread passed its limit since the last

@@ -65,41 +65,43 @@ impl SpinRead {
     /// being written follows within microseconds, and a sleeping reader costs the
     /// writer a wake-up per segment (on a VM an interrupt to a halted CPU).
     fn read_large(&mut self, mut rest: u64, buf: &mut Vec<u8>) -> io::Result<()> {
+        let mut poll = true;
         while rest > 0 {
-            self.set_nonblocking(true)?;
+            // polling: take what has arrived; asleep: wait for the next chunk
+            self.set_nonblocking(poll)?;
+            let want = if poll {
+                rest
+            } else {
+                rest.min(DIRECT_FRAME_BYTES as u64)
+            };
             let before = buf.len();
-            let r = (&self.tcp).take(rest).read_to_end(buf);
-            rest -= (buf.len() - before) as u64;
+            let r = (&self.tcp).take(want).read_to_end(buf);
+            let got = (buf.len() - before) as u64;
+            rest -= got;
+            poll = true;
             match r {
-                Ok(_) => return Ok(()), // all of it, or the stream ended
+                Ok(_) if got == 0 => return Ok(()), // the stream ended
+                Ok(_) => {}
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    let tcp = &self.tcp;
-                    let mut probe = [0u8; 1];
-                    let ready = || match tcp.peek(&mut probe) {
-                        Err(e) => !matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted),
-                        Ok(_) => true, // data, or the end of the stream
-                    };
-                    let spin = || spin_until(FRAME_SPIN, ready);
-                    if !spin_if_few(&FRAME_SPINNERS, frame_spinners_limit(), spin) {
-                        // nothing came: sleep until something does
-                        self.set_nonblocking(false)?;
-                        let before = buf.len();
-                        let r = (&self.tcp).take(rest.min(DIRECT_FRAME_BYTES as u64)).read_to_end(buf);
-                        let got = (buf.len() - before) as u64;
-                        rest -= got;
-                        match r {
-                            Ok(_) if got == 0 => return Ok(()), // the stream ended
-                            Ok(_) => {}
-                            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                            Err(e) => return Err(e),
-                        }
-                    }
-                }
+                // nothing there yet: poll for it a while, or else sleep until it comes
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => poll = self.poll_for_more(),
                 Err(e) => return Err(e),
             }
         }
         Ok(())
+    }
+
+    /// Polls the (non-blocking) socket for up to [`FRAME_SPIN`], unless enough of this
+    /// process's readers poll already: true if data (or the stream's end) came.
+    fn poll_for_more(&self) -> bool {
+        let mut probe = [0u8; 1];
+        let ready = || match self.tcp.peek(&mut probe) {
+            Err(e) => !matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted),
+            Ok(_) => true, // data, or the end of the stream
+        };
+        spin_if_few(&FRAME_SPINNERS, frame_spinners_limit(), || {
+            spin_until(FRAME_SPIN, ready)
+        })
     }
 
     fn set_nonblocking(&mut self, on: bool) -> io::Result<()> {
