@@ -119,6 +119,16 @@ fn killed_server_is_replaced_and_finalize_does_not_hang() {
 
 #[test]
 fn restarted_scheduler_rebuilds_the_table_and_the_job_completes() {
+    // several moments: a scheduler killed between taking a call and answering it is
+    // asked again once it is back (SimpleApp::call), whenever that happens
+    for wait_ms in [150, 500, 1100] {
+        restart_the_scheduler_after(wait_ms);
+    }
+}
+
+/// Kills the scheduler `wait_ms` after the cluster started, starts a new one, and
+/// checks that it rebuilt the table with the same ids and the job completes.
+fn restart_the_scheduler_after(wait_ms: u64) {
     let env = [
         ("PS_HEARTBEAT_INTERVAL", "0.2"),
         ("PS_HEARTBEAT_TIMEOUT", "1"),
@@ -130,13 +140,13 @@ fn restarted_scheduler_rebuilds_the_table_and_the_job_completes() {
     for i in 0..4 {
         wait_started(&mut c, i);
     }
-    std::thread::sleep(Duration::from_millis(500));
+    std::thread::sleep(Duration::from_millis(wait_ms));
     let t = Instant::now();
     c.kill(0);
     let r = c.spawn("scheduler");
     c.wait_for_output(r, "the node table", |s| s.contains("node table"));
     println!(
-        "scheduler restarted and the table rebuilt {:?} after the kill",
+        "killed at {wait_ms} ms: scheduler restarted and the table rebuilt {:?} after the kill",
         t.elapsed()
     );
     let table = c.procs[r].stderr();
@@ -146,7 +156,12 @@ fn restarted_scheduler_rebuilds_the_table_and_the_job_completes() {
     }
     c.wait_success();
     let out = c.all_stdout();
-    assert_eq!(out.matches("simple-app ok").count(), 2, "{}", c.dump());
+    assert_eq!(
+        out.matches("simple-app ok").count(),
+        2,
+        "killed at {wait_ms} ms\n{}",
+        c.dump()
+    );
 }
 
 #[test]

@@ -3,13 +3,14 @@
 
 use crate::customer::Customer;
 use crate::message::{Message, Meta};
+use crate::node::SCHEDULER;
 use crate::postoffice::Postoffice;
 use bytes::Bytes;
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::io;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// A received request or response.
 #[derive(Clone, Debug, PartialEq)]
@@ -96,15 +97,20 @@ fn request_msg(app_id: i32, ts: i32, head: i32, body: &Bytes, recver: i32) -> Me
     }
 }
 
+/// How often a [`SimpleApp::call`] in progress checks whether the scheduler restarted.
+const SCHEDULER_CHECK: Duration = Duration::from_millis(200);
+
+/// Call `ts`'s request again for `node`, if `node` was asked and has not answered.
+fn unanswered(app_id: i32, ts: i32, c: &Call, node: i32) -> Option<Message> {
+    (c.recvers.contains(&node) && !c.got.iter().any(|g| g.sender == node))
+        .then(|| request_msg(app_id, ts, c.head, &c.body, node))
+}
+
 /// The requests of `calls` that nodes in `dead` were asked and have not answered.
 fn to_ask_again(app_id: i32, calls: &HashMap<i32, Call>, dead: &[i32]) -> Vec<Message> {
     calls
         .iter()
-        .flat_map(|(&ts, c)| {
-            dead.iter()
-                .filter(|&&d| c.recvers.contains(&d) && !c.got.iter().any(|g| g.sender == d))
-                .map(move |&d| request_msg(app_id, ts, c.head, &c.body, d))
-        })
+        .flat_map(|(&ts, c)| dead.iter().filter_map(move |&d| unanswered(app_id, ts, c, d)))
         .collect()
 }
 
@@ -222,7 +228,7 @@ impl SimpleApp {
             },
         );
         let sent = self.send_request(ts, head, &body, &recvers);
-        let complete = sent.is_ok() && self.customer.wait_request_timeout(ts, timeout);
+        let complete = sent.is_ok() && self.wait_call(ts, timeout);
         let mut got = self.calls.lock().remove(&ts).map(|c| c.got).unwrap_or_default();
         sent?;
         if !complete {
@@ -233,6 +239,39 @@ impl SimpleApp {
         }
         got.sort_by_key(|d| d.sender);
         Ok(got)
+    }
+
+    /// Waits up to `timeout` for call `ts`'s responses. A scheduler that restarted in
+    /// the meantime is never declared dead, yet it lost a request it took and had not
+    /// answered: such a request is asked again of the new scheduler.
+    fn wait_call(&self, ts: i32, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        let van = self.po.van();
+        let mut scheduler = van.scheduler_incarnation();
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if self.customer.wait_request_timeout(ts, left.min(SCHEDULER_CHECK)) {
+                return true;
+            }
+            if left <= SCHEDULER_CHECK {
+                return false;
+            }
+            let now = van.scheduler_incarnation();
+            if now != scheduler {
+                scheduler = now;
+                let again = self
+                    .calls
+                    .lock()
+                    .get(&ts)
+                    .and_then(|c| unanswered(self.customer.app_id(), ts, c, SCHEDULER));
+                if let Some(m) = again {
+                    match van.send(m) {
+                        Ok(_) => log::info!("request {ts}: the scheduler restarted before answering; asked again"),
+                        Err(e) => log::info!("request {ts}: cannot ask the restarted scheduler again: {e}"),
+                    }
+                }
+            }
+        }
     }
 
     /// Waits until request `ts` has all its responses.
@@ -286,5 +325,32 @@ mod tests {
         let m = again.iter().find(|m| m.meta.timestamp == 3).unwrap();
         assert!(m.meta.request && m.meta.simple_app && m.meta.head == 5);
         assert_eq!(m.data, vec![Bytes::from_static(b"q")], "the same request again");
+    }
+
+    #[test]
+    fn a_restarted_scheduler_is_asked_again_only_if_it_was_asked_and_did_not_answer() {
+        let call = |recvers: Vec<i32>, answered: Vec<i32>| Call {
+            head: 2,
+            body: Bytes::new(),
+            recvers,
+            got: answered
+                .into_iter()
+                .map(|sender| SimpleData {
+                    head: 2,
+                    body: Bytes::new(),
+                    sender,
+                    timestamp: 7,
+                    customer_id: 0,
+                    incarnation: 1,
+                })
+                .collect(),
+        };
+        let m = unanswered(0, 7, &call(vec![SCHEDULER, 8, 9], vec![8]), SCHEDULER).expect("asked again");
+        assert_eq!((m.meta.recver, m.meta.timestamp, m.meta.head), (SCHEDULER, 7, 2));
+        assert!(unanswered(0, 7, &call(vec![SCHEDULER, 8], vec![SCHEDULER]), SCHEDULER).is_none());
+        assert!(
+            unanswered(0, 7, &call(vec![8, 9], vec![]), SCHEDULER).is_none(),
+            "never asked"
+        );
     }
 }
