@@ -11,9 +11,13 @@ pub mod lock_service;
 mod shell;
 pub mod shm;
 pub mod spin_read;
+#[cfg(test)]
+mod tcp_cross_tests;
+mod tcp_drain;
 mod tcp_link;
 mod tcp_read;
 pub mod tcp_transport;
+mod tcp_wire;
 pub mod transport;
 pub mod zmq_transport;
 

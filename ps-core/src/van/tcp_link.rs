@@ -1,17 +1,23 @@
 //! The TCP van's outgoing links: one per peer, its connection and its queue of
-//! messages waiting to be written ([`super::cork`], lazy sends), each batch written
-//! in one vectored write. The message header is the wire format of
-//! [`super::tcp_transport`].
+//! messages waiting to be written ([`super::cork`], lazy sends), each batch handed to
+//! the socket in one vectored write that never blocks ([`super::tcp_wire`]); a reader
+//! thread leaves what the socket did not take to the drain ([`super::tcp_drain`]).
+//! The message header is the wire format of [`super::tcp_transport`].
 
 use super::cork;
 use super::guard::{Guard, Outgoing};
 use super::shm::{self, ShmLink};
+use super::tcp_drain::Drain;
+use super::tcp_wire::{wait_writable, Wire};
 use bytes::Bytes;
-use parking_lot::Mutex;
-use std::io::{self, IoSlice, Write};
+use parking_lot::{Mutex, MutexGuard};
+use std::io;
+#[cfg(test)]
+use std::io::{IoSlice, Write};
 use std::net::{Shutdown, TcpStream, ToSocketAddrs};
-use std::sync::Arc;
-use std::time::Duration;
+use std::os::fd::RawFd;
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
 
 /// The first 4 bytes of every message on a TCP link.
 pub(super) const MAGIC: u32 = u32::from_le_bytes(*b"PSRS");
@@ -24,7 +30,7 @@ pub(super) fn tune(s: &TcpStream) {
 /// A peer's outgoing connection (opened at the first send) and its queue.
 pub(super) struct Peer {
     pub(super) addr: String,
-    pub(super) stream: Option<Outgoing>,
+    pub(super) stream: Option<Wire>,
     /// Messages queued by a corked thread ([`cork`]), headers and frames in order.
     pub(super) queued: Vec<Bytes>,
     pub(super) queued_bytes: usize,
@@ -44,55 +50,152 @@ impl Peer {
         }
     }
 
-    /// Writes every queued message in one vectored write (opening the connection
-    /// first if needed); on failure the connection is dropped, to be reopened by the
-    /// next send, and the queued messages are lost (as a failed send's).
-    pub(super) fn write_queued(&mut self, guard: &Guard) -> io::Result<()> {
+    /// True while written bytes wait for the socket.
+    pub(super) fn pending(&self) -> bool {
+        self.stream.as_ref().is_some_and(Wire::pending)
+    }
+
+    /// Puts every queued message behind what waits for the socket (opening the
+    /// connection first if needed) and hands the socket what it takes without blocking:
+    /// true when nothing waits any more. On failure the connection is dropped, to be
+    /// reopened by the next send, and the messages not written are lost (as a failed
+    /// send's).
+    pub(super) fn write_queued(&mut self, guard: &Guard) -> io::Result<bool> {
         let queued = std::mem::take(&mut self.queued);
         (self.queued_bytes, self.queued_msgs) = (0, 0);
-        if queued.is_empty() {
-            return Ok(());
+        if queued.is_empty() && !self.pending() {
+            return Ok(true);
         }
-        cork::wake_now(); // the write may block on a slow peer
         if self.stream.is_none() {
-            self.stream = Some(open(&self.addr, guard)?);
+            self.stream = Some(Wire::new(open(&self.addr, guard)?));
         }
-        let stream = self.stream.as_mut().expect("just opened");
-        let r = write_all(stream, &queued);
+        let wire = self.stream.as_mut().expect("just opened");
+        let r = wire.push(queued).and_then(|()| wire.write_now());
         if r.is_err() {
-            // reconnect (and offer shared memory again) on the next send
-            self.stream = None;
-            self.shm = ShmLink::NotOffered;
+            self.drop_stream();
         }
         r
     }
+
+    /// Drops the connection (what waits on it is lost); the next send reconnects and
+    /// offers shared memory again.
+    pub(super) fn drop_stream(&mut self) {
+        if let Some(w) = self.stream.take() {
+            let _ = w.shutdown(Shutdown::Both);
+        }
+        self.shm = ShmLink::NotOffered;
+    }
 }
+
+/// How long a reader thread goes on writing a link the socket did not take at once
+/// before it leaves the rest to the drain: long enough for a fast peer to take a few
+/// MB (no hand-over), short enough that two readers writing to each other under full
+/// sockets each go back to reading soon.
+pub(super) const READER_WRITE_BUDGET: Duration = Duration::from_millis(20);
+
+/// A thread waiting for a full socket looks again at least this often.
+const WAIT_SLICE: Duration = Duration::from_millis(100);
 
 /// One outgoing link: the peer's connection and its queue.
 pub(super) struct Link {
     pub(super) peer: Mutex<Peer>,
     pub(super) guard: Arc<Guard>,
+    drain: Arc<Drain>,
+    me: Weak<Link>,
 }
 
 impl Link {
-    pub(super) fn new(addr: String, guard: &Arc<Guard>) -> Arc<Link> {
-        Arc::new(Link {
+    pub(super) fn new(addr: String, guard: &Arc<Guard>, drain: &Arc<Drain>) -> Arc<Link> {
+        Arc::new_cyclic(|me| Link {
             peer: Mutex::new(Peer::new(addr)),
             guard: Arc::clone(guard),
+            drain: Arc::clone(drain),
+            me: me.clone(),
         })
     }
 
     pub(super) fn lock(&self) -> parking_lot::MutexGuard<'_, Peer> {
         self.peer.lock()
     }
+
+    /// Writes `p`'s queue (see [`Peer::write_queued`]). What the socket does not take
+    /// at once: any thread but a reader waits, without the link's lock, until the
+    /// socket took it all (back-pressure on an application that outruns its peer). A
+    /// reader thread (one that corks) goes on writing for at most
+    /// [`READER_WRITE_BUDGET`] (handing over costs the drain's wake-up), then hands
+    /// the rest to the drain and goes back to reading; to a link already waiting on
+    /// the drain it hands over at once.
+    pub(super) fn write_out(&self, mut p: MutexGuard<'_, Peer>) -> io::Result<()> {
+        let was_waiting = p.pending();
+        if p.write_queued(&self.guard)? {
+            return Ok(());
+        }
+        drop(p);
+        let reader = cork::active();
+        cork::wake_now(); // waiting for the peer: nobody waits on this thread meanwhile
+        if !(reader && was_waiting) && self.write_while_taken(reader.then_some(READER_WRITE_BUDGET))? {
+            return Ok(());
+        }
+        if let Some(me) = self.me.upgrade() {
+            self.drain.add(me);
+        }
+        Ok(())
+    }
+
+    /// Waits for the socket and writes more until nothing waits (true) or `budget`
+    /// (None: no limit) ran out (false).
+    fn write_while_taken(&self, budget: Option<Duration>) -> io::Result<bool> {
+        let end = budget.map(|b| Instant::now() + b);
+        loop {
+            let Some(fd) = self.waiting_fd() else {
+                return Ok(true);
+            };
+            let wait = match end {
+                Some(end) => match end.saturating_duration_since(Instant::now()) {
+                    left if left.is_zero() => return Ok(false),
+                    left => left.min(WAIT_SLICE),
+                },
+                None => WAIT_SLICE,
+            };
+            wait_writable(fd, wait);
+            let mut p = self.lock();
+            if p.stream.is_none() {
+                return Err(io::Error::new(
+                    io::ErrorKind::BrokenPipe,
+                    "the connection broke while writing",
+                ));
+            }
+            if p.write_queued(&self.guard)? {
+                return Ok(true);
+            }
+        }
+    }
+
+    /// The socket of this link's connection while bytes wait for it.
+    pub(super) fn waiting_fd(&self) -> Option<RawFd> {
+        self.lock().stream.as_ref().filter(|w| w.pending()).map(Wire::fd)
+    }
+
+    /// Hands the socket more of what waits (the drain): true when nothing waits any
+    /// more or the connection failed (logged; it is dropped).
+    pub(super) fn write_more(&self) -> bool {
+        let mut p = self.lock();
+        match p.write_queued(&self.guard) {
+            Ok(done) => done,
+            Err(e) => {
+                log::warn!("connection to {} dropped, its unwritten messages lost: {e}", p.addr);
+                true
+            }
+        }
+    }
 }
 
 impl cork::Flush for Link {
     fn flush_queued(&self) {
-        let mut p = self.peer.lock();
-        let n = p.queued_msgs;
-        if let Err(e) = p.write_queued(&self.guard) {
-            log::debug!("{n} queued messages to {} not sent: {e}", p.addr);
+        let p = self.peer.lock();
+        let (n, addr) = (p.queued_msgs, p.addr.clone());
+        if let Err(e) = self.write_out(p) {
+            log::debug!("{n} queued messages to {addr} not sent: {e}");
         }
     }
 }
@@ -122,8 +225,10 @@ pub(super) fn header(frames: &[Bytes], marks: u128) -> Bytes {
     Bytes::from(header)
 }
 
-/// Writes `bufs` whole, in as few vectored writes as the kernel takes, then flushes.
-pub(super) fn write_all(stream: &mut impl Write, bufs: &[Bytes]) -> io::Result<()> {
+/// Writes `bufs` whole, in as few vectored writes as the kernel takes, then flushes
+/// (tests).
+#[cfg(test)]
+fn write_all(stream: &mut impl Write, bufs: &[Bytes]) -> io::Result<()> {
     let mut slices: Vec<IoSlice<'_>> = bufs.iter().filter(|b| !b.is_empty()).map(|b| IoSlice::new(b)).collect();
     let mut rest = &mut slices[..];
     while !rest.is_empty() {
@@ -142,17 +247,4 @@ pub(super) fn write_message(stream: &mut impl Write, frames: &[Bytes]) -> io::Re
     let mut bufs = vec![header(frames, 0)];
     bufs.extend(frames.iter().cloned());
     write_all(stream, &bufs)
-}
-
-pub(super) trait FlushClose {
-    /// Flushes and half-closes.
-    fn flush_and_close(self) -> io::Result<()>;
-}
-
-impl FlushClose for Outgoing {
-    /// Flushes and half-closes, so the last messages reach the peer before it sees EOF.
-    fn flush_and_close(mut self) -> io::Result<()> {
-        self.flush()?;
-        self.shutdown(Shutdown::Write)
-    }
 }

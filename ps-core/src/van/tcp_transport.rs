@@ -13,9 +13,11 @@
 use super::cork;
 use super::guard::Guard;
 use super::shm::{self, Shm};
-use super::tcp_link::{header, open, tune, FlushClose, Link, Peer};
+use super::tcp_drain::Drain;
+use super::tcp_link::{header, open, tune, Link, Peer};
 pub(crate) use super::tcp_read::read_message;
 use super::tcp_read::{serve, Serve};
+use super::tcp_wire::Wire;
 use super::transport::{Deliver, Transport};
 use crate::auth::Security;
 use bytes::Bytes;
@@ -40,6 +42,8 @@ pub struct TcpTransport {
     guard: Arc<Guard>,
     spin: Duration,
     shm: Arc<Shm>,
+    /// Finishes the writes reader threads left to it.
+    drain: Arc<Drain>,
 }
 
 impl TcpTransport {
@@ -60,6 +64,7 @@ impl TcpTransport {
             threads: Arc::default(),
             spin: Duration::ZERO,
             shm: Shm::off(),
+            drain: Drain::new(),
         }
     }
 
@@ -93,10 +98,16 @@ impl TcpTransport {
         let len: usize = frames.iter().map(|f| f.len()).sum();
         let mut p = link.lock();
         if p.stream.is_none() {
-            p.stream = Some(open(&p.addr, &self.guard)?);
+            p.stream = Some(Wire::new(open(&p.addr, &self.guard)?));
         }
         let Peer { stream, shm, .. } = &mut *p;
-        let marks = self.shm.place(shm, stream.as_mut().expect("just opened"), &mut frames);
+        let wire = stream.as_mut().expect("just opened");
+        // an offer goes straight to the socket: only while no bytes wait before it
+        let marks = if wire.pending() && matches!(shm, shm::ShmLink::NotOffered) {
+            0
+        } else {
+            self.shm.place(shm, wire.conn(), &mut frames)
+        };
         p.queued.push(header(&frames, marks));
         p.queued_bytes += frames.iter().map(|f| f.len()).sum::<usize>();
         p.queued.extend(frames);
@@ -114,7 +125,7 @@ impl TcpTransport {
             // written once the message being handled is done, outside its handler
             return Ok(len);
         }
-        p.write_queued(&self.guard).map(|()| len)
+        link.write_out(p).map(|()| len)
     }
 }
 
@@ -205,20 +216,19 @@ impl Transport for TcpTransport {
     /// connection queued behind it.
     fn connect(&self, peer: i32, host: &str, port: u16) -> io::Result<()> {
         let addr = crate::addr::host_port(host, port);
-        let old = self.peers.lock().insert(peer, Link::new(addr, &self.guard));
+        let old = self
+            .peers
+            .lock()
+            .insert(peer, Link::new(addr, &self.guard, &self.drain));
         if let Some(old) = old {
-            if let Some(s) = old.lock().stream.take() {
-                let _ = s.shutdown(Shutdown::Both);
-            }
+            old.lock().drop_stream();
         }
         Ok(())
     }
 
     fn disconnect(&self, peer: i32) {
         if let Some(p) = self.peers.lock().remove(&peer) {
-            if let Some(s) = p.lock().stream.take() {
-                let _ = s.shutdown(Shutdown::Both);
-            }
+            p.lock().drop_stream();
         }
     }
 
@@ -252,11 +262,14 @@ impl Transport for TcpTransport {
 
     fn close(&self) {
         self.stop.store(true, Ordering::Relaxed);
-        for (_, link) in self.peers.lock().drain() {
-            let mut p = link.lock();
-            if p.write_queued(&link.guard).is_ok() {
-                if let Some(s) = p.stream.take() {
-                    let _ = s.flush_and_close();
+        self.drain.stop();
+        let links: Vec<_> = self.peers.lock().drain().map(|(_, l)| l).collect();
+        for link in links {
+            // everything queued, then a half-close: the last messages reach the peer
+            // before it sees the end of the stream
+            if link.write_out(link.lock()).is_ok() {
+                if let Some(w) = link.lock().stream.take() {
+                    let _ = w.shutdown(Shutdown::Write);
                 }
             }
         }

@@ -11,6 +11,7 @@ use super::spin_read::{FrameRead, SpinRead};
 use crate::auth::gate::{Gate, HandshakeFailure};
 use crate::auth::handshake::{AfterHello, Initiator, Refusal, Responder, CHALLENGE_LEN, HELLO_LEN, PROOF_LEN};
 use crate::auth::{Limits, Security};
+use bytes::Bytes;
 use parking_lot::Mutex;
 pub use sealed_io::{SealedReader, SealedWriter};
 use std::io::{self, BufReader, IoSlice, Read, Write};
@@ -28,10 +29,11 @@ pub struct Guard {
     epoch: Instant,
 }
 
-/// An outgoing link: plain or sealed.
+/// An outgoing link: plain or sealed. Sealing happens in memory ([`Outgoing::encode`]),
+/// so the transport can hand the socket the sealed bytes without blocking.
 pub struct Outgoing {
     tcp: TcpStream,
-    sealed: Option<SealedWriter<TcpStream>>,
+    sealed: Option<SealedWriter<Vec<u8>>>,
 }
 
 /// An admitted incoming connection; its slot at the door is freed when dropped.
@@ -75,8 +77,24 @@ impl Outgoing {
     pub fn shutdown(&self, how: Shutdown) -> io::Result<()> {
         self.tcp.shutdown(how)
     }
+
+    /// The bytes to put on the socket for `bufs`, a batch of whole messages: the bufs
+    /// themselves on a plain link, their sealed records (the last one closed at the
+    /// batch's end) on a sealed one.
+    pub fn encode(&mut self, bufs: Vec<Bytes>) -> io::Result<Vec<Bytes>> {
+        let Some(s) = &mut self.sealed else {
+            return Ok(bufs);
+        };
+        for b in &bufs {
+            s.write_all(b)?;
+        }
+        s.flush()?;
+        Ok(vec![Bytes::from(std::mem::take(s.get_mut()))])
+    }
 }
 
+/// Blocking writes (the shared-memory offer, tests): written to the socket at once,
+/// sealed first on a sealed link.
 impl Write for Outgoing {
     fn write(&mut self, b: &[u8]) -> io::Result<usize> {
         match &mut self.sealed {
@@ -91,10 +109,12 @@ impl Write for Outgoing {
         }
     }
     fn flush(&mut self) -> io::Result<()> {
-        match &mut self.sealed {
-            Some(s) => s.flush(),
-            None => self.tcp.flush(),
+        if let Some(s) = &mut self.sealed {
+            s.flush()?;
+            let sealed = std::mem::take(s.get_mut());
+            self.tcp.write_all(&sealed)?;
         }
+        self.tcp.flush()
     }
 }
 
@@ -147,10 +167,7 @@ impl Guard {
         })?;
         tcp.write_all(&proof)?;
         tcp.set_read_timeout(None)?;
-        let sealed = match key {
-            Some(k) => Some(SealedWriter::new(tcp.try_clone()?, &k)),
-            None => None,
-        };
+        let sealed = key.map(|k| SealedWriter::new(Vec::new(), &k));
         Ok(Outgoing { tcp, sealed })
     }
 

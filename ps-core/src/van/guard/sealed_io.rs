@@ -37,6 +37,11 @@ impl<W: Write> SealedWriter<W> {
     pub fn get_ref(&self) -> &W {
         &self.inner
     }
+
+    /// The underlying stream, mutably (e.g. to take the records sealed into a `Vec`).
+    pub fn get_mut(&mut self) -> &mut W {
+        &mut self.inner
+    }
 }
 
 impl<W: Write> Write for SealedWriter<W> {

@@ -1,0 +1,105 @@
+//! The TCP transport's drain thread: it finishes the writes that reader threads
+//! started and the socket did not take at once ([`super::tcp_wire`]). A reader thread
+//! hands such a link over and goes back to reading; the drain waits (without the
+//! link's lock) until the socket is writable and writes more, until nothing waits. The
+//! thread starts at the first hand-over and ends with the transport.
+
+use super::tcp_link::Link;
+use crossbeam_channel::{Receiver, Sender};
+use parking_lot::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// How long the drain waits for a writable socket before it looks for new links.
+const POLL: Duration = Duration::from_millis(50);
+
+/// The drain of one transport.
+pub(super) struct Drain {
+    tx: Sender<Arc<Link>>,
+    rx: Receiver<Arc<Link>>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Drain {
+    /// A drain whose thread has not started.
+    pub(super) fn new() -> Arc<Drain> {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        Arc::new(Drain {
+            tx,
+            rx,
+            thread: Mutex::new(None),
+            stop: Arc::default(),
+        })
+    }
+
+    /// Has the drain finish writing `link` (its socket was full).
+    pub(super) fn add(&self, link: Arc<Link>) {
+        let mut t = self.thread.lock();
+        if t.is_none() && !self.stop.load(Ordering::Relaxed) {
+            let (rx, stop) = (self.rx.clone(), Arc::clone(&self.stop));
+            match std::thread::Builder::new()
+                .name("psrs-tcp-drain".into())
+                .spawn(move || run(rx, stop))
+            {
+                Ok(h) => *t = Some(h),
+                Err(e) => log::error!("cannot start the TCP drain thread: {e}"),
+            }
+        }
+        let _ = self.tx.send(link);
+    }
+
+    /// Stops the thread (links still waiting are left to their owners).
+    pub(super) fn stop(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.lock().take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn run(rx: Receiver<Arc<Link>>, stop: Arc<AtomicBool>) {
+    let mut links: Vec<Arc<Link>> = Vec::new();
+    while !stop.load(Ordering::Relaxed) {
+        if links.is_empty() {
+            match rx.recv_timeout(POLL * 4) {
+                Ok(l) => links.push(l),
+                Err(crossbeam_channel::RecvTimeoutError::Timeout) => continue,
+                Err(crossbeam_channel::RecvTimeoutError::Disconnected) => return,
+            }
+        }
+        for l in rx.try_iter() {
+            if !links.iter().any(|x| Arc::ptr_eq(x, &l)) {
+                links.push(l);
+            }
+        }
+        // the sockets still waiting to take bytes (a sending thread may have emptied one)
+        let mut fds = Vec::with_capacity(links.len());
+        links.retain(|l| match l.waiting_fd() {
+            Some(fd) => {
+                fds.push(libc::pollfd {
+                    fd,
+                    events: libc::POLLOUT,
+                    revents: 0,
+                });
+                true
+            }
+            None => false,
+        });
+        if fds.is_empty() {
+            continue;
+        }
+        // SAFETY: `fds` is a valid array of pollfds of its length.
+        let r = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, POLL.as_millis() as i32) };
+        if r < 0 {
+            std::thread::sleep(POLL); // EINTR or no memory: try again
+            continue;
+        }
+        // every link is tried: a writable one takes bytes, a stalled one is given up
+        let done: Vec<bool> = links.iter().map(|l| l.write_more()).collect();
+        let mut done = done.into_iter();
+        links.retain(|_| !done.next().unwrap_or(true));
+    }
+}
