@@ -10,6 +10,7 @@ use super::guard::Outgoing;
 use bytes::{Buf, Bytes};
 use std::collections::VecDeque;
 use std::io;
+use std::mem::MaybeUninit;
 use std::net::Shutdown;
 use std::os::fd::{AsRawFd, RawFd};
 use std::time::{Duration, Instant};
@@ -25,8 +26,9 @@ const MAX_IOV: usize = 128;
 pub(super) struct Wire {
     conn: Outgoing,
     out: VecDeque<Bytes>,
-    /// When the socket last took bytes, or `out` last became non-empty.
-    progress: Instant,
+    /// Since when the socket has taken nothing while bytes wait (None: it took the
+    /// last bytes offered). No clock is read while the socket takes everything.
+    full_since: Option<Instant>,
 }
 
 impl Wire {
@@ -35,7 +37,7 @@ impl Wire {
         Wire {
             conn,
             out: VecDeque::new(),
-            progress: Instant::now(),
+            full_since: None,
         }
     }
 
@@ -57,9 +59,6 @@ impl Wire {
     /// Puts a batch of whole messages (headers and frames, in order) behind what
     /// waits; sealed first on a sealed link.
     pub(super) fn push(&mut self, bufs: Vec<Bytes>) -> io::Result<()> {
-        if self.out.is_empty() {
-            self.progress = Instant::now();
-        }
         self.out
             .extend(self.conn.encode(bufs)?.into_iter().filter(|b| !b.is_empty()));
         Ok(())
@@ -73,12 +72,13 @@ impl Wire {
             match send_some(self.fd(), &self.out) {
                 Ok(0) => return Err(io::Error::new(io::ErrorKind::WriteZero, "connection closed")),
                 Ok(n) => {
-                    self.progress = Instant::now();
+                    self.full_since = None;
                     self.advance(n);
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    return match self.progress.elapsed() {
+                    let since = *self.full_since.get_or_insert_with(Instant::now);
+                    return match since.elapsed() {
                         t if t > WRITE_STALL => Err(io::Error::new(
                             io::ErrorKind::TimedOut,
                             format!("the peer took no bytes for {t:?}"),
@@ -114,22 +114,20 @@ impl Wire {
 
 /// One non-blocking vectored send of the first buffers of `out`.
 fn send_some(fd: RawFd, out: &VecDeque<Bytes>) -> io::Result<usize> {
-    let mut iov = [libc::iovec {
-        iov_base: std::ptr::null_mut(),
-        iov_len: 0,
-    }; MAX_IOV];
+    let mut iov = [const { MaybeUninit::<libc::iovec>::uninit() }; MAX_IOV];
     let mut n = 0;
     for (slot, b) in iov.iter_mut().zip(out.iter()) {
-        *slot = libc::iovec {
+        slot.write(libc::iovec {
             iov_base: b.as_ptr() as *mut libc::c_void,
             iov_len: b.len(),
-        };
+        });
         n += 1;
     }
-    // SAFETY: a zeroed msghdr is valid (no address, no control data); the iovecs point
-    // into buffers `out` keeps alive for the call, which only reads them.
+    // SAFETY: a zeroed msghdr is valid (no address, no control data); its first `n`
+    // iovecs are initialised and point into buffers `out` keeps alive for the call,
+    // which only reads them.
     let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = iov.as_mut_ptr();
+    msg.msg_iov = iov.as_mut_ptr().cast::<libc::iovec>();
     msg.msg_iovlen = n as _;
     // SAFETY: `fd` is the open socket of the connection `out` belongs to; `msg` is valid.
     let sent = unsafe { libc::sendmsg(fd, &msg, libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL) };
