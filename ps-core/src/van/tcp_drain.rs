@@ -5,6 +5,7 @@
 //! thread starts at the first hand-over and ends with the transport.
 
 use super::tcp_link::Link;
+use super::tcp_wire::wait_writable;
 use crossbeam_channel::{Receiver, Sender};
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -77,29 +78,15 @@ fn run(rx: Receiver<Arc<Link>>, stop: Arc<AtomicBool>) {
         }
         // the sockets still waiting to take bytes (a sending thread may have emptied one)
         let mut fds = Vec::with_capacity(links.len());
-        links.retain(|l| match l.waiting_fd() {
-            Some(fd) => {
-                fds.push(libc::pollfd {
-                    fd,
-                    events: libc::POLLOUT,
-                    revents: 0,
-                });
-                true
-            }
-            None => false,
-        });
+        links.retain(|l| l.waiting_fd().map(|fd| fds.push(fd)).is_some());
         if fds.is_empty() {
             continue;
         }
-        // SAFETY: `fds` is a valid array of pollfds of its length.
-        let r = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, POLL.as_millis() as i32) };
-        if r < 0 {
-            std::thread::sleep(POLL); // EINTR or no memory: try again
+        if wait_writable(&fds, POLL).is_err() {
+            std::thread::sleep(POLL); // interrupted or no memory: try again
             continue;
         }
         // every link is tried: a writable one takes bytes, a stalled one is given up
-        let done: Vec<bool> = links.iter().map(|l| l.write_more()).collect();
-        let mut done = done.into_iter();
-        links.retain(|_| !done.next().unwrap_or(true));
+        links.retain(|l| !l.write_more());
     }
 }

@@ -91,7 +91,7 @@ impl Peer {
 /// before it leaves the rest to the drain: long enough for a fast peer to take a few
 /// MB (no hand-over), short enough that two readers writing to each other under full
 /// sockets each go back to reading soon.
-pub(super) const READER_WRITE_BUDGET: Duration = Duration::from_millis(20);
+const READER_WRITE_BUDGET: Duration = Duration::from_millis(20);
 
 /// A thread waiting for a full socket looks again at least this often.
 const WAIT_SLICE: Duration = Duration::from_millis(100);
@@ -157,7 +157,7 @@ impl Link {
                 },
                 None => WAIT_SLICE,
             };
-            wait_writable(fd, wait);
+            let _ = wait_writable(&[fd], wait); // interrupted: look again
             let mut p = self.lock();
             if p.stream.is_none() {
                 return Err(io::Error::new(
@@ -193,9 +193,9 @@ impl Link {
 impl cork::Flush for Link {
     fn flush_queued(&self) {
         let p = self.peer.lock();
-        let (n, addr) = (p.queued_msgs, p.addr.clone());
+        let n = p.queued_msgs;
         if let Err(e) = self.write_out(p) {
-            log::debug!("{n} queued messages to {addr} not sent: {e}");
+            log::debug!("{n} queued messages to {} not sent: {e}", self.lock().addr);
         }
     }
 }

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 /// A connection that takes no byte for this long while bytes wait is given up (its
 /// messages are lost; the resender, when on, sends them again on a new connection).
-pub(super) const WRITE_STALL: Duration = Duration::from_secs(60);
+const WRITE_STALL: Duration = Duration::from_secs(60);
 
 /// At most this many buffers go to one `sendmsg`.
 const MAX_IOV: usize = 128;
@@ -138,18 +138,25 @@ fn send_some(fd: RawFd, out: &VecDeque<Bytes>) -> io::Result<usize> {
     }
 }
 
-/// Waits up to `timeout` (rounded up to a millisecond) until `fd` is writable (or
-/// broken); false on timeout.
-pub(super) fn wait_writable(fd: RawFd, timeout: Duration) -> bool {
-    let mut p = libc::pollfd {
-        fd,
-        events: libc::POLLOUT,
-        revents: 0,
-    };
-    // SAFETY: one valid pollfd.
+/// Waits up to `timeout` (rounded up to a millisecond) until one of `fds` is writable
+/// (or broken): Ok(false) on timeout. An error is `poll`'s own (e.g. interrupted).
+pub(super) fn wait_writable(fds: &[RawFd], timeout: Duration) -> io::Result<bool> {
+    let mut polled: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|&fd| libc::pollfd {
+            fd,
+            events: libc::POLLOUT,
+            revents: 0,
+        })
+        .collect();
     let ms = timeout.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32;
-    let r = unsafe { libc::poll(&mut p, 1, ms) };
-    r > 0
+    // SAFETY: `polled` is a valid array of pollfds of its length.
+    let r = unsafe { libc::poll(polled.as_mut_ptr(), polled.len() as libc::nfds_t, ms) };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r > 0)
+    }
 }
 
 #[cfg(test)]
@@ -188,7 +195,7 @@ mod tests {
             got
         });
         while !w.write_now().unwrap() {
-            assert!(wait_writable(w.fd(), Duration::from_secs(10)));
+            assert!(wait_writable(&[w.fd()], Duration::from_secs(10)).unwrap());
         }
         assert!(!w.pending());
         let got = reader.join().unwrap();
