@@ -19,6 +19,8 @@ struct Pending {
     /// (to a request delivered to it twice) does not count; a KV server answering for
     /// two ranges (its own and one it took over) counts twice.
     from: Vec<(i32, i32)>,
+    /// Nobody waits for it (its answers go to a callback): dropped once done.
+    forget: bool,
 }
 
 impl Pending {
@@ -152,9 +154,27 @@ impl Customer {
                 expected,
                 received: 0,
                 from: Vec::new(),
+                forget: false,
             },
         );
         ts
+    }
+
+    /// Drops request `ts` once it is done (at once if it is done already): for a
+    /// request nobody will wait for, whose answers a callback takes. Without this such
+    /// a request would be kept forever.
+    pub fn forget_when_done(&self, ts: i32) {
+        let mut r = self.tracker.requests.lock();
+        match r.get_mut(&ts) {
+            Some(e) if e.done() => _ = r.remove(&ts),
+            Some(e) => e.forget = true,
+            None => {}
+        }
+    }
+
+    /// How many requests are tracked (sent and not yet waited for or forgotten).
+    pub fn num_pending(&self) -> usize {
+        self.tracker.requests.lock().len()
     }
 
     /// Adds `n` to the responses of request `ts` (for responses that never travel,
@@ -228,6 +248,9 @@ fn accept(t: &Arc<Tracker>, msg: Message, handle: &mut impl FnMut(Message)) {
             e.received += 1;
             // waiters wait for a request to be done: wake them only then
             if e.done() {
+                if e.forget {
+                    r.remove(&ts);
+                }
                 drop(r);
                 wake(t);
             }
@@ -272,6 +295,7 @@ mod tests {
                 expected: 2,
                 received: 0,
                 from: Vec::new(),
+                forget: false,
             },
         );
         let mut seen = 0;
@@ -299,6 +323,7 @@ mod tests {
                     expected: 1,
                     received: 0,
                     from: Vec::new(),
+                    forget: false,
                 },
             );
         }
@@ -332,5 +357,29 @@ mod tests {
         waiter.join().unwrap();
         let wakes: Vec<bool> = woke_rx.try_iter().collect();
         assert_eq!(wakes, vec![true], "one wake-up, with both requests done");
+    }
+
+    #[test]
+    fn a_request_to_forget_is_dropped_when_done_and_not_before() {
+        let t = Arc::new(Tracker::default());
+        let mut h = |_m: Message| {};
+        for (ts, expected) in [(1, 2), (2, 1)] {
+            t.requests.lock().insert(
+                ts,
+                Pending {
+                    expected,
+                    received: 0,
+                    from: Vec::new(),
+                    forget: ts == 1,
+                },
+            );
+        }
+        accept(&t, response(1, 8, 0), &mut h);
+        assert!(t.requests.lock().contains_key(&1), "one of two answers: still awaited");
+        accept(&t, response(1, 10, 0), &mut h);
+        accept(&t, response(2, 8, 0), &mut h);
+        let r = t.requests.lock();
+        assert!(!r.contains_key(&1), "done and nobody waits: dropped");
+        assert!(r[&2].done(), "done, kept for its waiter");
     }
 }

@@ -153,7 +153,10 @@ impl<V: Pod + Send + Sync> KVWorker<V> {
         self.request(KvRequest::new(kvs, cmd, true, true), None)
     }
 
-    /// Sends `req`; `callback` runs on the customer thread once all answers are in.
+    /// Sends `req`. Without a callback, wait for the returned timestamp. With one,
+    /// `callback` runs once all answers are in (or one server refused the request), on
+    /// the thread that received the last answer, and the request is then forgotten:
+    /// do not wait for it (that would find an unknown request).
     pub fn request(&self, req: KvRequest<V>, callback: Option<Callback<V>>) -> Result<i32, KvError> {
         req.kvs.validate(req.push)?;
         let parts = req.kvs.slice(&self.ranges, req.push);
@@ -164,6 +167,9 @@ impl<V: Pod + Send + Sync> KVWorker<V> {
             })
             .collect();
         let ts = self.customer.new_request_expecting(targets.len());
+        if callback.is_some() {
+            self.customer.forget_when_done(ts); // nobody waits for it
+        }
         let mut out = Vec::with_capacity(targets.len());
         let mut full = vec![None; parts.len()];
         let mut sent_to = vec![0; parts.len()];
@@ -281,6 +287,11 @@ impl<V: Pod + Send + Sync> KVWorker<V> {
     pub fn abandon(&self, ts: i32) {
         self.state.lock().remove(&ts);
         self.customer.forget_request(ts);
+    }
+
+    /// Requests sent and not yet waited for (or, with a callback, not yet answered).
+    pub fn pending_requests(&self) -> usize {
+        self.state.lock().len()
     }
 
     /// The postoffice this worker sends through.

@@ -155,16 +155,19 @@ pub(crate) fn on_response<V: Pod + Send + Sync>(
     finish(state, ts);
 }
 
-/// Runs the callback of `ts` if it has one and every answer is in.
+/// Runs the callback of `ts` if it has one and every answer is in; a request with a
+/// callback is then forgotten (nobody waits for it).
 pub(crate) fn finish<V: Pod + Send + Sync>(state: &State<V>, ts: i32) {
-    let (cb, replies, error) = {
+    let p = {
         let mut st = state.lock();
-        let Some(p) = st.get_mut(&ts) else { return };
-        let Some(cb) = p.callback.take() else { return };
-        (cb, p.replies.clone(), p.error.clone())
+        if !st.get(&ts).is_some_and(|p| p.callback.is_some()) {
+            return;
+        }
+        st.remove(&ts).expect("present")
     };
-    match &error {
+    let cb = p.callback.expect("checked");
+    match &p.error {
         Some(e) => cb(Err(e)),
-        None => cb(Ok(&replies)),
+        None => cb(Ok(&p.replies)),
     }
 }
