@@ -230,6 +230,9 @@ impl SimpleApp {
         let sent = self.send_request(ts, head, &body, &recvers);
         let complete = sent.is_ok() && self.wait_call(ts, timeout);
         let mut got = self.calls.lock().remove(&ts).map(|c| c.got).unwrap_or_default();
+        if !complete {
+            self.customer.forget_request(ts); // late answers count for nothing
+        }
         sent?;
         if !complete {
             return Err(io::Error::new(
@@ -286,71 +289,5 @@ impl SimpleApp {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_dead_node_is_asked_again_only_what_it_has_not_answered() {
-        let reply = |sender| SimpleData {
-            head: 5,
-            body: Bytes::new(),
-            sender,
-            timestamp: 3,
-            customer_id: 0,
-            incarnation: 1,
-        };
-        let mut calls = HashMap::new();
-        calls.insert(
-            3,
-            Call {
-                head: 5,
-                body: Bytes::from_static(b"q"),
-                recvers: vec![8, 9, 11],
-                got: vec![reply(8), reply(9)],
-            },
-        );
-        calls.insert(
-            4,
-            Call {
-                head: 6,
-                body: Bytes::from_static(b"r"),
-                recvers: vec![8, 9],
-                got: vec![],
-            },
-        );
-        let again = to_ask_again(0, &calls, &[9, 11]);
-        let mut asked: Vec<(i32, i32)> = again.iter().map(|m| (m.meta.timestamp, m.meta.recver)).collect();
-        asked.sort();
-        assert_eq!(asked, vec![(3, 11), (4, 9)], "9 answered call 3; call 4 never asked 11");
-        let m = again.iter().find(|m| m.meta.timestamp == 3).unwrap();
-        assert!(m.meta.request && m.meta.simple_app && m.meta.head == 5);
-        assert_eq!(m.data, vec![Bytes::from_static(b"q")], "the same request again");
-    }
-
-    #[test]
-    fn a_restarted_scheduler_is_asked_again_only_if_it_was_asked_and_did_not_answer() {
-        let call = |recvers: Vec<i32>, answered: Vec<i32>| Call {
-            head: 2,
-            body: Bytes::new(),
-            recvers,
-            got: answered
-                .into_iter()
-                .map(|sender| SimpleData {
-                    head: 2,
-                    body: Bytes::new(),
-                    sender,
-                    timestamp: 7,
-                    customer_id: 0,
-                    incarnation: 1,
-                })
-                .collect(),
-        };
-        let m = unanswered(0, 7, &call(vec![SCHEDULER, 8, 9], vec![8]), SCHEDULER).expect("asked again");
-        assert_eq!((m.meta.recver, m.meta.timestamp, m.meta.head), (SCHEDULER, 7, 2));
-        assert!(unanswered(0, 7, &call(vec![SCHEDULER, 8], vec![SCHEDULER]), SCHEDULER).is_none());
-        assert!(
-            unanswered(0, 7, &call(vec![8, 9], vec![]), SCHEDULER).is_none(),
-            "never asked"
-        );
-    }
-}
+#[path = "simple_app_tests.rs"]
+mod tests;
