@@ -160,7 +160,7 @@ pub(crate) fn on_response<V: Pod + Send + Sync>(
 pub(crate) fn finish<V: Pod + Send + Sync>(state: &State<V>, ts: i32) {
     let p = {
         let mut st = state.lock();
-        if !st.get(&ts).is_some_and(|p| p.callback.is_some()) {
+        if st.get(&ts).is_none_or(|p| p.callback.is_none()) {
             return;
         }
         st.remove(&ts).expect("present")
