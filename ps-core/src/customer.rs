@@ -5,7 +5,7 @@
 use crate::message::Message;
 use crate::postoffice::{Postoffice, Route};
 use parking_lot::{Condvar, Mutex};
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -32,7 +32,7 @@ impl Pending {
 #[derive(Default)]
 struct Tracker {
     /// timestamp → its responses
-    requests: Mutex<HashMap<i32, Pending>>,
+    requests: Mutex<FxHashMap<i32, Pending>>,
     cv: Condvar,
 }
 

@@ -156,6 +156,9 @@ impl fmt::Display for WireError {
 
 impl std::error::Error for WireError {}
 
+/// Bytes reserved for an encoded header: a data message's takes 30-60.
+const META_CAPACITY: usize = 64;
+
 fn codec() -> impl Options {
     bincode::DefaultOptions::new()
         .with_limit(MAX_META_BYTES)
@@ -165,7 +168,15 @@ fn codec() -> impl Options {
 impl Message {
     /// Encodes the header into its frame.
     pub fn encode_meta(&self) -> Bytes {
-        Bytes::from(codec().serialize(&self.meta).expect("Meta always serializes"))
+        // into a buffer of a data message's usual size: `serialize` would first walk
+        // the header once more just to size its buffer exactly (the limit applies to
+        // decoding untrusted bytes, not to our own headers)
+        let mut buf = Vec::with_capacity(META_CAPACITY);
+        // the same bytes as `codec()` writes
+        bincode::DefaultOptions::new()
+            .serialize_into(&mut buf, &self.meta)
+            .expect("Meta always serializes");
+        Bytes::from(buf)
     }
 
     /// Decodes frames (header first, then data) received from the wire.
@@ -253,6 +264,18 @@ mod tests {
         let mut frames = vec![m.encode_meta()];
         frames.extend(m.data.iter().cloned());
         assert_eq!(Message::decode(frames).unwrap(), m);
+    }
+
+    #[test]
+    fn the_header_bytes_are_the_documented_encoding() {
+        // encode_meta skips bincode's sizing pass; the bytes stay those of `codec()`
+        let mut control = sample();
+        control.meta.control.cmd = Command::AddNode;
+        control.meta.control.reason = "a reason".into();
+        control.meta.control.seq = u64::MAX;
+        for m in [sample(), control, Message::default()] {
+            assert_eq!(m.encode_meta().to_vec(), codec().serialize(&m.meta).unwrap());
+        }
     }
 
     #[test]

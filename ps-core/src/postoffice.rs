@@ -9,6 +9,7 @@ use crate::node::{group_members, Node, Role, ALL_GROUP, SCHEDULER};
 use crate::van::{Transport, Van, VanHandler};
 use crossbeam_channel::Sender;
 use parking_lot::{Condvar, Mutex, RwLock};
+use rustc_hash::FxHashMap;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -48,7 +49,8 @@ impl Route {
 /// Customer routes, and messages held for customers not registered yet.
 #[derive(Default)]
 struct Customers {
-    routes: HashMap<(i32, i32), Route>,
+    /// (Fx: looked up for every message; the keys are this process's own)
+    routes: FxHashMap<(i32, i32), Route>,
     held: Held,
 }
 

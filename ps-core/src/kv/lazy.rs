@@ -13,7 +13,7 @@ use super::worker_state::Pending;
 use crate::van::Van;
 use bytemuck::Pod;
 use parking_lot::Mutex;
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 /// The nodes whose links hold lazily sent parts not yet flushed.
 #[derive(Default)]
@@ -40,6 +40,6 @@ impl LazyLinks {
 
 /// True if a request other than `ts` awaits an answer: its answer will come and
 /// flush the noted links, so request `ts` may wait in its links' queues.
-pub(crate) fn may_defer<V: Pod>(pending: &HashMap<i32, Pending<V>>, ts: i32) -> bool {
+pub(crate) fn may_defer<V: Pod>(pending: &FxHashMap<i32, Pending<V>>, ts: i32) -> bool {
     pending.iter().any(|(&t, p)| t != ts && p.answered.contains(&false))
 }

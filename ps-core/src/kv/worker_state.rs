@@ -13,7 +13,7 @@ use crate::node::server_rank_to_id;
 use crate::postoffice::Postoffice;
 use bytemuck::Pod;
 use parking_lot::Mutex;
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 use std::sync::Arc;
 
 /// One request in flight; every `Vec` is indexed by key range (server rank).
@@ -37,7 +37,7 @@ pub(crate) struct Pending<V: Pod> {
 }
 
 /// The pending requests by timestamp.
-pub(crate) type State<V> = Arc<Mutex<HashMap<i32, Pending<V>>>>;
+pub(crate) type State<V> = Arc<Mutex<FxHashMap<i32, Pending<V>>>>;
 
 /// Where range `r`'s requests go: its first live holder (the server of rank `r`
 /// without replication, dead or not: its replacement gets what was parked).

@@ -22,6 +22,7 @@ use super::transport::{Deliver, Transport};
 use crate::auth::Security;
 use bytes::Bytes;
 use parking_lot::Mutex;
+use rustc_hash::FxHashMap;
 use std::collections::HashMap;
 use std::io;
 use std::net::{Shutdown, TcpListener, TcpStream};
@@ -33,7 +34,7 @@ use std::time::Duration;
 /// TCP implementation of [`Transport`].
 pub struct TcpTransport {
     listener: Mutex<Option<TcpListener>>,
-    peers: Mutex<HashMap<i32, Arc<Link>>>,
+    peers: Mutex<FxHashMap<i32, Arc<Link>>>,
     /// The accepted connections being read, by number: closed when their reader ends
     /// (a refused or malformed stream is closed at once) or on `close`.
     incoming: Arc<Mutex<HashMap<u64, TcpStream>>>,
@@ -58,7 +59,7 @@ impl TcpTransport {
         TcpTransport {
             guard: Guard::new(sec),
             listener: Mutex::new(None),
-            peers: Mutex::new(HashMap::new()),
+            peers: Mutex::new(FxHashMap::default()),
             incoming: Arc::default(),
             stop: Arc::new(AtomicBool::new(false)),
             threads: Arc::default(),
