@@ -2,6 +2,7 @@
 //! and what a call that timed out leaves behind.
 
 use super::*;
+use crate::van::test_transport::{worker_config, Void};
 
 #[test]
 fn a_dead_node_is_asked_again_only_what_it_has_not_answered() {
@@ -68,43 +69,9 @@ fn a_restarted_scheduler_is_asked_again_only_if_it_was_asked_and_did_not_answer(
     );
 }
 
-/// A transport that takes every message and delivers none: nobody answers.
-struct Silent;
-
-impl crate::van::transport::Transport for Silent {
-    fn bind(&self, _host: &str, _port: u16) -> io::Result<u16> {
-        Ok(0)
-    }
-    fn start(&self, _deliver: crate::van::Deliver) -> io::Result<()> {
-        Ok(())
-    }
-    fn connect(&self, _peer: i32, _host: &str, _port: u16) -> io::Result<()> {
-        Ok(())
-    }
-    fn disconnect(&self, _peer: i32) {}
-    fn is_connected(&self, _peer: i32) -> bool {
-        true
-    }
-    fn send(&self, _peer: i32, frames: Vec<Bytes>) -> io::Result<usize> {
-        Ok(frames.iter().map(|f| f.len()).sum())
-    }
-    fn close(&self) {}
-}
-
 #[test]
 fn a_call_that_timed_out_is_forgotten() {
-    let vars: HashMap<String, String> = [
-        ("DMLC_ROLE", "worker"),
-        ("DMLC_PS_ROOT_URI", "127.0.0.1"),
-        ("DMLC_PS_ROOT_PORT", "9000"),
-        ("DMLC_NUM_SERVER", "1"),
-        ("DMLC_NUM_WORKER", "1"),
-    ]
-    .iter()
-    .map(|(k, v)| (k.to_string(), v.to_string()))
-    .collect();
-    let cfg = crate::config::Config::from_vars(&vars).unwrap();
-    let po = Postoffice::with_transport(cfg, Arc::new(Silent));
+    let po = Postoffice::with_transport(worker_config(&[]), Arc::new(Void { fail: None }));
     let app = SimpleApp::new(&po, 3, None, None).unwrap();
     for _ in 0..3 {
         let e = app.call(1, Bytes::from_static(b"x"), SCHEDULER, Duration::from_millis(50));

@@ -18,6 +18,8 @@ mod tcp_link;
 mod tcp_read;
 pub mod tcp_transport;
 mod tcp_wire;
+#[cfg(test)]
+pub(crate) mod test_transport;
 pub mod transport;
 pub mod zmq_transport;
 

@@ -3,47 +3,12 @@
 
 use super::*;
 use crate::message::Meta;
+use crate::van::test_transport::{worker_config, Void};
 use bytes::Bytes;
-use std::collections::HashMap;
-
-/// A transport whose every send fails with `kind`.
-struct Failing(io::ErrorKind);
-
-impl Transport for Failing {
-    fn bind(&self, _host: &str, _port: u16) -> io::Result<u16> {
-        Ok(0)
-    }
-    fn start(&self, _deliver: crate::van::Deliver) -> io::Result<()> {
-        Ok(())
-    }
-    fn connect(&self, _peer: i32, _host: &str, _port: u16) -> io::Result<()> {
-        Ok(())
-    }
-    fn disconnect(&self, _peer: i32) {}
-    fn is_connected(&self, _peer: i32) -> bool {
-        true
-    }
-    fn send(&self, _peer: i32, _frames: Vec<Bytes>) -> io::Result<usize> {
-        Err(io::Error::new(self.0, "failing transport"))
-    }
-    fn close(&self) {}
-}
 
 fn van(resend: bool, kind: io::ErrorKind) -> Arc<Van> {
-    let mut vars: HashMap<String, String> = [
-        ("DMLC_ROLE", "worker"),
-        ("DMLC_PS_ROOT_URI", "127.0.0.1"),
-        ("DMLC_PS_ROOT_PORT", "9000"),
-        ("DMLC_NUM_SERVER", "1"),
-        ("DMLC_NUM_WORKER", "1"),
-    ]
-    .iter()
-    .map(|(k, v)| (k.to_string(), v.to_string()))
-    .collect();
-    if resend {
-        vars.insert("PS_RESEND".into(), "1".into());
-    }
-    Van::new(Config::from_vars(&vars).unwrap(), Arc::new(Failing(kind)))
+    let extra: &[(&str, &str)] = if resend { &[("PS_RESEND", "1")] } else { &[] };
+    Van::new(worker_config(extra), Arc::new(Void { fail: Some(kind) }))
 }
 
 fn request() -> Message {
