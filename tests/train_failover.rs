@@ -70,6 +70,16 @@ struct Outcome {
     wall: f64,
     accuracy: f64,
     recovery: Option<f64>,
+    /// The longest wait between two task completions, and the count it led to.
+    gap: Option<(f64, usize)>,
+}
+
+/// "longest wait between task completions X s (before task N)", for a stall's report.
+fn gap_text(gap: Option<(f64, usize)>) -> String {
+    match gap {
+        Some((secs, n)) => format!("longest wait between task completions {secs:.2} s (before task {n})"),
+        None => "no task completions logged".to_string(),
+    }
 }
 
 /// A small deterministic generator for the jitter (no extra dependency).
@@ -192,11 +202,19 @@ fn run(fault: Option<(Kind, f64)>, train: &Path, test: &Path, work: &Path) -> (O
     c.wait_success();
     let wall = start.elapsed().as_secs_f64();
     let accuracy = training::final_accuracy(&c);
+    let sched: String = c
+        .procs
+        .iter()
+        .filter(|p| p.role == "scheduler")
+        .map(|p| p.stderr())
+        .collect();
+    let gap = training::longest_progress_gap(&sched);
     (
         Outcome {
             wall,
             accuracy,
             recovery,
+            gap,
         },
         c,
     )
@@ -295,8 +313,13 @@ fn sweep(kinds: &[Kind]) {
             check_tasks(&killed_cluster, Some(kind), &what);
             let rec = o.recovery.unwrap_or(f64::NAN);
             println!(
-                "{what}: recovered in {rec:.2} s, wall {:.2} s (fault-free {:.2} s), test accuracy {:.4} vs {:.4}",
-                o.wall, clean.wall, o.accuracy, clean.accuracy
+                "{what}: recovered in {rec:.2} s, wall {:.2} s (fault-free {:.2} s), test accuracy {:.4} vs {:.4}; {} (fault-free: {})",
+                o.wall,
+                clean.wall,
+                o.accuracy,
+                clean.accuracy,
+                gap_text(o.gap),
+                gap_text(clean.gap)
             );
             if o.wall > slowest_clean + HEARTBEAT_TIMEOUT_S + 1.0 + CONTENTION_MARGIN_S {
                 // the machine may have slowed since the round's fault-free run (other
@@ -316,8 +339,9 @@ fn sweep(kinds: &[Kind]) {
             let bound = slowest_clean + HEARTBEAT_TIMEOUT_S + 1.0 + CONTENTION_MARGIN_S;
             assert!(
                 o.wall <= bound,
-                "{what}: wall {:.2} s > slowest fault-free {slowest_clean:.2} s + heartbeat timeout + 1 s + {CONTENTION_MARGIN_S} s: a stall\n{}",
+                "{what}: wall {:.2} s > slowest fault-free {slowest_clean:.2} s + heartbeat timeout + 1 s + {CONTENTION_MARGIN_S} s: a stall ({})\n{}",
                 o.wall,
+                gap_text(o.gap),
                 killed_cluster.dump()
             );
             drop(killed_cluster);

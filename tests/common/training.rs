@@ -174,6 +174,31 @@ pub fn tasks_done(log: &str) -> usize {
         .unwrap_or(0)
 }
 
+/// The longest time between two consecutive task completions in a scheduler's log
+/// (its "progress: N/..." lines, by their timestamps) and the count it led to: where a
+/// run stalled, as opposed to one that was slow throughout. None under two such lines.
+pub fn longest_progress_gap(log: &str) -> Option<(f64, usize)> {
+    let points: Vec<(f64, usize)> = log
+        .lines()
+        .filter_map(|l| {
+            let n = l.split("progress: ").nth(1)?.split('/').next()?.parse().ok()?;
+            // "[2026-11-24T09:42:03.728Z scheduler ..." → seconds within the day
+            let clock = l.split('T').nth(1)?.split('Z').next()?;
+            let mut parts = clock.split(':');
+            let (h, m, sec): (f64, f64, f64) = (
+                parts.next()?.parse().ok()?,
+                parts.next()?.parse().ok()?,
+                parts.next()?.parse().ok()?,
+            );
+            Some((h * 3600.0 + m * 60.0 + sec, n))
+        })
+        .collect();
+    points
+        .windows(2)
+        .map(|w| ((w[1].0 - w[0].0).rem_euclid(86400.0), w[1].1))
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+}
+
 /// The node id process `i` logged when it started ("worker[11]@... started").
 pub fn id_of(c: &Cluster, i: usize) -> i32 {
     let err = c.procs[i].stderr();
