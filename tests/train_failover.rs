@@ -202,13 +202,7 @@ fn run(fault: Option<(Kind, f64)>, train: &Path, test: &Path, work: &Path) -> (O
     c.wait_success();
     let wall = start.elapsed().as_secs_f64();
     let accuracy = training::final_accuracy(&c);
-    let sched: String = c
-        .procs
-        .iter()
-        .filter(|p| p.role == "scheduler")
-        .map(|p| p.stderr())
-        .collect();
-    let gap = training::longest_progress_gap(&sched);
+    let gap = training::longest_progress_gap(&schedulers_log(&c));
     (
         Outcome {
             wall,
@@ -220,15 +214,19 @@ fn run(fault: Option<(Kind, f64)>, train: &Path, test: &Path, work: &Path) -> (O
     )
 }
 
-/// The master's own record: every pass complete with every task done once, nothing
-/// failed, nothing left to the task timeout; and the workers' counts.
-fn check_tasks(c: &Cluster, fault: Option<Kind>, what: &str) {
-    let sched: String = c
-        .procs
+/// The logs of every scheduler process of `c` (a killed one, then its replacement).
+fn schedulers_log(c: &Cluster) -> String {
+    c.procs
         .iter()
         .filter(|p| p.role == "scheduler")
         .map(|p| p.stderr())
-        .collect();
+        .collect()
+}
+
+/// The master's own record: every pass complete with every task done once, nothing
+/// failed, nothing left to the task timeout; and the workers' counts.
+fn check_tasks(c: &Cluster, fault: Option<Kind>, what: &str) {
+    let sched = schedulers_log(c);
     for pass in 1..4 {
         let line = format!("pass {pass} complete: 60 done, 0 failed");
         assert!(sched.contains(&line), "{what}: no \"{line}\"\n{}", c.dump());
