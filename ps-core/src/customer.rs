@@ -4,7 +4,7 @@
 
 use crate::message::Message;
 use crate::postoffice::{Postoffice, Route};
-use parking_lot::{Condvar, Mutex};
+use parking_lot::{Condvar, Mutex, MutexGuard};
 use rustc_hash::FxHashMap;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Arc;
@@ -180,13 +180,10 @@ impl Customer {
     /// Adds `n` to the responses of request `ts` (for responses that never travel,
     /// e.g. an empty slice).
     pub fn add_response(&self, ts: i32, n: usize) {
-        let done = self.tracker.requests.lock().get_mut(&ts).is_some_and(|e| {
-            e.received += n;
-            e.done()
-        });
-        if done {
-            wake(&self.tracker);
-        }
+        let mut r = self.tracker.requests.lock();
+        let Some(e) = r.get_mut(&ts) else { return };
+        e.received += n;
+        settle(r, ts, &self.tracker);
     }
 
     /// Forgets request `ts`: a waiter returns at once, later responses count for
@@ -246,16 +243,22 @@ fn accept(t: &Arc<Tracker>, msg: Message, handle: &mut impl FnMut(Message)) {
         } else {
             e.from.push(sender);
             e.received += 1;
-            // waiters wait for a request to be done: wake them only then
-            if e.done() {
-                if e.forget {
-                    r.remove(&ts);
-                }
-                drop(r);
-                wake(t);
-            }
+            settle(r, ts, t);
         }
     }
+}
+
+/// After request `ts` got responses: once it is done, drops it if nobody waits for it
+/// (`forget`) and wakes the waiters (only then: they wait for it to be done).
+fn settle(mut r: MutexGuard<'_, FxHashMap<i32, Pending>>, ts: i32, t: &Arc<Tracker>) {
+    let Some(e) = r.get(&ts).filter(|e| e.done()) else {
+        return;
+    };
+    if e.forget {
+        r.remove(&ts);
+    }
+    drop(r);
+    wake(t);
 }
 
 impl Drop for Customer {
@@ -381,5 +384,21 @@ mod tests {
         let r = t.requests.lock();
         assert!(!r.contains_key(&1), "done and nobody waits: dropped");
         assert!(r[&2].done(), "done, kept for its waiter");
+    }
+
+    #[test]
+    fn responses_counted_without_a_message_also_drop_a_request_to_forget() {
+        use crate::van::test_transport::{worker_config, Void};
+        let po = Postoffice::with_transport(worker_config(&[]), Arc::new(Void { fail: None }));
+        let c = Customer::new_inline(&po, 5, 5, |_m| {}).unwrap();
+        let (forgotten, awaited) = (c.new_request_expecting(2), c.new_request_expecting(1));
+        c.forget_when_done(forgotten);
+        c.add_response(forgotten, 1);
+        assert_eq!(c.num_pending(), 2, "one of two responses: still tracked");
+        c.add_response(forgotten, 1);
+        c.add_response(awaited, 1);
+        assert_eq!(c.num_pending(), 1, "the done request nobody waits for is dropped");
+        c.wait_request(awaited);
+        assert_eq!(c.num_pending(), 0);
     }
 }

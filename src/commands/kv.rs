@@ -160,8 +160,9 @@ fn answered_without_waiting(kv: &KVWorker<f32>, key: u64) -> Result<(), String> 
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
     // a request answered through its callback is forgotten, not kept forever
-    if kv.pending_requests() != 0 {
-        return Err(format!("{} answered requests are still kept", kv.pending_requests()));
+    let kept = kv.pending_requests();
+    if kept != 0 {
+        return Err(format!("{kept} answered requests are still kept"));
     }
     println!("pushes answered without a wait");
     Ok(())

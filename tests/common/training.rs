@@ -165,13 +165,12 @@ pub fn trained_tasks(c: &Cluster) -> usize {
 
 /// Tasks the master counts done, from its last "progress: N/240 tasks" line in `log`.
 pub fn tasks_done(log: &str) -> usize {
-    log.lines()
-        .rev()
-        .find_map(|l| {
-            let rest = l.split("progress: ").nth(1)?;
-            rest.split('/').next()?.parse().ok()
-        })
-        .unwrap_or(0)
+    log.lines().rev().find_map(progress_count).unwrap_or(0)
+}
+
+/// The tasks done a scheduler's "progress: N/..." line reports.
+fn progress_count(line: &str) -> Option<usize> {
+    line.split("progress: ").nth(1)?.split('/').next()?.parse().ok()
 }
 
 /// The longest time between two consecutive task completions in a scheduler's log
@@ -181,7 +180,7 @@ pub fn longest_progress_gap(log: &str) -> Option<(f64, usize)> {
     let points: Vec<(f64, usize)> = log
         .lines()
         .filter_map(|l| {
-            let n = l.split("progress: ").nth(1)?.split('/').next()?.parse().ok()?;
+            let n = progress_count(l)?;
             // "[2026-11-24T09:42:03.728Z scheduler ..." → seconds within the day
             let clock = l.split('T').nth(1)?.split('Z').next()?;
             let mut parts = clock.split(':');

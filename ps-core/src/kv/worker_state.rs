@@ -14,6 +14,7 @@ use crate::postoffice::Postoffice;
 use bytemuck::Pod;
 use parking_lot::Mutex;
 use rustc_hash::FxHashMap;
+use std::collections::hash_map::Entry;
 use std::sync::Arc;
 
 /// One request in flight; every `Vec` is indexed by key range (server rank).
@@ -158,14 +159,12 @@ pub(crate) fn on_response<V: Pod + Send + Sync>(
 /// Runs the callback of `ts` if it has one and every answer is in; a request with a
 /// callback is then forgotten (nobody waits for it).
 pub(crate) fn finish<V: Pod + Send + Sync>(state: &State<V>, ts: i32) {
-    let p = {
+    let (cb, p) = {
         let mut st = state.lock();
-        if st.get(&ts).is_none_or(|p| p.callback.is_none()) {
-            return;
-        }
-        st.remove(&ts).expect("present")
+        let Entry::Occupied(mut e) = st.entry(ts) else { return };
+        let Some(cb) = e.get_mut().callback.take() else { return };
+        (cb, e.remove())
     };
-    let cb = p.callback.expect("checked");
     match &p.error {
         Some(e) => cb(Err(e)),
         None => cb(Ok(&p.replies)),
