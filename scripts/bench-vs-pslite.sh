@@ -12,8 +12,11 @@
 # (256,4096), SHAPES ("1x1 2x2": servers x workers), BENCH_SECONDS (1), INFLIGHT (16),
 # SPIN_US (unset; N adds a column "tcp+spin": the TCP van with PS_SPIN_US=N, and every
 # psrs figure then also shows the worker's CPU use in percent of a core), NO_SHM (unset;
-# 1 adds a column "tcp-noshm": the TCP van with PS_SHM=0, co-located nodes over
-# loopback TCP instead of shared memory).
+# 1 adds a column "tcp-noshm": the TCP van with PS_SHM=0, co-located nodes' large
+# values over their socket instead of shared memory), NET (unset; 1 adds a column
+# "tcp-net": the TCP van with PS_SHM=0 PS_LOCAL_SOCKET=0, co-located nodes over
+# loopback TCP as nodes on different hosts talk; the "tcp" column, the default, uses
+# Unix sockets and shared memory between nodes of one host).
 # Needs target/release/psrs (cargo build --release). Print `uptime` with the figures:
 # on a loaded machine only ratios from one run mean anything.
 set -euo pipefail
@@ -32,7 +35,7 @@ sizes=${SIZES:-256,4096}
 shapes=${SHAPES:-1x1 2x2}
 secs=${BENCH_SECONDS:-1}
 inflight=${INFLIGHT:-16}
-systems="pslite zmq tcp${SPIN_US:+ tcp+spin}${NO_SHM:+ tcp-noshm}"
+systems="pslite zmq tcp${SPIN_US:+ tcp+spin}${NO_SHM:+ tcp-noshm}${NET:+ tcp-net}"
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 export PSRS_TIMEOUT=${PSRS_TIMEOUT:-120}
@@ -46,6 +49,8 @@ run() { # system shape mode size
       --sizes "$size" --seconds "$secs" --inflight "$inflight" ;;
     tcp-noshm) DMLC_PS_VAN_TYPE=tcp PS_SHM=0 scripts/local.sh "$s" "$w" "$psrs" bench --modes "$mode" \
       --sizes "$size" --seconds "$secs" --inflight "$inflight" ;;
+    tcp-net) DMLC_PS_VAN_TYPE=tcp PS_SHM=0 PS_LOCAL_SOCKET=0 scripts/local.sh "$s" "$w" "$psrs" bench \
+      --modes "$mode" --sizes "$size" --seconds "$secs" --inflight "$inflight" ;;
     tcp+spin) DMLC_PS_VAN_TYPE=tcp PS_SPIN_US=$SPIN_US scripts/local.sh "$s" "$w" "$psrs" bench --modes "$mode" \
       --sizes "$size" --seconds "$secs" --inflight "$inflight" ;;
   esac 2>/dev/null | grep -E '^(bench|pslite) .*msgs_per_s' |

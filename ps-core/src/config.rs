@@ -77,6 +77,9 @@ pub struct Config {
     /// `PS_SHM` (1 default, 0 off), `PS_SHM_MB`, `PS_SHM_MIN_BYTES`: the TCP van's
     /// shared memory to peers on this host (see [`crate::van::shm`]).
     pub shm: crate::van::shm::ShmConfig,
+    /// `PS_LOCAL_SOCKET` (1 default, 0 off): the TCP van's links to nodes on this host
+    /// go over Unix sockets instead of loopback TCP (see [`crate::van::stream`]).
+    pub local_socket: bool,
     /// The cluster secret, encryption and resource limits (`PS_SECRET_FILE`, ...).
     pub security: crate::auth::Security,
 }
@@ -238,6 +241,7 @@ impl Config {
                     .parse("PS_SHM_MIN_BYTES", "a number of bytes")?
                     .unwrap_or(crate::van::shm::DEFAULT_MIN_BYTES),
             },
+            local_socket: v.parse::<i64>("PS_LOCAL_SOCKET", "0 or 1")?.unwrap_or(1) != 0,
             security: crate::auth::Security::from_vars(vars)?,
         };
         cfg.validate()?;

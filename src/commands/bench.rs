@@ -79,18 +79,20 @@ fn with_cpu<T>(f: impl FnOnce() -> T) -> (T, Option<f64>) {
 }
 
 /// Prints KV / raw for one size: throughput ratio, and for latency the per-request time
-/// ratio (KV us / raw us, so 2.0 = twice the raw round trip).
-fn print_ratio(kv: &Figure, raw: &Figure, po: &ps_core::Postoffice) {
+/// ratio (KV us / raw us, so 2.0 = twice the raw round trip), and the raw floor's
+/// socket (`unix` or `tcp`).
+fn print_ratio(kv: &Figure, raw: &Figure, unix: bool, po: &ps_core::Postoffice) {
     let (what, ratio) = if kv.mode == Mode::Latency.name() {
         ("us_kv_over_raw", kv.us_per_op() / raw.us_per_op())
     } else {
         ("gbps_kv_over_raw", kv.gbps() / raw.gbps())
     };
     println!(
-        "bench worker={} compare mode={:<15} size={:>9} {what}={ratio:.3}",
+        "bench worker={} compare mode={:<15} size={:>9} {what}={ratio:.3} raw_socket={}",
         po.my_rank(),
         kv.mode,
-        kv.size
+        kv.size,
+        if unix { "unix" } else { "tcp" }
     );
 }
 
@@ -107,6 +109,12 @@ fn host_of(po: &ps_core::Postoffice, id: i32) -> Result<String, String> {
         .ok_or_else(|| format!("node {id} is not in the node table"))
 }
 
+/// Whether the raw floor connects as the TCP van's links do: through a Unix socket to a
+/// node on this host (`PS_LOCAL_SOCKET`, TCP van only).
+fn local_socket(po: &ps_core::Postoffice) -> bool {
+    po.config().local_socket && po.config().van_type == "tcp"
+}
+
 /// Asks this worker's raw server (rank = worker rank mod servers) for its raw port over
 /// KV and connects to it.
 fn raw_client(po: &std::sync::Arc<ps_core::Postoffice>) -> Result<RawClient, String> {
@@ -118,7 +126,8 @@ fn raw_client(po: &std::sync::Arc<ps_core::Postoffice>) -> Result<RawClient, Str
         .map_err(|e| e.to_string())?;
     let port = *got.vals.first().ok_or("raw bench: no port answered")? as u16;
     let host = host_of(po, server_rank_to_id(rank))?;
-    RawClient::connect((host.as_str(), port)).map_err(|e| format!("raw bench: connect {host}:{port}: {e}"))
+    RawClient::connect((host.as_str(), port), local_socket(po))
+        .map_err(|e| format!("raw bench: connect {host}:{port}: {e}"))
 }
 
 /// Serves (servers) or measures (workers), then finalizes.
@@ -130,7 +139,8 @@ pub fn run(a: Args) -> Result<(), String> {
             let _b = KVServer::<u8>::new(&po, APP_BYTES, empty_handle())?;
             let _f = KVServer::<f32>::new(&po, APP_FLOATS, ps_core::kv::handles::sum_handle())?;
             let _r = if a.compare_raw {
-                let port = spawn_server(&my_host(&po)?).map_err(|e| format!("raw bench listener: {e}"))?;
+                let port =
+                    spawn_server(&my_host(&po)?, local_socket(&po)).map_err(|e| format!("raw bench listener: {e}"))?;
                 Some(KVServer::<u64>::new(&po, APP_RAW_PORT, port_handle(port))?)
             } else {
                 None
@@ -182,7 +192,7 @@ pub fn run(a: Args) -> Result<(), String> {
                         }
                         .map_err(|e| format!("raw bench: {e}"))?;
                         print(&r, &po);
-                        print_ratio(&kv, &r, &po);
+                        print_ratio(&kv, &r, c.is_local(), &po);
                     }
                 }
             }

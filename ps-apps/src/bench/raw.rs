@@ -1,7 +1,9 @@
 //! Raw-socket floors for `psrs bench --compare-raw`: the same two processes as the KV
-//! benchmark (a server and a worker) talk over a plain TCP connection with the least
+//! benchmark (a server and a worker) talk over a plain connection with the least
 //! possible protocol, so the KV figures can be read as a fraction of what the kernel
-//! and the wire give.
+//! and the wire give. The connection is of the kind the TCP van's link between them
+//! is: a Unix socket when the two are on one host and `PS_LOCAL_SOCKET` is on (see
+//! [`ps_core::van::stream`]), TCP otherwise.
 //!
 //! Protocol, one request after another on one connection: a 9-byte header (`op`:
 //! u8, `size`: u64 little-endian) and, for [`Op::Push`], `size` bytes. The server
@@ -10,9 +12,10 @@
 //! with `size` bytes. Nodelay on both ends, as the vans set it.
 
 use super::modes::Figure;
+use ps_core::van::stream::{self, Stream};
 use std::collections::VecDeque;
 use std::io::{self, Read, Write};
-use std::net::{TcpListener, TcpStream, ToSocketAddrs};
+use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
 /// Largest payload the raw server accepts (a bad header must not allocate without bound).
@@ -41,28 +44,43 @@ impl Op {
     }
 }
 
-/// Binds an ephemeral port on `host` and serves every connection on its own thread
-/// until the process exits. Returns the port.
-pub fn spawn_server(host: &str) -> io::Result<u16> {
+/// Binds an ephemeral port on `host` (and, if `local`, the Unix socket standing for
+/// it) and serves every connection on its own thread until the process exits.
+/// Returns the port.
+pub fn spawn_server(host: &str, local: bool) -> io::Result<u16> {
     let listener = TcpListener::bind((host, 0))?;
-    let port = listener.local_addr()?.port();
+    let addr = listener.local_addr()?;
+    if local {
+        let unix = stream::listen_local(addr)?;
+        std::thread::Builder::new()
+            .name("raw-bench-unix".into())
+            .spawn(move || {
+                for conn in unix.incoming().flatten() {
+                    serve_on_thread(Stream::Unix(conn, stream::accepted_local()));
+                }
+            })?;
+    }
     std::thread::Builder::new().name("raw-bench".into()).spawn(move || {
         for conn in listener.incoming().flatten() {
-            let _ = std::thread::Builder::new()
-                .name("raw-bench-conn".into())
-                .spawn(move || {
-                    if let Err(e) = serve(conn) {
-                        log::debug!("raw bench connection ended: {e}");
-                    }
-                });
+            serve_on_thread(Stream::Tcp(conn));
         }
     })?;
-    Ok(port)
+    Ok(addr.port())
+}
+
+fn serve_on_thread(conn: Stream) {
+    let _ = std::thread::Builder::new()
+        .name("raw-bench-conn".into())
+        .spawn(move || {
+            if let Err(e) = serve(conn) {
+                log::debug!("raw bench connection ended: {e}");
+            }
+        });
 }
 
 /// Serves one connection until the peer closes it or sends a bad header.
-fn serve(mut s: TcpStream) -> io::Result<()> {
-    s.set_nodelay(true)?;
+fn serve(mut s: Stream) -> io::Result<()> {
+    s.tune();
     let mut buf = Vec::new();
     let zeros = vec![0u8; 1 << 20];
     loop {
@@ -100,16 +118,29 @@ fn serve(mut s: TcpStream) -> io::Result<()> {
 
 /// A connection to a raw server.
 pub struct RawClient {
-    s: TcpStream,
+    s: Stream,
     buf: Vec<u8>,
 }
 
 impl RawClient {
-    /// Connects to the raw server at `addr` (host, port).
-    pub fn connect(addr: impl ToSocketAddrs) -> io::Result<RawClient> {
-        let s = TcpStream::connect(addr)?;
-        s.set_nodelay(true)?;
+    /// Connects to the raw server at `addr` (host, port): through its Unix socket if
+    /// `local` and it has one, over TCP otherwise.
+    pub fn connect(addr: impl ToSocketAddrs, local: bool) -> io::Result<RawClient> {
+        let sa: SocketAddr = addr
+            .to_socket_addrs()?
+            .next()
+            .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "no address"))?;
+        let s = match local.then(|| stream::connect_local(sa)).flatten() {
+            Some(s) => s,
+            None => Stream::Tcp(TcpStream::connect(sa)?),
+        };
+        s.tune();
         Ok(RawClient { s, buf: Vec::new() })
+    }
+
+    /// True if the connection is a Unix socket.
+    pub fn is_local(&self) -> bool {
+        self.s.is_local()
     }
 
     fn send(&mut self, op: Op, size: usize, payload: &[u8]) -> io::Result<()> {
@@ -191,8 +222,15 @@ mod tests {
 
     #[test]
     fn raw_server_answers_each_op_with_the_promised_bytes() {
-        let port = spawn_server("127.0.0.1").expect("bind");
-        let mut c = RawClient::connect(("127.0.0.1", port)).expect("connect");
+        for local in [false, true] {
+            let port = spawn_server("127.0.0.1", local).expect("bind");
+            let mut c = RawClient::connect(("127.0.0.1", port), local).expect("connect");
+            assert_eq!(c.is_local(), local, "a Unix socket exactly when asked for");
+            exercise(&mut c);
+        }
+    }
+
+    fn exercise(c: &mut RawClient) {
         let d = Duration::from_millis(20);
         let f = c.ping_pong(300, d).expect("ping-pong");
         assert!(f.ops >= 2 && f.bytes == f.ops * 300);
@@ -204,7 +242,7 @@ mod tests {
 
     #[test]
     fn raw_server_drops_a_bad_header_without_answering() {
-        let port = spawn_server("127.0.0.1").expect("bind");
+        let port = spawn_server("127.0.0.1", false).expect("bind");
         let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
         let mut head = [9u8; 9];
         s.write_all(&head).expect("write");

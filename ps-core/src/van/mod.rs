@@ -7,10 +7,14 @@
 pub mod cork;
 pub mod guard;
 pub mod join_watch;
+#[cfg(test)]
+mod local_socket_tests;
 pub mod lock_service;
 mod shell;
 pub mod shm;
 pub mod spin_read;
+pub mod stream;
+mod tcp_accept;
 #[cfg(test)]
 mod tcp_cross_tests;
 mod tcp_drain;

@@ -18,6 +18,7 @@
 //! raised 1 MB and 16 MB pushes and pulls 30-70%, for more of the receiver's CPU. At
 //! most half the machine's CPUs' worth of a process's readers poll so at once.
 
+use super::stream::Stream;
 use std::io::{self, BufRead, BufReader, Read};
 use std::net::TcpStream;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -42,18 +43,18 @@ fn spin_until(limit: Duration, mut ready: impl FnMut() -> bool) -> bool {
     }
 }
 
-/// A [`TcpStream`] read with spinning (see the module docs).
+/// A connection ([`Stream`]) read with spinning (see the module docs).
 pub struct SpinRead {
-    tcp: TcpStream,
+    tcp: Stream,
     spin: Duration,
     nonblocking: bool,
 }
 
 impl SpinRead {
     /// Reads `tcp`, spinning up to `spin` before each blocking read (0: never).
-    pub fn new(tcp: TcpStream, spin: Duration) -> SpinRead {
+    pub fn new(tcp: impl Into<Stream>, spin: Duration) -> SpinRead {
         SpinRead {
-            tcp,
+            tcp: tcp.into(),
             spin,
             nonblocking: false,
         }
@@ -198,6 +199,7 @@ fn check_len(buf: Vec<u8>, len: usize) -> io::Result<Vec<u8>> {
 
 impl FrameRead for &[u8] {}
 impl FrameRead for TcpStream {}
+impl FrameRead for Stream {}
 impl<R: FrameRead + ?Sized> FrameRead for Box<R> {
     fn read_frame(&mut self, len: usize) -> io::Result<Vec<u8>> {
         (**self).read_frame(len)

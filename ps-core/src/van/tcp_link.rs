@@ -6,7 +6,8 @@
 
 use super::cork;
 use super::guard::{Guard, Outgoing};
-use super::shm::{self, ShmLink};
+use super::shm::{self, ShmLink, ShmStats};
+use super::stream::{self, Stream};
 use super::tcp_drain::Drain;
 use super::tcp_wire::{wait_writable, Wire};
 use bytes::Bytes;
@@ -22,14 +23,12 @@ use std::time::{Duration, Instant};
 /// The first 4 bytes of every message on a TCP link.
 pub(super) const MAGIC: u32 = u32::from_le_bytes(*b"PSRS");
 
-/// Socket options of every TCP link: no Nagle delay.
-pub(super) fn tune(s: &TcpStream) {
-    let _ = s.set_nodelay(true);
-}
-
 /// A peer's outgoing connection (opened at the first send) and its queue.
 pub(super) struct Peer {
     pub(super) addr: String,
+    /// Where to count a connection over a Unix socket, if the connection may be one
+    /// when the peer is on this host (`PS_LOCAL_SOCKET`); None: TCP only.
+    pub(super) local_socket: Option<Arc<ShmStats>>,
     pub(super) stream: Option<Wire>,
     /// Messages queued by a corked thread ([`cork`]), headers and frames in order.
     pub(super) queued: Vec<Bytes>,
@@ -39,9 +38,10 @@ pub(super) struct Peer {
 }
 
 impl Peer {
-    pub(super) fn new(addr: String) -> Peer {
+    pub(super) fn new(addr: String, local_socket: Option<Arc<ShmStats>>) -> Peer {
         Peer {
             addr,
+            local_socket,
             stream: None,
             queued: Vec::new(),
             queued_bytes: 0,
@@ -67,7 +67,7 @@ impl Peer {
             return Ok(true);
         }
         if self.stream.is_none() {
-            self.stream = Some(Wire::new(open(&self.addr, guard)?));
+            self.stream = Some(Wire::new(open(&self.addr, guard, self.local_socket.as_deref())?));
         }
         let wire = self.stream.as_mut().expect("just opened");
         let r = wire.push(queued).and_then(|()| wire.write_now());
@@ -105,9 +105,14 @@ pub(super) struct Link {
 }
 
 impl Link {
-    pub(super) fn new(addr: String, guard: &Arc<Guard>, drain: &Arc<Drain>) -> Arc<Link> {
+    pub(super) fn new(
+        addr: String,
+        local_socket: Option<Arc<ShmStats>>,
+        guard: &Arc<Guard>,
+        drain: &Arc<Drain>,
+    ) -> Arc<Link> {
         Arc::new_cyclic(|me| Link {
-            peer: Mutex::new(Peer::new(addr)),
+            peer: Mutex::new(Peer::new(addr, local_socket)),
             guard: Arc::clone(guard),
             drain: Arc::clone(drain),
             me: me.clone(),
@@ -200,15 +205,26 @@ impl cork::Flush for Link {
     }
 }
 
-/// Connects to `addr` (2 s limit) and runs the opening side of the handshake.
-pub(super) fn open(addr: &str, guard: &Guard) -> io::Result<Outgoing> {
+/// Connects to `addr` (2 s limit) and runs the opening side of the handshake: through
+/// its Unix socket when `local` is given (counted there) and `addr` is on this host
+/// and has one ([`super::stream`]), over TCP otherwise.
+pub(super) fn open(addr: &str, guard: &Guard, local: Option<&ShmStats>) -> io::Result<Outgoing> {
     cork::wake_now(); // connecting and the handshake may block
     let sa = addr
         .to_socket_addrs()?
         .next()
         .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("cannot resolve {addr}")))?;
-    let s = TcpStream::connect_timeout(&sa, Duration::from_secs(2))?;
-    tune(&s);
+    let unix = local
+        .filter(|_| shm::link::is_local(sa.ip()))
+        .and_then(|stats| Some((stats, stream::connect_local(sa)?)));
+    let s = match unix {
+        Some((stats, s)) => {
+            stats.unix_out.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            s
+        }
+        None => Stream::from(TcpStream::connect_timeout(&sa, Duration::from_secs(2))?),
+    };
+    s.tune();
     s.set_write_timeout(Some(Duration::from_secs(60)))?;
     guard.connect(s, addr)
 }

@@ -7,6 +7,7 @@ use super::cork;
 use super::guard::{Guard, Incoming, Permit};
 use super::shm::{self, Shm, ShmReceiver};
 use super::spin_read::FrameRead;
+use super::stream::Stream;
 use super::tcp_link::MAGIC;
 use super::transport::Deliver;
 use crate::auth::Limits;
@@ -14,7 +15,7 @@ use bytes::Bytes;
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::io;
-use std::net::{Shutdown, TcpStream};
+use std::net::Shutdown;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -66,7 +67,7 @@ fn read_message_shm(r: &mut impl FrameRead, limits: &Limits, shm: &mut ShmReceiv
 }
 
 /// Reads the accepted connection number `id` until it ends, then closes it.
-pub(super) fn serve(id: u64, incoming: Arc<Mutex<HashMap<u64, TcpStream>>>, stream: TcpStream, ctx: Serve) {
+pub(super) fn serve(id: u64, incoming: Arc<Mutex<HashMap<u64, Stream>>>, stream: Stream, ctx: Serve) {
     read_all(stream, ctx);
     if let Some(s) = incoming.lock().remove(&id) {
         let _ = s.shutdown(Shutdown::Both);
@@ -83,7 +84,7 @@ pub(super) struct Serve {
     pub(super) shm: Arc<Shm>,
 }
 
-pub(super) fn read_all(stream: TcpStream, ctx: Serve) {
+pub(super) fn read_all(stream: Stream, ctx: Serve) {
     let Serve {
         deliver,
         stop,
@@ -133,7 +134,7 @@ mod tests {
     use super::*;
     use crate::van::tcp_link::write_message;
     use std::io::Write;
-    use std::net::TcpListener;
+    use std::net::{TcpListener, TcpStream};
 
     #[test]
     fn frames_round_trip_and_garbage_is_an_error() {

@@ -13,10 +13,11 @@
 use super::cork;
 use super::guard::Guard;
 use super::shm::{self, Shm};
+use super::stream::{self, Stream};
+use super::tcp_accept::Acceptor;
 use super::tcp_drain::Drain;
-use super::tcp_link::{header, open, tune, Link, Peer};
+use super::tcp_link::{header, open, Link, Peer};
 pub(crate) use super::tcp_read::read_message;
-use super::tcp_read::{serve, Serve};
 use super::tcp_wire::Wire;
 use super::transport::{Deliver, Transport};
 use crate::auth::Security;
@@ -25,7 +26,8 @@ use parking_lot::Mutex;
 use rustc_hash::FxHashMap;
 use std::collections::HashMap;
 use std::io;
-use std::net::{Shutdown, TcpListener, TcpStream};
+use std::net::{Shutdown, TcpListener};
+use std::os::unix::net::UnixListener;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -34,10 +36,15 @@ use std::time::Duration;
 /// TCP implementation of [`Transport`].
 pub struct TcpTransport {
     listener: Mutex<Option<TcpListener>>,
+    /// The Unix socket standing for the TCP listener, for nodes on this host
+    /// ([`super::stream`]); none with `PS_LOCAL_SOCKET=0`.
+    local_listener: Mutex<Option<UnixListener>>,
+    /// Whether to listen on, and connect through, Unix sockets to nodes on this host.
+    local_socket: bool,
     peers: Mutex<FxHashMap<i32, Arc<Link>>>,
     /// The accepted connections being read, by number: closed when their reader ends
     /// (a refused or malformed stream is closed at once) or on `close`.
-    incoming: Arc<Mutex<HashMap<u64, TcpStream>>>,
+    incoming: Arc<Mutex<HashMap<u64, Stream>>>,
     stop: Arc<AtomicBool>,
     threads: Arc<Mutex<Vec<JoinHandle<()>>>>,
     guard: Arc<Guard>,
@@ -59,6 +66,8 @@ impl TcpTransport {
         TcpTransport {
             guard: Guard::new(sec),
             listener: Mutex::new(None),
+            local_listener: Mutex::new(None),
+            local_socket: true,
             peers: Mutex::new(FxHashMap::default()),
             incoming: Arc::default(),
             stop: Arc::new(AtomicBool::new(false)),
@@ -73,6 +82,13 @@ impl TcpTransport {
     /// (`PS_SHM`; see [`crate::van::shm`]).
     pub fn with_shm(mut self, cfg: &shm::ShmConfig) -> TcpTransport {
         self.shm = Shm::new(cfg.clone());
+        self
+    }
+
+    /// The same transport with links to nodes on this host over Unix sockets (`on`,
+    /// the default) or loopback TCP (`PS_LOCAL_SOCKET`; see [`super::stream`]).
+    pub fn with_local_socket(mut self, on: bool) -> TcpTransport {
+        self.local_socket = on;
         self
     }
 
@@ -99,7 +115,7 @@ impl TcpTransport {
         let len: usize = frames.iter().map(|f| f.len()).sum();
         let mut p = link.lock();
         if p.stream.is_none() {
-            p.stream = Some(Wire::new(open(&p.addr, &self.guard)?));
+            p.stream = Some(Wire::new(open(&p.addr, &self.guard, p.local_socket.as_deref())?));
         }
         let Peer { stream, shm, .. } = &mut *p;
         let wire = stream.as_mut().expect("just opened");
@@ -140,9 +156,16 @@ impl Transport for TcpTransport {
     fn bind(&self, host: &str, port: u16) -> io::Result<u16> {
         let l = TcpListener::bind((host, port))
             .map_err(|e| io::Error::new(e.kind(), format!("cannot bind {host}:{port}: {e}")))?;
-        let bound = l.local_addr()?.port();
+        let bound = l.local_addr()?;
         *self.listener.lock() = Some(l);
-        Ok(bound)
+        if self.local_socket {
+            // only a node in this network namespace can reach it; without it, TCP
+            match stream::listen_local(bound) {
+                Ok(u) => *self.local_listener.lock() = Some(u),
+                Err(e) => log::debug!("no Unix socket for {bound}, nodes on this host connect over TCP: {e}"),
+            }
+        }
+        Ok(bound.port())
     }
 
     fn start(&self, deliver: Deliver) -> io::Result<()> {
@@ -153,60 +176,26 @@ impl Transport for TcpTransport {
             .ok_or_else(|| io::Error::new(io::ErrorKind::NotConnected, "transport not bound"))?
             .try_clone()?;
         l.set_nonblocking(true)?;
-        let (stop, incoming, threads) = (
-            Arc::clone(&self.stop),
-            Arc::clone(&self.incoming),
-            Arc::clone(&self.threads),
-        );
-        let (guard, spin, shm) = (Arc::clone(&self.guard), self.spin, Arc::clone(&self.shm));
-        let t = std::thread::Builder::new().name("tcp-accept".into()).spawn(move || {
-            let mut next_id = 0u64;
-            while !stop.load(Ordering::Relaxed) {
-                match l.accept() {
-                    Ok((s, from)) => {
-                        let permit = match guard.admit(from) {
-                            Ok(p) => p,
-                            Err(e) => {
-                                log::warn!("{e}");
-                                continue;
-                            }
-                        };
-                        let _ = s.set_nonblocking(false);
-                        tune(&s);
-                        next_id += 1;
-                        let id = next_id;
-                        if let Ok(c) = s.try_clone() {
-                            incoming.lock().insert(id, c);
-                        }
-                        let ctx = Serve {
-                            deliver: Arc::clone(&deliver),
-                            stop: Arc::clone(&stop),
-                            guard: Arc::clone(&guard),
-                            permit,
-                            spin,
-                            shm: Arc::clone(&shm),
-                        };
-                        let inc = Arc::clone(&incoming);
-                        match std::thread::Builder::new()
-                            .name("tcp-recv".into())
-                            .spawn(move || serve(id, inc, s, ctx))
-                        {
-                            Ok(h) => {
-                                let mut t = threads.lock();
-                                t.retain(|h| !h.is_finished());
-                                t.push(h);
-                            }
-                            Err(e) => log::error!("cannot start a reader thread: {e}"),
-                        }
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(10)),
-                    Err(e) => {
-                        log::warn!("accept failed: {e}");
-                        std::thread::sleep(Duration::from_millis(10));
-                    }
-                }
-            }
-        })?;
+        let local = match self.local_listener.lock().as_ref() {
+            Some(u) => Some(u.try_clone()?),
+            None => None,
+        };
+        if let Some(u) = &local {
+            u.set_nonblocking(true)?;
+        }
+        let acceptor = Acceptor {
+            deliver,
+            stop: Arc::clone(&self.stop),
+            incoming: Arc::clone(&self.incoming),
+            threads: Arc::clone(&self.threads),
+            guard: Arc::clone(&self.guard),
+            spin: self.spin,
+            shm: Arc::clone(&self.shm),
+            next_id: 0,
+        };
+        let t = std::thread::Builder::new()
+            .name("tcp-accept".into())
+            .spawn(move || acceptor.run(l, local))?;
         self.threads.lock().push(t);
         Ok(())
     }
@@ -217,10 +206,15 @@ impl Transport for TcpTransport {
     /// connection queued behind it.
     fn connect(&self, peer: i32, host: &str, port: u16) -> io::Result<()> {
         let addr = crate::addr::host_port(host, port);
-        let old = self
-            .peers
-            .lock()
-            .insert(peer, Link::new(addr, &self.guard, &self.drain));
+        let old = self.peers.lock().insert(
+            peer,
+            Link::new(
+                addr,
+                self.local_socket.then(|| self.shm.stats()),
+                &self.guard,
+                &self.drain,
+            ),
+        );
         if let Some(old) = old {
             old.lock().drop_stream();
         }
@@ -282,6 +276,7 @@ impl Transport for TcpTransport {
             let _ = t.join();
         }
         *self.listener.lock() = None;
+        *self.local_listener.lock() = None;
     }
 }
 

@@ -53,7 +53,7 @@ impl Wire {
 
     /// The socket, to wait until it is writable.
     pub(super) fn fd(&self) -> RawFd {
-        self.conn.tcp().as_raw_fd()
+        self.conn.stream().as_raw_fd()
     }
 
     /// Puts a batch of whole messages (headers and frames, in order) behind what

@@ -8,6 +8,7 @@
 mod sealed_io;
 
 use super::spin_read::{FrameRead, SpinRead};
+use super::stream::Stream;
 use crate::auth::gate::{Gate, HandshakeFailure};
 use crate::auth::handshake::{AfterHello, Initiator, Refusal, Responder, CHALLENGE_LEN, HELLO_LEN, PROOF_LEN};
 use crate::auth::{Limits, Security};
@@ -15,7 +16,7 @@ use bytes::Bytes;
 use parking_lot::Mutex;
 pub use sealed_io::{SealedReader, SealedWriter};
 use std::io::{self, BufReader, IoSlice, Read, Write};
-use std::net::{IpAddr, Shutdown, SocketAddr, TcpStream};
+use std::net::{IpAddr, Shutdown, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -32,7 +33,7 @@ pub struct Guard {
 /// An outgoing link: plain or sealed. Sealing happens in memory ([`Outgoing::encode`]),
 /// so the transport can hand the socket the sealed bytes without blocking.
 pub struct Outgoing {
-    tcp: TcpStream,
+    tcp: Stream,
     sealed: Option<SealedWriter<Vec<u8>>>,
 }
 
@@ -67,9 +68,9 @@ impl FrameRead for Incoming {
 }
 
 impl Outgoing {
-    /// The TCP stream under the link: the shared-memory offer's one-byte answer comes
+    /// The socket under the link: the shared-memory offer's one-byte answer comes
     /// back on its reverse direction, unsealed (see [`crate::van::shm`]).
-    pub fn tcp(&self) -> &TcpStream {
+    pub fn stream(&self) -> &Stream {
         &self.tcp
     }
 
@@ -148,7 +149,8 @@ impl Guard {
     }
 
     /// Runs the opening side of the handshake on a freshly connected `tcp` to `addr`.
-    pub fn connect(&self, mut tcp: TcpStream, addr: &str) -> io::Result<Outgoing> {
+    pub fn connect(&self, tcp: impl Into<Stream>, addr: &str) -> io::Result<Outgoing> {
+        let mut tcp = tcp.into();
         let (init, hello) = Initiator::new(self.sec.secret.as_ref(), self.sec.encrypt, rand::random());
         tcp.write_all(&hello)?;
         if init.mode() == crate::auth::handshake::Mode::Open {
@@ -186,15 +188,20 @@ impl Guard {
     /// Runs the accepting side of the handshake on `tcp` from `peer`; a failure is
     /// closed at once and counted against the address when it is the peer's doing
     /// ([`HandshakeFailure::counts_against_peer`]).
-    pub fn accept(&self, tcp: TcpStream, peer: SocketAddr, permit: Permit) -> Result<Incoming, HandshakeFailure> {
-        self.accept_spinning(tcp, peer, permit, Duration::ZERO)
+    pub fn accept(
+        &self,
+        tcp: impl Into<Stream>,
+        peer: SocketAddr,
+        permit: Permit,
+    ) -> Result<Incoming, HandshakeFailure> {
+        self.accept_spinning(tcp.into(), peer, permit, Duration::ZERO)
     }
 
     /// Like [`Guard::accept`]; the link's reads then spin up to `spin` before they
     /// block (`PS_SPIN_US`, see [`crate::van::spin_read`]).
     pub fn accept_spinning(
         &self,
-        mut tcp: TcpStream,
+        mut tcp: Stream,
         peer: SocketAddr,
         permit: Permit,
         spin: Duration,
@@ -228,7 +235,7 @@ impl Guard {
     }
 
     /// The handshake's session key (None: open cluster).
-    fn respond(&self, tcp: &mut TcpStream) -> Result<Option<[u8; 32]>, HandshakeFailure> {
+    fn respond(&self, tcp: &mut Stream) -> Result<Option<[u8; 32]>, HandshakeFailure> {
         let t = self.sec.limits.handshake_timeout;
         let setup = |e: io::Error| HandshakeFailure::Local(e.to_string());
         tcp.set_read_timeout(Some(t)).map_err(setup)?;

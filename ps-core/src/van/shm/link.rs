@@ -11,9 +11,10 @@ use super::wire::{Descriptor, Layout, Offer, ACCEPT, REFUSE};
 use super::{ShmConfig, ShmStats};
 use crate::addr::{system::SystemLookup, HostLookup};
 use crate::van::guard::Outgoing;
+use crate::van::stream::Stream;
 use bytes::Bytes;
 use std::io::{self, Read, Write};
-use std::net::{IpAddr, SocketAddr, TcpStream};
+use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -88,8 +89,8 @@ impl Shm {
     /// accepted; a remote peer costs nothing (no bytes sent).
     pub fn offer(&self, out: &mut Outgoing) -> Option<ShmSender> {
         let boot_id = self.boot_id.filter(|_| self.cfg.enabled)?;
-        let peer = out.tcp().peer_addr().ok()?;
-        if !is_local(peer.ip()) {
+        let peer = out.stream().peer_addr().ok()?;
+        if !out.stream().is_local() && !is_local(peer.ip()) {
             return None;
         }
         match self.try_offer(out, boot_id) {
@@ -123,7 +124,7 @@ impl Shm {
         crate::van::cork::wake_now(); // waiting for the answer may block
         out.write_all(&offer.encode())?;
         out.flush()?;
-        let mut tcp = out.tcp();
+        let mut tcp = out.stream();
         tcp.set_read_timeout(Some(ANSWER_TIMEOUT))?;
         let mut answer = [REFUSE];
         let got = tcp.read_exact(&mut answer);
@@ -140,7 +141,7 @@ impl Shm {
 
     /// The receiving state of a new incoming link from `peer`; `answer` writes the
     /// one-byte answer to an offer (the accepted socket's reverse direction).
-    pub fn incoming(self: &Arc<Self>, answer: Option<TcpStream>, peer: SocketAddr) -> ShmReceiver {
+    pub fn incoming(self: &Arc<Self>, answer: Option<Stream>, peer: SocketAddr) -> ShmReceiver {
         ShmReceiver {
             shm: Arc::clone(self),
             answer,
@@ -209,7 +210,7 @@ impl ShmSender {
 /// The receiving side of one incoming link: answers the offer, resolves descriptors.
 pub struct ShmReceiver {
     shm: Arc<Shm>,
-    answer: Option<TcpStream>,
+    answer: Option<Stream>,
     peer: SocketAddr,
     region: Option<Arc<Region>>,
     offered: bool,

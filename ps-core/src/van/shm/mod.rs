@@ -111,9 +111,14 @@ impl ShmConfig {
     }
 }
 
-/// Shared-memory counters of one transport (part of [`crate::van::VanStats`]).
+/// Same-host counters of one transport (part of [`crate::van::VanStats`]): links over
+/// Unix sockets ([`crate::van::stream`]) and shared memory.
 #[derive(Debug, Default)]
 pub struct ShmStats {
+    /// Outgoing connections opened over a Unix socket.
+    pub unix_out: AtomicU64,
+    /// Incoming connections accepted over a Unix socket.
+    pub unix_in: AtomicU64,
     /// Outgoing links whose peer accepted the offer.
     pub links_out: AtomicU64,
     /// Incoming links whose offer this node accepted.
@@ -133,13 +138,15 @@ pub struct ShmStats {
 }
 
 impl fmt::Display for ShmStats {
-    /// `shm links out N in N, sent N frames N B (N over TCP: region full), received N
-    /// frames N B, bad descriptors N`.
+    /// `unix links out N in N, shm links out N in N, sent N frames N B (N over TCP:
+    /// region full), received N frames N B, bad descriptors N`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let g = |a: &AtomicU64| a.load(Relaxed);
         write!(
             f,
-            "shm links out {} in {}, shm sent {} frames {} B ({} over TCP: region full), shm received {} frames {} B, bad descriptors {}",
+            "unix links out {} in {}, shm links out {} in {}, shm sent {} frames {} B ({} over TCP: region full), shm received {} frames {} B, bad descriptors {}",
+            g(&self.unix_out),
+            g(&self.unix_in),
             g(&self.links_out),
             g(&self.links_in),
             g(&self.sent_frames),

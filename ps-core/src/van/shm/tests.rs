@@ -127,8 +127,8 @@ fn offer(port: u16, offer: &Offer) -> (crate::van::guard::Outgoing, u8) {
     out.write_all(&offer.encode()).unwrap();
     out.flush().unwrap();
     let mut answer = [9u8];
-    out.tcp().set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    out.tcp().read_exact(&mut answer).unwrap();
+    out.stream().set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    out.stream().read_exact(&mut answer).unwrap();
     (out, answer[0])
 }
 
@@ -208,7 +208,7 @@ fn hostile_descriptors_are_dropped_and_the_link_goes_on() {
     out.write_all(&mine.encode()).unwrap();
     out.flush().unwrap();
     let mut again = [9u8];
-    out.tcp().read_exact(&mut again).unwrap();
+    out.stream().read_exact(&mut again).unwrap();
     assert_eq!(again[0], REFUSE, "one offer per link");
     assert!(rx.try_recv().is_err());
     drop(fd);
