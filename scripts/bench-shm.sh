@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Shared memory against loopback TCP on the TCP van: runs `psrs bench` on a 1-server
-# 1-worker local cluster with PS_SHM=1 and PS_SHM=0, alternating the two within each
+# 1-worker local cluster with PS_SHM=1 and PS_SHM=0 PS_LOCAL_SOCKET=0 (loopback TCP),
+# alternating the two within each
 # round, and prints per mode and size the median Gbps of each (with the range over the
 # rounds), the ratio of the medians, and the load average before and after.
 #
@@ -25,7 +26,7 @@ load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 
 for r in $(seq "$rounds"); do
   for c in shm tcp; do
-    env=(PS_SHM=0)
+    env=(PS_SHM=0 PS_LOCAL_SOCKET=0) # loopback TCP, as between hosts
     # shellcheck disable=SC2206
     [ "$c" = shm ] && env=(PS_SHM=1 ${SHM_ENV:-})
     env "${env[@]}" DMLC_PS_VAN_TYPE=tcp PSRS_TIMEOUT=300 scripts/local.sh 1 1 "$bin" bench \
@@ -39,7 +40,7 @@ for r in $(seq "$rounds"); do
     if [ "$c" = tcp ] && [ "$frames" != 0 ]; then echo "$0: PS_SHM=0 round $r used shared memory" >&2; fi
   done
 done
-echo "TCP van, 1 server 1 worker, PS_SHM=1 vs PS_SHM=0, Gbps: median (min-max) of $rounds rounds"
+echo "TCP van, 1 server 1 worker, PS_SHM=1 vs PS_SHM=0 PS_LOCAL_SOCKET=0 (loopback TCP), Gbps: median (min-max) of $rounds rounds"
 echo "$(nproc) cores, load average before $load_before, after $(cut -d' ' -f1-3 /proc/loadavg)${SHM_ENV:+, shm runs with $SHM_ENV}"
 printf '%-10s %9s %24s %24s %7s\n' mode size shm tcp shm/tcp
 awk '{ k = $2 " " $3; if (!(k in seen)) { seen[k] = 1; order[m++] = k } x[$1, k, n[$1, k]++] = $4 }

@@ -1,6 +1,7 @@
-//! Shared memory between co-located nodes (TCP van, issue 13): a real local cluster
-//! pushes and pulls 1 MB and 16 MB values and checks every value, and the nodes'
-//! traffic lines say whether the frames went through shared memory.
+//! Shared memory and Unix sockets between co-located nodes (TCP van, issue 13): a real
+//! local cluster pushes and pulls 1 MB and 16 MB values and checks every value, and the
+//! nodes' traffic lines say whether the frames went through shared memory and the
+//! links through Unix sockets.
 
 mod common;
 
@@ -9,8 +10,10 @@ use std::time::Duration;
 
 const LIMIT: Duration = Duration::from_secs(180);
 
-/// Sums of the `field` counters (e.g. `shm sent `) over every node's traffic line.
+/// Sums of the `field` counters (e.g. `shm sent `) over every node's traffic line; an
+/// `N` in `field` stands for any number (`unix links out N in `).
 fn traffic(c: &Cluster, field: &str) -> u64 {
+    let (before, after) = field.split_once('N').unwrap_or((field, ""));
     c.procs
         .iter()
         .flat_map(|p| {
@@ -21,9 +24,17 @@ fn traffic(c: &Cluster, field: &str) -> u64 {
                 .collect::<Vec<_>>()
         })
         .map(|l| {
-            l.split(field)
-                .nth(1)
-                .and_then(|s| s.split(|c: char| !c.is_ascii_digit()).next()?.parse::<u64>().ok())
+            let rest = l.split(before).nth(1).unwrap_or("");
+            let rest = if after.is_empty() {
+                rest
+            } else {
+                rest.trim_start_matches(|c: char| c.is_ascii_digit())
+                    .strip_prefix(after)
+                    .unwrap_or("")
+            };
+            rest.split(|c: char| !c.is_ascii_digit())
+                .next()
+                .and_then(|n| n.parse::<u64>().ok())
                 .unwrap_or(0)
         })
         .sum()
@@ -60,6 +71,18 @@ fn one_and_sixteen_mb_values_go_through_shared_memory() {
         assert!(bytes >= (2 * 5 * 4 * keys) as u64, "{bytes} B\n{}", c.dump());
         assert!(traffic(&c, "shm links out ") >= 4, "{}", c.dump());
     }
+}
+
+#[test]
+fn co_located_nodes_link_over_unix_sockets_unless_ps_local_socket_is_0() {
+    let c = run(1000, &[]);
+    let (out, inn) = (traffic(&c, "unix links out "), traffic(&c, "unix links out N in "));
+    // at least: each worker to the scheduler and the server, the server to the scheduler
+    assert!(out >= 5, "only {out} links over Unix sockets\n{}", c.dump());
+    assert_eq!(out, inn, "every link is counted at both ends\n{}", c.dump());
+    let c = run(1000, &[("PS_LOCAL_SOCKET", "0")]);
+    assert_eq!(traffic(&c, "unix links out "), 0, "{}", c.dump());
+    assert_eq!(traffic(&c, "unix links out N in "), 0, "{}", c.dump());
 }
 
 #[test]
