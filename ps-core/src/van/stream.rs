@@ -14,7 +14,7 @@
 
 use std::io::{self, IoSlice, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, Shutdown, SocketAddr, TcpStream};
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr as UnixAddr, UnixListener, UnixStream};
 use std::time::Duration;
@@ -43,16 +43,48 @@ pub fn listen_local(addr: SocketAddr) -> io::Result<UnixListener> {
 
 /// Connects to the node listening on `addr`, an address of this host, through its Unix
 /// socket: its own name first, then a wildcard listener's on the same port. `None` if
-/// neither is there (the caller connects over TCP).
+/// neither is there or its backlog is full (a stopped process): the caller connects
+/// over TCP, with that path's timeout. Never blocks.
 pub fn connect_local(addr: SocketAddr) -> Option<Stream> {
     let wildcards = [IpAddr::V4(Ipv4Addr::UNSPECIFIED), IpAddr::V6(Ipv6Addr::UNSPECIFIED)];
     std::iter::once(addr)
         .chain(wildcards.map(|ip| SocketAddr::new(ip, addr.port())))
-        .find_map(|name| {
-            let a = UnixAddr::from_abstract_name(local_name(name)).ok()?;
-            UnixStream::connect_addr(&a).ok()
-        })
+        .find_map(|name| connect_now(&local_name(name)).ok())
         .map(|s| Stream::Unix(s, addr))
+}
+
+/// Connects to the abstract Unix socket `name` without blocking: a stream socket's
+/// connect either lands in the listener's backlog at once or fails (`EAGAIN` when the
+/// backlog is full, `ECONNREFUSED` when nothing listens). The address is laid out as
+/// [`UnixAddr::from_abstract_name`] lays it out (a NUL, then the name, no terminator).
+fn connect_now(name: &str) -> io::Result<UnixStream> {
+    let flags = libc::SOCK_STREAM | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK;
+    // SAFETY: socket() has no memory arguments; the descriptor is owned at once
+    let fd = unsafe { libc::socket(libc::AF_UNIX, flags, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fd is a new descriptor nobody else owns
+    let sock = unsafe { OwnedFd::from_raw_fd(fd) };
+    // SAFETY: sockaddr_un is plain data; all zeroes is a valid value
+    let mut sa: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    sa.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    let bytes = name.as_bytes();
+    if bytes.len() + 1 > sa.sun_path.len() {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "socket name too long"));
+    }
+    for (d, s) in sa.sun_path[1..].iter_mut().zip(bytes) {
+        *d = *s as libc::c_char;
+    }
+    let len = (std::mem::size_of::<libc::sa_family_t>() + 1 + bytes.len()) as libc::socklen_t;
+    // SAFETY: sa is a valid sockaddr_un of at least len bytes
+    let r = unsafe { libc::connect(sock.as_raw_fd(), (&sa as *const libc::sockaddr_un).cast(), len) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let s = UnixStream::from(sock);
+    s.set_nonblocking(false)?;
+    Ok(s)
 }
 
 /// The address an accepted Unix connection stands for: loopback (the peer is on this
@@ -220,5 +252,29 @@ mod tests {
         let any = SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), addr.port());
         let _wild = listen_local(any).unwrap();
         assert!(connect_local(addr).is_some_and(|s| s.is_local()));
+    }
+
+    /// A listener that stopped accepting (a stopped process) fills its backlog; a
+    /// connect then fails at once (the caller uses TCP) instead of waiting for it.
+    #[test]
+    fn a_full_backlog_is_refused_without_waiting() {
+        let tcp = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = tcp.local_addr().unwrap();
+        let _unix = listen_local(addr).unwrap(); // never accepts
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut kept = Vec::new();
+            while kept.len() < 100_000 {
+                match connect_local(addr) {
+                    Some(s) => kept.push(s),
+                    None => break,
+                }
+            }
+            let _ = tx.send(kept.len());
+        });
+        let n = rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("a connect to a full backlog blocked");
+        assert!(n > 0 && n < 100_000, "{n} connections before the backlog was full");
     }
 }
