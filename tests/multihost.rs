@@ -304,7 +304,10 @@ fn a_partitioned_active_scheduler_steps_down_after_healing() {
 /// Issue 12 (c): 10% random loss on every link (each namespace drops a tenth of what
 /// enters and leaves it, so a link between two namespaces loses 19% each way) with
 /// `PS_RESEND=1` during a training job: the job finishes, every task done, no message
-/// given up on, and its accuracy is within 3 points of the same job on clean links.
+/// given up on, and its accuracy is within 5 points of the same job on clean links
+/// (independent runs of this job differ by up to ~3.5 points with the task schedule:
+/// in 7 runs, clean 0.743-0.756, lossy 0.753-0.776; a clean 0.743 against a lossy
+/// 0.776 failed the 3 points this used to allow).
 /// Slow by nature (TCP stalls for seconds behind lost segments: 70-100 s here against
 /// 3 s clean, on a loaded 2-core machine), hence its own time limit.
 #[test]
@@ -330,9 +333,11 @@ fn training_under_ten_percent_loss_on_every_link_finishes() {
         assert_eq!(training::tasks_done(&c.procs[0].stderr()), 40, "{}", c.dump());
         let logs: String = c.procs.iter().map(|p| p.stderr()).collect();
         assert!(!logs.contains("gave up on"), "{}", c.dump());
-        training::final_accuracy(&c)
+        let accuracy = training::final_accuracy(&c);
+        eprintln!("lossy: {lossy}, final accuracy {accuracy}");
+        accuracy
     };
     let clean = run(false);
     let lossy = run(true);
-    assert!((clean - lossy).abs() < 0.03, "clean {clean}, under loss {lossy}");
+    assert!((clean - lossy).abs() < 0.05, "clean {clean}, under loss {lossy}");
 }
