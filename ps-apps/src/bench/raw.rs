@@ -15,7 +15,7 @@ use super::modes::Figure;
 use ps_core::van::stream::{self, Stream};
 use std::collections::VecDeque;
 use std::io::{self, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::net::{SocketAddr, TcpListener, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
 /// Largest payload the raw server accepts (a bad header must not allocate without bound).
@@ -130,11 +130,7 @@ impl RawClient {
             .to_socket_addrs()?
             .next()
             .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "no address"))?;
-        let s = match local.then(|| stream::connect_local(sa)).flatten() {
-            Some(s) => s,
-            None => Stream::Tcp(TcpStream::connect(sa)?),
-        };
-        s.tune();
+        let s = stream::connect(sa, local, None)?;
         Ok(RawClient { s, buf: Vec::new() })
     }
 
@@ -219,6 +215,7 @@ fn figure(mode: &'static str, size: usize, ops: u64, start: Instant, bytes: u64)
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::net::TcpStream;
 
     #[test]
     fn raw_server_answers_each_op_with_the_promised_bytes() {

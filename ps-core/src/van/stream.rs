@@ -41,6 +41,24 @@ pub fn listen_local(addr: SocketAddr) -> io::Result<UnixListener> {
     UnixListener::bind_addr(&UnixAddr::from_abstract_name(local_name(addr))?)
 }
 
+/// Connects to `addr`, tuned ([`Stream::tune`]): through its Unix socket when `local`
+/// and `addr` is an address of this host that has one ([`connect_local`]), over TCP
+/// otherwise (within `timeout`; None: the system's).
+pub fn connect(addr: SocketAddr, local: bool, timeout: Option<Duration>) -> io::Result<Stream> {
+    let unix = (local && super::shm::link::is_local(addr.ip()))
+        .then(|| connect_local(addr))
+        .flatten();
+    let s = match unix {
+        Some(s) => s,
+        None => Stream::Tcp(match timeout {
+            Some(t) => TcpStream::connect_timeout(&addr, t)?,
+            None => TcpStream::connect(addr)?,
+        }),
+    };
+    s.tune();
+    Ok(s)
+}
+
 /// Connects to the node listening on `addr`, an address of this host, through its Unix
 /// socket: its own name first, then a wildcard listener's on the same port. `None` if
 /// neither is there or its backlog is full (a stopped process): the caller connects

@@ -7,7 +7,7 @@
 use super::cork;
 use super::guard::{Guard, Outgoing};
 use super::shm::{self, ShmLink, ShmStats};
-use super::stream::{self, Stream};
+use super::stream;
 use super::tcp_drain::Drain;
 use super::tcp_wire::{wait_writable, Wire};
 use bytes::Bytes;
@@ -15,7 +15,7 @@ use parking_lot::{Mutex, MutexGuard};
 use std::io;
 #[cfg(test)]
 use std::io::{IoSlice, Write};
-use std::net::{Shutdown, TcpStream, ToSocketAddrs};
+use std::net::{Shutdown, ToSocketAddrs};
 use std::os::fd::RawFd;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
@@ -214,17 +214,10 @@ pub(super) fn open(addr: &str, guard: &Guard, local: Option<&ShmStats>) -> io::R
         .to_socket_addrs()?
         .next()
         .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("cannot resolve {addr}")))?;
-    let unix = local
-        .filter(|_| shm::link::is_local(sa.ip()))
-        .and_then(|stats| Some((stats, stream::connect_local(sa)?)));
-    let s = match unix {
-        Some((stats, s)) => {
-            stats.unix_out.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            s
-        }
-        None => Stream::from(TcpStream::connect_timeout(&sa, Duration::from_secs(2))?),
-    };
-    s.tune();
+    let s = stream::connect(sa, local.is_some(), Some(Duration::from_secs(2)))?;
+    if let Some(stats) = local.filter(|_| s.is_local()) {
+        stats.unix_out.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
     s.set_write_timeout(Some(Duration::from_secs(60)))?;
     guard.connect(s, addr)
 }
