@@ -128,3 +128,29 @@ fn responses_counted_without_a_message_also_drop_a_request_to_forget() {
     c.wait_request(awaited);
     assert_eq!(c.num_pending(), 0);
 }
+
+#[test]
+fn a_response_for_a_closed_customer_is_dropped_and_a_request_is_held() {
+    use crate::van::test_transport::{worker_config, Void};
+    use crate::van::VanHandler;
+    let po = Postoffice::with_transport(worker_config(&[]), Arc::new(Void { fail: None }));
+    let to = |request: bool, ts: i32| Message {
+        meta: Meta {
+            app_id: 7,
+            customer_id: 7,
+            timestamp: ts,
+            request,
+            sender: 8,
+            ..Default::default()
+        },
+        data: Vec::new(),
+    };
+    // a customer that sent a request and was closed before its answer came
+    drop(Customer::new_inline(&po, 7, 7, |_m| {}).unwrap());
+    po.on_data(to(false, 1));
+    po.on_data(to(true, 2));
+    let (tx, rx) = crossbeam_channel::unbounded();
+    let _c = Customer::new_inline(&po, 7, 7, move |m| tx.send(m.meta.timestamp).unwrap()).unwrap();
+    let got: Vec<i32> = rx.try_iter().collect();
+    assert_eq!(got, vec![2], "the late answer is gone; the early request was held for the new customer");
+}

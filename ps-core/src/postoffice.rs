@@ -351,6 +351,14 @@ impl VanHandler for Postoffice {
                 drop(c);
                 route.deliver(msg);
             }
+            // A customer sends requests only once registered, so a response for one
+            // this process does not have answers a customer that is gone (e.g. a job's
+            // KV app a worker dropped when it moved to another job): nobody will take
+            // it. Dropped quietly rather than held and warned about.
+            None if !msg.meta.request => {
+                drop(c);
+                log::debug!("late response for closed customer {} of app {}; dropped {msg}", key.1, key.0);
+            }
             None if c.held.len() >= most => {
                 let held = c.held.len();
                 log::warn!("dropped {msg}: {held} messages already held for customers not registered yet (PS_MAX_HELD_MESSAGES)");

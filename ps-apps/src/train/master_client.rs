@@ -70,9 +70,19 @@ impl MasterClient {
         let start = Instant::now();
         loop {
             let scheduler = self.po.van().scheduler_incarnation();
-            let why = match self.app.request(self.head, body.clone(), SCHEDULER) {
+            // The answer's slot must exist before the answer can arrive: the lock is held
+            // while the request is sent, so the customer thread storing a fast answer
+            // waits for the slot (else it finds none and the answer is lost).
+            let sent = {
+                let mut answers = self.answers.lock();
+                let sent = self.app.request(self.head, body.clone(), SCHEDULER);
+                if let Ok(ts) = sent {
+                    answers.insert(ts, None);
+                }
+                sent
+            };
+            let why = match sent {
                 Ok(ts) => {
-                    self.answers.lock().insert(ts, None);
                     let why = self.wait(ts, scheduler, start, patience);
                     let answer = self.answers.lock().remove(&ts).flatten();
                     match (answer, why) {
