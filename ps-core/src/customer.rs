@@ -86,7 +86,7 @@ impl Customer {
             app_id,
             customer_id,
             po: Arc::clone(po),
-            next_ts: AtomicI32::new(0),
+            next_ts: AtomicI32::new(po.first_timestamp(app_id, customer_id)),
             tracker,
             thread: Some(thread),
         };
@@ -118,7 +118,7 @@ impl Customer {
             app_id,
             customer_id,
             po: Arc::clone(po),
-            next_ts: AtomicI32::new(0),
+            next_ts: AtomicI32::new(po.first_timestamp(app_id, customer_id)),
             tracker,
             thread: None,
         })
@@ -263,7 +263,8 @@ fn settle(mut r: MutexGuard<'_, FxHashMap<i32, Pending>>, ts: i32, t: &Arc<Track
 
 impl Drop for Customer {
     fn drop(&mut self) {
-        self.po.remove_customer(self.app_id, self.customer_id);
+        self.po
+            .close_customer(self.app_id, self.customer_id, self.next_ts.load(Ordering::Relaxed));
         if let Some(t) = self.thread.take() {
             if t.thread().id() != std::thread::current().id() {
                 let _ = t.join();

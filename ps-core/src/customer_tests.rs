@@ -152,5 +152,24 @@ fn a_response_for_a_closed_customer_is_dropped_and_a_request_is_held() {
     let (tx, rx) = crossbeam_channel::unbounded();
     let _c = Customer::new_inline(&po, 7, 7, move |m| tx.send(m.meta.timestamp).unwrap()).unwrap();
     let got: Vec<i32> = rx.try_iter().collect();
-    assert_eq!(got, vec![2], "the late answer is gone; the early request was held for the new customer");
+    assert_eq!(
+        got,
+        vec![2],
+        "the late answer is gone; the early request was held for the new customer"
+    );
+}
+
+#[test]
+fn a_new_customer_of_the_same_ids_goes_on_with_the_timestamps() {
+    use crate::van::test_transport::{worker_config, Void};
+    let po = Postoffice::with_transport(worker_config(&[]), Arc::new(Void { fail: None }));
+    let c = Customer::new_inline(&po, 7, 7, |_m| {}).unwrap();
+    assert_eq!((c.new_request_expecting(1), c.new_request_expecting(1)), (0, 1));
+    drop(c);
+    // the receivers remember the old customer's messages by signature: a repeated
+    // timestamp would be dropped there as a duplicate
+    let c = Customer::new(&po, 7, 7, |_m| {}).unwrap();
+    assert_eq!(c.new_request_expecting(1), 2);
+    let other = Customer::new_inline(&po, 8, 8, |_m| {}).unwrap();
+    assert_eq!(other.new_request_expecting(1), 0, "other ids start at 0");
 }

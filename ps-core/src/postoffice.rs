@@ -52,6 +52,12 @@ struct Customers {
     /// (Fx: looked up for every message; the keys are this process's own)
     routes: FxHashMap<(i32, i32), Route>,
     held: Held,
+    /// The next request timestamp of each closed customer: a new customer of the same
+    /// ids goes on from there. Timestamps restarting at 0 would repeat the signatures
+    /// of the old customer's messages, which the receivers' resenders remember (for
+    /// about a minute) and drop as duplicates: a worker that comes back to a job it
+    /// worked on got no answer to its first requests.
+    next_ts: FxHashMap<(i32, i32), i32>,
 }
 
 type ExitCallback = Box<dyn FnOnce() + Send>;
@@ -234,6 +240,25 @@ impl Postoffice {
         self.customers.lock().routes.remove(&(app_id, customer_id));
     }
 
+    /// Unregisters a customer whose next request timestamp is `next_ts`: the next
+    /// customer of these ids starts there ([`Postoffice::first_timestamp`]).
+    pub(crate) fn close_customer(&self, app_id: i32, customer_id: i32, next_ts: i32) {
+        let mut c = self.customers.lock();
+        c.routes.remove(&(app_id, customer_id));
+        c.next_ts.insert((app_id, customer_id), next_ts);
+    }
+
+    /// The first request timestamp of a new customer of these ids: where the last
+    /// closed one stopped, else 0.
+    pub(crate) fn first_timestamp(&self, app_id: i32, customer_id: i32) -> i32 {
+        self.customers
+            .lock()
+            .next_ts
+            .get(&(app_id, customer_id))
+            .copied()
+            .unwrap_or(0)
+    }
+
     /// The van.
     pub fn van(&self) -> &Arc<Van> {
         &self.van
@@ -357,7 +382,11 @@ impl VanHandler for Postoffice {
             // it. Dropped quietly rather than held and warned about.
             None if !msg.meta.request => {
                 drop(c);
-                log::debug!("late response for closed customer {} of app {}; dropped {msg}", key.1, key.0);
+                log::debug!(
+                    "late response for closed customer {} of app {}; dropped {msg}",
+                    key.1,
+                    key.0
+                );
             }
             None if c.held.len() >= most => {
                 let held = c.held.len();

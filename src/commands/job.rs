@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 #[derive(ClapArgs)]
 pub struct Args {
     /// The scheduler's API (its --stats-addr).
-    #[arg(long, env = "PSRS_API", default_value = "http://127.0.0.1:8080")]
+    #[arg(long, global = true, env = "PSRS_API", default_value = "http://127.0.0.1:8080")]
     api: String,
     #[command(subcommand)]
     cmd: Cmd,

@@ -261,18 +261,20 @@ impl JobSpec {
         }
         match self {
             JobSpec::Train(t) => t.resolve_model(),
+            // the error names the file already
             JobSpec::Infer(i) => crate::model::load(Path::new(&i.model))
                 .map(|(m, _)| m)
-                .map_err(|e| format!("{}: {e}", i.model)),
+                .map_err(|e| e.to_string()),
         }
     }
 }
 
 fn first_example(path: &str) -> Result<Example, String> {
     let p = Path::new(path);
-    let idx = recordio::index(p).map_err(|e| format!("{path}: {e}"))?;
+    // RecordIO errors name the file already
+    let idx = recordio::index(p).map_err(|e| e.to_string())?;
     let c = idx.first().ok_or_else(|| format!("{path} holds no records"))?;
-    let rec = recordio::read_chunk(p, c).map_err(|e| format!("{path}: {e}"))?;
+    let rec = recordio::read_chunk(p, c).map_err(|e| e.to_string())?;
     Example::decode(rec.first().ok_or_else(|| format!("{path} holds no records"))?)
 }
 

@@ -36,9 +36,11 @@ pub struct TaskEntry {
     /// The node id of the worker holding it while pending (kept in done: who finished
     /// it); -1 in todo and failed.
     pub worker: i32,
-    /// When it was handed out.
+    /// When it was handed out (kept when it goes back to todo: a late finish of a
+    /// task that timed out measures its time from there).
     pub dispatched_ms: u64,
-    /// When it times out.
+    /// When it was due by the pace at its dispatch (for reports; whether a task is
+    /// late is decided by the pace at the time of the check, see [`TaskQueues::late`]).
     pub deadline_ms: u64,
 }
 
@@ -86,6 +88,9 @@ pub struct TaskQueues {
     pub epoch: u64,
     /// Moving average of completion time, ms (0 before the first completion).
     pub avg_task_ms: f64,
+    /// The latest completion time, ms: with the average it makes the pace
+    /// ([`TaskQueues::timeout_ms`]).
+    pub last_task_ms: u64,
     /// Tasks finished over the whole job.
     pub total_done: u64,
     /// True once every pass is complete.
@@ -133,9 +138,45 @@ impl TaskQueues {
             .collect();
     }
 
-    /// The current timeout: the multiple of the moving average, at least the floor.
+    /// The current timeout: the multiple of the pace, at least the floor. The pace is
+    /// the larger of the moving average and the latest completion time, so a job that
+    /// slows down (workers moving in, the machine loaded) raises its timeout with the
+    /// first task that finishes slower, not five completions later.
     pub fn timeout_ms(&self, cfg: &MasterConfig) -> u64 {
-        ((self.avg_task_ms * cfg.timeout_multiplier) as u64).max(cfg.timeout_floor_ms)
+        let pace = self.avg_task_ms.max(self.last_task_ms as f64);
+        ((pace * cfg.timeout_multiplier) as u64).max(cfg.timeout_floor_ms)
+    }
+
+    /// Whether a pending task is past the current timeout (measured from its dispatch
+    /// with the pace of now, so tasks already out get the slower pace too).
+    fn overdue(&self, e: &TaskEntry, now_ms: u64, cfg: &MasterConfig) -> bool {
+        now_ms.saturating_sub(e.dispatched_ms) >= self.timeout_ms(cfg)
+    }
+
+    /// The pending tasks that are late: overdue, and overtaken (a task handed out no
+    /// earlier is done already). A task every other worker is still behind is not stuck:
+    /// the whole job is slower (its pace changed), and handing it to someone else would
+    /// only run it twice. An overdue task nobody overtook is instead handed over when a
+    /// worker asks for work and finds none ([`TaskQueues::next`]). Pure (no change).
+    pub fn late(&self, now_ms: u64, cfg: &MasterConfig) -> Vec<u64> {
+        let Some(newest_done) = self.done.iter().map(|e| e.dispatched_ms).max() else {
+            return Vec::new();
+        };
+        self.pending
+            .iter()
+            .filter(|(_, e)| newest_done >= e.dispatched_ms && self.overdue(e, now_ms, cfg))
+            .map(|(&id, _)| id)
+            .collect()
+    }
+
+    fn record_time(&mut self, took: u64) {
+        let took_f = took as f64;
+        self.avg_task_ms = if self.avg_task_ms == 0.0 {
+            took_f
+        } else {
+            0.8 * self.avg_task_ms + 0.2 * took_f
+        };
+        self.last_task_ms = took;
     }
 
     /// Task `id` was finished at `now_ms`; returns whether this changed anything.
@@ -143,26 +184,27 @@ impl TaskQueues {
     /// A pending task moves to done and its completion time (now − dispatch) feeds the
     /// moving average (exponential, weight 0.2 on the newest). A late finish of a task
     /// that timed out and waits in todo, was handed to another worker, or was given up
-    /// on (failed) still counts, once: it moves to done. A task already done, or of an
-    /// earlier pass, or unknown, is ignored (false). The seed accepts that a task may
-    /// thus be trained on twice.
+    /// on (failed) still counts, once: it moves to done; from todo or failed its time
+    /// since the dispatch that timed out feeds the average too, so a timeout that was
+    /// wrong (the task was slow, not lost) raises the timeout rather than recurring. A
+    /// task already done, or of an earlier pass, or unknown, is ignored (false). The
+    /// seed accepts that a task may thus be trained on twice.
     pub fn finish(&mut self, id: u64, now_ms: u64) -> bool {
-        let entry = if let Some(e) = self.pending.remove(&id) {
-            let took = now_ms.saturating_sub(e.dispatched_ms) as f64;
-            self.avg_task_ms = if self.avg_task_ms == 0.0 {
-                took
-            } else {
-                0.8 * self.avg_task_ms + 0.2 * took
-            };
-            e
+        let (entry, measured) = if let Some(e) = self.pending.remove(&id) {
+            (e, true)
         } else if let Some(i) = self.todo.iter().position(|e| e.task.id == id) {
-            self.todo.remove(i).expect("position is valid")
+            let e = self.todo.remove(i).expect("position is valid");
+            let measured = e.num_timeout > 0;
+            (e, measured)
         } else if let Some(i) = self.failed.iter().position(|e| e.task.id == id) {
             self.given_up.retain(|g| g.task != id);
-            self.failed.remove(i)
+            (self.failed.remove(i), true)
         } else {
             return false;
         };
+        if measured {
+            self.record_time(now_ms.saturating_sub(entry.dispatched_ms));
+        }
         self.done.push(entry);
         self.total_done += 1;
         true
@@ -222,15 +264,10 @@ impl TaskQueues {
         self.given_up.iter().map(|g| g.records).sum()
     }
 
-    /// Moves pending tasks whose deadline passed back to todo (or to failed); returns
-    /// their ids.
+    /// Moves the [late](TaskQueues::late) pending tasks back to todo (or to failed);
+    /// returns their ids.
     pub fn tick(&mut self, now_ms: u64, cfg: &MasterConfig) -> Vec<u64> {
-        let late: Vec<u64> = self
-            .pending
-            .iter()
-            .filter(|(_, e)| now_ms >= e.deadline_ms)
-            .map(|(&id, _)| id)
-            .collect();
+        let late = self.late(now_ms, cfg);
         for id in &late {
             let e = self.pending.remove(id).expect("listed above");
             self.retry_or_fail(e, cfg, "timed out");
@@ -256,6 +293,8 @@ impl TaskQueues {
     }
 
     /// Hands `worker` the next task, or says to wait, or that the job is complete.
+    /// With nothing in todo, an overdue pending task (the oldest) times out and goes
+    /// to this worker, which has nothing else to do (a straggler at the end of a pass).
     pub fn next(&mut self, worker: i32, now_ms: u64, cfg: &MasterConfig) -> Reply {
         if self.dataset.is_none() {
             return Reply::Wait;
@@ -275,6 +314,18 @@ impl TaskQueues {
         }
         if self.finished {
             return Reply::NoMoreTasks;
+        }
+        if self.todo.is_empty() {
+            let overdue = self
+                .pending
+                .values()
+                .filter(|e| self.overdue(e, now_ms, cfg))
+                .min_by_key(|e| (e.dispatched_ms, e.task.id))
+                .map(|e| e.task.id);
+            if let Some(id) = overdue {
+                let e = self.pending.remove(&id).expect("listed above");
+                self.retry_or_fail(e, cfg, "timed out");
+            }
         }
         match self.todo.pop_front() {
             Some(mut e) => {

@@ -59,23 +59,101 @@ fn wait_while_others_hold_tasks_then_no_more() {
 }
 
 #[test]
-fn timeouts_requeue_then_fail_above_the_threshold() {
+fn an_overdue_task_goes_to_a_worker_with_nothing_to_do_then_fails_above_the_threshold() {
     let c = cfg(1);
     let mut q = TaskQueues::default();
     q.report_dataset(vec![], chunks(2), &c);
     let t = task(q.next(9, 0, &c));
-    assert!(q.tick(99, &c).is_empty());
-    assert_eq!(q.tick(100, &c), vec![t.id]);
-    assert_eq!(q.todo[0].num_timeout, 1);
-    for round in 2..=3 {
-        let again = task(q.next(11, 1000 * round, &c));
-        assert_eq!(again.id, t.id);
-        q.tick(1000 * round + 100, &c);
-    }
-    assert_eq!(q.failed.len(), 1, "3 timeouts > 2 retries");
-    assert!(q.todo.is_empty());
+    assert!(
+        q.tick(1000, &c).is_empty(),
+        "nobody overtook it and nobody asks for work: handing it over gains nothing"
+    );
+    assert_eq!(q.next(11, 99, &c), Reply::Wait, "not overdue yet");
+    let again = task(q.next(11, 100, &c));
+    assert_eq!((again.id, q.pending[&t.id].worker), (t.id, 11));
+    assert_eq!(q.pending[&t.id].num_timeout, 1);
+    let again = task(q.next(9, 1000, &c));
+    assert_eq!((again.id, q.pending[&t.id].num_timeout), (t.id, 2));
+    assert_eq!(q.next(11, 2000, &c), Reply::Wait, "3 timeouts > 2 retries: given up");
+    assert_eq!(q.failed.len(), 1);
+    assert!(q.todo.is_empty() && q.pending.is_empty());
     // the job still completes: failed tasks end the pass
     assert_eq!(q.next(9, 5000, &c), Reply::NoMoreTasks);
+}
+
+#[test]
+fn an_overdue_task_others_overtook_times_out_at_the_tick() {
+    let c = cfg(1);
+    let mut q = TaskQueues::default();
+    q.report_dataset(vec![], chunks(6), &c);
+    let a = task(q.next(9, 0, &c));
+    let b = task(q.next(11, 10, &c));
+    assert!(q.finish(b.id, 30));
+    assert_eq!(q.timeout_ms(&c), 100, "2 x 20 ms, at least the floor");
+    assert!(q.tick(99, &c).is_empty());
+    assert_eq!(q.late(100, &c), vec![a.id]);
+    assert_eq!(q.tick(100, &c), vec![a.id]);
+    let back = q.todo.back().unwrap();
+    assert_eq!((back.task.id, back.num_timeout), (a.id, 1));
+}
+
+/// Four workers on a job whose pace drops 100-fold after 12 tasks (workers moved in,
+/// the machine got busy): every task in flight slows down alike. Nothing is stuck, so
+/// nothing may time out, though the tasks soon take 10 times the old timeout.
+#[test]
+fn a_job_that_slows_down_times_nothing_out() {
+    let c = MasterConfig {
+        timeout_multiplier: 4.0,
+        timeout_floor_ms: 100,
+        ..cfg(1)
+    };
+    let mut q = TaskQueues::default();
+    q.report_dataset(vec![], chunks(80), &c);
+    // work left per worker's task (1.0 = a whole task); speed per ms
+    let mut holding: Vec<Option<(u64, f64)>> = vec![None; 4];
+    let mut finished = 0;
+    for now in 0..200_000u64 {
+        let speed = if finished < 12 { 0.1 } else { 0.001 };
+        for (w, h) in holding.iter_mut().enumerate() {
+            if let Some((id, left)) = h {
+                *left -= speed;
+                if *left <= 1e-9 {
+                    assert!(q.finish(*id, now));
+                    finished += 1;
+                    *h = None;
+                }
+            }
+            if h.is_none() {
+                match q.next(w as i32, now, &c) {
+                    Reply::Task(t) => *h = Some((t.id, 1.0)),
+                    Reply::Wait => {}
+                    Reply::NoMoreTasks => {}
+                }
+            }
+        }
+        assert!(q.tick(now, &c).is_empty(), "a task timed out at {now} ms");
+        if q.finished {
+            break;
+        }
+    }
+    assert!(q.finished, "the job ends");
+    assert_eq!(q.done.len(), 40);
+    assert!(q.done.iter().all(|e| e.num_timeout == 0), "no task ran twice");
+    assert!(q.timeout_ms(&c) >= 4000, "the timeout followed the pace");
+}
+
+#[test]
+fn a_late_finish_of_a_task_that_timed_out_raises_the_pace() {
+    let c = cfg(1);
+    let mut q = TaskQueues::default();
+    q.report_dataset(vec![], chunks(6), &c);
+    let a = task(q.next(9, 0, &c));
+    let b = task(q.next(11, 0, &c));
+    q.finish(b.id, 10);
+    assert_eq!(q.tick(100, &c), vec![a.id], "overdue and overtaken");
+    assert!(q.finish(a.id, 500), "its first worker finishes it after all");
+    assert_eq!(q.last_task_ms, 500, "measured from the dispatch that timed out");
+    assert_eq!(q.timeout_ms(&c), 1000);
 }
 
 #[test]
@@ -126,10 +204,12 @@ fn late_finish_of_a_requeued_task_counts_once() {
     let mut q = TaskQueues::default();
     q.report_dataset(vec![], chunks(4), &c);
     let t = task(q.next(9, 0, &c));
-    q.tick(100, &c);
+    let other = task(q.next(11, 1, &c));
+    q.finish(other.id, 2);
+    assert_eq!(q.tick(100, &c), vec![t.id]);
     assert!(q.finish(t.id, 150), "finished while waiting in todo");
     assert!(q.todo.iter().all(|e| e.task.id != t.id));
-    assert_eq!(q.done.len(), 1);
+    assert_eq!(q.done.len(), 2);
 }
 
 #[test]
@@ -179,12 +259,14 @@ fn late_finish_of_a_failed_task_moves_it_to_done() {
         ..cfg(1)
     };
     let mut q = TaskQueues::default();
-    q.report_dataset(vec![], chunks(2), &c);
+    q.report_dataset(vec![], chunks(4), &c);
     let t = task(q.next(9, 0, &c));
+    let other = task(q.next(11, 1, &c));
+    q.finish(other.id, 2);
     assert_eq!(q.tick(100, &c), vec![t.id]);
     assert_eq!(q.failed.len(), 1, "no retries allowed");
     assert!(q.finish(t.id, 150));
-    assert_eq!((q.failed.len(), q.done.len()), (0, 1));
+    assert_eq!((q.failed.len(), q.done.len()), (0, 2));
     assert!(!q.finish(t.id, 160), "counted once");
 }
 

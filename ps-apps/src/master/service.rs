@@ -228,11 +228,11 @@ impl Master {
         })
     }
 
-    /// Times out pending tasks whose deadline is at or before `now_ms` (back to todo
-    /// with the count raised, or to failed above the threshold); returns their ids.
-    /// Cheap when nothing is late (no copy, no save).
+    /// Times out the pending tasks that are late at `now_ms` (see
+    /// [`TaskQueues::late`]: back to todo with the count raised, or to failed above the
+    /// threshold); returns their ids. Cheap when nothing is late (no copy, no save).
     pub fn tick(&mut self, now_ms: u64) -> Result<Vec<u64>, String> {
-        if self.q.pending.values().all(|e| e.deadline_ms > now_ms) {
+        if self.q.late(now_ms, &self.cfg).is_empty() {
             return Ok(Vec::new());
         }
         self.change(|q, c| q.tick(now_ms, c))
