@@ -44,6 +44,7 @@ impl JobScheduler {
         };
         let q = a.master.queues();
         let took = q.pending.get(&f.task).map(|e| now_ms.saturating_sub(e.dispatched_ms));
+        let epoch = f.task / (q.template.len().max(1) as u64);
         let known = q.pending.contains_key(&f.task)
             || q.todo.iter().any(|e| e.task.id == f.task)
             || q.failed.iter().any(|e| e.task.id == f.task);
@@ -54,10 +55,42 @@ impl JobScheduler {
             outputs::save_batch(&dir, f.task, p)?;
         }
         if a.master.finish_task(f.task, now_ms)? {
-            a.rate.record(now_ms, took.unwrap_or(0));
-            a.first_done_ms.get_or_insert(now_ms);
-            a.examples += f.report.examples;
-            a.loss_sum += f.report.loss_sum;
+            let took = took.unwrap_or(0);
+            a.rate.record(now_ms, took);
+            a.tally.finished(epoch, now_ms, took, f.report.examples, f.report.loss_sum);
+        }
+        Ok(())
+    }
+
+    /// Saves the figures of the passes job `num` completed since last looked at (the
+    /// table is saved once a pass, not once a task).
+    fn passes_completed(&mut self, num: JobNum, now_ms: u64) -> Result<(), String> {
+        let Some(a) = self.active.get_mut(&num) else { return Ok(()) };
+        let epoch = a.master.queues().epoch;
+        if epoch == a.epoch {
+            return Ok(());
+        }
+        a.epoch = epoch;
+        let figures = self.figures(num, now_ms);
+        self.change(|t| {
+            if let Some(j) = t.jobs.get_mut(&num) {
+                j.figures.per_pass = figures.per_pass;
+                j.figures.first_query_ms = figures.first_query_ms;
+            }
+            Ok(())
+        })
+    }
+
+    /// `worker` asks for work, so it holds no task: one still pending on it (in any
+    /// job) is one whose handing-out reply it never got (lost, or sent by a scheduler
+    /// that died before it arrived). Requeued at once, without counting a timeout,
+    /// rather than left to time out.
+    fn requeue_lost(&mut self, worker: i32, now_ms: u64) -> Result<(), String> {
+        for (num, a) in self.active.iter_mut() {
+            if a.master.queues().pending.values().any(|e| e.worker == worker) {
+                let n = a.master.leaving(worker, None, now_ms)?;
+                log::warn!("worker {worker} asked for work holding {n} task(s) of job j{num}: requeued (the reply was lost)");
+            }
         }
         Ok(())
     }
@@ -72,6 +105,7 @@ impl JobScheduler {
             self.record(f, now_ms)?;
             self.settle(job, now_ms)?;
         }
+        self.requeue_lost(worker, now_ms)?;
         let Some(&num) = self.assignment.get(&worker) else {
             return Ok(JobsResponse::Wait);
         };
@@ -102,10 +136,14 @@ impl JobScheduler {
                 }
             };
         }
-        let task = match a.master.get_task(worker, None, now_ms)? {
+        let reply = a.master.get_task(worker, None, now_ms)?;
+        self.passes_completed(num, now_ms)?;
+        let task = match reply {
             Reply::Task(t) => t,
             Reply::Wait | Reply::NoMoreTasks => return Ok(JobsResponse::Wait),
         };
+        let a = self.active.get_mut(&num).expect("assigned jobs are active");
+        a.tally.dispatched += 1;
         a.rate.start(now_ms);
         self.change(|t| t.start(num, now_ms))?;
         Ok(match job.spec {
@@ -135,19 +173,25 @@ impl JobScheduler {
         }
         let tasks = a.master.snapshot().tasks_per_epoch as u64;
         let dir = self.batches_dir(num);
+        let figures = self.final_figures(num, now_ms);
         match outputs::join(&dir, tasks, std::path::Path::new(&spec.out)) {
             Ok(j) => {
                 log::info!("job j{num} done: {} records written to {}", j.records, spec.out);
                 self.change(|t| {
                     t.finish(num, j.accuracy, now_ms)?;
-                    t.jobs.get_mut(&num).expect("finished").progress = 1.0;
+                    let job = t.jobs.get_mut(&num).expect("finished");
+                    (job.progress, job.figures) = (1.0, figures);
                     Ok(())
                 })?;
                 let _ = std::fs::remove_dir_all(&dir);
             }
             Err(e) => {
                 log::error!("job j{num} failed: {e}");
-                self.change(|t| t.fail(num, &e, now_ms))?;
+                self.change(|t| {
+                    t.fail(num, &e, now_ms)?;
+                    t.jobs.get_mut(&num).expect("failed").figures = figures;
+                    Ok(())
+                })?;
             }
         }
         self.end(num, now_ms);
@@ -165,13 +209,24 @@ impl JobScheduler {
             return Ok(JobsResponse::Ok);
         }
         let progress = self.progress(num);
+        if let (Some(acc), Some(a)) = (accuracy, self.active.get_mut(&num)) {
+            // the final evaluation is the last pass's
+            let last = a.master.snapshot().num_epochs.saturating_sub(1);
+            a.tally.evaluated(last, acc);
+        }
+        let figures = self.final_figures(num, now_ms);
         match &error {
             None => self.change(|t| {
                 t.finish(num, accuracy, now_ms)?;
-                t.jobs.get_mut(&num).expect("finished").progress = progress;
+                let job = t.jobs.get_mut(&num).expect("finished");
+                (job.progress, job.figures) = (progress, figures);
                 Ok(())
             })?,
-            Some(e) => self.change(|t| t.fail(num, e, now_ms))?,
+            Some(e) => self.change(|t| {
+                t.fail(num, e, now_ms)?;
+                t.jobs.get_mut(&num).expect("failed").figures = figures;
+                Ok(())
+            })?,
         }
         log::info!("job j{num} ended: accuracy {accuracy:?}, error {error:?}");
         self.end(num, now_ms);

@@ -10,6 +10,7 @@ pub mod api;
 pub mod assign;
 mod dispatch;
 pub mod fairtime;
+pub mod figures;
 pub mod outputs;
 pub mod page;
 pub mod rate;

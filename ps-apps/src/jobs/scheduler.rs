@@ -7,6 +7,7 @@
 
 use super::assign::{self, WorkerId};
 use super::fairtime::{self, JobLoad};
+use super::figures::{JobFigures, Tally};
 use super::rate::RateWindow;
 use super::spec::JobSpec;
 use super::table::{Job, JobNum, JobState, JobTable};
@@ -47,10 +48,10 @@ pub(super) struct Active {
     pub rate: RateWindow,
     /// The worker finalizing a complete training job.
     pub finalizer: Option<WorkerId>,
-    pub examples: u64,
-    pub loss_sum: f64,
-    /// When its first query finished (ms since the Unix epoch).
-    pub first_done_ms: Option<u64>,
+    /// Tasks, passes, loss and accuracy so far.
+    pub tally: Tally,
+    /// The pass the queues were in when last looked at (a change: a pass completed).
+    pub epoch: u64,
 }
 
 /// The scheduler.
@@ -99,7 +100,9 @@ impl JobScheduler {
         for job in table.active() {
             let master = Master::recover(stores(&store_name(job)), master_config(&job.spec), now_ms)?;
             log::info!("resuming job {} ({:?})", job.id(), job.state);
-            active.insert(job.num, Active::new(master));
+            let mut a = Active::new(master);
+            a.tally = Tally::resume(&job.figures);
+            active.insert(job.num, a);
         }
         Ok(JobScheduler {
             cfg,
@@ -166,14 +169,48 @@ impl JobScheduler {
     /// servers drop its shards at their next poll.
     pub fn cancel(&mut self, num: JobNum, now_ms: u64) -> Result<JobView, String> {
         let progress = self.progress(num);
+        let figures = self.final_figures(num, now_ms);
         self.change(|t| {
             t.cancel(num, now_ms)?;
-            t.jobs.get_mut(&num).expect("cancelled").progress = progress;
+            let j = t.jobs.get_mut(&num).expect("cancelled");
+            (j.progress, j.figures) = (progress, figures);
             Ok(())
         })?;
         self.end(num, now_ms);
         log::info!("job j{num} cancelled");
         Ok(self.view(num, now_ms).expect("exists"))
+    }
+
+    /// The figures of job `num` as it ends at `now_ms`: its tallies, with the query
+    /// rate and seconds per query over its whole run.
+    pub(super) fn final_figures(&mut self, num: JobNum, now_ms: u64) -> JobFigures {
+        let mut f = self.figures(num, now_ms);
+        let Some(a) = self.active.get(&num) else { return f };
+        let started = self.table.get(num).and_then(|j| j.started_ms).unwrap_or(now_ms);
+        let run_s = now_ms.saturating_sub(started) as f64 / 1000.0;
+        f.queries_per_s = if run_s > 0.0 { f.tasks_done as f64 / run_s } else { 0.0 };
+        f.seconds_per_query = a.tally.mean_seconds_per_query();
+        f
+    }
+
+    /// Job `num`'s figures now: live while it is active, as saved once it ended.
+    pub(super) fn figures(&mut self, num: JobNum, now_ms: u64) -> JobFigures {
+        let Some(a) = self.active.get_mut(&num) else {
+            return self.table.get(num).map(|j| j.figures.clone()).unwrap_or_default();
+        };
+        let s = a.master.snapshot();
+        let passes_done = if a.master.complete() { s.num_epochs } else { s.epoch };
+        JobFigures {
+            tasks_done: s.total_done,
+            tasks_total: s.tasks_per_epoch as u64 * s.num_epochs,
+            tasks_dispatched: a.tally.dispatched,
+            passes_done,
+            passes: s.num_epochs,
+            queries_per_s: a.rate.queries_per_s(now_ms),
+            seconds_per_query: a.rate.seconds_per_query(now_ms),
+            first_query_ms: a.tally.first_query_ms,
+            per_pass: a.tally.per_pass(),
+        }
     }
 
     /// Forgets an ended job's runtime state and gives its workers to the others.
@@ -297,24 +334,8 @@ impl JobScheduler {
         let progress = self.progress(num);
         let job = self.table.get(num)?.clone();
         let workers = self.assignment.values().filter(|&&j| j == num).count();
-        let (first, qps, spq, loss, done, total) = match self.active.get_mut(&num) {
-            Some(a) => {
-                let s = a.master.snapshot();
-                let loss = (a.examples > 0).then(|| a.loss_sum / a.examples as f64);
-                (
-                    a.first_done_ms,
-                    a.rate.queries_per_s(now_ms),
-                    a.rate.seconds_per_query(now_ms),
-                    loss,
-                    s.total_done,
-                    s.tasks_per_epoch as u64 * s.num_epochs,
-                )
-            }
-            None => (None, 0.0, None, None, 0, 0),
-        };
-        let mut v = JobView::new(&job, workers, progress, qps, spq, loss, done, total);
-        v.first_query_ms = first;
-        Some(v)
+        let figures = self.figures(num, now_ms);
+        Some(JobView::new(&job, workers, progress, figures))
     }
 
     /// Each live worker's job and the task it holds.
@@ -353,13 +374,13 @@ impl JobScheduler {
 
 impl Active {
     fn new(master: Master) -> Active {
+        let epoch = master.queues().epoch;
         Active {
             master,
             rate: RateWindow::default(),
             finalizer: None,
-            examples: 0,
-            loss_sum: 0.0,
-            first_done_ms: None,
+            tally: Tally::default(),
+            epoch,
         }
     }
 }

@@ -89,7 +89,7 @@ fn inference_job_survives_a_restart_and_writes_every_record_once() {
     let data = dataset(d.path(), 12); // 3 chunks of 4
     let mut s = sched(d.path(), &stores, 1);
     let v = s.submit(&infer_body(d.path(), &data), 10).unwrap();
-    assert_eq!((v.id.as_str(), v.state, v.tasks_total), ("j1", JobState::Queued, 3));
+    assert_eq!((v.id.as_str(), v.state, v.figures.tasks_total), ("j1", JobState::Queued, 3));
     let (j, t0) = infer_task(next(&mut s, 9, None, 20));
     let (_, t1) = infer_task(next(&mut s, 11, None, 20));
     assert_eq!(s.view(j, 20).unwrap().state, JobState::Running);
@@ -99,7 +99,7 @@ fn inference_job_survives_a_restart_and_writes_every_record_once() {
     drop(s);
     let mut s = sched(d.path(), &stores, 1);
     let v = s.view(j, 200).unwrap();
-    assert_eq!((v.state, v.tasks_done), (JobState::Running, 1));
+    assert_eq!((v.state, v.figures.tasks_done), (JobState::Running, 1));
     // batch 1 is finished twice (a late duplicate): kept once
     assert!(matches!(next(&mut s, 11, Some(done(j, &t1)), 300), JobsResponse::Wait));
     assert!(matches!(next(&mut s, 11, Some(done(j, &t1)), 300), JobsResponse::Wait));
@@ -126,19 +126,19 @@ fn worker_death_requeues_its_batch_and_reallocates() {
     let workers = |s: &mut JobScheduler| (s.view(1, 3).unwrap().workers, s.view(2, 3).unwrap().workers);
     assert_eq!((a.id.as_str(), b.id.as_str()), ("j1", "j2"));
     assert_eq!(workers(&mut s), (2, 1), "3 workers, no rates yet: 2 / 1");
-    let held: Vec<(i32, u32, u64)> = [9, 11, 13]
+    let held: Vec<(i32, u32, Task)> = [9, 11, 13]
         .iter()
         .map(|&w| {
             let (j, t) = infer_task(next(&mut s, w, None, 10));
-            (w, j, t.id)
+            (w, j, t)
         })
         .collect();
-    let (dead, job, task) = held[0];
+    let (dead, job, task) = (held[0].0, held[0].1, held[0].2.id);
     s.worker_dead(dead, 50);
     assert_eq!(workers(&mut s), (1, 1));
     // the dead worker's batch goes to the next worker of its job
-    let other = held.iter().find(|h| h.1 == job && h.0 != dead).unwrap().0;
-    let (j, t) = infer_task(next(&mut s, other, None, 60));
+    let (other, _, its) = held.iter().find(|h| h.1 == job && h.0 != dead).unwrap();
+    let (j, t) = infer_task(next(&mut s, *other, Some(done(job, its)), 60));
     assert_eq!((j, t.id), (job, task), "the requeued batch comes first");
     assert!(s.worker_views().iter().all(|w| w.id != dead));
 }
@@ -284,11 +284,54 @@ fn a_worker_moved_to_another_job_finishes_its_batch_first() {
     let (j, _) = infer_task(next(&mut s, moved.id, Some(done(j1, &held)), 30));
     assert_eq!(j, 2);
     assert_eq!(
-        s.view(j1, 30).unwrap().tasks_done,
+        s.view(j1, 30).unwrap().figures.tasks_done,
         1,
         "the old job kept the finished batch"
     );
     let stay = if moved.id == 9 { 11 } else { 9 };
     let (j, _) = infer_task(next(&mut s, stay, Some(done(j1, &other)), 40));
-    assert_eq!((j, s.view(j1, 40).unwrap().tasks_done), (j1, 2));
+    assert_eq!((j, s.view(j1, 40).unwrap().figures.tasks_done), (j1, 2));
+}
+
+#[test]
+fn an_ended_job_keeps_its_true_figures() {
+    let d = tempfile::tempdir().unwrap();
+    let stores = Stores::default();
+    let data = dataset(d.path(), 12); // 3 chunks of 4
+    let mut s = sched(d.path(), &stores, 1);
+    s.submit(&infer_body(d.path(), &data), 1_000).unwrap();
+    let (j, t0) = infer_task(next(&mut s, 9, None, 1_000));
+    let (_, t1) = infer_task(next(&mut s, 9, Some(done(j, &t0)), 1_500));
+    let (_, t2) = infer_task(next(&mut s, 9, Some(done(j, &t1)), 2_000));
+    let live = s.view(j, 2_000).unwrap().figures;
+    assert_eq!((live.tasks_done, live.tasks_total, live.tasks_dispatched), (2, 3, 3));
+    assert!(live.queries_per_s > 0.0 && live.seconds_per_query == Some(0.5), "{live:?}");
+    assert!(matches!(next(&mut s, 9, Some(done(j, &t2)), 3_000), JobsResponse::Wait));
+    // long after the end, from the table: what it did, not zeros
+    drop(s);
+    let mut s = sched(d.path(), &stores, 1);
+    let v = s.view(j, 60_000).unwrap();
+    assert_eq!(v.state, JobState::Done);
+    let f = v.figures;
+    assert_eq!((f.tasks_done, f.tasks_total, f.tasks_dispatched), (3, 3, 3), "no task ran twice");
+    assert_eq!((f.passes_done, f.passes, f.first_query_ms), (1, 1, Some(1_500)));
+    assert_eq!(f.seconds_per_query, Some(2.0 / 3.0), "(0.5 + 0.5 + 1) / 3 over the run");
+    assert_eq!(f.queries_per_s, 1.5, "3 queries over the 2 s from the first dispatch to the end");
+}
+
+#[test]
+fn a_worker_asking_again_gets_its_lost_task_back_at_once() {
+    let d = tempfile::tempdir().unwrap();
+    let stores = Stores::default();
+    let data = dataset(d.path(), 12);
+    let mut s = sched(d.path(), &stores, 1);
+    s.submit(&infer_body(d.path(), &data), 1).unwrap();
+    let (j, lost) = infer_task(next(&mut s, 9, None, 10));
+    // the reply never reached worker 9, which asks again: the task is requeued at once
+    // (not after a timeout) and handed out again
+    let (_, again) = infer_task(next(&mut s, 9, None, 20));
+    assert_eq!(again.id, lost.id);
+    let q = s.active[&j].master.queues();
+    assert_eq!(q.pending.len(), 1);
+    assert!(q.todo.iter().chain(q.pending.values()).all(|e| e.num_timeout == 0), "no timeout counted");
 }

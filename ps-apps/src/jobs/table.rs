@@ -3,6 +3,7 @@
 //! or fail). Finished states are final. Pure: times are passed in, and the whole table
 //! serializes (JSON) so the shell saves it through a `Store` before replying.
 
+use super::figures::JobFigures;
 use super::spec::JobSpec;
 use crate::model::Model;
 use serde::{Deserialize, Serialize};
@@ -60,6 +61,10 @@ pub struct Job {
     /// it from the queues).
     #[serde(default)]
     pub progress: f64,
+    /// What it did, saved when it ended (while active the scheduler tallies them; the
+    /// passes it completed are saved as they complete).
+    #[serde(default)]
+    pub figures: JobFigures,
 }
 
 impl Job {
@@ -102,6 +107,7 @@ impl JobTable {
                 accuracy: None,
                 error: None,
                 progress: 0.0,
+                figures: JobFigures::default(),
             },
         );
         num

@@ -1,5 +1,6 @@
 //! Jobs and workers as the HTTP API and the dashboard show them (JSON).
 
+use super::figures::JobFigures;
 use super::spec::JobSpec;
 use super::table::{Job, JobState};
 use serde::{Deserialize, Serialize};
@@ -17,21 +18,13 @@ pub struct JobView {
     pub workers: usize,
     /// Fraction of its tasks done (0..1).
     pub progress: f64,
-    /// Queries (tasks) finished per second over the last 10 s.
-    pub queries_per_s: f64,
-    /// Mean seconds per query over the last 10 s (null if none finished).
-    pub seconds_per_query: Option<f64>,
     /// Final test accuracy (training) or accuracy over the labelled records
     /// (inference); null until known.
     pub accuracy: Option<f64>,
-    /// Mean training loss so far (training jobs; null otherwise).
+    /// Mean training loss of the latest pass (training jobs; null otherwise).
     pub loss: Option<f64>,
     /// Why it failed (one line), else null.
     pub error: Option<String>,
-    /// Tasks finished.
-    pub tasks_done: u64,
-    /// Tasks in all (over every pass).
-    pub tasks_total: u64,
     /// The model's name.
     pub model: String,
     /// Submission time, ms since the Unix epoch.
@@ -40,43 +33,30 @@ pub struct JobView {
     pub started_ms: Option<u64>,
     /// When it ended.
     pub ended_ms: Option<u64>,
-    /// When its first query finished (while it is active; null otherwise).
-    pub first_query_ms: Option<u64>,
+    /// Tasks (queries) done and in all, passes, query rate, per-pass loss and accuracy.
+    #[serde(flatten)]
+    pub figures: JobFigures,
     /// What was submitted.
     pub spec: JobSpec,
 }
 
 impl JobView {
     /// The view of `job` with the scheduler's live figures.
-    #[allow(clippy::too_many_arguments)]
-    pub fn new(
-        job: &Job,
-        workers: usize,
-        progress: f64,
-        queries_per_s: f64,
-        seconds_per_query: Option<f64>,
-        loss: Option<f64>,
-        tasks_done: u64,
-        tasks_total: u64,
-    ) -> JobView {
+    pub fn new(job: &Job, workers: usize, progress: f64, figures: JobFigures) -> JobView {
         JobView {
             id: job.id(),
             kind: job.spec.kind().to_string(),
             state: job.state,
             workers,
             progress,
-            queries_per_s,
-            seconds_per_query,
             accuracy: job.accuracy,
-            loss,
+            loss: figures.last_loss(),
             error: job.error.clone(),
-            tasks_done,
-            tasks_total,
             model: job.model.name(),
             submitted_ms: job.submitted_ms,
             started_ms: job.started_ms,
             ended_ms: job.ended_ms,
-            first_query_ms: None,
+            figures,
             spec: job.spec.clone(),
         }
     }
