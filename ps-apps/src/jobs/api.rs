@@ -8,7 +8,10 @@
 //! - `GET /` → the jobs dashboard.
 //!
 //! Bad requests get a 4xx whose body is `{"error": "one-line reason"}`: 400 bad JSON
-//! or options, 404 unknown job, 405 wrong method, 409 a job already ended.
+//! or options, 404 unknown job, 405 wrong method, 409 a job already ended; 500 when the
+//! scheduler could not save. The status follows the error's kind ([`JobsError`]).
+
+use super::error::JobsError;
 
 use super::scheduler::JobScheduler;
 use super::table::parse_id;
@@ -19,6 +22,10 @@ const JSON: &str = "application/json";
 fn error(code: u16, why: &str) -> ApiResponse {
     let one_line = why.lines().next().unwrap_or("");
     (code, JSON, format!("{}\n", serde_json::json!({ "error": one_line })))
+}
+
+fn failed(e: &JobsError) -> ApiResponse {
+    error(e.http_status(), &e.to_string())
 }
 
 fn json<T: serde::Serialize>(code: u16, v: &T) -> ApiResponse {
@@ -38,21 +45,20 @@ pub fn route(s: &mut JobScheduler, method: &str, path: &str, body: &str, now_ms:
         ("GET", "/jobs") => json(200, &s.views(now_ms)),
         ("POST", "/jobs") => match s.submit(body, now_ms) {
             Ok(v) => json(201, &v),
-            Err(e) => error(400, &e),
+            Err(e) => failed(&e),
         },
         (_, "/jobs") => error(405, "use GET or POST on /jobs"),
         ("GET", "/workers") => json(200, &s.worker_views()),
         (m, p) if p.starts_with("/jobs/") => {
             let id = &p["/jobs/".len()..];
             let Some(num) = parse_id(id).filter(|&n| s.table().get(n).is_some()) else {
-                return Some(error(404, &format!("no job {id:?}")));
+                return Some(failed(&JobsError::NoSuchJob(id.to_string())));
             };
             match m {
                 "GET" => json(200, &s.view(num, now_ms).expect("exists")),
                 "DELETE" => match s.cancel(num, now_ms) {
                     Ok(v) => json(200, &v),
-                    Err(e) if e.contains("already") => error(409, &e),
-                    Err(e) => error(500, &e),
+                    Err(e) => failed(&e),
                 },
                 _ => error(405, "use GET or DELETE on /jobs/ID"),
             }

@@ -57,7 +57,8 @@ impl JobScheduler {
         if a.master.finish_task(f.task, now_ms)? {
             let took = took.unwrap_or(0);
             a.rate.record(now_ms, took);
-            a.tally.finished(epoch, now_ms, took, f.report.examples, f.report.loss_sum);
+            a.tally
+                .finished(epoch, now_ms, took, f.report.examples, f.report.loss_sum);
         }
         Ok(())
     }
@@ -65,7 +66,9 @@ impl JobScheduler {
     /// Saves the figures of the passes job `num` completed since last looked at (the
     /// table is saved once a pass, not once a task).
     fn passes_completed(&mut self, num: JobNum, now_ms: u64) -> Result<(), String> {
-        let Some(a) = self.active.get_mut(&num) else { return Ok(()) };
+        let Some(a) = self.active.get_mut(&num) else {
+            return Ok(());
+        };
         let epoch = a.master.queues().epoch;
         if epoch == a.epoch {
             return Ok(());
@@ -89,7 +92,9 @@ impl JobScheduler {
         for (num, a) in self.active.iter_mut() {
             if a.master.queues().pending.values().any(|e| e.worker == worker) {
                 let n = a.master.leaving(worker, None, now_ms)?;
-                log::warn!("worker {worker} asked for work holding {n} task(s) of job j{num}: requeued (the reply was lost)");
+                log::warn!(
+                    "worker {worker} asked for work holding {n} task(s) of job j{num}: requeued (the reply was lost)"
+                );
             }
         }
         Ok(())

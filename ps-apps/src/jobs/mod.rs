@@ -9,6 +9,7 @@
 pub mod api;
 pub mod assign;
 mod dispatch;
+pub mod error;
 pub mod fairtime;
 pub mod figures;
 pub mod outputs;
@@ -23,6 +24,7 @@ pub mod view;
 pub mod wire;
 pub mod worker;
 
+pub use error::JobsError;
 pub use scheduler::{FairMode, JobScheduler, SchedulerConfig, StoreFactory};
 pub use spec::{InferSpec, JobSpec, ModelKind, TrainSpec, UpdateRule};
 pub use table::{parse_id, Job, JobNum, JobState, JobTable};

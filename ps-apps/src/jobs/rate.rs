@@ -69,7 +69,9 @@ impl RateWindow {
         self.expire(now_ms);
         let Some(start) = self.started_ms else { return 0.0 };
         if self.done.len() < 2 {
-            let Some(&(t_last, _)) = self.last.back() else { return 0.0 };
+            let Some(&(t_last, _)) = self.last.back() else {
+                return 0.0;
+            };
             let prev = if self.last.len() == 2 { self.last[0].0 } else { start };
             let interval = t_last.saturating_sub(prev).max(now_ms.saturating_sub(t_last)).max(1);
             return 1000.0 / interval as f64;
@@ -114,8 +116,14 @@ mod tests {
         }
         let at_finish = w.queries_per_s(60_000);
         assert!((at_finish - 1.0 / 15.0).abs() < 1e-9, "{at_finish}");
-        assert!((w.queries_per_s(70_000) - 1.0 / 15.0).abs() < 1e-9, "before the next is due");
-        assert!((w.queries_per_s(90_000) - 1.0 / 30.0).abs() < 1e-9, "decays while nothing finishes");
+        assert!(
+            (w.queries_per_s(70_000) - 1.0 / 15.0).abs() < 1e-9,
+            "before the next is due"
+        );
+        assert!(
+            (w.queries_per_s(90_000) - 1.0 / 30.0).abs() < 1e-9,
+            "decays while nothing finishes"
+        );
         assert_eq!(w.seconds_per_query(70_000), Some(15.0));
     }
 

@@ -6,6 +6,7 @@
 //! network shell ([`super::service`]) only decodes, calls and encodes.
 
 use super::assign::{self, WorkerId};
+use super::error::JobsError;
 use super::fairtime::{self, JobLoad};
 use super::figures::{JobFigures, Tally};
 use super::rate::RateWindow;
@@ -134,31 +135,36 @@ impl JobScheduler {
     }
 
     /// Accepts a job (the JSON of `POST /jobs`): checks it and its files, indexes its
-    /// dataset into a new queue, saves both, then reallocates. The error is one line.
-    pub fn submit(&mut self, body: &str, now_ms: u64) -> Result<JobView, String> {
-        let spec = JobSpec::from_json(body)?;
-        let model = spec.check_files()?;
+    /// dataset into a new queue, saves both, then reallocates. The error is one line:
+    /// [`JobsError::BadRequest`] for the request's fault, [`JobsError::Internal`] when
+    /// saving failed.
+    pub fn submit(&mut self, body: &str, now_ms: u64) -> Result<JobView, JobsError> {
+        let spec = JobSpec::from_json(body).map_err(JobsError::BadRequest)?;
+        let model = spec.check_files().map_err(JobsError::BadRequest)?;
         if let JobSpec::Infer(i) = &spec {
             let parent = std::path::Path::new(&i.out)
                 .parent()
                 .filter(|p| !p.as_os_str().is_empty());
             if let Some(p) = parent.filter(|p| !p.is_dir()) {
-                return Err(format!("\"out\": no directory {}", p.display()));
+                return Err(JobsError::BadRequest(format!("\"out\": no directory {}", p.display())));
             }
         }
         let mut preview = self.table.clone();
         let num = preview.submit(spec.clone(), model, now_ms);
         let job = preview.get(num).expect("just added").clone();
-        let mut master = Master::new(master_config(&spec), (self.stores)(&store_name(&job)), now_ms)?;
+        let mut master =
+            Master::new(master_config(&spec), (self.stores)(&store_name(&job)), now_ms).map_err(JobsError::Internal)?;
         let paths = match &spec {
             JobSpec::Train(t) => t.train.clone(),
             JobSpec::Infer(i) => i.data.clone(),
         };
-        master.report_dataset(paths)?;
+        // the files were read a moment ago: failing now is the files' fault
+        master.report_dataset(paths).map_err(JobsError::BadRequest)?;
         self.change(|t| {
             *t = preview;
             Ok(())
-        })?;
+        })
+        .map_err(JobsError::Internal)?;
         self.active.insert(num, Active::new(master));
         log::info!("job {} submitted: {} {}", job.id(), spec.kind(), model.name());
         self.reallocate(now_ms);
@@ -166,8 +172,19 @@ impl JobScheduler {
     }
 
     /// Cancels job `num` (saved before returning); its workers go to other jobs and its
-    /// servers drop its shards at their next poll.
-    pub fn cancel(&mut self, num: JobNum, now_ms: u64) -> Result<JobView, String> {
+    /// servers drop its shards at their next poll. A job that already ended is
+    /// [`JobsError::Ended`].
+    pub fn cancel(&mut self, num: JobNum, now_ms: u64) -> Result<JobView, JobsError> {
+        match self.table.get(num) {
+            None => return Err(JobsError::NoSuchJob(format!("j{num}"))),
+            Some(j) if j.state.is_final() => {
+                return Err(JobsError::Ended {
+                    id: j.id(),
+                    state: format!("{:?}", j.state).to_lowercase(),
+                })
+            }
+            Some(_) => {}
+        }
         let progress = self.progress(num);
         let figures = self.final_figures(num, now_ms);
         self.change(|t| {
@@ -175,7 +192,8 @@ impl JobScheduler {
             let j = t.jobs.get_mut(&num).expect("cancelled");
             (j.progress, j.figures) = (progress, figures);
             Ok(())
-        })?;
+        })
+        .map_err(JobsError::Internal)?;
         self.end(num, now_ms);
         log::info!("job j{num} cancelled");
         Ok(self.view(num, now_ms).expect("exists"))

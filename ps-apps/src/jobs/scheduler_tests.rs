@@ -89,7 +89,10 @@ fn inference_job_survives_a_restart_and_writes_every_record_once() {
     let data = dataset(d.path(), 12); // 3 chunks of 4
     let mut s = sched(d.path(), &stores, 1);
     let v = s.submit(&infer_body(d.path(), &data), 10).unwrap();
-    assert_eq!((v.id.as_str(), v.state, v.figures.tasks_total), ("j1", JobState::Queued, 3));
+    assert_eq!(
+        (v.id.as_str(), v.state, v.figures.tasks_total),
+        ("j1", JobState::Queued, 3)
+    );
     let (j, t0) = infer_task(next(&mut s, 9, None, 20));
     let (_, t1) = infer_task(next(&mut s, 11, None, 20));
     assert_eq!(s.view(j, 20).unwrap().state, JobState::Running);
@@ -305,7 +308,10 @@ fn an_ended_job_keeps_its_true_figures() {
     let (_, t2) = infer_task(next(&mut s, 9, Some(done(j, &t1)), 2_000));
     let live = s.view(j, 2_000).unwrap().figures;
     assert_eq!((live.tasks_done, live.tasks_total, live.tasks_dispatched), (2, 3, 3));
-    assert!(live.queries_per_s > 0.0 && live.seconds_per_query == Some(0.5), "{live:?}");
+    assert!(
+        live.queries_per_s > 0.0 && live.seconds_per_query == Some(0.5),
+        "{live:?}"
+    );
     assert!(matches!(next(&mut s, 9, Some(done(j, &t2)), 3_000), JobsResponse::Wait));
     // long after the end, from the table: what it did, not zeros
     drop(s);
@@ -313,10 +319,17 @@ fn an_ended_job_keeps_its_true_figures() {
     let v = s.view(j, 60_000).unwrap();
     assert_eq!(v.state, JobState::Done);
     let f = v.figures;
-    assert_eq!((f.tasks_done, f.tasks_total, f.tasks_dispatched), (3, 3, 3), "no task ran twice");
+    assert_eq!(
+        (f.tasks_done, f.tasks_total, f.tasks_dispatched),
+        (3, 3, 3),
+        "no task ran twice"
+    );
     assert_eq!((f.passes_done, f.passes, f.first_query_ms), (1, 1, Some(1_500)));
     assert_eq!(f.seconds_per_query, Some(2.0 / 3.0), "(0.5 + 0.5 + 1) / 3 over the run");
-    assert_eq!(f.queries_per_s, 1.5, "3 queries over the 2 s from the first dispatch to the end");
+    assert_eq!(
+        f.queries_per_s, 1.5,
+        "3 queries over the 2 s from the first dispatch to the end"
+    );
 }
 
 #[test]
@@ -333,5 +346,8 @@ fn a_worker_asking_again_gets_its_lost_task_back_at_once() {
     assert_eq!(again.id, lost.id);
     let q = s.active[&j].master.queues();
     assert_eq!(q.pending.len(), 1);
-    assert!(q.todo.iter().chain(q.pending.values()).all(|e| e.num_timeout == 0), "no timeout counted");
+    assert!(
+        q.todo.iter().chain(q.pending.values()).all(|e| e.num_timeout == 0),
+        "no timeout counted"
+    );
 }

@@ -1,163 +1,239 @@
-//! Prometheus text exposition of a [`Snapshot`].
+//! `/metrics`: a [`Snapshot`] in the OpenMetrics text format, built with the
+//! `prometheus-client` crate (a registry of gauges and counters, rendered by its
+//! encoder). Label values are escaped here (`\\`, `\"`, `\n`): the crate writes them as
+//! given, and an address or a role is text from the outside.
 
 use super::Snapshot;
+use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
 use std::fmt::Write;
+use std::sync::atomic::AtomicU64;
 
-fn metric(out: &mut String, name: &str, help: &str, kind: &str, samples: &[(String, f64)]) {
-    let _ = writeln!(out, "# HELP psrs_{name} {help}");
-    let _ = writeln!(out, "# TYPE psrs_{name} {kind}");
-    for (labels, v) in samples {
-        let _ = writeln!(out, "psrs_{name}{labels} {v}");
+/// The content type of [`to_prometheus`]'s text.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// A label value, escaped as the exposition format wants it.
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
+struct Text(String);
+
+impl EncodeLabelValue for Text {
+    fn encode(&self, enc: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
+        for c in self.0.chars() {
+            match c {
+                '\\' => enc.write_str("\\\\")?,
+                '"' => enc.write_str("\\\"")?,
+                '\n' => enc.write_str("\\n")?,
+                c => enc.write_char(c)?,
+            }
+        }
+        Ok(())
     }
 }
 
-/// Renders `s` in the Prometheus text format (version 0.0.4).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct NodeLabels {
+    id: Text,
+    role: Text,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SchedulerLabels {
+    candidate: Text,
+    addr: Text,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct QueueLabels {
+    queue: Text,
+}
+
+type F64 = Gauge<f64, AtomicU64>;
+
+fn gauge(reg: &mut Registry, name: &str, help: &str, v: f64) {
+    let g = F64::default();
+    g.set(v);
+    reg.register(name, help, g);
+}
+
+fn counter(reg: &mut Registry, name: &str, help: &str, v: u64) {
+    let c: Counter = Counter::default();
+    c.inc_by(v);
+    reg.register(name, help, c);
+}
+
+/// Renders `s` in the OpenMetrics text format (names prefixed `psrs_`; counters end in
+/// `_total`); absent values (no loss yet) are left out, not invented.
 pub fn to_prometheus(s: &Snapshot) -> String {
-    let mut o = String::new();
-    metric(
-        &mut o,
+    let mut reg = Registry::with_prefix("psrs");
+    gauge(
+        &mut reg,
         "uptime_seconds",
         "Seconds since the scheduler started.",
-        "gauge",
-        &[(String::new(), s.uptime_s)],
+        s.uptime_s,
     );
     let sc = &s.scheduler;
-    metric(
-        &mut o,
+    let term = Family::<SchedulerLabels, F64>::default();
+    term.get_or_create(&SchedulerLabels {
+        candidate: Text(sc.candidate.to_string()),
+        addr: Text(sc.addr.clone()),
+    })
+    .set(sc.term as f64);
+    reg.register(
         "scheduler_term",
         "Term of the scheduler serving these metrics (bumped by every takeover); labels: its candidate index and address.",
-        "gauge",
-        &[(
-            format!("{{candidate=\"{}\",addr=\"{}\"}}", sc.candidate, sc.addr),
-            sc.term as f64,
-        )],
+        term,
     );
-    metric(
-        &mut o,
+    gauge(
+        &mut reg,
         "scheduler_active",
         "1 if the scheduler serving these metrics is the active one.",
-        "gauge",
-        &[(String::new(), if sc.active { 1.0 } else { 0.0 })],
+        if sc.active { 1.0 } else { 0.0 },
     );
-    let nodes: Vec<(String, f64)> = s
-        .nodes
-        .iter()
-        .map(|n| {
-            (
-                format!("{{id=\"{}\",role=\"{}\"}}", n.id, n.role),
-                if n.dead { 0.0 } else { 1.0 },
-            )
-        })
-        .collect();
-    metric(
-        &mut o,
-        "node_up",
-        "1 if the node is alive, 0 if declared dead.",
-        "gauge",
-        &nodes,
-    );
-    let hb: Vec<(String, f64)> = s
-        .nodes
-        .iter()
-        .filter_map(|n| {
-            Some((
-                format!("{{id=\"{}\",role=\"{}\"}}", n.id, n.role),
-                n.heartbeat_age_ms? as f64 / 1000.0,
-            ))
-        })
-        .collect();
-    metric(
-        &mut o,
-        "heartbeat_age_seconds",
-        "Seconds since the node's last heartbeat.",
-        "gauge",
-        &hb,
-    );
+    let up = Family::<NodeLabels, F64>::default();
+    let hb = Family::<NodeLabels, F64>::default();
+    for n in &s.nodes {
+        let l = NodeLabels {
+            id: Text(n.id.to_string()),
+            role: Text(n.role.clone()),
+        };
+        up.get_or_create(&l).set(if n.dead { 0.0 } else { 1.0 });
+        if let Some(age) = n.heartbeat_age_ms {
+            hb.get_or_create(&l).set(age as f64 / 1000.0);
+        }
+    }
+    reg.register("node_up", "1 if the node is alive, 0 if declared dead.", up);
+    reg.register("heartbeat_age_seconds", "Seconds since the node's last heartbeat.", hb);
     if let Some(q) = &s.queues {
-        let tasks = [
+        let tasks = Family::<QueueLabels, F64>::default();
+        for (k, v) in [
             ("todo", q.todo),
             ("pending", q.pending),
             ("done", q.done),
             ("failed", q.failed),
-        ]
-        .iter()
-        .map(|(k, v)| (format!("{{queue=\"{k}\"}}"), *v as f64))
-        .collect::<Vec<_>>();
-        metric(&mut o, "tasks", "Tasks in each master queue.", "gauge", &tasks);
-        metric(
-            &mut o,
-            "epoch",
-            "Current pass over the data.",
-            "gauge",
-            &[(String::new(), q.epoch as f64)],
-        );
-        metric(
-            &mut o,
+        ] {
+            tasks
+                .get_or_create(&QueueLabels { queue: Text(k.into()) })
+                .set(v as f64);
+        }
+        reg.register("tasks", "Tasks in each master queue.", tasks);
+        gauge(&mut reg, "epoch", "Current pass over the data.", q.epoch as f64);
+        gauge(
+            &mut reg,
             "task_seconds_avg",
             "Moving average of task completion time.",
-            "gauge",
-            &[(String::new(), q.avg_task_ms / 1000.0)],
+            q.avg_task_ms / 1000.0,
         );
     }
     let t = &s.train;
-    metric(
-        &mut o,
-        "examples_total",
-        "Training examples processed.",
-        "counter",
-        &[(String::new(), t.examples as f64)],
-    );
-    metric(
-        &mut o,
+    counter(&mut reg, "examples", "Training examples processed.", t.examples);
+    gauge(
+        &mut reg,
         "examples_per_second",
         "Training throughput.",
-        "gauge",
-        &[(String::new(), t.examples_per_sec)],
+        t.examples_per_sec,
     );
-    metric(
-        &mut o,
-        "model_version",
-        "Model updates applied.",
-        "gauge",
-        &[(String::new(), t.version as f64)],
-    );
+    gauge(&mut reg, "model_version", "Model updates applied.", t.version as f64);
     if let Some(l) = t.loss {
-        metric(
-            &mut o,
-            "train_loss",
-            "Most recent mean training loss.",
-            "gauge",
-            &[(String::new(), l)],
-        );
+        gauge(&mut reg, "train_loss", "Most recent mean training loss.", l);
     }
     if let Some(a) = t.accuracy {
-        metric(
-            &mut o,
-            "accuracy",
-            "Last evaluated accuracy.",
-            "gauge",
-            &[(String::new(), a)],
-        );
+        gauge(&mut reg, "accuracy", "Last evaluated accuracy.", a);
     }
     let tr = &s.traffic;
-    for (name, help, v) in [
-        ("sent_bytes_total", "Bytes sent by the scheduler.", tr.sent_bytes),
-        ("recv_bytes_total", "Bytes received by the scheduler.", tr.recv_bytes),
-        ("malformed_messages_total", "Malformed messages dropped.", tr.malformed),
-        ("resent_messages_total", "Messages resent.", tr.resent),
-    ] {
-        metric(&mut o, name, help, "counter", &[(String::new(), v as f64)]);
-    }
-    o
+    counter(&mut reg, "sent_bytes", "Bytes sent by the scheduler.", tr.sent_bytes);
+    counter(
+        &mut reg,
+        "recv_bytes",
+        "Bytes received by the scheduler.",
+        tr.recv_bytes,
+    );
+    counter(
+        &mut reg,
+        "malformed_messages",
+        "Malformed messages dropped.",
+        tr.malformed,
+    );
+    counter(&mut reg, "resent_messages", "Messages resent.", tr.resent);
+    let mut out = String::new();
+    prometheus_client::encoding::text::encode(&mut out, &reg).expect("writing to a String cannot fail");
+    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::stats::{NodeStat, QueueStat};
+    use std::collections::BTreeMap;
+
+    /// One sample of the text format, read back: name, labels (unescaped), value.
+    type Sample = (String, BTreeMap<String, String>, f64);
+
+    /// A reader of the exposition format, independent of the writer: every line is a
+    /// comment (`# HELP`, `# TYPE`, `# EOF`) or `name{k="v",...} value` with escaped
+    /// label values.
+    fn parse(text: &str) -> Vec<Sample> {
+        let mut out = Vec::new();
+        for line in text.lines() {
+            if line.starts_with('#') {
+                assert!(
+                    line.starts_with("# HELP ") || line.starts_with("# TYPE ") || line == "# EOF",
+                    "{line}"
+                );
+                continue;
+            }
+            let name_end = line.find(['{', ' ']).expect("a name");
+            let name = line[..name_end].to_string();
+            assert!(name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'), "{name}");
+            let mut labels = BTreeMap::new();
+            let mut rest = &line[name_end..];
+            if let Some(body) = rest.strip_prefix('{') {
+                let mut chars = body.char_indices();
+                let mut key = String::new();
+                loop {
+                    let (i, c) = chars.next().expect("unterminated labels");
+                    match c {
+                        '}' => {
+                            rest = &body[i + 1..];
+                            break;
+                        }
+                        ',' => {}
+                        '=' => {
+                            assert_eq!(chars.next().map(|x| x.1), Some('"'), "{line}");
+                            let mut value = String::new();
+                            loop {
+                                match chars.next().expect("unterminated value").1 {
+                                    '"' => break,
+                                    '\\' => match chars.next().expect("escape").1 {
+                                        'n' => value.push('\n'),
+                                        c @ ('\\' | '"') => value.push(c),
+                                        c => panic!("bad escape \\{c} in {line}"),
+                                    },
+                                    '\n' => panic!("raw newline"),
+                                    c => value.push(c),
+                                }
+                            }
+                            labels.insert(std::mem::take(&mut key), value);
+                        }
+                        c => key.push(c),
+                    }
+                }
+            }
+            let value: f64 = rest.trim().parse().unwrap_or_else(|_| panic!("value of {line}"));
+            out.push((name, labels, value));
+        }
+        out
+    }
+
+    fn find<'a>(samples: &'a [Sample], name: &str) -> Vec<&'a Sample> {
+        samples.iter().filter(|s| s.0 == name).collect()
+    }
 
     #[test]
-    fn renders_samples_with_labels() {
+    fn the_exposition_parses_back_with_escaped_labels() {
+        let odd = "h\"x\\y\nz:7";
         let s = Snapshot {
             uptime_s: 2.5,
             nodes: vec![NodeStat {
@@ -173,7 +249,7 @@ mod tests {
             }),
             scheduler: crate::stats::SchedulerStat {
                 candidate: 1,
-                addr: "h:7".into(),
+                addr: odd.into(),
                 term: 3,
                 active: true,
                 candidates: 2,
@@ -181,18 +257,30 @@ mod tests {
             ..Default::default()
         };
         let text = to_prometheus(&s);
-        assert!(text.contains("psrs_scheduler_term{candidate=\"1\",addr=\"h:7\"} 3\n"));
-        assert!(text.contains("psrs_scheduler_active 1\n"));
-        assert!(text.contains("psrs_uptime_seconds 2.5\n"));
-        assert!(text.contains("psrs_node_up{id=\"9\",role=\"worker\"} 1\n"));
-        assert!(text.contains("psrs_heartbeat_age_seconds{id=\"9\",role=\"worker\"} 1.5\n"));
-        assert!(text.contains("psrs_tasks{queue=\"todo\"} 3\n"));
-        assert!(text.contains("psrs_tasks{queue=\"failed\"} 1\n"));
-        assert!(text.contains("# TYPE psrs_examples_total counter\n"));
-        assert!(!text.contains("psrs_train_loss"), "absent values are not invented");
-        for line in text.lines().filter(|l| !l.starts_with('#')) {
-            let v = line.rsplit(' ').next().unwrap();
-            assert!(v.parse::<f64>().is_ok(), "{line}");
-        }
+        assert!(text.ends_with("# EOF\n"), "{text}");
+        let samples = parse(&text);
+        let term = find(&samples, "psrs_scheduler_term");
+        assert_eq!(term.len(), 1);
+        assert_eq!(term[0].1["addr"], odd, "the address comes back as it was");
+        assert_eq!((term[0].1["candidate"].as_str(), term[0].2), ("1", 3.0));
+        assert_eq!(find(&samples, "psrs_scheduler_active")[0].2, 1.0);
+        assert_eq!(find(&samples, "psrs_uptime_seconds")[0].2, 2.5);
+        let up = find(&samples, "psrs_node_up");
+        assert_eq!(
+            (up[0].1["id"].as_str(), up[0].1["role"].as_str(), up[0].2),
+            ("9", "worker", 1.0)
+        );
+        assert_eq!(find(&samples, "psrs_heartbeat_age_seconds")[0].2, 1.5);
+        let tasks: BTreeMap<&str, f64> = find(&samples, "psrs_tasks")
+            .iter()
+            .map(|s| (s.1["queue"].as_str(), s.2))
+            .collect();
+        assert_eq!((tasks["todo"], tasks["failed"], tasks["pending"]), (3.0, 1.0, 0.0));
+        assert_eq!(find(&samples, "psrs_examples_total").len(), 1);
+        assert!(text.contains("# TYPE psrs_examples counter\n"));
+        assert!(
+            find(&samples, "psrs_train_loss").is_empty(),
+            "absent values are not invented"
+        );
     }
 }

@@ -126,7 +126,7 @@ fn respond(mut req: tiny_http::Request, provider: &Provider, api: Option<&Api>) 
             tiny_http::Response::from_string(body).with_header(header("application/json"))
         }
         "/metrics" => tiny_http::Response::from_string(to_prometheus(&provider()))
-            .with_header(header("text/plain; version=0.0.4")),
+            .with_header(header(super::prometheus::CONTENT_TYPE)),
         "/" | "/index.html" => {
             tiny_http::Response::from_string(dashboard::PAGE).with_header(header("text/html; charset=utf-8"))
         }
