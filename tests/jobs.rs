@@ -104,70 +104,8 @@ fn training_and_inference_jobs_side_by_side_with_failures_and_cancel() {
     println!("accuracy alone {acc1:.4}, side by side {acc2:.4}, mlp {acc3:.4}, inference {acc5:.4}");
 }
 
-/// The dashboard in headless Chromium (Debian `chromium`; the test fails when it is
-/// missing): after a job is submitted, the page the browser renders lists it with its
-/// kind and state, and names the active scheduler and its term.
-#[test]
-fn the_dashboard_lists_a_submitted_job_in_headless_chromium() {
-    let browser = ["chromium", "chromium-browser"]
-        .into_iter()
-        .find(|b| {
-            std::process::Command::new(b)
-                .arg("--version")
-                .output()
-                .is_ok_and(|o| o.status.success())
-        })
-        .expect("no chromium: apt-get install chromium (scripts/install-deps.sh does)");
-    let addr = format!("127.0.0.1:{}", free_port());
-    let dir = tempfile::tempdir().unwrap();
-    let work = dir.path().join("work");
-    let args = ["cluster", "--stats-addr", &addr, "--work-dir", work.to_str().unwrap()];
-    let c = Cluster::start(1, 1, &args, ENV, LIMIT);
-    let api = Api(format!("http://{addr}"));
-    api.wait_up(&c);
-    let train = dir.path().join("train.rio");
-    blobs(&train, 2000, 100, 3);
-    let train = train.to_str().unwrap();
-    let id = api.submit(&train_args(train, train, "softmax", "500"));
-    let start = Instant::now();
-    let dom = loop {
-        let profile = tempfile::tempdir().unwrap();
-        let out = std::process::Command::new(browser)
-            .args([
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-quic",
-                "--no-first-run",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--virtual-time-budget=3000",
-                "--dump-dom",
-            ])
-            .arg(format!("--user-data-dir={}", profile.path().display()))
-            .arg(format!("http://{addr}/"))
-            .output()
-            .unwrap();
-        let dom = String::from_utf8_lossy(&out.stdout).to_string();
-        if dom.contains(&format!("id=\"job-{id}\"")) && dom.contains("term 1") {
-            break dom;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(90),
-            "the page never listed {id}:\n{dom}\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
-    let row = &dom[dom.find(&format!("id=\"job-{id}\"")).unwrap()..];
-    let row = &row[..row.find("</tr>").unwrap()];
-    assert!(row.contains("<td>train</td>"), "{row}");
-    assert!(row.contains("queued") || row.contains("running"), "{row}");
-    assert!(dom.contains("active scheduler #0"), "{dom}");
-    assert_eq!(api.run(&["cancel", &id]).map(|_| ()), Ok(()));
-}
-
-/// The README's fair-time figures (no timed assertion): in each mode, two training
+/// Fair-time figures on 4 workers (no timed assertion; over many runs on 10 workers:
+/// `tests/fair_time.rs`): in each mode, two training
 /// jobs of different cost (softmax, and an MLP with 1024 hidden units) share 4
 /// workers; the split and the query rates are sampled every 0.5 s for 8 s once both
 /// jobs have a measured rate, and the medians printed. Checked: every worker is
@@ -175,20 +113,6 @@ fn the_dashboard_lists_a_submitted_job_in_headless_chromium() {
 #[test]
 fn fair_time_split_of_two_jobs_of_different_cost_in_each_mode() {
     fair_time_split(4, ENV);
-}
-
-/// The same figures on 10 workers, the seed's cluster size (a benchmark: 12 processes,
-/// about 30 s on 2 cores; `cargo test --test jobs fair_time_on_ten -- --ignored
-/// --nocapture`). Heartbeat timeout 5 s: on a loaded 2-core machine a worker starved
-/// for a second is not declared dead mid-sample.
-#[test]
-#[ignore = "benchmark: 10 workers; run with --ignored --nocapture for the README figure"]
-fn fair_time_on_ten_workers() {
-    let env: Vec<(&str, &str)> = ENV
-        .iter()
-        .map(|&(k, v)| if k == "PS_HEARTBEAT_TIMEOUT" { (k, "5") } else { (k, v) })
-        .collect();
-    fair_time_split(10, &env);
 }
 
 fn fair_time_split(workers: usize, env: &[(&str, &str)]) {

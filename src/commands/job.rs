@@ -98,7 +98,8 @@ fn request(token: &Option<String>, method: &str, url: &str, body: Option<&str>) 
                 .unwrap_or(text);
             return Err(format!("{code}: {}", why.trim()));
         }
-        Err(e) => return Err(format!("cannot reach the scheduler at {url}: {e}")),
+        // ureq's error names the URL already
+        Err(e) => return Err(format!("cannot reach the scheduler: {e}")),
     };
     serde_json::from_str(&text).map_err(|e| format!("bad answer from {url}: {e}"))
 }

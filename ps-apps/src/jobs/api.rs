@@ -5,7 +5,9 @@
 //! - `GET /jobs` → the array of jobs; `GET /jobs/ID` → one job;
 //! - `DELETE /jobs/ID` → cancels it, 200 and the job object;
 //! - `GET /workers` → each worker's job and task;
-//! - `GET /` → the jobs dashboard.
+//! - `GET /history` → the cluster over time (the dashboard's charts);
+//! - `GET /` → the jobs dashboard; `/assets/uPlot.js`, `/assets/uPlot.css` its
+//!   charting library (uPlot, MIT), embedded in the binary.
 //!
 //! Bad requests get a 4xx whose body is `{"error": "one-line reason"}`: 400 bad JSON
 //! or options, 404 unknown job, 405 wrong method, 409 a job already ended; 500 when the
@@ -49,6 +51,9 @@ pub fn route(s: &mut JobScheduler, method: &str, path: &str, body: &str, now_ms:
         },
         (_, "/jobs") => error(405, "use GET or POST on /jobs"),
         ("GET", "/workers") => json(200, &s.worker_views()),
+        ("GET", "/history") => json(200, &s.chart()),
+        ("GET", "/assets/uPlot.js") => (200, "text/javascript; charset=utf-8", super::page::UPLOT_JS.to_string()),
+        ("GET", "/assets/uPlot.css") => (200, "text/css; charset=utf-8", super::page::UPLOT_CSS.to_string()),
         (m, p) if p.starts_with("/jobs/") => {
             let id = &p["/jobs/".len()..];
             let Some(num) = parse_id(id).filter(|&n| s.table().get(n).is_some()) else {

@@ -24,6 +24,7 @@ impl JobScheduler {
             },
             JobsRequest::Finalized { job, accuracy, error } => self.finalized(job, accuracy, error, now_ms),
             JobsRequest::ServerPoll { hosting } => Ok(self.server_poll(sender, hosting)),
+            JobsRequest::Evaluated { job, pass, accuracy } => self.evaluated(sender, job, pass, accuracy, now_ms),
         };
         out.unwrap_or_else(|e| {
             log::error!("jobs: request from {sender}: {e}");
@@ -66,12 +67,17 @@ impl JobScheduler {
     /// Saves the figures of the passes job `num` completed since last looked at (the
     /// table is saved once a pass, not once a task).
     fn passes_completed(&mut self, num: JobNum, now_ms: u64) -> Result<(), String> {
+        let has_test = matches!(self.table.get(num).map(|j| &j.spec), Some(JobSpec::Train(t)) if t.test.is_some());
         let Some(a) = self.active.get_mut(&num) else {
             return Ok(());
         };
         let epoch = a.master.queues().epoch;
         if epoch == a.epoch {
             return Ok(());
+        }
+        if has_test {
+            // the last pass is evaluated by the finalizer
+            a.to_evaluate.extend(a.epoch..epoch);
         }
         a.epoch = epoch;
         let figures = self.figures(num, now_ms);
@@ -124,6 +130,17 @@ impl JobScheduler {
             }
         }
         let a = self.active.get_mut(&num).expect("assigned jobs are active");
+        if let (JobSpec::Train(t), None) = (&job.spec, a.evaluating) {
+            if let Some(pass) = a.to_evaluate.pop_front() {
+                a.evaluating = Some((worker, pass));
+                return Ok(JobsResponse::Evaluate {
+                    job: num,
+                    model: job.model,
+                    spec: t.clone(),
+                    pass,
+                });
+            }
+        }
         if a.master.complete() {
             return match &job.spec {
                 JobSpec::Train(t) if a.finalizer.is_none() => {
@@ -235,6 +252,36 @@ impl JobScheduler {
         }
         log::info!("job j{num} ended: accuracy {accuracy:?}, error {error:?}");
         self.end(num, now_ms);
+        Ok(JobsResponse::Ok)
+    }
+
+    /// A worker evaluated pass `pass` of job `num`: the accuracy joins the pass's
+    /// figures (saved with them).
+    fn evaluated(
+        &mut self,
+        worker: i32,
+        num: JobNum,
+        pass: u64,
+        accuracy: Option<f64>,
+        _now_ms: u64,
+    ) -> Result<JobsResponse, String> {
+        let Some(a) = self.active.get_mut(&num) else {
+            return Ok(JobsResponse::Ok);
+        };
+        if a.evaluating == Some((worker, pass)) {
+            a.evaluating = None;
+        }
+        let Some(acc) = accuracy else {
+            return Ok(JobsResponse::Ok);
+        };
+        a.tally.evaluated(pass, acc);
+        let per_pass = a.tally.per_pass();
+        self.change(|t| {
+            if let Some(j) = t.jobs.get_mut(&num) {
+                j.figures.per_pass = per_pass;
+            }
+            Ok(())
+        })?;
         Ok(JobsResponse::Ok)
     }
 

@@ -12,6 +12,7 @@ mod dispatch;
 pub mod error;
 pub mod fairtime;
 pub mod figures;
+pub mod history;
 pub mod outputs;
 pub mod page;
 pub mod rate;

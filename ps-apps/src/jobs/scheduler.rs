@@ -9,6 +9,7 @@ use super::assign::{self, WorkerId};
 use super::error::JobsError;
 use super::fairtime::{self, JobLoad};
 use super::figures::{JobFigures, Tally};
+use super::history::{Chart, EventKind, History, JobPoint};
 use super::rate::RateWindow;
 use super::spec::JobSpec;
 use super::table::{Job, JobNum, JobState, JobTable};
@@ -53,6 +54,10 @@ pub(super) struct Active {
     pub tally: Tally,
     /// The pass the queues were in when last looked at (a change: a pass completed).
     pub epoch: u64,
+    /// Completed passes whose model is still to be evaluated on the test set.
+    pub to_evaluate: std::collections::VecDeque<u64>,
+    /// The worker evaluating a pass now, and the pass.
+    pub evaluating: Option<(WorkerId, u64)>,
 }
 
 /// The scheduler.
@@ -66,6 +71,8 @@ pub struct JobScheduler {
     pub(super) assignment: BTreeMap<WorkerId, JobNum>,
     pub(super) hosting: BTreeMap<i32, BTreeSet<JobNum>>,
     last_alloc_ms: u64,
+    /// The cluster over time, for the dashboard's charts.
+    pub(super) history: History,
 }
 
 fn master_config(spec: &JobSpec) -> MasterConfig {
@@ -115,6 +122,7 @@ impl JobScheduler {
             assignment: BTreeMap::new(),
             hosting: BTreeMap::new(),
             last_alloc_ms: now_ms,
+            history: History::default(),
         })
     }
 
@@ -167,6 +175,8 @@ impl JobScheduler {
         .map_err(JobsError::Internal)?;
         self.active.insert(num, Active::new(master));
         log::info!("job {} submitted: {} {}", job.id(), spec.kind(), model.name());
+        let what = format!("{} submitted ({} {})", job.id(), spec.kind(), model.name());
+        self.history.event(now_ms, EventKind::Submitted, what);
         self.reallocate(now_ms);
         Ok(self.view(num, now_ms).expect("just added"))
     }
@@ -233,6 +243,10 @@ impl JobScheduler {
 
     /// Forgets an ended job's runtime state and gives its workers to the others.
     pub(super) fn end(&mut self, num: JobNum, now_ms: u64) {
+        if let Some(j) = self.table.get(num) {
+            let what = format!("{} {}", j.id(), format!("{:?}", j.state).to_lowercase());
+            self.history.event(now_ms, EventKind::Ended, what);
+        }
         self.active.remove(&num);
         self.assignment.retain(|_, j| *j != num);
         self.reallocate(now_ms);
@@ -316,11 +330,49 @@ impl JobScheduler {
         if now_ms >= self.last_alloc_ms + self.cfg.realloc_every_ms {
             self.reallocate(now_ms);
         }
+        if self.history.due(now_ms) {
+            self.sample(now_ms);
+        }
+    }
+
+    /// Adds a sample to the history: each active job's rate and workers, each live
+    /// worker's job.
+    fn sample(&mut self, now_ms: u64) {
+        let counts = assign::counts(&self.assignment);
+        let jobs = self
+            .active
+            .iter_mut()
+            .map(|(&num, a)| {
+                let p = JobPoint {
+                    queries_per_s: a.rate.queries_per_s(now_ms),
+                    workers: counts.get(&num).copied().unwrap_or(0),
+                };
+                (format!("j{num}"), p)
+            })
+            .collect();
+        let workers = self
+            .workers
+            .iter()
+            .map(|&w| (w, self.assignment.get(&w).map(|j| format!("j{j}"))))
+            .collect();
+        self.history.sample(now_ms, jobs, workers);
+    }
+
+    /// Marks an event the shell saw (e.g. this scheduler took over) on the history.
+    pub fn note(&mut self, now_ms: u64, kind: EventKind, text: String) {
+        self.history.event(now_ms, kind, text);
+    }
+
+    /// The history for the dashboard's charts.
+    pub fn chart(&self) -> Chart {
+        self.history.chart()
     }
 
     /// Worker `id` died: its tasks go back to their queues at once, and the workers are
     /// split again.
     pub fn worker_dead(&mut self, id: WorkerId, now_ms: u64) {
+        self.history
+            .event(now_ms, EventKind::NodeDead, format!("worker {id} died"));
         self.workers.remove(&id);
         self.assignment.remove(&id);
         for (num, a) in self.active.iter_mut() {
@@ -332,12 +384,19 @@ impl JobScheduler {
             if a.finalizer == Some(id) {
                 a.finalizer = None;
             }
+            if let Some((w, pass)) = a.evaluating.filter(|e| e.0 == id) {
+                debug_assert_eq!(w, id);
+                a.to_evaluate.push_front(pass);
+                a.evaluating = None;
+            }
         }
         self.reallocate(now_ms);
     }
 
     /// Server `id` died: training jobs wait until its replacement holds their shards.
-    pub fn server_dead(&mut self, id: i32) {
+    pub fn server_dead(&mut self, id: i32, now_ms: u64) {
+        self.history
+            .event(now_ms, EventKind::NodeDead, format!("server {id} died"));
         self.hosting.remove(&id);
     }
 
@@ -399,6 +458,8 @@ impl Active {
             finalizer: None,
             tally: Tally::default(),
             epoch,
+            to_evaluate: Default::default(),
+            evaluating: None,
         }
     }
 }

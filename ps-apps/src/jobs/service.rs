@@ -32,7 +32,10 @@ pub struct JobService {
 
 impl JobService {
     /// Serves `sched` on this (scheduler) node, the API on `http_addr`.
-    pub fn start(po: &Arc<Postoffice>, sched: JobScheduler, http_addr: &str) -> Result<JobService, String> {
+    pub fn start(po: &Arc<Postoffice>, mut sched: JobScheduler, http_addr: &str) -> Result<JobService, String> {
+        let (epoch, _) = po.van().scheduler_epoch();
+        let what = format!("scheduler #{} active (term {})", epoch.candidate, epoch.term.max(1));
+        sched.note(now_ms(), super::history::EventKind::Takeover, what);
         let sched = Arc::new(Mutex::new(sched));
         let s = Arc::clone(&sched);
         let handle = move |req: &SimpleData, resp: &Responder| {
@@ -54,7 +57,7 @@ impl JobService {
             for &id in ids {
                 match id_role(id) {
                     Some(Role::Worker) => s.worker_dead(id, now_ms()),
-                    Some(Role::Server) => s.server_dead(id),
+                    Some(Role::Server) => s.server_dead(id, now_ms()),
                     _ => {}
                 }
             }

@@ -70,6 +70,16 @@ pub enum JobsRequest {
         /// Jobs whose shards it serves now.
         hosting: Vec<JobNum>,
     },
+    /// A worker evaluated a training job's model after a pass
+    /// ([`JobsResponse::Evaluate`]).
+    Evaluated {
+        /// The job.
+        job: JobNum,
+        /// The pass (from 0).
+        pass: u64,
+        /// Test accuracy (None if the evaluation failed).
+        accuracy: Option<f64>,
+    },
 }
 
 /// A training job's parameters as a server needs them.
@@ -117,6 +127,18 @@ pub enum JobsResponse {
         model: Model,
         /// Its options.
         spec: TrainSpec,
+    },
+    /// Pull the job's model, evaluate it on its test set and report
+    /// [`JobsRequest::Evaluated`]: pass `pass` of the job is complete.
+    Evaluate {
+        /// The job.
+        job: JobNum,
+        /// Its model.
+        model: Model,
+        /// Its options.
+        spec: TrainSpec,
+        /// The pass just completed (from 0).
+        pass: u64,
     },
     /// Nothing to do now; ask again shortly.
     Wait,

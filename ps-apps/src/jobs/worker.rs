@@ -82,6 +82,15 @@ fn predict(model: &Model, params: &[f32], task: &Task) -> Result<(Vec<Prediction
     Ok((preds, rep))
 }
 
+/// The test accuracy of the job's model as its servers hold it now (after pass `pass`).
+fn evaluate_pass(ctx: &mut TrainCtx, model: &Model, spec: &TrainSpec, pass: u64) -> Result<Option<f64>, String> {
+    let Some(test) = &spec.test else { return Ok(None) };
+    let params = ctx.ex.pull(None, &vec![None; ctx.ex.num_shards()])?.values;
+    let ev = evaluate(model, &params, &read_examples(Path::new(test))?);
+    log::info!("job j{} pass {} test accuracy {:.4}", ctx.job, pass + 1, ev.accuracy);
+    Ok(Some(ev.accuracy))
+}
+
 fn finalize(ctx: &mut TrainCtx, model: &Model, spec: &TrainSpec) -> Result<Option<f64>, String> {
     let params = ctx.ex.pull(None, &vec![None; ctx.ex.num_shards()])?.values;
     let mut accuracy = None;
@@ -179,6 +188,22 @@ pub fn run(po: &Arc<Postoffice>) -> Result<(), String> {
                         call(&app, &JobsRequest::Failed { job, task: task.id }, PATIENCE)?;
                     }
                 }
+            }
+            JobsResponse::Evaluate { job, model, spec, pass } => {
+                if ctx.as_ref().map(|c| c.job) != Some(job) {
+                    leave(&mut ctx);
+                    ctx = Some(train_ctx(po, job, &model, &spec)?);
+                }
+                let c = ctx.as_mut().expect("set above");
+                // holds no task while it evaluates: sync versions must not wait for it
+                if let Err(e) = c.ex.idle() {
+                    log::debug!("idle notice not sent: {e}");
+                }
+                let accuracy = evaluate_pass(c, &model, &spec, pass).unwrap_or_else(|e| {
+                    log::warn!("job j{job}: evaluating pass {} failed: {e}", pass + 1);
+                    None
+                });
+                call(&app, &JobsRequest::Evaluated { job, pass, accuracy }, PATIENCE)?;
             }
             JobsResponse::Finalize { job, model, spec } => {
                 if ctx.as_ref().map(|c| c.job) != Some(job) {

@@ -1,0 +1,158 @@
+//! The jobs dashboard in headless Chromium (Debian's `chromium`; the test fails naming
+//! it when it is missing), on real processes: two training jobs run on 1 server and 4
+//! workers and a worker is SIGKILLed. The page the browser renders must list the jobs,
+//! name the active scheduler and its term, and have data in every chart (the point
+//! counts the page writes into `#chart-points`): queries per second and workers per
+//! job over time, each worker's job, loss and test accuracy per pass, and the node
+//! death among the events. A screenshot is taken (`PSRS_DASHBOARD_PNG=PATH` keeps it,
+//! e.g. for docs/dashboard.png) and checked to be a PNG of the window's size.
+
+mod common;
+
+use common::jobs::{blobs, train_args, Api, ENV};
+use common::{free_port, Cluster};
+use serde_json::Value;
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+const LIMIT: Duration = Duration::from_secs(240);
+
+fn browser() -> &'static str {
+    ["chromium", "chromium-browser"]
+        .into_iter()
+        .find(|b| {
+            Command::new(b)
+                .arg("--version")
+                .output()
+                .is_ok_and(|o| o.status.success())
+        })
+        .expect("no chromium: apt-get install chromium (scripts/install-deps.sh does)")
+}
+
+/// Runs headless Chromium on `url` with `what` (`--dump-dom` or `--screenshot=...`) and
+/// a fresh profile; returns its stdout.
+fn chromium(url: &str, what: &str) -> String {
+    let profile = tempfile::tempdir().unwrap();
+    let out = Command::new(browser())
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--hide-scrollbars",
+            "--window-size=1000,1400",
+            "--virtual-time-budget=4000",
+            what,
+        ])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .arg(url)
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).to_string()
+}
+
+/// The JSON the page wrote into `#chart-points`.
+fn chart_points(dom: &str) -> Option<Value> {
+    let start = dom.find("id=\"chart-points\"")?;
+    let body = &dom[start..];
+    let body = &body[body.find('>')? + 1..];
+    let body = &body[..body.find("</pre>")?];
+    serde_json::from_str(&body.replace("&quot;", "\"")).ok()
+}
+
+#[test]
+fn the_dashboard_charts_two_running_jobs_and_a_killed_worker_in_headless_chromium() {
+    browser();
+    let addr = format!("127.0.0.1:{}", free_port());
+    let dir = tempfile::tempdir().unwrap();
+    let work = dir.path().join("work");
+    let args = ["cluster", "--stats-addr", &addr, "--work-dir", work.to_str().unwrap()];
+    let env: Vec<(&str, &str)> = ENV
+        .iter()
+        .map(|&(k, v)| if k == "PS_HEARTBEAT_TIMEOUT" { (k, "3") } else { (k, v) })
+        .collect();
+    let mut c = Cluster::start(1, 4, &args, &env, LIMIT);
+    let api = Api(format!("http://{addr}"));
+    api.wait_up(&c);
+    let (train, test) = (dir.path().join("train.rio"), dir.path().join("test.rio"));
+    blobs(&train, 2000, 100, 3);
+    blobs(&test, 400, 100, 4);
+    let (train, test) = (train.to_str().unwrap(), test.to_str().unwrap());
+    let a = api.submit(&train_args(train, test, "softmax", "2000"));
+    let b = api.submit(&train_args(train, test, "mlp", "2000"));
+    for id in [&a, &b] {
+        api.until(&c, LIMIT, id, "a pass evaluated", |j| {
+            j["per_pass"]
+                .as_array()
+                .is_some_and(|p| p.iter().any(|p| p["accuracy"].is_f64()))
+        });
+    }
+    c.kill(2 + 3); // the last worker
+    let start = Instant::now();
+    while !api.get("/history")["events"]
+        .as_array()
+        .is_some_and(|e| e.iter().any(|e| e["kind"] == "node-dead"))
+    {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "no death event\n{}",
+            c.dump()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_secs(3)); // a few samples after the death
+    let url = format!("http://{addr}/");
+    let start = Instant::now();
+    let (dom, points) = loop {
+        let dom = chromium(&url, "--dump-dom");
+        if let Some(p) = chart_points(&dom).filter(|p| p["samples"].as_u64().unwrap_or(0) > 0) {
+            break (dom, p);
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(90),
+            "the page never drew its charts:\n{dom}"
+        );
+    };
+    for id in [&a, &b] {
+        let row = &dom[dom.find(&format!("id=\"job-{id}\"")).expect("the job is listed")..];
+        let row = &row[..row.find("</tr>").unwrap()];
+        assert!(row.contains("<td>train</td>") && row.contains("running"), "{row}");
+    }
+    assert!(dom.contains("active scheduler #0") && dom.contains("term 1"), "{dom}");
+    let n = |k: &str| points[k].as_u64().unwrap_or(0);
+    assert!(n("samples") >= 5, "{points}");
+    for k in ["queries_per_s", "workers"] {
+        assert!(n(k) >= 2 * 5, "{k}: two jobs over at least 5 samples: {points}");
+    }
+    assert!(n("timeline") >= 5, "{points}");
+    assert!(n("loss") >= 2 && n("accuracy") >= 2, "per pass, both jobs: {points}");
+    let kinds: Vec<&str> = points["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    for k in ["takeover", "submitted", "node-dead"] {
+        assert!(kinds.contains(&k), "{k} in {kinds:?}");
+    }
+    let png = match std::env::var("PSRS_DASHBOARD_PNG") {
+        Ok(p) => Path::new(&p).to_path_buf(),
+        Err(_) => dir.path().join("dashboard.png"),
+    };
+    chromium(&url, &format!("--screenshot={}", png.display()));
+    let bytes = std::fs::read(&png).expect("a screenshot");
+    assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n", "a PNG");
+    let (w, h) = (
+        u32::from_be_bytes(bytes[16..20].try_into().unwrap()),
+        u32::from_be_bytes(bytes[20..24].try_into().unwrap()),
+    );
+    assert_eq!((w, h), (1000, 1400), "the window's size");
+    for id in [&a, &b] {
+        let _ = api.run(&["cancel", id]);
+    }
+}
