@@ -351,3 +351,60 @@ fn a_worker_asking_again_gets_its_lost_task_back_at_once() {
         "no timeout counted"
     );
 }
+
+#[test]
+fn each_completed_pass_is_evaluated_once_and_its_figures_kept() {
+    let d = tempfile::tempdir().unwrap();
+    let stores = Stores::default();
+    let data = dataset(d.path(), 8); // 2 chunks: 2 tasks a pass
+    let mut s = sched(d.path(), &stores, 1);
+    let body = serde_json::json!({"kind": "train", "train": data, "test": data, "epochs": 3}).to_string();
+    s.submit(&body, 0).unwrap();
+    s.handle(8, JobsRequest::ServerPoll { hosting: vec![1] }, 1);
+    let report = |loss_sum| TaskReport {
+        examples: 4,
+        loss_sum,
+        ..Default::default()
+    };
+    let (mut finished, mut evaluated, mut now) = (None, Vec::new(), 10);
+    let mut evaluating_dies = true;
+    loop {
+        now += 10;
+        let w = if evaluating_dies { 9 } else { 11 };
+        match next(&mut s, w, finished.take(), now) {
+            JobsResponse::Train { task, .. } => {
+                let loss = if task.epoch == 0 { 8.0 } else { 4.0 };
+                finished = Some(Finished {
+                    job: 1,
+                    task: task.id,
+                    report: report(loss),
+                    predictions: None,
+                });
+            }
+            JobsResponse::Evaluate { job, pass, .. } => {
+                if evaluating_dies {
+                    // the evaluating worker dies: the pass goes to the next one asking
+                    evaluating_dies = false;
+                    s.worker_dead(9, now);
+                    continue;
+                }
+                evaluated.push(pass);
+                let accuracy = Some(0.5 + pass as f64 / 10.0);
+                s.handle(w, JobsRequest::Evaluated { job, pass, accuracy }, now);
+            }
+            JobsResponse::Finalize { .. } => {
+                s.handle(w, JobsRequest::Finalized { job: 1, accuracy: Some(0.9), error: None }, now);
+                break;
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(evaluated, vec![0, 1], "the last pass is the finalizer's");
+    let f = s.view(1, now).unwrap().figures;
+    let per: Vec<(u64, Option<f64>, Option<f64>)> = f.per_pass.iter().map(|p| (p.pass, p.loss, p.accuracy)).collect();
+    assert_eq!(
+        per,
+        vec![(1, Some(2.0), Some(0.5)), (2, Some(1.0), Some(0.6)), (3, Some(1.0), Some(0.9))]
+    );
+    assert_eq!((f.passes_done, f.passes), (3, 3));
+}
