@@ -85,7 +85,7 @@ pub struct History {
 impl History {
     /// Whether a sample is due at `now_ms`.
     pub fn due(&self, now_ms: u64) -> bool {
-        self.samples.back().map_or(true, |s| now_ms >= s.t_ms + EVERY_MS)
+        self.samples.back().is_none_or(|s| now_ms >= s.t_ms + EVERY_MS)
     }
 
     /// Takes a sample: the running jobs' points, each live worker's job.

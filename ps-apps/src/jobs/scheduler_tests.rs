@@ -393,7 +393,15 @@ fn each_completed_pass_is_evaluated_once_and_its_figures_kept() {
                 s.handle(w, JobsRequest::Evaluated { job, pass, accuracy }, now);
             }
             JobsResponse::Finalize { .. } => {
-                s.handle(w, JobsRequest::Finalized { job: 1, accuracy: Some(0.9), error: None }, now);
+                s.handle(
+                    w,
+                    JobsRequest::Finalized {
+                        job: 1,
+                        accuracy: Some(0.9),
+                        error: None,
+                    },
+                    now,
+                );
                 break;
             }
             other => panic!("{other:?}"),
@@ -404,7 +412,11 @@ fn each_completed_pass_is_evaluated_once_and_its_figures_kept() {
     let per: Vec<(u64, Option<f64>, Option<f64>)> = f.per_pass.iter().map(|p| (p.pass, p.loss, p.accuracy)).collect();
     assert_eq!(
         per,
-        vec![(1, Some(2.0), Some(0.5)), (2, Some(1.0), Some(0.6)), (3, Some(1.0), Some(0.9))]
+        vec![
+            (1, Some(2.0), Some(0.5)),
+            (2, Some(1.0), Some(0.6)),
+            (3, Some(1.0), Some(0.9))
+        ]
     );
     assert_eq!((f.passes_done, f.passes), (3, 3));
 }
