@@ -9,8 +9,7 @@
 
 mod common;
 
-use common::jobs::{blobs, train_args, Api, ENV};
-use common::{free_port, Cluster};
+use common::jobs::{blobs, env_with_heartbeat_timeout, jobs_cluster, train_args};
 use serde_json::Value;
 use std::path::Path;
 use std::process::Command;
@@ -68,17 +67,8 @@ fn chart_points(dom: &str) -> Option<Value> {
 #[test]
 fn the_dashboard_charts_two_running_jobs_and_a_killed_worker_in_headless_chromium() {
     browser();
-    let addr = format!("127.0.0.1:{}", free_port());
     let dir = tempfile::tempdir().unwrap();
-    let work = dir.path().join("work");
-    let args = ["cluster", "--stats-addr", &addr, "--work-dir", work.to_str().unwrap()];
-    let env: Vec<(&str, &str)> = ENV
-        .iter()
-        .map(|&(k, v)| if k == "PS_HEARTBEAT_TIMEOUT" { (k, "3") } else { (k, v) })
-        .collect();
-    let mut c = Cluster::start(1, 4, &args, &env, LIMIT);
-    let api = Api(format!("http://{addr}"));
-    api.wait_up(&c);
+    let (mut c, api) = jobs_cluster(dir.path(), 4, &[], &env_with_heartbeat_timeout("3"), LIMIT);
     let (train, test) = (dir.path().join("train.rio"), dir.path().join("test.rio"));
     blobs(&train, 2000, 100, 3);
     blobs(&test, 400, 100, 4);
@@ -106,7 +96,7 @@ fn the_dashboard_charts_two_running_jobs_and_a_killed_worker_in_headless_chromiu
         std::thread::sleep(Duration::from_millis(50));
     }
     std::thread::sleep(Duration::from_secs(3)); // a few samples after the death
-    let url = format!("http://{addr}/");
+    let url = format!("{}/", api.0);
     let start = Instant::now();
     let (dom, points) = loop {
         let dom = chromium(&url, "--dump-dom");

@@ -10,8 +10,7 @@
 
 mod common;
 
-use common::jobs::{blobs, train_args, Api, ENV};
-use common::{free_port, Cluster};
+use common::jobs::{blobs, env_with_heartbeat_timeout, fair_sample, jobs_cluster, train_args};
 use serde_json::Value;
 use std::time::{Duration, Instant};
 
@@ -49,22 +48,8 @@ impl Run {
 
 fn one_run(mode: &'static str, train: &str, env: &[(&str, &str)]) -> Run {
     let dir = tempfile::tempdir().unwrap();
-    let addr = format!("127.0.0.1:{}", free_port());
-    let work = dir.path().join("work");
-    let args = [
-        "cluster",
-        "--stats-addr",
-        &addr,
-        "--work-dir",
-        work.to_str().unwrap(),
-        "--scheduling",
-        mode,
-        "--realloc-ms",
-        "1000",
-    ];
-    let c = Cluster::start(1, WORKERS, &args, env, LIMIT);
-    let api = Api(format!("http://{addr}"));
-    api.wait_up(&c);
+    let extra = ["--scheduling", mode, "--realloc-ms", "1000"];
+    let (c, api) = jobs_cluster(dir.path(), WORKERS, &extra, env, LIMIT);
     let cheap = api.submit(&train_args(train, train, "softmax", "1000"));
     let costly = api.submit(&train_args(train, train, "mlp", "1000"));
     for id in [&cheap, &costly] {
@@ -87,15 +72,7 @@ fn one_run(mode: &'static str, train: &str, env: &[(&str, &str)]) -> Run {
         next += Duration::from_secs(1);
         std::thread::sleep(next.saturating_duration_since(Instant::now()));
         let (a, b) = both();
-        let f = |j: &Value, k: &str| j[k].as_f64().unwrap_or(f64::NAN);
-        let s = [
-            f(&a, "workers"),
-            f(&b, "workers"),
-            f(&a, "queries_per_s"),
-            f(&b, "queries_per_s"),
-            f(&a, "seconds_per_query"),
-            f(&b, "seconds_per_query"),
-        ];
+        let s = fair_sample(&a, &b);
         assert_eq!(s[0] + s[1], WORKERS as f64, "every worker allocated\n{a}\n{b}");
         assert!(s[0] >= 1.0 && s[1] >= 1.0, "each job has a worker\n{a}\n{b}");
         samples.push(s);
@@ -131,10 +108,7 @@ fn fair_time_gap_over_many_runs_in_each_mode() {
         .unwrap_or(9);
     // heartbeat timeout 5 s: on a loaded 2-core machine a starved worker is not
     // declared dead mid-sample
-    let env: Vec<(&str, &str)> = ENV
-        .iter()
-        .map(|&(k, v)| if k == "PS_HEARTBEAT_TIMEOUT" { (k, "5") } else { (k, v) })
-        .collect();
+    let env = env_with_heartbeat_timeout("5");
     let dir = tempfile::tempdir().unwrap();
     let train = dir.path().join("train.rio");
     blobs(&train, 4000, 200, 5);

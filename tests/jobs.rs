@@ -121,22 +121,8 @@ fn fair_time_split(workers: usize, env: &[(&str, &str)]) {
     blobs(&train, 4000, 200, 5);
     let train = train.to_str().unwrap();
     for mode in ["local", "global"] {
-        let addr = format!("127.0.0.1:{}", free_port());
-        let work = dir.path().join(mode);
-        let args = [
-            "cluster",
-            "--stats-addr",
-            &addr,
-            "--work-dir",
-            work.to_str().unwrap(),
-            "--scheduling",
-            mode,
-            "--realloc-ms",
-            "1000",
-        ];
-        let c = Cluster::start(1, workers, &args, env, LIMIT);
-        let api = Api(format!("http://{addr}"));
-        api.wait_up(&c);
+        let extra = ["--scheduling", mode, "--realloc-ms", "1000"];
+        let (c, api) = common::jobs::jobs_cluster(&dir.path().join(mode), workers, &extra, env, LIMIT);
         let cheap = api.submit(&train_args(train, train, "softmax", "1000"));
         let mut wide = train_args(train, train, "mlp", "1000");
         let h = wide.iter().position(|a| *a == "16").unwrap();

@@ -9,8 +9,8 @@
 
 mod common;
 
-use common::jobs::{blobs, train_args, Api, ENV};
-use common::{free_port, Cluster};
+use common::jobs::{blobs, env_with_heartbeat_timeout, jobs_cluster, train_args};
+use common::Cluster;
 use serde_json::Value;
 use std::time::{Duration, Instant};
 
@@ -56,19 +56,10 @@ fn figures_are_true(j: &Value, retries: u64) {
 
 #[test]
 fn three_jobs_on_four_workers_time_nothing_out_and_log_no_warning() {
-    let addr = format!("127.0.0.1:{}", free_port());
     let dir = tempfile::tempdir().unwrap();
-    let work = dir.path().join("work");
-    let args = ["cluster", "--stats-addr", &addr, "--work-dir", work.to_str().unwrap()];
-    // heartbeat timeout 5 s: on a loaded 2-core machine a starved node is not declared
-    // dead (a real warning) in the fault-free part
-    let env: Vec<(&str, &str)> = ENV
-        .iter()
-        .map(|&(k, v)| if k == "PS_HEARTBEAT_TIMEOUT" { (k, "5") } else { (k, v) })
-        .collect();
-    let mut c = Cluster::start(1, 4, &args, &env, LIMIT);
-    let api = Api(format!("http://{addr}"));
-    api.wait_up(&c);
+    // heartbeat timeout 5 s: a starved node is not declared dead (a real warning) in
+    // the fault-free part
+    let (mut c, api) = jobs_cluster(dir.path(), 4, &[], &env_with_heartbeat_timeout("5"), LIMIT);
     let (train, test) = (dir.path().join("train.rio"), dir.path().join("test.rio"));
     blobs(&train, 4000, 100, 7);
     blobs(&test, 500, 100, 11);

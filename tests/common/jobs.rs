@@ -132,3 +132,44 @@ pub fn now_ms() -> u64 {
         .unwrap()
         .as_millis() as u64
 }
+
+/// [`ENV`] with the heartbeat timeout set to `secs`: on a loaded 2-core machine a node
+/// starved for a second must not be declared dead where the test wants no failure.
+pub fn env_with_heartbeat_timeout(secs: &'static str) -> Vec<(&'static str, &'static str)> {
+    ENV.iter()
+        .map(|&(k, v)| if k == "PS_HEARTBEAT_TIMEOUT" { (k, secs) } else { (k, v) })
+        .collect()
+}
+
+/// A jobs cluster (`psrs cluster`, 1 server, `workers` workers) with its work dir under
+/// `dir`, `extra` arguments, and its API up.
+pub fn jobs_cluster(
+    dir: &Path,
+    workers: usize,
+    extra: &[&str],
+    env: &[(&str, &str)],
+    limit: Duration,
+) -> (Cluster, Api) {
+    let addr = format!("127.0.0.1:{}", super::free_port());
+    let work = dir.join("work");
+    let mut args = vec!["cluster", "--stats-addr", &addr, "--work-dir", work.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    let c = Cluster::start(1, workers, &args, env, limit);
+    let api = Api(format!("http://{addr}"));
+    api.wait_up(&c);
+    (c, api)
+}
+
+/// One fair-time sample of two jobs (`a` and `b` from one `GET /jobs` answer): their
+/// workers, queries per second and seconds per query (NaN when absent).
+pub fn fair_sample(a: &Value, b: &Value) -> [f64; 6] {
+    let f = |j: &Value, k: &str| j[k].as_f64().unwrap_or(f64::NAN);
+    [
+        f(a, "workers"),
+        f(b, "workers"),
+        f(a, "queries_per_s"),
+        f(b, "queries_per_s"),
+        f(a, "seconds_per_query"),
+        f(b, "seconds_per_query"),
+    ]
+}
