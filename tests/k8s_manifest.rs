@@ -1,30 +1,55 @@
-//! deploy/k8s/psrs.yaml: every variable it sets is one psrs reads, each role's
-//! StatefulSet sets its own DMLC_ROLE, the counts match the replica counts, and the
-//! scheduler's address is the Service's name and port.
+//! deploy/k8s/: the rendered manifests (training.yaml, cluster.yaml) set only variables
+//! psrs reads, each role's workload sets its own DMLC_ROLE, the node counts match the
+//! workloads' sizes, the scheduler addresses are the scheduler pods' DNS names under
+//! the headless Service, one scheduler is a standby, the active one is probed on its
+//! statistics port. The ignored test (CI runs it with `--ignored`, after making the
+//! Python virtualenv) checks that the files are render.py's current output and valid
+//! against Kubernetes' API schemas (`kubernetes-validate`, from PyPI).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::Command;
 use yaml_rust2::{Yaml, YamlLoader};
 
-const MANIFEST: &str = include_str!("../deploy/k8s/psrs.yaml");
-const CONFIG: &str = include_str!("../ps-core/src/config.rs");
-const ADDR: &str = include_str!("../ps-core/src/addr/mod.rs");
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
-/// Every `DMLC_*` name quoted in psrs's config reader.
+/// Every `DMLC_*` / `PS_*` name quoted in psrs's sources.
 fn variables_psrs_reads() -> BTreeSet<String> {
-    let mut out = BTreeSet::new();
-    for src in [CONFIG, ADDR] {
-        for piece in src.split('"').skip(1).step_by(2) {
-            if piece.starts_with("DMLC_") && piece.chars().all(|c| c.is_ascii_uppercase() || c == '_') {
-                out.insert(piece.to_string());
+    fn walk(dir: &Path, out: &mut BTreeSet<String>) {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                walk(&p, out);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                let src = std::fs::read_to_string(&p).unwrap();
+                for piece in src.split('"').skip(1).step_by(2) {
+                    if (piece.starts_with("DMLC_") || piece.starts_with("PS_"))
+                        && piece.chars().all(|c| c.is_ascii_uppercase() || c == '_')
+                    {
+                        out.insert(piece.to_string());
+                    }
+                }
             }
         }
+    }
+    let mut out = BTreeSet::new();
+    for d in ["ps-core/src", "ps-apps/src", "src"] {
+        walk(&Path::new(ROOT).join(d), &mut out);
     }
     out
 }
 
+fn load(file: &str) -> Vec<Yaml> {
+    let text = std::fs::read_to_string(Path::new(ROOT).join("deploy/k8s").join(file)).unwrap();
+    YamlLoader::load_from_str(&text).unwrap()
+}
+
+fn pod_spec(doc: &Yaml) -> &Yaml {
+    &doc["spec"]["template"]["spec"]
+}
+
 fn env_of(doc: &Yaml) -> BTreeMap<String, Yaml> {
-    let c = &doc["spec"]["template"]["spec"]["containers"][0];
-    c["env"]
+    pod_spec(doc)["containers"][0]["env"]
         .as_vec()
         .expect("env list")
         .iter()
@@ -33,55 +58,193 @@ fn env_of(doc: &Yaml) -> BTreeMap<String, Yaml> {
 }
 
 fn value(e: &BTreeMap<String, Yaml>, k: &str) -> String {
-    e[k]["value"]
+    e.get(k)
+        .unwrap_or_else(|| panic!("{k} is not set"))["value"]
         .as_str()
         .unwrap_or_else(|| panic!("{k} has a literal value"))
         .to_string()
 }
 
-#[test]
-fn the_manifest_sets_what_psrs_reads_consistently() {
-    let docs = YamlLoader::load_from_str(MANIFEST).unwrap();
+/// The number of pods a workload runs at once.
+fn size(doc: &Yaml) -> i64 {
+    match doc["kind"].as_str() {
+        Some("Job") => {
+            assert_eq!(doc["spec"]["completions"], doc["spec"]["parallelism"]);
+            doc["spec"]["parallelism"].as_i64().unwrap()
+        }
+        _ => doc["spec"]["replicas"].as_i64().unwrap(),
+    }
+}
+
+fn check(file: &str, kind: &str) {
+    let docs = load(file);
     let reads = variables_psrs_reads();
     assert!(
-        reads.contains("DMLC_NUM_SERVER") && reads.contains("DMLC_NODE_HOST"),
+        reads.contains("DMLC_NUM_SERVER") && reads.contains("PS_SCHEDULER_STANDBY"),
         "{reads:?}"
     );
-    let service = docs.iter().find(|d| d["kind"].as_str() == Some("Service")).unwrap();
-    let svc_name = service["metadata"]["name"].as_str().unwrap();
-    let svc_port = service["spec"]["ports"][0]["port"].as_i64().unwrap();
-    let sets: Vec<&Yaml> = docs
+    let headless = docs
         .iter()
-        .filter(|d| d["kind"].as_str() == Some("StatefulSet"))
-        .collect();
-    assert_eq!(sets.len(), 3);
-    let replicas = |role: &str| {
-        sets.iter()
-            .find(|d| value(&env_of(d), "DMLC_ROLE") == role)
-            .unwrap_or_else(|| panic!("no {role} StatefulSet"))["spec"]["replicas"]
-            .as_i64()
-            .unwrap()
+        .find(|d| d["kind"].as_str() == Some("Service") && d["spec"]["clusterIP"].as_str() == Some("None"))
+        .expect("a headless Service for the schedulers");
+    let svc = headless["metadata"]["name"].as_str().unwrap();
+    let ps_port = headless["spec"]["ports"][0]["port"].as_i64().unwrap();
+    let loads: Vec<&Yaml> = docs.iter().filter(|d| d["kind"].as_str() == Some(kind)).collect();
+    assert_eq!(loads.len(), 4, "{file}: two schedulers, servers, workers");
+    let of_role = |role: &str| -> Vec<&Yaml> {
+        loads
+            .iter()
+            .copied()
+            .filter(|d| value(&env_of(d), "DMLC_ROLE") == role)
+            .collect()
     };
-    assert_eq!(replicas("scheduler"), 1);
-    for d in &sets {
+    let schedulers = of_role("scheduler");
+    assert_eq!(schedulers.len(), 2, "{file}");
+    let dns: Vec<String> = schedulers
+        .iter()
+        .map(|d| {
+            assert_eq!(size(d), 1);
+            assert_eq!(pod_spec(d)["subdomain"].as_str(), Some(svc));
+            format!("{}.{svc}", pod_spec(d)["hostname"].as_str().unwrap())
+        })
+        .collect();
+    let list = dns.iter().map(|h| format!("{h}:{ps_port}")).collect::<Vec<_>>().join(",");
+    let servers: i64 = of_role("server").iter().map(|d| size(d)).sum();
+    let workers: i64 = of_role("worker").iter().map(|d| size(d)).sum();
+    let mut standbys = 0;
+    for d in &loads {
         let env = env_of(d);
         for k in env.keys() {
-            assert!(reads.contains(k), "{k} is not a variable psrs reads ({reads:?})");
+            assert!(reads.contains(k), "{file}: {k} is not a variable psrs reads");
         }
         let role = value(&env, "DMLC_ROLE");
         assert_eq!(
             d["spec"]["template"]["metadata"]["labels"]["role"].as_str(),
             Some(role.as_str())
         );
-        assert_eq!(value(&env, "DMLC_PS_ROOT_URI"), svc_name);
-        assert_eq!(value(&env, "DMLC_PS_ROOT_PORT"), svc_port.to_string());
-        assert_eq!(value(&env, "DMLC_NUM_SERVER"), replicas("server").to_string());
-        assert_eq!(value(&env, "DMLC_NUM_WORKER"), replicas("worker").to_string());
-        if role != "scheduler" {
+        assert_eq!(value(&env, "PS_SCHEDULERS"), list, "{file}");
+        assert_eq!(value(&env, "DMLC_PS_ROOT_PORT"), ps_port.to_string());
+        assert_eq!(value(&env, "DMLC_NUM_SERVER"), servers.to_string());
+        assert_eq!(value(&env, "DMLC_NUM_WORKER"), workers.to_string());
+        let c = &pod_spec(d)["containers"][0];
+        assert!(c["resources"]["requests"]["cpu"].as_str().is_some(), "{file}: cpu request");
+        assert!(c["resources"]["requests"]["memory"].as_str().is_some(), "{file}: memory request");
+        let args: Vec<&str> = c["args"].as_vec().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
+        let stats = args
+            .iter()
+            .position(|a| *a == "--stats-addr")
+            .map(|i| args[i + 1].rsplit(':').next().unwrap().parse::<i64>().unwrap())
+            .expect("--stats-addr");
+        // the cluster secret comes from a mounted Secret
+        let secret = value(&env, "PS_SECRET_FILE");
+        let mount = c["volumeMounts"]
+            .as_vec()
+            .unwrap()
+            .iter()
+            .find(|m| secret.starts_with(m["mountPath"].as_str().unwrap()))
+            .expect("PS_SECRET_FILE lies in a mounted volume");
+        let vol = pod_spec(d)["volumes"]
+            .as_vec()
+            .unwrap()
+            .iter()
+            .find(|v| v["name"] == mount["name"])
+            .unwrap();
+        assert!(vol["secret"]["secretName"].as_str().is_some(), "{file}: a Secret volume");
+        if role == "scheduler" {
+            let me = format!(
+                "{}.{svc}",
+                pod_spec(d)["hostname"].as_str().unwrap()
+            );
+            assert_eq!(value(&env, "DMLC_PS_ROOT_URI"), me);
+            let standby = env.get("PS_SCHEDULER_STANDBY").map(|_| value(&env, "PS_SCHEDULER_STANDBY"));
+            if standby.as_deref() == Some("1") {
+                standbys += 1;
+            } else {
+                let probe = &c["livenessProbe"]["tcpSocket"]["port"];
+                let port = c["ports"]
+                    .as_vec()
+                    .unwrap()
+                    .iter()
+                    .find(|p| p["name"] == *probe)
+                    .expect("liveness on a named port")["containerPort"]
+                    .as_i64();
+                assert_eq!(port, Some(stats), "{file}: liveness on the statistics port");
+            }
+        } else {
+            assert_eq!(value(&env, "DMLC_PS_ROOT_URI"), dns[0]);
             assert_eq!(
                 env["DMLC_NODE_HOST"]["valueFrom"]["fieldRef"]["fieldPath"].as_str(),
                 Some("status.podIP")
             );
         }
+    }
+    assert_eq!(standbys, 1, "{file}: one standby scheduler");
+}
+
+#[test]
+fn the_training_manifest_sets_what_psrs_reads_consistently() {
+    check("training.yaml", "Job");
+}
+
+#[test]
+fn the_cluster_manifest_sets_what_psrs_reads_consistently() {
+    check("cluster.yaml", "Deployment");
+}
+
+/// The Python that has kubernetes-validate: $PSRS_PYTHON, else target/py-venv's.
+fn python() -> PathBuf {
+    let py = std::env::var_os("PSRS_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(ROOT).join("target/py-venv/bin/python"));
+    let ok = Command::new(&py)
+        .args(["-c", "import kubernetes_validate, yaml"])
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(
+        ok,
+        "{} cannot import kubernetes_validate and yaml: pip install kubernetes-validate (scripts/test.sh does), or set PSRS_PYTHON",
+        py.display()
+    );
+    py
+}
+
+#[test]
+#[ignore = "needs a Python with kubernetes-validate; scripts/test.sh runs it with --ignored"]
+fn the_manifests_are_rendered_from_one_place_and_valid_kubernetes() {
+    let py = python();
+    let dir = tempfile::tempdir().unwrap();
+    let render = Path::new(ROOT).join("deploy/k8s/render.py");
+    let mut files = Vec::new();
+    for (variant, extra) in [
+        ("training", &[][..]),
+        ("cluster", &[][..]),
+        ("training", &["--with-secret", "-s", "4", "-n", "8"][..]),
+    ] {
+        let out = Command::new(&py).arg(&render).arg(variant).args(extra).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let text = String::from_utf8(out.stdout).unwrap();
+        if extra.is_empty() {
+            let committed = std::fs::read_to_string(Path::new(ROOT).join(format!("deploy/k8s/{variant}.yaml"))).unwrap();
+            assert!(
+                committed == text,
+                "deploy/k8s/{variant}.yaml is not render.py's output: run deploy/k8s/render.py {variant} > deploy/k8s/{variant}.yaml"
+            );
+        } else {
+            assert!(text.contains("kind: Secret"), "{text}");
+        }
+        let f = dir.path().join(format!("{}-{variant}.yaml", files.len()));
+        std::fs::write(&f, text).unwrap();
+        files.push(f);
+    }
+    // the oldest Kubernetes the manifests' fields need, and a recent one
+    for version in ["1.27.0", "1.30.0"] {
+        let out = Command::new(&py)
+            .args(["-m", "kubernetes_validate", "--strict", "-k", version])
+            .args(&files)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "kubernetes {version}: {text}");
+        assert_eq!(text.matches(" passed for resource ").count(), 17, "{text}");
     }
 }

@@ -1,7 +1,7 @@
 //! psrs under a real Slurm on this machine (Debian's slurm-wlm and munge): slurmctld,
 //! slurmd and munged started here with a minimal slurm.conf in a scratch folder, then
 //! `srun -n 5` of kv-test and of a training job (roles from SLURM_PROCID) and an
-//! `sbatch` of scripts/slurm/psrs.sbatch. The daemons are stopped by pid and the folder removed.
+//! `sbatch` of deploy/slurm/psrs.sbatch. The daemons are stopped by pid and the folder removed.
 //! Needs root and the packages: ignored by a plain `cargo test`, run by CI with
 //! `--ignored` (where it fails if Slurm cannot start).
 
@@ -134,7 +134,7 @@ fn srun_and_sbatch_run_kv_test_with_roles_from_slurm() {
     assert!(text.contains("progress: 20/20 tasks"), "{text}");
     assert!(text.contains("final test accuracy"), "{text}");
 
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/slurm/psrs.sbatch");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/slurm/psrs.sbatch");
     let port = free_port().to_string();
     let out = slurm(
         &s,
