@@ -13,6 +13,7 @@ pub mod metrics;
 pub mod model;
 pub mod recordio;
 pub mod stats;
+pub mod storage;
 pub mod train;
 
 #[cfg(test)]

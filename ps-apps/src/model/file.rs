@@ -6,7 +6,6 @@
 //! [`Model`] followed by the parameter vector.
 
 use super::Model;
-use crate::fsutil::write_atomic;
 use bincode::Options;
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -169,24 +168,24 @@ pub fn decode(path: &Path, bytes: &[u8]) -> Result<(Model, Vec<f32>), ModelFileE
     Ok((model, params))
 }
 
-/// Saves `model` with `params` to `path`, atomically (a reader sees the old file or
+/// Saves `model` with `params` to `path` (a local path or an `s3://` URL), atomically (a reader sees the old file or
 /// the new one, never half of one).
 ///
 /// # Panics
 /// If `params.len() != model.num_params()`.
 pub fn save(path: &Path, model: &Model, params: &[f32]) -> Result<(), ModelFileError> {
-    write_atomic(path, &encode(model, params)).map_err(|source| ModelFileError::Io {
+    crate::storage::write(path, &encode(model, params)).map_err(|e| ModelFileError::Io {
         path: path.to_path_buf(),
-        source,
+        source: e.into(),
     })
 }
 
-/// Loads a model saved by [`save`]. A missing, foreign, truncated, damaged or
+/// Loads a model saved by [`save`] from a path or an `s3://` / `http(s)://` URL. A missing, foreign, truncated, damaged or
 /// inconsistent file is an error saying which.
 pub fn load(path: &Path) -> Result<(Model, Vec<f32>), ModelFileError> {
-    let bytes = std::fs::read(path).map_err(|source| ModelFileError::Io {
+    let bytes = crate::storage::read(path).map_err(|e| ModelFileError::Io {
         path: path.to_path_buf(),
-        source,
+        source: e.into(),
     })?;
     decode(path, &bytes)
 }

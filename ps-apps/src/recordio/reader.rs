@@ -1,9 +1,16 @@
-//! Reading RecordIO files: index by headers, read chunks with CRC checks.
+//! Reading RecordIO files: index by headers, read chunks with CRC checks. A path may
+//! be an `s3://` or `http(s)://` URL (see [`crate::storage`]): the index then reads
+//! chunk headers by byte ranges, and a chunk is one range request for exactly its bytes.
 
 use super::chunk::{decode_header, split_records, ChunkIndex, FileIndex, RecordIoError, HEADER_LEN};
+use crate::storage::{Location, RangeGet, RangeReader, RemoteObject};
 use std::fs::File;
-use std::io::{Read, Seek, SeekFrom};
+use std::io::{Cursor, Read, Seek, SeekFrom};
 use std::path::Path;
+
+/// Bytes fetched per request while indexing a remote file: a chunk header and, when
+/// chunks are small, the next ones.
+const INDEX_BLOCK: u64 = 64 << 10;
 
 fn err(path: &Path, chunk: Option<usize>, reason: impl Into<String>) -> RecordIoError {
     RecordIoError {
@@ -18,6 +25,9 @@ fn err(path: &Path, chunk: Option<usize>, reason: impl Into<String>) -> RecordIo
 /// checked later by [`read_chunk`]; a bad header or a payload running past the end of
 /// the file is an error naming the chunk.
 pub fn index(path: &Path) -> Result<FileIndex, RecordIoError> {
+    if let Some(obj) = remote(path, true)? {
+        return index_remote(&obj, path);
+    }
     let mut f = File::open(path).map_err(|e| err(path, None, format!("cannot open: {e}")))?;
     let meta = f.metadata().map_err(|e| err(path, None, e.to_string()))?;
     if meta.is_dir() {
@@ -33,8 +43,7 @@ pub fn index_stream(f: &mut (impl Read + Seek), size: u64, path: &Path) -> Resul
     while offset < size {
         let idx = out.len();
         let mut h = [0u8; HEADER_LEN];
-        f.read_exact(&mut h)
-            .map_err(|_| err(path, Some(idx), "truncated chunk header"))?;
+        f.read_exact(&mut h).map_err(|e| err(path, Some(idx), read_error(e)))?;
         let header = decode_header(&h).map_err(|e| err(path, Some(idx), e))?;
         let end = offset + HEADER_LEN as u64 + header.len;
         if end > size {
@@ -60,6 +69,9 @@ pub fn index_stream(f: &mut (impl Read + Seek), size: u64, path: &Path) -> Resul
 /// Reads chunk `c` of `path` (as listed by [`index`]), checks its header and CRC,
 /// decompresses it and returns its records in order.
 pub fn read_chunk(path: &Path, c: &ChunkIndex) -> Result<Vec<Vec<u8>>, RecordIoError> {
+    if let Some(obj) = remote(path, false)? {
+        return read_chunk_remote(&obj, c, path);
+    }
     let mut f = File::open(path).map_err(|x| err(path, None, format!("cannot open: {x}")))?;
     read_chunk_stream(&mut f, c, path)
 }
@@ -73,7 +85,7 @@ pub fn read_chunk_stream(
     let e = |reason: String| err(path, Some(c.idx), reason);
     f.seek(SeekFrom::Start(c.offset)).map_err(|x| e(x.to_string()))?;
     let mut h = [0u8; HEADER_LEN];
-    f.read_exact(&mut h).map_err(|_| e("truncated chunk header".into()))?;
+    f.read_exact(&mut h).map_err(|x| e(read_error(x)))?;
     let header = decode_header(&h).map_err(e)?;
     let mut stored = Vec::with_capacity(header.len as usize);
     f.take(header.len)
@@ -92,9 +104,52 @@ pub fn read_chunk_stream(
     split_records(&raw, header.records).map_err(e)
 }
 
+/// The remote object `path` names (its size read by a HEAD request when `sized`), or
+/// `None` for a local path.
+fn remote(path: &Path, sized: bool) -> Result<Option<RemoteObject>, RecordIoError> {
+    let loc = Location::of_path(path).map_err(|e| err(path, None, e.reason))?;
+    if !loc.is_remote() {
+        return Ok(None);
+    }
+    let obj = if sized {
+        RemoteObject::open(&loc)
+    } else {
+        RemoteObject::without_size(&loc)
+    };
+    obj.map(Some).map_err(|e| err(path, None, e.reason()))
+}
+
+/// [`index`] of a remote object: chunk headers read by ranges, payloads skipped.
+fn index_remote(obj: &RemoteObject, path: &Path) -> Result<FileIndex, RecordIoError> {
+    index_stream(&mut RangeReader::new(obj, INDEX_BLOCK), obj.size(), path)
+}
+
+/// [`read_chunk`] of a remote object: one range request for exactly the chunk's bytes.
+fn read_chunk_remote(obj: &RemoteObject, c: &ChunkIndex, path: &Path) -> Result<Vec<Vec<u8>>, RecordIoError> {
+    let end = c.offset.saturating_add(HEADER_LEN as u64).saturating_add(c.len);
+    let bytes = obj.get(c.offset..end).map_err(|e| err(path, Some(c.idx), e.reason()))?;
+    let at_zero = ChunkIndex { offset: 0, ..c.clone() };
+    read_chunk_stream(&mut Cursor::new(bytes), &at_zero, path)
+}
+
+/// A failed header read: the end of the data, or what the file or store said.
+fn read_error(e: std::io::Error) -> String {
+    if e.kind() == std::io::ErrorKind::UnexpectedEof {
+        "truncated chunk header".into()
+    } else {
+        crate::storage::error::one_line(&e.to_string())
+    }
+}
+
 /// Every record of `path`, in order, all in memory (see [`super::Scanner`] to stream).
 pub fn read_all(path: &Path) -> Result<Vec<Vec<u8>>, RecordIoError> {
     let mut out = Vec::new();
+    if let Some(obj) = remote(path, true)? {
+        for c in index_remote(&obj, path)? {
+            out.extend(read_chunk_remote(&obj, &c, path)?);
+        }
+        return Ok(out);
+    }
     for c in index(path)? {
         out.extend(read_chunk(path, &c)?);
     }

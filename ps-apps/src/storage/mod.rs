@@ -1,0 +1,47 @@
+//! Where datasets and model files are read from and written to: local paths, objects in
+//! S3-compatible stores (`s3://bucket/key`) and files on HTTP(S) servers, through the
+//! `object_store` crate. Everything that accepts a dataset or model path accepts a URL.
+//!
+//! Pure: [`location`] (parsing), [`config`] (the `AWS_*` / `PS_OBJECT_*` settings),
+//! [`range`] (reading by byte ranges with a block of read-ahead). Shell: [`remote`]
+//! (the object store clients and their runtime), and the helpers below.
+
+pub mod config;
+pub mod error;
+pub mod location;
+pub mod range;
+pub mod remote;
+
+pub use config::ObjectStoreConfig;
+pub use error::StorageError;
+pub use location::{is_url, BadLocation, Location};
+pub use range::{RangeGet, RangeReader};
+pub use remote::RemoteObject;
+
+use std::path::Path;
+
+/// Every byte of the file or object at `path`.
+pub fn read(path: &Path) -> Result<Vec<u8>, StorageError> {
+    match Location::of_path(path)? {
+        Location::Local(p) => std::fs::read(&p).map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => StorageError::NotFound {
+                location: p.display().to_string(),
+            },
+            _ => StorageError::io(p.display(), e),
+        }),
+        remote => Ok(RemoteObject::open(&remote)?.get_all()?.to_vec()),
+    }
+}
+
+/// Writes `bytes` to `path`: a local file atomically (see
+/// [`crate::fsutil::write_atomic`]), an object with one PUT. HTTP servers are read-only.
+pub fn write(path: &Path, bytes: &[u8]) -> Result<(), StorageError> {
+    match Location::of_path(path)? {
+        Location::Local(p) => crate::fsutil::write_atomic(&p, bytes).map_err(|e| StorageError::io(p.display(), e)),
+        loc @ Location::Http { .. } => Err(StorageError::io(
+            loc,
+            "HTTP locations are read-only (write to s3:// or a path)",
+        )),
+        loc => remote::put(&loc, bytes),
+    }
+}
