@@ -16,6 +16,12 @@ scripts/install-deps.sh
 # each cargo call below uses the same features, so none rebuilds the workspace. The etcd
 # tests start their own etcd server (Debian's etcd-server).
 F=--all-features
+# A real S3-compatible server for tests/object_store.rs (s3s-fs, an S3 API over a
+# directory), built once into target/tools.
+if [ ! -x target/tools/bin/s3s-fs ]; then
+  step "cargo install s3s-fs"
+  cargo install --quiet --locked s3s-fs@0.14.1 --features binary --root target/tools
+fi
 step "workspace tests"
 cargo test --workspace $F
 
@@ -31,6 +37,7 @@ else
   step "root-only tests"
   $SUDO cargo test $F --test multihost -- --ignored
   $SUDO cargo test $F --test slurm -- --ignored
+  $SUDO cargo test $F --test ssh_launch -- --ignored
 fi
 
 # The multi-process tests of the layers the transport serves directly, again over the
@@ -51,11 +58,27 @@ DMLC_PS_VAN_TYPE=tcp PSRS_TEST_SECRET=ci-cluster-secret-0123456789 cargo test $F
 step "Python package"
 python3 -m venv target/py-venv
 target/py-venv/bin/pip install -q --upgrade pip
-target/py-venv/bin/pip install -q maturin numpy pytest
-target/py-venv/bin/pip install -q ./python
+target/py-venv/bin/pip install -q maturin numpy pytest kubernetes-validate
+# one wheel, installed here and put into the container image below
+rm -rf target/wheels
+target/py-venv/bin/pip wheel -q --no-deps -w target/wheels ./python
+target/py-venv/bin/pip install -q --force-reinstall --no-deps target/wheels/psrs-*.whl
 cargo build --quiet $F --bin psrs
 rc=0
 PSRS_BIN=target/debug/psrs target/py-venv/bin/python -m pytest python/tests -q -rs || rc=$?
 if [ "$rc" -eq 5 ]; then echo "pytest collected no tests" >&2; fi
-step "done (exit $rc)"
-exit "$rc"
+[ "$rc" -eq 0 ] || { step "done (exit $rc)"; exit "$rc"; }
+
+# The Kubernetes manifests: rendered from deploy/k8s/render.py, valid against the API
+# schemas (kubernetes-validate, installed above).
+step "Kubernetes manifests"
+cargo test $F --test k8s_manifest -- --ignored
+# The container image (built once from the debug binary and the wheel above; its Debian
+# base is made by debootstrap once per machine) and clusters of containers under podman.
+if [ "$SUDO" = none ]; then
+  echo "SKIPPED: tests/containers.rs needs root (run as root or with sudo)" >&2
+else
+  step "container image and podman clusters"
+  PSRS_WHEEL=$(ls target/wheels/psrs-*.whl) $SUDO cargo test $F --test containers -- --ignored
+fi
+step "done (exit 0)"

@@ -56,7 +56,8 @@ def server_key_ranges(num_servers: Optional[int] = None) -> list[Tuple[int, int]
     also holds 2**64 - 1), for ``num_servers`` servers (default: this cluster's)."""
 
 def read_records(path: Union[str, PathLike[str]]) -> Tuple[Union[npt.NDArray[np.float32], Tuple[npt.NDArray[np.int64], npt.NDArray[np.uint32], npt.NDArray[np.float32]]], npt.NDArray[np.float32]]:
-    """Every example of the RecordIO file ``path`` as ``(features, labels)``, laid out
+    """Every example of the RecordIO file ``path`` (a path, or an ``s3://`` or
+    ``http(s)://`` URL) as ``(features, labels)``, laid out
     like ``Task.records()`` (e.g. a held-out set to evaluate on). Needs no cluster.
     Raises Error for an unreadable or corrupt file, ValueError for dense records of
     different lengths."""

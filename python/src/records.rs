@@ -64,7 +64,8 @@ pub fn decode(records: &[Vec<u8>], what: &str) -> Result<Vec<Example>, String> {
         .collect()
 }
 
-/// Every example of the RecordIO file `path` as `(features, labels)` (the layout of
+/// Every example of the RecordIO file `path` (a path, or an `s3://` or `http(s)://` URL)
+/// as `(features, labels)` (the layout of
 /// `Task.records()`). Needs no cluster. `psrs.Error` for an unreadable or corrupt file.
 #[pyfunction]
 pub fn read_records(py: Python<'_>, path: PathBuf) -> PyResult<(Py<PyAny>, Bound<'_, PyArray1<f32>>)> {

@@ -19,8 +19,6 @@ use std::sync::Arc;
 use std::sync::LazyLock as Lazy;
 
 static RUNTIME: Lazy<Result<tokio::runtime::Runtime, String>> = Lazy::new(|| {
-    // reqwest's TLS (rustls) uses the process's default crypto provider: ring's
-    let _ = rustls::crypto::ring::default_provider().install_default();
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name("psrs-storage")
@@ -40,6 +38,9 @@ fn block_on<F: std::future::Future>(f: F) -> Result<F::Output, StorageError> {
 }
 
 fn store_for(loc: &Location) -> Result<(Arc<dyn ObjectStore>, ObjectPath), StorageError> {
+    // reqwest's TLS (rustls) uses the process's default crypto provider: ring's (an
+    // error means one is installed already)
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let cfg = CONFIG.as_ref().map_err(|e| StorageError::Config(e.clone()))?;
     let (id, path) = match loc {
         Location::S3 { bucket, key } => (format!("s3://{bucket}"), key),
