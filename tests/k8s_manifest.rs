@@ -58,8 +58,7 @@ fn env_of(doc: &Yaml) -> BTreeMap<String, Yaml> {
 }
 
 fn value(e: &BTreeMap<String, Yaml>, k: &str) -> String {
-    e.get(k)
-        .unwrap_or_else(|| panic!("{k} is not set"))["value"]
+    e.get(k).unwrap_or_else(|| panic!("{k} is not set"))["value"]
         .as_str()
         .unwrap_or_else(|| panic!("{k} has a literal value"))
         .to_string()
@@ -108,7 +107,11 @@ fn check(file: &str, kind: &str) {
             format!("{}.{svc}", pod_spec(d)["hostname"].as_str().unwrap())
         })
         .collect();
-    let list = dns.iter().map(|h| format!("{h}:{ps_port}")).collect::<Vec<_>>().join(",");
+    let list = dns
+        .iter()
+        .map(|h| format!("{h}:{ps_port}"))
+        .collect::<Vec<_>>()
+        .join(",");
     let servers: i64 = of_role("server").iter().map(|d| size(d)).sum();
     let workers: i64 = of_role("worker").iter().map(|d| size(d)).sum();
     let mut standbys = 0;
@@ -127,9 +130,20 @@ fn check(file: &str, kind: &str) {
         assert_eq!(value(&env, "DMLC_NUM_SERVER"), servers.to_string());
         assert_eq!(value(&env, "DMLC_NUM_WORKER"), workers.to_string());
         let c = &pod_spec(d)["containers"][0];
-        assert!(c["resources"]["requests"]["cpu"].as_str().is_some(), "{file}: cpu request");
-        assert!(c["resources"]["requests"]["memory"].as_str().is_some(), "{file}: memory request");
-        let args: Vec<&str> = c["args"].as_vec().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
+        assert!(
+            c["resources"]["requests"]["cpu"].as_str().is_some(),
+            "{file}: cpu request"
+        );
+        assert!(
+            c["resources"]["requests"]["memory"].as_str().is_some(),
+            "{file}: memory request"
+        );
+        let args: Vec<&str> = c["args"]
+            .as_vec()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap())
+            .collect();
         let stats = args
             .iter()
             .position(|a| *a == "--stats-addr")
@@ -149,14 +163,16 @@ fn check(file: &str, kind: &str) {
             .iter()
             .find(|v| v["name"] == mount["name"])
             .unwrap();
-        assert!(vol["secret"]["secretName"].as_str().is_some(), "{file}: a Secret volume");
+        assert!(
+            vol["secret"]["secretName"].as_str().is_some(),
+            "{file}: a Secret volume"
+        );
         if role == "scheduler" {
-            let me = format!(
-                "{}.{svc}",
-                pod_spec(d)["hostname"].as_str().unwrap()
-            );
+            let me = format!("{}.{svc}", pod_spec(d)["hostname"].as_str().unwrap());
             assert_eq!(value(&env, "DMLC_PS_ROOT_URI"), me);
-            let standby = env.get("PS_SCHEDULER_STANDBY").map(|_| value(&env, "PS_SCHEDULER_STANDBY"));
+            let standby = env
+                .get("PS_SCHEDULER_STANDBY")
+                .map(|_| value(&env, "PS_SCHEDULER_STANDBY"));
             if standby.as_deref() == Some("1") {
                 standbys += 1;
             } else {
@@ -220,11 +236,17 @@ fn the_manifests_are_rendered_from_one_place_and_valid_kubernetes() {
         ("cluster", &[][..]),
         ("training", &["--with-secret", "-s", "4", "-n", "8"][..]),
     ] {
-        let out = Command::new(&py).arg(&render).arg(variant).args(extra).output().unwrap();
+        let out = Command::new(&py)
+            .arg(&render)
+            .arg(variant)
+            .args(extra)
+            .output()
+            .unwrap();
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         let text = String::from_utf8(out.stdout).unwrap();
         if extra.is_empty() {
-            let committed = std::fs::read_to_string(Path::new(ROOT).join(format!("deploy/k8s/{variant}.yaml"))).unwrap();
+            let committed =
+                std::fs::read_to_string(Path::new(ROOT).join(format!("deploy/k8s/{variant}.yaml"))).unwrap();
             assert!(
                 committed == text,
                 "deploy/k8s/{variant}.yaml is not render.py's output: run deploy/k8s/render.py {variant} > deploy/k8s/{variant}.yaml"

@@ -109,7 +109,11 @@ impl Hosts {
             "/usr/sbin/sshd is absent: apt-get install openssh-server (scripts/install-deps.sh does)"
         );
         std::fs::create_dir_all("/run/sshd").unwrap();
-        let mut h = Hosts { net, dir, sshds: Vec::new() };
+        let mut h = Hosts {
+            net,
+            dir,
+            sshds: Vec::new(),
+        };
         for &i in serving {
             let cfg = h.dir.path().join(format!("sshd_config{i}"));
             std::fs::write(
@@ -216,7 +220,13 @@ impl Hosts {
         }
     }
 
-    fn run(&self, hosts: &[usize], args: &[&str], env: &[(&str, &str)], limit: Duration) -> (Option<i32>, String, String) {
+    fn run(
+        &self,
+        hosts: &[usize],
+        args: &[&str],
+        env: &[(&str, &str)],
+        limit: Duration,
+    ) -> (Option<i32>, String, String) {
         let mut child = self.launch(hosts, &self.key(), args, env);
         let code = self.wait(&mut child, limit);
         let (out, err) = self.output();
@@ -225,8 +235,16 @@ impl Hosts {
 
     /// Processes in namespace `i` other than its sshd listener: (pid, command line).
     fn strays(&self, i: usize) -> Vec<(u32, String)> {
-        let listener: Vec<u32> = self.sshds.iter().filter(|(n, _)| *n == i).map(|(_, c)| c.id()).collect();
-        let out = Command::new("ip").args(["netns", "pids", &self.net.ns(i)]).output().unwrap();
+        let listener: Vec<u32> = self
+            .sshds
+            .iter()
+            .filter(|(n, _)| *n == i)
+            .map(|(_, c)| c.id())
+            .collect();
+        let out = Command::new("ip")
+            .args(["netns", "pids", &self.net.ns(i)])
+            .output()
+            .unwrap();
         String::from_utf8_lossy(&out.stdout)
             .split_whitespace()
             .filter_map(|p| p.parse::<u32>().ok())
@@ -301,8 +319,21 @@ fn arguments_and_variables_with_spaces_and_quotes_arrive_intact() {
         "star * ?",
     ];
     let value = "it's \"quoted\" $HOME `id` a  b\\c";
-    let script = "for a in \"$@\"; do printf 'arg<%s>\\n' \"$a\"; done; printf 'env<%s>\\n' \"$PS_TEST_QUOTED\" \"$EXTRA_VAR\"";
-    let mut args = vec!["-s", "1", "-n", "1", "--env", "EXTRA_VAR=x  y 'z'", "--", "sh", "-c", script, "sh"];
+    let script =
+        "for a in \"$@\"; do printf 'arg<%s>\\n' \"$a\"; done; printf 'env<%s>\\n' \"$PS_TEST_QUOTED\" \"$EXTRA_VAR\"";
+    let mut args = vec![
+        "-s",
+        "1",
+        "-n",
+        "1",
+        "--env",
+        "EXTRA_VAR=x  y 'z'",
+        "--",
+        "sh",
+        "-c",
+        script,
+        "sh",
+    ];
     args.extend(tricky);
     let (code, out, err) = h.run(&[0, 1], &args, &[("PS_TEST_QUOTED", value)], Duration::from_secs(30));
     assert_eq!(code, Some(0), "{out}\n{err}");
@@ -381,7 +412,11 @@ fn stop_with(signal: &str, group: bool, status: Option<i32>) {
     for i in 0..2 {
         assert!(!h.strays(i).is_empty(), "nothing runs in namespace {i}");
     }
-    let target = if group { format!("-{}", child.id()) } else { child.id().to_string() };
+    let target = if group {
+        format!("-{}", child.id())
+    } else {
+        child.id().to_string()
+    };
     run_ok(&["kill", &format!("-{signal}"), "--", &target]);
     let code = h.wait(&mut child, Duration::from_secs(30));
     let (out, err) = h.output();
