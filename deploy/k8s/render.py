@@ -164,9 +164,11 @@ def main():
     for role, cpu, mem in (("scheduler", "250m", "256Mi"), ("server", "1", "1Gi"), ("worker", "1", "1Gi")):
         p.add_argument(f"--{role}-cpu", default=cpu)
         p.add_argument(f"--{role}-memory", default=mem)
-    p.add_argument("args", nargs=argparse.REMAINDER, help="-- psrs arguments (training: default a softmax run)")
-    o = p.parse_args()
-    args = o.args[1:] if o.args[:1] == ["--"] else o.args
+    p.epilog = "after --: the psrs arguments (training; default: a softmax run)"
+    argv = sys.argv[1:]
+    cut = argv.index("--") if "--" in argv else len(argv)
+    o = p.parse_args(argv[:cut])
+    args = argv[cut + 1:]
     if o.variant == "cluster":
         if args:
             p.error("cluster takes no psrs arguments")
