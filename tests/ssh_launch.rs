@@ -17,7 +17,7 @@ use common::{free_port, psrs_bin, training};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 const LAUNCH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/ssh/launch.py");
