@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Every test of psrs, as the README's test command and CI run them: installs the Debian
-# packages the tests need when any is missing (scripts/install-deps.sh), then the
-# workspace's tests, the root-only tests (network namespaces, Slurm), the multi-process
-# tests again over the ZMQ transport, the etcd store and election against a real etcd, and the Python
-# package's tests (pytest in a virtualenv under target/). Any failure fails the script;
+# packages the tests need when any is missing (scripts/install-deps.sh) and an S3 server
+# for tests (s3s-fs, into target/tools), then the workspace's tests, the root-only tests
+# (network namespaces, Slurm, the SSH launcher against real sshds), the multi-process
+# tests again over the ZMQ transport, the etcd store and election against a real etcd, the Python
+# package's tests (pytest in a virtualenv under target/), the Kubernetes manifests'
+# validation, and (root) the container image with clusters of containers under podman. Any failure fails the script;
 # a test that cannot run here is listed as ignored, never as passed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
