@@ -11,6 +11,7 @@ pub mod jobs;
 pub mod master;
 pub mod metrics;
 pub mod model;
+pub mod pyrunner;
 pub mod recordio;
 pub mod stats;
 pub mod storage;

@@ -7,6 +7,7 @@ use clap::{Args as ClapArgs, ValueEnum};
 use ps_apps::jobs::service::{now_ms, JobService};
 use ps_apps::jobs::{FairMode, JobScheduler, SchedulerConfig, StoreFactory};
 use ps_apps::master::{FileStore, ReplicatedSet, Store};
+use ps_apps::pyrunner::RunnerConfig;
 use ps_core::Role;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -44,10 +45,22 @@ pub struct Args {
     /// a standby that takes over joins the batches the old active one saved there.
     #[arg(long)]
     outputs_dir: Option<PathBuf>,
+    /// The Python interpreter of the workers' runners (inference jobs with `--torch` or
+    /// `--runner`), e.g. a virtualenv's bin/python with torch installed (worker).
+    #[arg(long, env = "PSRS_PYTHON", default_value = "python3")]
+    python: String,
+    /// Threads each worker's runner gives torch (`torch.set_num_threads`; worker).
+    #[arg(long, default_value_t = 1)]
+    runner_threads: usize,
 }
 
 /// Runs this node's role of the cluster until it is killed.
 pub fn run(a: Args) -> Result<(), String> {
+    let runner = RunnerConfig {
+        python: a.python.clone(),
+        threads: a.runner_threads,
+    };
+    runner.validate()?;
     let po = super::start_node()?;
     std::fs::create_dir_all(&a.work_dir).map_err(|e| format!("{}: {e}", a.work_dir.display()))?;
     match po.role() {
@@ -80,6 +93,6 @@ pub fn run(a: Args) -> Result<(), String> {
             }
         }
         Role::Server => ps_apps::jobs::server::run(&po, &a.work_dir),
-        Role::Worker => ps_apps::jobs::worker::run(&po),
+        Role::Worker => ps_apps::jobs::worker::run(&po, runner),
     }
 }

@@ -47,25 +47,79 @@ enum Cmd {
 enum Submit {
     /// A training job: the options of `psrs train`.
     Train(Box<super::train::Args>),
-    /// An inference job: a saved model over a RecordIO dataset.
+    /// An inference job: a psrs model file, a TorchScript file or a Python function
+    /// over a dataset.
     Infer(InferArgs),
 }
 
 /// Arguments of `psrs job submit infer`.
 #[derive(ClapArgs)]
+#[command(group = clap::ArgGroup::new("which").required(true).args(["model", "torch", "runner"]))]
 struct InferArgs {
-    /// The model file (`--out` of a training job or of `psrs train`).
+    /// A model file psrs wrote (`--out` of a training job or of `psrs train`).
     #[arg(long)]
-    model: String,
-    /// The dataset: RecordIO files, comma-separated.
+    model: Option<String>,
+    /// A TorchScript file (`torch.jit.save`): float32 [N, features] in, logits
+    /// [N, classes] out; run in each worker's Python runner.
+    #[arg(long)]
+    torch: Option<String>,
+    /// A Python function `module:function`: a list of inputs in, one output per input
+    /// out (a string, a number or a list of them); run in each worker's Python runner.
+    #[arg(long)]
+    runner: Option<String>,
+    /// A directory put first on the runner's sys.path (with --runner).
+    #[arg(long, requires = "runner")]
+    pythonpath: Option<String>,
+    /// The dataset: RecordIO files, comma-separated, or (with --runner) one directory
+    /// whose files are the inputs, in sorted order.
     #[arg(long)]
     data: String,
-    /// Where the outputs go (CSV `index,class,probability,label`, in dataset order).
+    /// Where the outputs go (CSV in dataset order: `index,class,probability,label`, or
+    /// `index,output...` for --runner).
     #[arg(long)]
     out: String,
-    /// Chunks per batch ("query").
+    /// Chunks per batch ("query") of a RecordIO dataset.
     #[arg(long, default_value_t = 1)]
     chunks_per_task: usize,
+    /// Inputs per call of the TorchScript model or function; for a directory also the
+    /// files per query.
+    #[arg(long, default_value_t = 16)]
+    batch: usize,
+    /// The TorchScript model's input width (needed for sparse examples).
+    #[arg(long, requires = "torch")]
+    dim: Option<usize>,
+    /// A query times out after this many ms at least (retried elsewhere; a runner still
+    /// on it is killed).
+    #[arg(long, default_value_t = 10_000)]
+    task_timeout_ms: u64,
+    /// Failures or timeouts after which a query is given up (the job then fails).
+    #[arg(long, default_value_t = 3)]
+    max_retries: u32,
+}
+
+impl InferArgs {
+    /// The job's JSON (`POST /jobs`).
+    fn body(&self) -> Value {
+        let mut v = serde_json::json!({
+            "kind": "infer", "data": self.data, "out": self.out,
+            "chunks_per_task": self.chunks_per_task, "batch": self.batch,
+            "task_timeout_ms": self.task_timeout_ms, "max_retries": self.max_retries,
+        });
+        for (k, x) in [
+            ("model", &self.model),
+            ("torch", &self.torch),
+            ("runner", &self.runner),
+            ("pythonpath", &self.pythonpath),
+        ] {
+            if let Some(x) = x {
+                v[k] = x.as_str().into();
+            }
+        }
+        if let Some(d) = self.dim {
+            v["dim"] = d.into();
+        }
+        v
+    }
 }
 
 /// The bearer token for a cluster with a secret: `PSRS_API_TOKEN`, else derived from
@@ -139,10 +193,7 @@ pub fn run(a: Args) -> Result<(), String> {
                     v["kind"] = "train".into();
                     v
                 }
-                Submit::Infer(i) => serde_json::json!({
-                    "kind": "infer", "model": i.model, "data": i.data, "out": i.out,
-                    "chunks_per_task": i.chunks_per_task,
-                }),
+                Submit::Infer(i) => i.body(),
             };
             let j = request(&token, "POST", &format!("{base}/jobs"), Some(&body.to_string()))?;
             println!("{}", j["id"].as_str().unwrap_or("?"));

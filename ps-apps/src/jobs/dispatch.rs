@@ -1,8 +1,9 @@
 //! The scheduler's answers to workers and servers: a worker reports what it finished
 //! and gets a task of the job it is assigned to (so it moves between jobs only between
-//! tasks); a complete inference job's batches are joined into its output; a complete
-//! training job is finalized by one worker; servers learn which training jobs' shards
-//! to hold.
+//! tasks; for a model a Python runner runs, it first loads the model, and only a
+//! worker whose runner holds it gets the job's tasks); a complete inference job's
+//! batches are joined into its output; a complete training job is finalized by one
+//! worker; servers learn which training jobs' shards to hold.
 
 use super::outputs;
 use super::scheduler::JobScheduler;
@@ -17,11 +18,21 @@ impl JobScheduler {
     /// [`JobsResponse::Error`] and change nothing.
     pub fn handle(&mut self, sender: i32, req: JobsRequest, now_ms: u64) -> JobsResponse {
         let out = match req {
-            JobsRequest::Next { finished } => self.next(sender, finished, now_ms),
-            JobsRequest::Failed { job, task } => match self.active.get_mut(&job) {
-                Some(a) => a.master.task_failed(sender, task).map(|_| JobsResponse::Ok),
+            JobsRequest::Next { finished, ready } => self.next(sender, finished, ready, now_ms),
+            JobsRequest::Failed { job, task, error } => match self.active.get_mut(&job) {
+                Some(a) => {
+                    let why = error.as_deref().unwrap_or("was reported failed");
+                    if let Some(e) = &error {
+                        log::warn!("job j{job} task {task} failed on worker {sender}: {e}");
+                        a.last_error = Some(format!("task {task} on worker {sender}: {e}"));
+                    }
+                    a.master
+                        .task_failed_because(sender, task, why)
+                        .map(|_| JobsResponse::Ok)
+                }
                 None => Ok(JobsResponse::Ok),
             },
+            JobsRequest::LoadFailed { job, error } => self.load_failed(sender, job, &error, now_ms),
             JobsRequest::Finalized { job, accuracy, error } => self.finalized(job, accuracy, error, now_ms),
             JobsRequest::ServerPoll { hosting } => Ok(self.server_poll(sender, hosting)),
             JobsRequest::Evaluated { job, pass, accuracy } => self.evaluated(sender, job, pass, accuracy, now_ms),
@@ -54,6 +65,9 @@ impl JobScheduler {
         }
         if let Some(p) = &f.predictions {
             outputs::save_batch(&dir, f.task, p)?;
+        }
+        if let Some(r) = &f.rows {
+            outputs::save_rows(&dir, f.task, r)?;
         }
         if a.master.finish_task(f.task, now_ms)? {
             let took = took.unwrap_or(0);
@@ -106,10 +120,19 @@ impl JobScheduler {
         Ok(())
     }
 
-    fn next(&mut self, worker: i32, finished: Option<Finished>, now_ms: u64) -> Result<JobsResponse, String> {
+    fn next(
+        &mut self,
+        worker: i32,
+        finished: Option<Finished>,
+        ready: Option<JobNum>,
+        now_ms: u64,
+    ) -> Result<JobsResponse, String> {
         if self.workers.insert(worker) {
             log::info!("worker {worker} joined");
             self.reallocate(now_ms);
+        }
+        if let Some(a) = ready.and_then(|r| self.active.get_mut(&r)) {
+            a.loaded_once = true;
         }
         if let Some(f) = finished {
             let job = f.job;
@@ -135,7 +158,7 @@ impl JobScheduler {
                 a.evaluating = Some((worker, pass));
                 return Ok(JobsResponse::Evaluate {
                     job: num,
-                    model: job.model,
+                    model: job.model.ok_or("a training job without a model")?,
                     spec: t.clone(),
                     pass,
                 });
@@ -148,7 +171,7 @@ impl JobScheduler {
                     log::info!("job {}: every pass done; worker {worker} finalizes it", job.id());
                     Ok(JobsResponse::Finalize {
                         job: num,
-                        model: job.model,
+                        model: job.model.ok_or("a training job without a model")?,
                         spec: t.clone(),
                     })
                 }
@@ -158,6 +181,14 @@ impl JobScheduler {
                 }
             };
         }
+        if let JobSpec::Infer(i) = &job.spec {
+            if i.user_model().is_some() && ready != Some(num) {
+                return Ok(JobsResponse::Prepare {
+                    job: num,
+                    spec: i.clone(),
+                });
+            }
+        }
         let reply = a.master.get_task(worker, None, now_ms)?;
         self.passes_completed(num, now_ms)?;
         let task = match reply {
@@ -166,21 +197,50 @@ impl JobScheduler {
         };
         let a = self.active.get_mut(&num).expect("assigned jobs are active");
         a.tally.dispatched += 1;
+        let timeout_ms = a
+            .master
+            .queues()
+            .pending
+            .get(&task.id)
+            .map_or(0, |e| e.deadline_ms.saturating_sub(e.dispatched_ms));
         a.rate.start(now_ms);
         self.change(|t| t.start(num, now_ms))?;
         Ok(match job.spec {
             JobSpec::Train(spec) => JobsResponse::Train {
                 job: num,
-                model: job.model,
+                model: job.model.ok_or("a training job without a model")?,
                 spec,
                 task,
             },
-            JobSpec::Infer(i) => JobsResponse::Infer {
+            JobSpec::Infer(spec) => JobsResponse::Infer {
                 job: num,
-                model_path: i.model,
+                spec,
                 task,
+                timeout_ms,
             },
         })
+    }
+
+    /// A worker's runner could not load job `num`'s model: noted in the job's status;
+    /// while no runner has ever loaded it, more than `max_retries` such failures fail
+    /// the job (a module that does not import fails every worker alike).
+    fn load_failed(&mut self, worker: i32, num: JobNum, error: &str, now_ms: u64) -> Result<JobsResponse, String> {
+        let Some(JobSpec::Infer(spec)) = self.table.get(num).map(|j| j.spec.clone()) else {
+            return Ok(JobsResponse::Ok);
+        };
+        let Some(a) = self.active.get_mut(&num) else {
+            return Ok(JobsResponse::Ok);
+        };
+        log::warn!("job j{num}: worker {worker} could not load the model: {error}");
+        a.last_error = Some(format!("loading the model on worker {worker}: {error}"));
+        a.load_failures += 1;
+        if !a.loaded_once && a.load_failures > spec.max_retries {
+            let why = format!("loading the model failed {} times: {error}", a.load_failures);
+            log::error!("job j{num} failed: {why}");
+            self.change(|t| t.fail(num, &why, now_ms))?;
+            self.end(num, now_ms);
+        }
+        Ok(JobsResponse::Ok)
     }
 
     /// Ends a complete inference job: joins its batches into its output and records
@@ -195,8 +255,24 @@ impl JobScheduler {
         }
         let tasks = a.master.snapshot().tasks_per_epoch as u64;
         let dir = self.batches_dir(num);
+        let given_up = &a.master.queues().given_up;
+        let columns = if spec.runner.is_some() {
+            outputs::Columns::Outputs
+        } else {
+            outputs::Columns::Predictions
+        };
+        let joined = match given_up.first() {
+            Some(g) => Err(format!(
+                "{} of {tasks} queries failed {} times; task {}: {}",
+                given_up.len(),
+                spec.max_retries + 1,
+                g.task,
+                g.reason
+            )),
+            None => outputs::join(&dir, tasks, std::path::Path::new(&spec.out), columns),
+        };
         let figures = self.final_figures(num, now_ms);
-        match outputs::join(&dir, tasks, std::path::Path::new(&spec.out)) {
+        match joined {
             Ok(j) => {
                 log::info!("job j{num} done: {} records written to {}", j.records, spec.out);
                 self.change(|t| {
@@ -295,7 +371,7 @@ impl JobScheduler {
                 match &job.spec {
                     JobSpec::Train(t) => Some(ServerJob {
                         job: num,
-                        model: job.model,
+                        model: job.model?,
                         spec: t.clone(),
                         workers: self.assignment.values().filter(|&&j| j == num).count(),
                     }),

@@ -2,8 +2,11 @@
 //! its task id, written atomically before the scheduler replies, so a restarted
 //! scheduler has it and a batch done twice is kept once), and at the end the batches
 //! are joined in task order — dataset order — into the job's output, a CSV file
-//! `index,class,probability,label` (label empty for unlabelled records).
+//! `index,class,probability,label` (label empty for unlabelled records), or, for a
+//! Python function's outputs, `index,output` (`index,output_0,output_1,...` when an
+//! output is a list).
 
+use super::inputs::csv_field;
 use super::wire::Prediction;
 use crate::fsutil::write_atomic;
 use std::io::Write;
@@ -34,6 +37,62 @@ pub fn save_batch(dir: &Path, task: u64, preds: &[Prediction]) -> Result<(), Str
     write_atomic(&path, s.as_bytes()).map_err(|e| format!("{}: {e}", path.display()))
 }
 
+/// Saves batch `task`'s outputs of a Python function (each a list of fields) in `dir`.
+pub fn save_rows(dir: &Path, task: u64, rows: &[Vec<String>]) -> Result<(), String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let mut s = String::new();
+    for r in rows {
+        let fields: Vec<String> = r.iter().map(|f| csv_field(f)).collect();
+        s.push_str(&fields.join(","));
+        s.push('\n');
+    }
+    let path = batch_path(dir, task);
+    write_atomic(&path, s.as_bytes()).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// What a job's batches hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Columns {
+    /// `class,probability,label` per record (accuracy over the labelled ones).
+    Predictions,
+    /// A Python function's output fields per input.
+    Outputs,
+}
+
+/// Splits a batch file into its lines (CSV records): a line break inside a quoted
+/// field belongs to the record.
+fn records(text: &str) -> Vec<&str> {
+    let (mut out, mut start, mut quoted) = (Vec::new(), 0, false);
+    for (i, c) in text.char_indices() {
+        match c {
+            '"' => quoted = !quoted,
+            '\n' if !quoted => {
+                out.push(&text[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    if start < text.len() {
+        out.push(&text[start..]);
+    }
+    out
+}
+
+/// Fields in a CSV record (commas outside quotes, plus one).
+fn width(record: &str) -> usize {
+    let mut quoted = false;
+    1 + record
+        .chars()
+        .filter(|&c| {
+            if c == '"' {
+                quoted = !quoted;
+            }
+            c == ',' && !quoted
+        })
+        .count()
+}
+
 /// What joining the batches gave.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Joined {
@@ -45,16 +104,37 @@ pub struct Joined {
 
 /// Joins batches `0..tasks` of `dir` into `out` (CSV with a header and a running
 /// index); a missing batch is an error naming it.
-pub fn join(dir: &Path, tasks: u64, out: &Path) -> Result<Joined, String> {
+pub fn join(dir: &Path, tasks: u64, out: &Path, columns: Columns) -> Result<Joined, String> {
+    let read = |t: u64| {
+        let p = batch_path(dir, t);
+        std::fs::read_to_string(&p).map_err(|e| format!("batch {t} ({}): {e}", p.display()))
+    };
+    let header = match columns {
+        Columns::Predictions => "index,class,probability,label".to_string(),
+        Columns::Outputs => {
+            let mut most = 1;
+            for t in 0..tasks {
+                most = records(&read(t)?).into_iter().map(width).fold(most, usize::max);
+            }
+            match most {
+                1 => "index,output".to_string(),
+                k => (0..k).fold("index".to_string(), |h, i| format!("{h},output_{i}")),
+            }
+        }
+    };
     let file = std::fs::File::create(out).map_err(|e| format!("{}: {e}", out.display()))?;
     let mut w = std::io::BufWriter::new(file);
     let err = |e: std::io::Error| format!("{}: {e}", out.display());
-    writeln!(w, "index,class,probability,label").map_err(err)?;
+    writeln!(w, "{header}").map_err(err)?;
     let (mut n, mut labelled, mut correct) = (0u64, 0u64, 0u64);
     for t in 0..tasks {
-        let p = batch_path(dir, t);
-        let text = std::fs::read_to_string(&p).map_err(|e| format!("batch {t} ({}): {e}", p.display()))?;
-        for line in text.lines() {
+        let text = read(t)?;
+        for line in records(&text) {
+            if columns == Columns::Outputs {
+                writeln!(w, "{n},{line}").map_err(err)?;
+                n += 1;
+                continue;
+            }
             let mut f = line.split(',');
             let (class, label) = (f.next().unwrap_or(""), f.nth(1).unwrap_or(""));
             if !label.is_empty() {
@@ -93,10 +173,12 @@ mod tests {
         save_batch(&dir, 1, &[p(1, 1.0), p(0, f32::NAN)]).unwrap();
         save_batch(&dir, 0, &[p(2, 2.0), p(2, 3.0)]).unwrap();
         let out = d.path().join("out.csv");
-        assert!(join(&dir, 3, &out).unwrap_err().contains("batch 2"));
+        assert!(join(&dir, 3, &out, Columns::Predictions)
+            .unwrap_err()
+            .contains("batch 2"));
         // a batch done twice replaces its first copy
         save_batch(&dir, 1, &[p(1, 1.0), p(0, f32::NAN)]).unwrap();
-        let j = join(&dir, 2, &out).unwrap();
+        let j = join(&dir, 2, &out, Columns::Predictions).unwrap();
         assert_eq!(j.records, 4);
         assert_eq!(j.accuracy, Some(2.0 / 3.0));
         let text = std::fs::read_to_string(&out).unwrap();
@@ -104,5 +186,25 @@ mod tests {
             text,
             "index,class,probability,label\n0,2,0.500000,2\n1,2,0.500000,3\n2,1,0.500000,1\n3,0,0.500000,\n"
         );
+    }
+
+    #[test]
+    fn function_outputs_join_with_a_column_per_field() {
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path().join("batches");
+        let row = |f: &[&str]| f.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        save_rows(&dir, 0, &[row(&["cat", "0.9"]), row(&["a, \"b\"\nc"])]).unwrap();
+        save_rows(&dir, 1, &[row(&["dog", "0.8", "x"])]).unwrap();
+        let out = d.path().join("out.csv");
+        let j = join(&dir, 2, &out, Columns::Outputs).unwrap();
+        assert_eq!((j.records, j.accuracy), (3, None));
+        let text = std::fs::read_to_string(&out).unwrap();
+        assert_eq!(
+            text,
+            "index,output_0,output_1,output_2\n0,cat,0.9\n1,\"a, \"\"b\"\"\nc\"\n2,dog,0.8,x\n"
+        );
+        save_rows(&dir, 0, &[row(&["only"])]).unwrap();
+        join(&dir, 1, &out, Columns::Outputs).unwrap();
+        assert_eq!(std::fs::read_to_string(&out).unwrap(), "index,output\n0,only\n");
     }
 }

@@ -58,6 +58,12 @@ pub(super) struct Active {
     pub to_evaluate: std::collections::VecDeque<u64>,
     /// The worker evaluating a pass now, and the pass.
     pub evaluating: Option<(WorkerId, u64)>,
+    /// The last failure of a query or of loading the model (one line).
+    pub last_error: Option<String>,
+    /// Failed loads of its model by Python runners.
+    pub load_failures: u32,
+    /// Whether some worker's runner has loaded its model.
+    pub loaded_once: bool,
 }
 
 /// The scheduler.
@@ -85,8 +91,16 @@ fn master_config(spec: &JobSpec) -> MasterConfig {
             max_retries: t.max_retries,
         },
         JobSpec::Infer(i) => MasterConfig {
-            chunks_per_task: i.chunks_per_task,
-            ..MasterConfig::default()
+            // a directory's chunks are its files: a query is a batch of them
+            chunks_per_task: if i.reads_directory() {
+                i.batch
+            } else {
+                i.chunks_per_task
+            },
+            num_epochs: 1,
+            timeout_multiplier: 4.0,
+            timeout_floor_ms: i.task_timeout_ms,
+            max_retries: i.max_retries,
         },
     }
 }
@@ -162,20 +176,22 @@ impl JobScheduler {
         let job = preview.get(num).expect("just added").clone();
         let mut master =
             Master::new(master_config(&spec), (self.stores)(&store_name(&job)), now_ms).map_err(JobsError::Internal)?;
-        let paths = match &spec {
-            JobSpec::Train(t) => t.train.clone(),
-            JobSpec::Infer(i) => i.data.clone(),
-        };
         // the files were read a moment ago: failing now is the files' fault
-        master.report_dataset(paths).map_err(JobsError::BadRequest)?;
+        match &spec {
+            JobSpec::Train(t) => master.report_dataset(t.train.clone()),
+            JobSpec::Infer(i) if i.reads_directory() => super::inputs::list_directory(std::path::Path::new(&i.data[0]))
+                .and_then(|files| master.report_chunks(i.data.clone(), super::inputs::file_chunks(&files))),
+            JobSpec::Infer(i) => master.report_dataset(i.data.clone()),
+        }
+        .map_err(JobsError::BadRequest)?;
         self.change(|t| {
             *t = preview;
             Ok(())
         })
         .map_err(JobsError::Internal)?;
         self.active.insert(num, Active::new(master));
-        log::info!("job {} submitted: {} {}", job.id(), spec.kind(), model.name());
-        let what = format!("{} submitted ({} {})", job.id(), spec.kind(), model.name());
+        log::info!("job {} submitted: {} {}", job.id(), spec.kind(), job.model_name());
+        let what = format!("{} submitted ({} {})", job.id(), spec.kind(), job.model_name());
         self.history.event(now_ms, EventKind::Submitted, what);
         self.reallocate(now_ms);
         Ok(self.view(num, now_ms).expect("just added"))
@@ -412,7 +428,9 @@ impl JobScheduler {
         let job = self.table.get(num)?.clone();
         let workers = self.assignment.values().filter(|&&j| j == num).count();
         let figures = self.figures(num, now_ms);
-        Some(JobView::new(&job, workers, progress, figures))
+        let mut v = JobView::new(&job, workers, progress, figures);
+        v.last_error = self.active.get(&num).and_then(|a| a.last_error.clone());
+        Some(v)
     }
 
     /// Each live worker's job and the task it holds.
@@ -460,6 +478,9 @@ impl Active {
             epoch,
             to_evaluate: Default::default(),
             evaluating: None,
+            last_error: None,
+            load_failures: 0,
+            loaded_once: false,
         }
     }
 }

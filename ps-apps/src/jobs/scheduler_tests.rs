@@ -46,7 +46,7 @@ fn sched(dir: &Path, stores: &Stores, servers: usize) -> JobScheduler {
 }
 
 fn next(s: &mut JobScheduler, w: i32, finished: Option<Finished>, now: u64) -> JobsResponse {
-    s.handle(w, JobsRequest::Next { finished }, now)
+    s.handle(w, JobsRequest::Next { finished, ready: None }, now)
 }
 
 fn infer_task(r: JobsResponse) -> (u32, Task) {
@@ -72,6 +72,7 @@ fn done(job: u32, t: &Task) -> Finished {
                 })
                 .collect(),
         ),
+        rows: None,
     }
 }
 
@@ -176,6 +177,7 @@ fn training_jobs_wait_for_every_server() {
                     task: task.id,
                     report: TaskReport::default(),
                     predictions: None,
+                    rows: None,
                 });
             }
             JobsResponse::Finalize { job, .. } => {
@@ -379,6 +381,7 @@ fn each_completed_pass_is_evaluated_once_and_its_figures_kept() {
                     task: task.id,
                     report: report(loss),
                     predictions: None,
+                    rows: None,
                 });
             }
             JobsResponse::Evaluate { job, pass, .. } => {
@@ -419,4 +422,188 @@ fn each_completed_pass_is_evaluated_once_and_its_figures_kept() {
         ]
     );
     assert_eq!((f.passes_done, f.passes), (3, 3));
+}
+
+/// A directory of `n` input files (`f00.txt`, ...), created in shuffled order.
+fn inputs_dir(dir: &Path, n: usize) -> String {
+    let d = dir.join("inputs");
+    std::fs::create_dir(&d).unwrap();
+    for i in (0..n).rev() {
+        std::fs::write(d.join(format!("f{i:02}.txt")), format!("{i}")).unwrap();
+    }
+    d.display().to_string()
+}
+
+fn runner_body(dir: &Path, data: &str, extra: serde_json::Value) -> String {
+    let mut v =
+        serde_json::json!({"kind": "infer", "runner": "m:f", "data": data, "out": dir.join("out.csv"), "batch": 4});
+    for (k, x) in extra.as_object().unwrap() {
+        v[k] = x.clone();
+    }
+    v.to_string()
+}
+
+fn ready(s: &mut JobScheduler, w: i32, job: u32, finished: Option<Finished>, now: u64) -> JobsResponse {
+    s.handle(
+        w,
+        JobsRequest::Next {
+            finished,
+            ready: Some(job),
+        },
+        now,
+    )
+}
+
+fn rows(job: u32, t: &Task) -> Finished {
+    Finished {
+        job,
+        task: t.id,
+        report: TaskReport::default(),
+        predictions: None,
+        rows: Some(
+            t.chunks
+                .iter()
+                .map(|c| vec![std::fs::read_to_string(&c.path).unwrap(), "x,y".into()])
+                .collect(),
+        ),
+    }
+}
+
+#[test]
+fn a_runner_job_over_a_directory_loads_first_then_gets_batches_of_files() {
+    let d = tempfile::tempdir().unwrap();
+    let stores = Stores::default();
+    let data = inputs_dir(d.path(), 10);
+    let mut s = sched(d.path(), &stores, 0);
+    let v = s
+        .submit(&runner_body(d.path(), &data, serde_json::json!({})), 1)
+        .unwrap();
+    assert_eq!(
+        (v.figures.tasks_total, v.model.as_str()),
+        (3, "python m:f"),
+        "10 files, 4 per query"
+    );
+    let JobsResponse::Prepare { job, spec } = next(&mut s, 9, None, 2) else {
+        panic!("a worker without the model loads it first")
+    };
+    assert_eq!((job, spec.runner.as_deref()), (1, Some("m:f")));
+    let r = ready(&mut s, 9, 1, None, 3);
+    let JobsResponse::Infer {
+        task: t0, timeout_ms, ..
+    } = r
+    else {
+        panic!("{r:?}")
+    };
+    assert_eq!(timeout_ms, 10_000, "the task timeout floor");
+    let names: Vec<&str> = t0.chunks.iter().map(|c| c.path.rsplit('/').next().unwrap()).collect();
+    assert_eq!(names, ["f00.txt", "f01.txt", "f02.txt", "f03.txt"], "sorted order");
+    // a batch the runner failed on goes back to the queue; its error is in the status
+    let (_, t1) = infer_task(ready(&mut s, 11, 1, None, 4));
+    s.handle(
+        11,
+        JobsRequest::Failed {
+            job: 1,
+            task: t1.id,
+            error: Some("the Python runner died (killed by signal 9)".into()),
+        },
+        5,
+    );
+    let v = s.view(1, 5).unwrap();
+    assert!(v.last_error.unwrap().contains("signal 9"));
+    assert_eq!(v.state, JobState::Running, "one failed batch does not fail the job");
+    let (_, t2) = infer_task(ready(&mut s, 9, 1, Some(rows(1, &t0)), 6));
+    let (_, t1b) = infer_task(ready(&mut s, 11, 1, None, 7));
+    assert_eq!((t2.id, t1b.id), (2, t1.id), "the failed batch again, after the others");
+    ready(&mut s, 9, 1, Some(rows(1, &t2)), 8);
+    ready(&mut s, 11, 1, Some(rows(1, &t1b)), 9);
+    let v = s.view(1, 10).unwrap();
+    assert_eq!((v.state, v.accuracy), (JobState::Done, None));
+    let out = std::fs::read_to_string(d.path().join("out.csv")).unwrap();
+    let want: String = (0..10).map(|i| format!("{i},{i},\"x,y\"\n")).collect();
+    assert_eq!(out, format!("index,output_0,output_1\n{want}"));
+}
+
+#[test]
+fn a_model_no_runner_can_load_fails_the_job_after_the_retries() {
+    let d = tempfile::tempdir().unwrap();
+    let stores = Stores::default();
+    let data = inputs_dir(d.path(), 4);
+    let mut s = sched(d.path(), &stores, 0);
+    s.submit(&runner_body(d.path(), &data, serde_json::json!({"max_retries": 2})), 1)
+        .unwrap();
+    let load_failed = |s: &mut JobScheduler, w: i32, now: u64| {
+        s.handle(
+            w,
+            JobsRequest::LoadFailed {
+                job: 1,
+                error: "ModuleNotFoundError: No module named 'm'".into(),
+            },
+            now,
+        )
+    };
+    for now in 2..4 {
+        assert!(matches!(next(&mut s, 9, None, now), JobsResponse::Prepare { .. }));
+        load_failed(&mut s, 9, now);
+        assert_eq!(s.state(1), Some(JobState::Queued));
+    }
+    assert!(matches!(next(&mut s, 9, None, 4), JobsResponse::Prepare { .. }));
+    load_failed(&mut s, 9, 4);
+    let v = s.view(1, 6).unwrap();
+    assert_eq!(v.state, JobState::Failed);
+    assert_eq!(
+        v.error.as_deref(),
+        Some("loading the model failed 3 times: ModuleNotFoundError: No module named 'm'")
+    );
+}
+
+#[test]
+fn a_batch_that_fails_every_retry_fails_the_job_with_its_reason() {
+    let d = tempfile::tempdir().unwrap();
+    let stores = Stores::default();
+    let data = inputs_dir(d.path(), 8);
+    let mut s = sched(d.path(), &stores, 0);
+    s.submit(&runner_body(d.path(), &data, serde_json::json!({"max_retries": 1})), 1)
+        .unwrap();
+    // a loaded runner elsewhere: load failures are only noted from now on
+    let (_, t0) = infer_task(ready(&mut s, 9, 1, None, 2));
+    s.handle(
+        11,
+        JobsRequest::LoadFailed {
+            job: 1,
+            error: "MemoryError: ".into(),
+        },
+        3,
+    );
+    s.handle(
+        11,
+        JobsRequest::LoadFailed {
+            job: 1,
+            error: "MemoryError: ".into(),
+        },
+        3,
+    );
+    assert_eq!(s.state(1), Some(JobState::Running));
+    let fail = |s: &mut JobScheduler, t: u64, now: u64| {
+        s.handle(
+            9,
+            JobsRequest::Failed {
+                job: 1,
+                task: t,
+                error: Some("ValueError: cannot decode image".into()),
+            },
+            now,
+        )
+    };
+    fail(&mut s, t0.id, 4);
+    let (_, t1) = infer_task(ready(&mut s, 9, 1, None, 5));
+    let (_, again) = infer_task(ready(&mut s, 9, 1, Some(rows(1, &t1)), 6));
+    assert_eq!(again.id, t0.id);
+    fail(&mut s, t0.id, 8);
+    ready(&mut s, 9, 1, None, 9);
+    let v = s.view(1, 10).unwrap();
+    assert_eq!(v.state, JobState::Failed);
+    assert_eq!(
+        v.error.as_deref(),
+        Some("1 of 2 queries failed 2 times; task 0: ValueError: cannot decode image")
+    );
 }

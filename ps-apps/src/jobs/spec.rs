@@ -5,6 +5,7 @@
 //! default.
 
 use crate::model::Model;
+use crate::pyrunner::UserModel;
 use crate::recordio::{self, Example, Features};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -154,19 +155,172 @@ pub struct TrainSpec {
     pub max_rejections: u32,
 }
 
-/// An inference job: a saved model over a RecordIO dataset.
+/// An inference job: a model over a dataset. The model is one of a model file psrs
+/// wrote (`model`), a TorchScript file (`torch`), or a Python function (`runner`,
+/// `module:function`); the last two run in each worker's Python runner. The dataset is
+/// RecordIO files, or (for `runner`) one directory whose files are the inputs.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct InferSpec {
-    /// The model file (`--out` of a training job or of `psrs train`).
-    pub model: String,
-    /// The dataset: RecordIO files, read in order.
+    /// A model file psrs wrote (`--out` of a training job or of `psrs train`).
+    #[serde(default)]
+    pub model: Option<String>,
+    /// A TorchScript file (`torch.jit.save`) given a float32 batch `[N, features]` of
+    /// the dataset's examples (sparse ones densified to `dim`), returning logits
+    /// `[N, classes]`.
+    #[serde(default)]
+    pub torch: Option<String>,
+    /// A Python function `module:function` given a list of inputs (records' bytes, or
+    /// file paths for a directory) and returning one output per input: a string, a
+    /// number or a list of them (CSV columns after `index`).
+    #[serde(default)]
+    pub runner: Option<String>,
+    /// A directory put first on the runner's `sys.path` (with `runner`).
+    #[serde(default)]
+    pub pythonpath: Option<String>,
+    /// The dataset: RecordIO files, read in order, or one directory (its files in
+    /// sorted order; with `runner`).
     pub data: Vec<String>,
-    /// Where the outputs go (CSV: `index,class,probability,label`, in dataset order).
+    /// Where the outputs go (CSV, in dataset order: `index,class,probability,label`
+    /// for `model` and `torch`, `index,output...` for `runner`).
     pub out: String,
-    /// Chunks per batch ("query").
+    /// Chunks per batch ("query") of a RecordIO dataset.
     #[serde(default = "d_chunks")]
     pub chunks_per_task: usize,
+    /// Inputs per call of a `torch` model or `runner` function; for a directory, also
+    /// the files per query.
+    #[serde(default = "d_infer_batch")]
+    pub batch: usize,
+    /// The input width of a `torch` model (default: a dense example's length; needed
+    /// for sparse examples).
+    #[serde(default)]
+    pub dim: Option<usize>,
+    /// A query times out after this many ms at least (then it is retried elsewhere,
+    /// and a runner still on it is killed).
+    #[serde(default = "d_task_timeout")]
+    pub task_timeout_ms: u64,
+    /// Failures or timeouts after which a query is given up (the job then fails).
+    #[serde(default = "d_retries")]
+    pub max_retries: u32,
+}
+
+fn d_infer_batch() -> usize {
+    16
+}
+
+/// Whether `s` is a Python identifier (ASCII letters, digits and `_`, or any other
+/// alphanumeric character; not starting with a digit).
+fn identifier(s: &str) -> bool {
+    let mut c = s.chars();
+    c.next().is_some_and(|f| f == '_' || f.is_alphabetic()) && c.all(|x| x == '_' || x.is_alphanumeric())
+}
+
+impl InferSpec {
+    /// The model a Python runner runs for this job (None for a psrs model file).
+    pub fn user_model(&self) -> Option<UserModel> {
+        match (&self.torch, &self.runner) {
+            (Some(t), _) => Some(UserModel::Torch(t.clone())),
+            (None, Some(r)) => Some(UserModel::Runner {
+                function: r.clone(),
+                pythonpath: self.pythonpath.clone(),
+            }),
+            (None, None) => None,
+        }
+    }
+
+    /// Whether the dataset is a directory of input files.
+    pub fn reads_directory(&self) -> bool {
+        self.data.len() == 1 && Path::new(&self.data[0]).is_dir()
+    }
+
+    /// The model's name as the job list shows it.
+    pub fn model_name(&self) -> String {
+        let file = |p: &str| {
+            Path::new(p)
+                .file_name()
+                .map_or(p.to_string(), |f| f.to_string_lossy().into_owned())
+        };
+        match (&self.model, &self.torch, &self.runner) {
+            (_, Some(t), _) => format!("torchscript {}", file(t)),
+            (_, _, Some(r)) => format!("python {r}"),
+            (Some(m), _, _) => file(m),
+            _ => "?".into(),
+        }
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        let given = [&self.model, &self.torch, &self.runner];
+        if given.iter().filter(|m| m.is_some()).count() != 1 {
+            return Err("give one of \"model\" (a psrs model file), \"torch\" (a TorchScript file) or \"runner\" (module:function)".into());
+        }
+        if given.iter().any(|m| m.as_deref() == Some("")) {
+            return Err("the model is an empty path".into());
+        }
+        if self.out.is_empty() || self.data.is_empty() || self.data.iter().any(|p| p.is_empty()) {
+            return Err("\"data\" and \"out\" are required".into());
+        }
+        if let Some(r) = &self.runner {
+            let ok = r
+                .split_once(':')
+                .is_some_and(|(m, f)| m.split('.').all(identifier) && identifier(f));
+            if !ok {
+                return Err(format!(
+                    "\"runner\" {r:?}: write it module:function (e.g. mymodels:classify)"
+                ));
+            }
+        } else if self.pythonpath.is_some() {
+            return Err("\"pythonpath\" goes with \"runner\"".into());
+        }
+        if self.dim.is_some() && self.torch.is_none() {
+            return Err("\"dim\" goes with \"torch\"".into());
+        }
+        if self.chunks_per_task == 0 || self.batch == 0 || self.task_timeout_ms == 0 || self.dim == Some(0) {
+            return Err("\"chunks_per_task\", \"batch\", \"dim\" and \"task_timeout_ms\" must be above 0".into());
+        }
+        Ok(())
+    }
+
+    /// Reads what the job needs before it is accepted (see [`JobSpec::check_files`]).
+    fn check_files(&self) -> Result<Option<Model>, String> {
+        let dirs = self.data.iter().filter(|p| Path::new(p).is_dir()).count();
+        if dirs > 0 {
+            if self.data.len() > 1 {
+                return Err("\"data\": a directory dataset is one directory".into());
+            }
+            if self.runner.is_none() {
+                return Err(format!(
+                    "\"data\" {} is a directory: its files go to a \"runner\" function; \"model\" and \"torch\" read RecordIO files",
+                    self.data[0]
+                ));
+            }
+            super::inputs::list_directory(Path::new(&self.data[0]))?;
+        } else {
+            for f in &self.data {
+                recordio::index(Path::new(f)).map_err(|e| e.to_string())?;
+            }
+        }
+        if let Some(m) = &self.model {
+            // the error names the file already
+            return crate::model::load(Path::new(m))
+                .map(|(m, _)| Some(m))
+                .map_err(|e| e.to_string());
+        }
+        if let Some(t) = &self.torch {
+            let mut magic = [0u8; 4];
+            std::fs::File::open(t)
+                .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut magic))
+                .map_err(|e| format!("\"torch\" {t}: {e}"))?;
+            if &magic != b"PK\x03\x04" {
+                return Err(format!(
+                    "\"torch\" {t}: not a TorchScript file (torch.jit.save writes a zip archive)"
+                ));
+            }
+        }
+        if let Some(p) = self.pythonpath.as_ref().filter(|p| !Path::new(p).is_dir()) {
+            return Err(format!("\"pythonpath\" {p}: no such directory"));
+        }
+        Ok(None)
+    }
 }
 
 /// A job as submitted.
@@ -228,14 +382,7 @@ impl JobSpec {
                     return Err("\"chunks_per_task\" and \"task_timeout_ms\" must be above 0".into());
                 }
             }
-            JobSpec::Infer(i) => {
-                if i.model.is_empty() || i.out.is_empty() || i.data.is_empty() || i.data.iter().any(|p| p.is_empty()) {
-                    return Err("\"model\", \"data\" and \"out\" are required".into());
-                }
-                if i.chunks_per_task == 0 {
-                    return Err("\"chunks_per_task\" must be above 0".into());
-                }
-            }
+            JobSpec::Infer(i) => i.validate()?,
         }
         Ok(())
     }
@@ -248,23 +395,19 @@ impl JobSpec {
         }
     }
 
-    /// Reads what the job needs before it is accepted: every dataset file's index and,
-    /// for training, the model's sizes (the input width from the first example unless
-    /// `dim` is given); for inference, the model file. Returns the model.
-    pub fn check_files(&self) -> Result<Model, String> {
-        let files = match self {
-            JobSpec::Train(t) => t.train.iter().chain(t.test.iter()).collect::<Vec<_>>(),
-            JobSpec::Infer(i) => i.data.iter().collect(),
-        };
-        for f in files {
-            recordio::index(Path::new(f)).map_err(|e| e.to_string())?;
-        }
+    /// Reads what the job needs before it is accepted: every dataset file's index (or
+    /// the dataset directory's listing) and, for training, the model's sizes (the input
+    /// width from the first example unless `dim` is given); for inference, the model
+    /// file. Returns the model, None for a model a Python runner runs.
+    pub fn check_files(&self) -> Result<Option<Model>, String> {
         match self {
-            JobSpec::Train(t) => t.resolve_model(),
-            // the error names the file already
-            JobSpec::Infer(i) => crate::model::load(Path::new(&i.model))
-                .map(|(m, _)| m)
-                .map_err(|e| e.to_string()),
+            JobSpec::Train(t) => {
+                for f in t.train.iter().chain(t.test.iter()) {
+                    recordio::index(Path::new(f)).map_err(|e| e.to_string())?;
+                }
+                t.resolve_model().map(Some)
+            }
+            JobSpec::Infer(i) => i.check_files(),
         }
     }
 }
@@ -339,6 +482,35 @@ mod tests {
             (r#"{"kind":"train","train":"a","lr":0}"#, "above 0"),
             (r#"{"kind":"train","train":"a","lr_decay":2}"#, "lr_decay"),
             (r#"{"kind":"infer","model":"m","data":[],"out":"o"}"#, "required"),
+            (r#"{"kind":"infer","data":"d","out":"o"}"#, "give one of"),
+            (
+                r#"{"kind":"infer","model":"m","torch":"t","data":"d","out":"o"}"#,
+                "give one of",
+            ),
+            (
+                r#"{"kind":"infer","runner":"m.f","data":"d","out":"o"}"#,
+                "module:function",
+            ),
+            (
+                r#"{"kind":"infer","runner":"m:1f","data":"d","out":"o"}"#,
+                "module:function",
+            ),
+            (
+                r#"{"kind":"infer","runner":"a..b:f","data":"d","out":"o"}"#,
+                "module:function",
+            ),
+            (
+                r#"{"kind":"infer","torch":"t","pythonpath":"p","data":"d","out":"o"}"#,
+                "goes with",
+            ),
+            (
+                r#"{"kind":"infer","runner":"m:f","dim":3,"data":"d","out":"o"}"#,
+                "goes with",
+            ),
+            (
+                r#"{"kind":"infer","torch":"t","batch":0,"data":"d","out":"o"}"#,
+                "above 0",
+            ),
         ] {
             let e = JobSpec::from_json(body).unwrap_err();
             assert!(e.contains(want), "{body}: {e}");
@@ -352,5 +524,58 @@ mod tests {
         assert!(s.check_files().unwrap_err().contains("/nonexistent/a.rio"));
         let s = JobSpec::from_json(r#"{"kind":"infer","model":"/no/m","data":"/no/d","out":"o"}"#).unwrap();
         assert!(s.check_files().is_err());
+    }
+
+    #[test]
+    fn a_users_model_is_checked_before_it_is_accepted() {
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path().join("inputs");
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(dir.join("a.jpg"), "x").unwrap();
+        let (pt, junk) = (d.path().join("m.pt"), d.path().join("junk.pt"));
+        std::fs::write(&pt, b"PK\x03\x04 rest of a zip").unwrap();
+        std::fs::write(&junk, b"not a zip").unwrap();
+        let rio = d.path().join("d.rio");
+        crate::recordio::Writer::create(&rio, crate::recordio::Compressor::None, 4, 1 << 20)
+            .unwrap()
+            .finish()
+            .unwrap();
+        let check = |v: serde_json::Value| JobSpec::from_json(&v.to_string()).and_then(|s| s.check_files());
+        let ok = check(serde_json::json!({"kind":"infer","runner":"pkg.m:f","data":dir,"out":"o"}));
+        assert_eq!(ok, Ok(None), "a directory for a function");
+        let ok = check(serde_json::json!({"kind":"infer","torch":pt,"data":rio,"out":"o"}));
+        assert_eq!(ok, Ok(None), "a TorchScript file over RecordIO");
+        for (v, want) in [
+            (
+                serde_json::json!({"kind":"infer","torch":junk,"data":rio,"out":"o"}),
+                "not a TorchScript file",
+            ),
+            (
+                serde_json::json!({"kind":"infer","torch":pt,"data":dir,"out":"o"}),
+                "is a directory",
+            ),
+            (
+                serde_json::json!({"kind":"infer","runner":"m:f","data":[dir, rio],"out":"o"}),
+                "one directory",
+            ),
+            (
+                serde_json::json!({"kind":"infer","runner":"m:f","pythonpath":"/no/dir","data":dir,"out":"o"}),
+                "no such directory",
+            ),
+            (
+                serde_json::json!({"kind":"infer","torch":"/no/m.pt","data":rio,"out":"o"}),
+                "/no/m.pt",
+            ),
+        ] {
+            let e = check(v.clone()).unwrap_err();
+            assert!(e.contains(want), "{v}: {e}");
+        }
+        let s =
+            JobSpec::from_json(&serde_json::json!({"kind":"infer","runner":"m:f","data":dir,"out":"o"}).to_string())
+                .unwrap();
+        let JobSpec::Infer(i) = s else { panic!() };
+        assert!(i.reads_directory());
+        assert_eq!((i.batch, i.task_timeout_ms, i.max_retries), (16, 10_000, 3));
+        assert_eq!(i.model_name(), "python m:f");
     }
 }

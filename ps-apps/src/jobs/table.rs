@@ -42,8 +42,9 @@ pub struct Job {
     pub num: JobNum,
     /// What was submitted.
     pub spec: JobSpec,
-    /// The model it trains or evaluates (resolved at submission).
-    pub model: Model,
+    /// The psrs model it trains or evaluates (resolved at submission); None for a model
+    /// a Python runner runs.
+    pub model: Option<Model>,
     /// Its state.
     pub state: JobState,
     /// Submission time (ms since the Unix epoch).
@@ -72,6 +73,15 @@ impl Job {
     pub fn id(&self) -> String {
         format!("j{}", self.num)
     }
+
+    /// The model's name as the job list shows it.
+    pub fn model_name(&self) -> String {
+        match (&self.model, &self.spec) {
+            (Some(m), _) => m.name(),
+            (None, JobSpec::Infer(i)) => i.model_name(),
+            (None, JobSpec::Train(_)) => "?".into(),
+        }
+    }
 }
 
 /// Parses a job id (`j7` or `7`).
@@ -90,7 +100,7 @@ pub struct JobTable {
 
 impl JobTable {
     /// Adds a queued job; returns its number.
-    pub fn submit(&mut self, spec: JobSpec, model: Model, now_ms: u64) -> JobNum {
+    pub fn submit(&mut self, spec: JobSpec, model: Option<Model>, now_ms: u64) -> JobNum {
         self.next = self.next.max(1);
         let num = self.next;
         self.next += 1;
@@ -182,7 +192,7 @@ mod tests {
         JobSpec::from_json(r#"{"kind":"infer","model":"m","data":"d","out":"o"}"#).unwrap()
     }
 
-    const M: Model = Model::LogReg { dim: 3 };
+    const M: Option<Model> = Some(Model::LogReg { dim: 3 });
 
     #[test]
     fn state_machine() {

@@ -25,6 +25,9 @@ pub struct JobView {
     pub loss: Option<f64>,
     /// Why it failed (one line), else null.
     pub error: Option<String>,
+    /// While it runs: the last failure of one of its queries or of loading its model
+    /// (one line; the query is retried), else null.
+    pub last_error: Option<String>,
     /// The model's name.
     pub model: String,
     /// Submission time, ms since the Unix epoch.
@@ -52,7 +55,8 @@ impl JobView {
             accuracy: job.accuracy,
             loss: figures.last_loss(),
             error: job.error.clone(),
-            model: job.model.name(),
+            last_error: None,
+            model: job.model_name(),
             submitted_ms: job.submitted_ms,
             started_ms: job.started_ms,
             ended_ms: job.ended_ms,

@@ -1,7 +1,7 @@
 //! What workers and servers say to the cluster's scheduler (over SimpleApp app
 //! [`JOBS_APP`], bincode) and what it answers.
 
-use super::spec::TrainSpec;
+use super::spec::{InferSpec, TrainSpec};
 use super::table::JobNum;
 use crate::master::{Task, TaskReport};
 use crate::model::Model;
@@ -37,8 +37,11 @@ pub struct Finished {
     pub task: u64,
     /// Training statistics (examples, loss, correct).
     pub report: TaskReport,
-    /// Inference: one prediction per record of the task, in order.
+    /// Inference with a psrs or TorchScript model: one prediction per record of the
+    /// task, in order.
     pub predictions: Option<Vec<Prediction>>,
+    /// Inference with a Python function: each input's output as CSV fields, in order.
+    pub rows: Option<Vec<Vec<String>>>,
 }
 
 /// A request to the scheduler.
@@ -48,13 +51,25 @@ pub enum JobsRequest {
     Next {
         /// The finished task.
         finished: Option<Finished>,
+        /// The job whose model the worker's Python runner holds, if any.
+        ready: Option<JobNum>,
     },
-    /// A worker could not do a task (it goes back to the job's queue).
+    /// A worker could not do a task (it goes back to the job's queue, or is given up
+    /// after the job's retries).
     Failed {
         /// The job.
         job: JobNum,
         /// The task.
         task: u64,
+        /// Why (one line; shown in the job's status).
+        error: Option<String>,
+    },
+    /// A worker's Python runner could not load a job's model.
+    LoadFailed {
+        /// The job.
+        job: JobNum,
+        /// Why (one line).
+        error: String,
     },
     /// A worker finalized a training job (evaluated and saved the model).
     Finalized {
@@ -109,14 +124,25 @@ pub enum JobsResponse {
         /// The task.
         task: Task,
     },
-    /// Predict every record of this task of an inference job.
+    /// Predict every record (or input file) of this task of an inference job.
     Infer {
         /// The job.
         job: JobNum,
-        /// The model file.
-        model_path: String,
+        /// Its options (which model, batch size).
+        spec: InferSpec,
         /// The task.
         task: Task,
+        /// The task times out (is handed to another worker) this many ms after it was
+        /// handed out: a runner still on it then is killed.
+        timeout_ms: u64,
+    },
+    /// Load this inference job's model into the Python runner, then ask again with
+    /// `ready` naming the job (or report [`JobsRequest::LoadFailed`]).
+    Prepare {
+        /// The job.
+        job: JobNum,
+        /// Its options.
+        spec: InferSpec,
     },
     /// Pull the job's model, evaluate it on its test set, save it, and report
     /// [`JobsRequest::Finalized`].
@@ -148,4 +174,51 @@ pub enum JobsResponse {
     Ok,
     /// The request was refused.
     Error(String),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::train::coordinator::{decode, encode};
+
+    #[test]
+    fn inference_orders_cross_the_wire() {
+        let spec = match super::super::JobSpec::from_json(
+            r#"{"kind":"infer","runner":"m:f","pythonpath":"/p","data":"/d","out":"o","batch":4}"#,
+        )
+        .unwrap()
+        {
+            super::super::JobSpec::Infer(i) => i,
+            _ => unreachable!(),
+        };
+        for msg in [
+            JobsResponse::Prepare {
+                job: 3,
+                spec: spec.clone(),
+            },
+            JobsResponse::Infer {
+                job: 3,
+                spec,
+                task: Task {
+                    id: 1,
+                    epoch: 0,
+                    chunks: vec![],
+                },
+                timeout_ms: 7,
+            },
+        ] {
+            assert_eq!(decode::<JobsResponse>(&encode(&msg)).unwrap(), msg);
+        }
+        let req = JobsRequest::Next {
+            finished: Some(Finished {
+                job: 3,
+                task: 1,
+                report: TaskReport::default(),
+                predictions: None,
+                rows: Some(vec![vec!["a".into(), "1".into()]]),
+            }),
+            ready: Some(3),
+        };
+        assert_eq!(decode::<JobsRequest>(&encode(&req)).unwrap(), req);
+    }
 }

@@ -1,14 +1,19 @@
 //! A cluster worker: asks the scheduler for work, runs it, reports it, forever. A
 //! training task goes through the job's own KV app on the servers; an inference task
-//! predicts every record of its chunks with the job's saved model; a finalize order
-//! evaluates a finished training job on its test set and saves its model. A worker
-//! switches jobs only between tasks, as the scheduler's answers say.
+//! predicts every record of its chunks with the job's saved model, or hands its inputs
+//! to the worker's Python runner (a TorchScript model or the user's function, loaded
+//! when the scheduler says `Prepare`); a finalize order evaluates a finished training
+//! job on its test set and saves its model. A worker switches jobs only between tasks,
+//! as the scheduler's answers say. A failed task (the runner raised, died or hung) is
+//! reported with its reason and the worker goes on.
 
 use super::table::JobNum;
+use super::user_infer::{self, Output};
 use super::wire::{job_app, Finished, JobsRequest, JobsResponse, Prediction, JOBS_APP, JOBS_HEAD};
-use super::{TrainSpec, UpdateRule};
+use super::{InferSpec, TrainSpec, UpdateRule};
 use crate::master::{Task, TaskReport};
 use crate::model::Model;
+use crate::pyrunner::{RunnerConfig, RunnerSlot};
 use crate::train::coordinator::{decode, encode};
 use crate::train::exchange::ParamExchange;
 use crate::train::kv_exchange::KvExchange;
@@ -119,17 +124,72 @@ fn leave(ctx: &mut Option<TrainCtx>) {
     }
 }
 
-/// Runs the worker until the scheduler stays unreachable for [`PATIENCE`].
-pub fn run(po: &Arc<Postoffice>) -> Result<(), String> {
+/// A psrs model file loaded for an inference job.
+type Loaded = Option<(JobNum, Model, Vec<f32>)>;
+
+/// Runs one inference task: with the psrs model file (loaded once per job), or in the
+/// Python runner. The error is one line.
+fn infer(
+    slot: &mut RunnerSlot,
+    loaded: &mut Loaded,
+    job: JobNum,
+    spec: &InferSpec,
+    task: &Task,
+    timeout: Duration,
+) -> Result<Finished, String> {
+    let (predictions, rows) = match &spec.model {
+        Some(path) => {
+            if loaded.as_ref().map(|l| l.0) != Some(job) {
+                let (m, p) = crate::model::load(Path::new(path)).map_err(|e| format!("{path}: {e}"))?;
+                *loaded = Some((job, m, p));
+                log::info!("working on job j{job}");
+            }
+            let (_, m, p) = loaded.as_ref().expect("set above");
+            let (preds, report) = predict(m, p, task)?;
+            return Ok(Finished {
+                job,
+                task: task.id,
+                report,
+                predictions: Some(preds),
+                rows: None,
+            });
+        }
+        None => match user_infer::run(slot, job, spec, task, timeout)? {
+            Output::Predictions(p) => (Some(p), None),
+            Output::Rows(r) => (None, Some(r)),
+        },
+    };
+    let mut report = TaskReport::default();
+    if let Some(p) = &predictions {
+        report.examples = p.len() as u64;
+        report.correct = p.iter().filter(|x| x.label == x.class as f32).count() as u64;
+    }
+    if let Some(r) = &rows {
+        report.examples = r.len() as u64;
+    }
+    Ok(Finished {
+        job,
+        task: task.id,
+        report,
+        predictions,
+        rows,
+    })
+}
+
+/// Runs the worker until the scheduler stays unreachable for [`PATIENCE`]; inference
+/// jobs with a user's model run in a Python runner started with `runner`.
+pub fn run(po: &Arc<Postoffice>, runner: RunnerConfig) -> Result<(), String> {
     let app = client(po)?;
     let mut ctx: Option<TrainCtx> = None;
-    let mut loaded: Option<(JobNum, Model, Vec<f32>)> = None;
+    let mut loaded: Loaded = None;
+    let mut slot = RunnerSlot::new(runner);
     let mut finished: Option<Finished> = None;
     loop {
         let resp = call(
             &app,
             &JobsRequest::Next {
                 finished: finished.clone(),
+                ready: slot.loaded(),
             },
             PATIENCE,
         )?;
@@ -155,37 +215,66 @@ pub fn run(po: &Arc<Postoffice>) -> Result<(), String> {
                             task: task.id,
                             report,
                             predictions: None,
+                            rows: None,
                         })
                     }
                     Ok(None) => {
-                        call(&app, &JobsRequest::Failed { job, task: task.id }, PATIENCE)?;
+                        let failed = JobsRequest::Failed {
+                            job,
+                            task: task.id,
+                            error: None,
+                        };
+                        call(&app, &failed, PATIENCE)?;
                     }
                     Err(e) => {
                         log::warn!("job j{job} task {}: {e}", task.id);
                         ctx = None;
-                        call(&app, &JobsRequest::Failed { job, task: task.id }, PATIENCE)?;
+                        let failed = JobsRequest::Failed {
+                            job,
+                            task: task.id,
+                            error: Some(e),
+                        };
+                        call(&app, &failed, PATIENCE)?;
                     }
                 }
             }
-            JobsResponse::Infer { job, model_path, task } => {
-                if loaded.as_ref().map(|l| l.0) != Some(job) {
-                    let (m, p) = crate::model::load(Path::new(&model_path)).map_err(|e| e.to_string())?;
-                    loaded = Some((job, m, p));
-                    log::info!("working on job j{job}");
-                }
-                let (_, m, p) = loaded.as_ref().expect("set above");
-                match predict(m, p, &task) {
-                    Ok((preds, report)) => {
-                        finished = Some(Finished {
+            JobsResponse::Prepare { job, spec } => {
+                let Some(model) = spec.user_model() else { continue };
+                log::info!("job j{job}: loading {} in the Python runner", spec.model_name());
+                let t = std::time::Instant::now();
+                match slot.load(job, &model, Duration::from_millis(spec.task_timeout_ms)) {
+                    Ok(()) => log::info!(
+                        "working on job j{job} (model loaded in {:.1} s)",
+                        t.elapsed().as_secs_f64()
+                    ),
+                    Err(e) => {
+                        log::warn!("job j{job}: the model did not load: {e}");
+                        let failed = JobsRequest::LoadFailed {
                             job,
-                            task: task.id,
-                            report,
-                            predictions: Some(preds),
-                        })
+                            error: e.to_string(),
+                        };
+                        call(&app, &failed, PATIENCE)?;
+                        std::thread::sleep(Duration::from_millis(500));
                     }
+                }
+            }
+            JobsResponse::Infer {
+                job,
+                spec,
+                task,
+                timeout_ms,
+            } => {
+                let timeout = Duration::from_millis(timeout_ms.max(1));
+                match infer(&mut slot, &mut loaded, job, &spec, &task, timeout) {
+                    Ok(f) => finished = Some(f),
                     Err(e) => {
                         log::warn!("job j{job} task {}: {e}", task.id);
-                        call(&app, &JobsRequest::Failed { job, task: task.id }, PATIENCE)?;
+                        let failed = JobsRequest::Failed {
+                            job,
+                            task: task.id,
+                            error: Some(e),
+                        };
+                        call(&app, &failed, PATIENCE)?;
                     }
                 }
             }

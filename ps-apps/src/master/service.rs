@@ -108,6 +108,16 @@ impl Master {
             return Ok(false);
         }
         let chunks = index_dataset(&paths)?;
+        self.report_chunks(paths, chunks)
+    }
+
+    /// [`Master::report_dataset`] with the chunks already made (e.g. one per file of a
+    /// directory dataset): todo is filled with tasks of `chunks_per_task` of them, in
+    /// order. Only the first report is honoured.
+    pub fn report_chunks(&mut self, paths: Vec<String>, chunks: Vec<Chunk>) -> Result<bool, String> {
+        if self.q.dataset.is_some() {
+            return Ok(false);
+        }
         let n = chunks.len();
         let taken = self.change(|q, c| q.report_dataset(paths, chunks, c))?;
         log::info!("dataset: {n} chunks, {} tasks per pass", self.q.template.len());
@@ -196,6 +206,11 @@ impl Master {
     /// [`TaskQueues::fail`]). Returns whether the report was taken (the worker held it).
     pub fn task_failed(&mut self, worker: i32, task: u64) -> Result<bool, String> {
         self.change(|q, c| q.fail(worker, task, c))
+    }
+
+    /// [`Master::task_failed`] with the worker's reason, kept if the task is given up.
+    pub fn task_failed_because(&mut self, worker: i32, task: u64, why: &str) -> Result<bool, String> {
+        self.change(|q, c| q.fail_because(worker, task, why, c))
     }
 
     /// Handles a request from node `worker` at `now_ms`: the whole protocol for the
