@@ -56,11 +56,13 @@ DMLC_PS_VAN_TYPE=tcp PSRS_TEST_SECRET=ci-cluster-secret-0123456789 cargo test $F
 
 # The Python package: built with maturin (from PyPI) into a virtualenv, then its tests
 # (real clusters of Python and Rust nodes) with pytest; "no tests collected" (exit 5)
-# fails like any other failure.
+# fails like any other failure. torch, torchvision, transformers and pillow (PyPI; torch
+# ~2.8 GB with its CUDA libraries, run on CPU) are for the inference jobs' Python runners
+# and the IDunno experiment (scripts/idunno-experiment.sh).
 step "Python package"
 python3 -m venv target/py-venv
 target/py-venv/bin/pip install -q --upgrade pip
-target/py-venv/bin/pip install -q maturin numpy pytest kubernetes-validate
+target/py-venv/bin/pip install -q maturin numpy pytest kubernetes-validate torch torchvision transformers pillow
 # one wheel, installed here and put into the container image below
 rm -rf target/wheels
 target/py-venv/bin/pip wheel -q --no-deps -w target/wheels ./python

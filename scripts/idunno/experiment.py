@@ -154,11 +154,22 @@ class Cluster:
         self.workers.append(p)
         return p
 
+    def respawn_exited(self):
+        """Starts a new worker for each that exited on its own (e.g. declared dead when
+        starved of CPU past the heartbeat timeout); returns how many."""
+        gone = [p for p in self.workers if p.poll() is not None and not getattr(p, "killed", False)]
+        for p in gone:
+            p.killed = True
+            log(f"worker {self.node_id(p)} exited by itself ({p.returncode}): {p.log}; starting another")
+            self.spawn_worker()
+        return len(gone)
+
     def node_id(self, p):
         m = re.search(r"worker\[(\d+)\]@", p.log.read_text(errors="replace"))
         return int(m.group(1)) if m else None
 
     def kill(self, p):
+        p.killed = True
         if p.poll() is None:
             os.kill(p.pid, signal.SIGKILL)
             p.wait()
@@ -249,14 +260,19 @@ def run_mode(args, mode, img, txt):
         until(lambda: all(j and j["seconds_per_query"] for j in both()), "both jobs' rates", 600)
         log(f"{mode}: both jobs measured; settling {args.settle} s")
         time.sleep(args.settle)
+        res["workers_exited_by_themselves"] = c.respawn_exited()
+        until(lambda: len(call(f"{api}/workers") or []) == n, f"{n} workers", 300)
         samples = []
         end = time.monotonic() + args.seconds
         while time.monotonic() < end:
             r, a = both()
             now = time.time() * 1000
+            res["workers_exited_by_themselves"] += c.respawn_exited()
             if r and a and r["state"] == "running" and a["state"] == "running":
                 samples.append({
                     "loadavg": float(open("/proc/loadavg").read().split()[0]),
+                    "t": time.monotonic(),
+                    "done": (r["tasks_done"], a["tasks_done"]),
                     "workers": (r["workers"], a["workers"]),
                     "qps": (r["queries_per_s"], a["queries_per_s"]),
                     "spq": (r["seconds_per_query"], a["seconds_per_query"]),
@@ -286,6 +302,7 @@ def run_mode(args, mode, img, txt):
             kills.append(time.monotonic() - t)
             log(f"{mode}: worker {nid} kill -9 -> requeued + reallocated {kills[-1]:.2f} s")
             c.spawn_worker()
+            until(lambda: c.respawn_exited() or len(call(f"{api}/workers") or []) == n, "the replacement worker", 300)
             until(lambda: len(call(f"{api}/workers") or []) == n, "the replacement worker", 300)
             time.sleep(args.between_kills)
         res["worker_kills_s"] = kills
@@ -327,6 +344,15 @@ def summary(res, n):
     workers = [x["workers"] for x in s]
     spq = [x["spq"] for x in s]
     gaps = [abs(a - b) / max(a, b) * 100 for a, b in (x["qps"] for x in s) if max(a, b) > 0]
+    # the same over 30 s: queries finished between samples 30 s apart
+    gaps30 = []
+    for i, x in enumerate(s):
+        old = [y for y in s[:i] if x["t"] - y["t"] >= 30]
+        if old:
+            y = old[-1]
+            qa, qb = (x["done"][k] - y["done"][k] for k in (0, 1))
+            if max(qa, qb) > 0:
+                gaps30.append(abs(qa - qb) / max(qa, qb) * 100)
     local_ideal = [n * a / (a + b) for a, b in spq if a and b]
     glob = [global_ideal(x["load"], n) for x in s]
     chosen = {}
@@ -342,6 +368,8 @@ def summary(res, n):
         "ideal_global": med(glob),
         "gap_median_pct": med(gaps),
         "gap_max_pct": max(gaps) if gaps else None,
+        "gap30_median_pct": med(gaps30),
+        "gap30_max_pct": max(gaps30) if gaps30 else None,
         "qps": (med([x["qps"][0] for x in s]), med([x["qps"][1] for x in s])),
     }
 
@@ -372,9 +400,11 @@ def report(results, args):
              f"{ch[0]} / {ch[1]} ({s['chosen_share'] * 100:.0f}% of samples)" if ch else "-", "6 / 4"),
             (f"{m}: ideal real-valued split ({'n*S_i/sum S' if m == 'local' else 'equal expected rates'})",
              f"{fmt(ideal)} / {fmt(n - ideal) if ideal is not None else '-'}", "5.77 / 4.23"),
-            (f"{m}: query-rate gap over time, median / max",
+            (f"{m}: query-rate gap over time, median / max (10 s rates)",
              f"{fmt(s['gap_median_pct'], 1)}% / {fmt(s['gap_max_pct'], 1)}% ({len(r['samples'])} samples)",
              "5.6% (mean)"),
+            (f"{m}: the same over 30 s windows, median / max",
+             f"{fmt(s['gap30_median_pct'], 1)}% / {fmt(s['gap30_max_pct'], 1)}%", ""),
             (f"{m}: second job's submission to its first finished query", f"{fmt(r['second_job_s'], 1)} s", "~3 s"),
         ]
     rows += [
@@ -389,6 +419,11 @@ def report(results, args):
     loads = [x["loadavg"] for r in results for x in r["samples"]]
     print(f"load average (1 min) while sampling: median {fmt(med(loads), 1)}, max {fmt(max(loads) if loads else None, 1)} "
           f"on {os.cpu_count()} cores")
+    for r in results:
+        live = [sum(x["workers"]) for x in r["samples"]]
+        print(f"{r['mode']}: workers allocated per sample min {min(live) if live else '-'}; workers that exited "
+              f"by themselves (starved past the heartbeat timeout) and were restarted: "
+              f"{r.get('workers_exited_by_themselves', 0)}")
     for r in results:
         print(f"{r['mode']}: allocations seen (ResNet-50/ALBERT: samples): {r['summary']['allocations']}; "
               f"query rates {fmt(r['summary']['qps'][0], 3)} / {fmt(r['summary']['qps'][1], 3)} q/s")
@@ -411,8 +446,8 @@ def main():
     ap.add_argument("--runner-threads", type=int, default=1)
     ap.add_argument("--realloc-ms", type=int, default=2000)
     ap.add_argument("--task-timeout-ms", type=int, default=600_000)
-    ap.add_argument("--heartbeat-interval", type=float, default=0.25)
-    ap.add_argument("--heartbeat-timeout", type=float, default=2)
+    ap.add_argument("--heartbeat-interval", type=float, default=0.5)
+    ap.add_argument("--heartbeat-timeout", type=float, default=5)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--json", help="write every measurement here")
     args = ap.parse_args()

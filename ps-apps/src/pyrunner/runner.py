@@ -208,7 +208,10 @@ def main():
     os.dup2(2, 1)  # the user's prints go to stderr, never into the protocol
     sys.stdout = sys.stderr
     st = State()
-    write_frame(out, {"ok": True, "pid": os.getpid(), "python": sys.version.split()[0]})
+    try:
+        write_frame(out, {"ok": True, "pid": os.getpid(), "python": sys.version.split()[0]})
+    except OSError:
+        return
     ops = {"load": load, "forward": forward, "call": call}
     while True:
         try:
@@ -229,7 +232,10 @@ def main():
             if h.get("op") == "load":
                 st.unload()
             reply, data = {"ok": False, "error": one_line(e)}, b""
-        write_frame(out, reply, data)
+        try:
+            write_frame(out, reply, data)
+        except OSError:
+            return  # the worker is gone
 
 
 main()
