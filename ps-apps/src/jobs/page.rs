@@ -1,6 +1,7 @@
 //! The cluster's dashboard page: static HTML whose script polls `/jobs`, `/workers`,
 //! `/history` and `/stats.json` every second and draws, without a reload: the jobs
-//! (kind, state, workers, queries per second, tasks, passes, loss, accuracy), charts
+//! (kind, state, workers, queries per second, tasks, passes, loss, accuracy, the error
+//! or a running job's last failed query), charts
 //! over a shared time axis of each job's queries per second and workers and of each
 //! worker's job, charts of each training job's loss and test accuracy per pass, and
 //! events (node deaths, scheduler takeovers, jobs submitted and ended) as marked lines
@@ -95,7 +96,7 @@ async function poll(){
    const p=cell(tr,'');const bar=document.createElement('progress');bar.max=1;bar.value=j.progress;p.appendChild(bar);
    p.appendChild(document.createTextNode(' '+Math.round(j.progress*100)+'%'));
    cell(tr,j.tasks_done+' / '+j.tasks_total);cell(tr,j.passes_done+' / '+j.passes);cell(tr,fix(j.loss,4));
-   cell(tr,fix(j.accuracy,4));cell(tr,j.error||'');tb.appendChild(tr);
+   cell(tr,fix(j.accuracy,4));cell(tr,j.error||(j.last_error?'last: '+j.last_error:''));tb.appendChild(tr);
   }
   const ws=await (await fetch('/workers')).json();
   const wb=document.querySelector('#workers tbody');wb.replaceChildren();
