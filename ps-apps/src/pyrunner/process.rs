@@ -11,8 +11,12 @@ use std::os::unix::process::ExitStatusExt;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// The runner's Python source, run with `python -c`.
+/// The runner's Python source.
 pub const SOURCE: &str = include_str!("runner.py");
+
+/// What `python -c` runs: the source, handed over in the environment (so `ps` shows a
+/// short command line) and taken out of it before the user's code runs.
+const BOOT: &str = "import os; src = os.environ.pop('PSRS_RUNNER_SOURCE'); exec(compile(src, '<psrs runner>', 'exec'))";
 
 /// How a worker starts its runner.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -51,7 +55,8 @@ impl Runner {
     pub fn start(cfg: &RunnerConfig, timeout: Duration) -> Result<Runner, RunnerError> {
         let n = cfg.threads.to_string();
         let mut child = Command::new(&cfg.python)
-            .args(["-u", "-c", SOURCE, "psrs-runner"])
+            .args(["-u", "-c", BOOT, "psrs-runner"])
+            .env("PSRS_RUNNER_SOURCE", SOURCE)
             .env("OMP_NUM_THREADS", &n)
             .env("MKL_NUM_THREADS", &n)
             .env("OPENBLAS_NUM_THREADS", &n)

@@ -39,6 +39,9 @@ def short(inputs):
 def weird(inputs):
     return [{"a": 1}] * len(inputs)
 
+def text(inputs):
+    return "one string"
+
 def hang(inputs):
     time.sleep(600)
 
@@ -123,7 +126,11 @@ fn raising_code_fails_the_request_and_the_runner_stays() {
     let e = s.call(&Inputs::Paths(vec!["a".into()]), T).unwrap_err();
     assert_eq!(e.to_string(), "ValueError: no good");
     assert!(!e.is_fatal());
-    for (name, want) in [("short", "1 outputs for 2 inputs"), ("weird", "output 0 holds a dict")] {
+    for (name, want) in [
+        ("short", "1 outputs for 2 inputs"),
+        ("weird", "output 0 holds a dict"),
+        ("text", "returned a str: it must return a list"),
+    ] {
         s.load(1, &f(d.path(), name), T).unwrap();
         let e = s.call(&Inputs::Paths(vec!["a".into(), "b".into()]), T).unwrap_err();
         assert!(e.to_string().contains(want), "{name}: {e}");

@@ -1,9 +1,10 @@
 """psrs's inference runner: one long-lived Python process per cluster worker.
 
-The worker starts it (`python -c <this file>`), sends requests on its stdin and reads
-replies on the stdout it was started with; whatever the user's code prints goes to
-stderr (the worker's log). A frame is a 4-byte little-endian length of the rest, a
-4-byte little-endian length of a JSON header, the header, then binary data.
+The worker starts it (`python -c`, with this source in PSRS_RUNNER_SOURCE), sends
+requests on its stdin and reads replies on the stdout it was started with; whatever
+the user's code prints goes to stderr (the worker's log). A frame is a 4-byte
+little-endian length of the rest, a 4-byte little-endian length of a JSON header, the
+header, then binary data.
 
 Requests (header "op"):
   load    {job, torch | runner [, pythonpath], threads}: drop the previous job's model,
@@ -71,7 +72,7 @@ class State:
         self.job = None
         self.model = None
         self.fn = None
-        self.module = None
+        self.module = None  # the user's module, when this job's load imported it
         self.path = None
 
     def unload(self):
@@ -111,7 +112,8 @@ def load(st, h):
             st.path = h["pythonpath"]
             sys.path.insert(0, st.path)
         importlib.invalidate_caches()
-        st.module = module
+        if module not in sys.modules:  # a module imported before (torch, the stdlib) is left alone
+            st.module = module
         mod = importlib.import_module(module)
         fn = getattr(mod, name, None)
         if not callable(fn):
@@ -191,8 +193,9 @@ def call(st, h, tail):
             inputs.append(tail[at : at + n])
             at += n
     out = st.fn(inputs)
-    if out is None:
-        raise TypeError("the function returned None: it must return one output per input")
+    if out is None or isinstance(out, (str, bytes, dict)):
+        kind = type(out).__name__
+        raise TypeError(f"the function returned a {kind}: it must return a list, one output per input")
     out = list(out)
     return {"ok": True, "outputs": [fields(v, i) for i, v in enumerate(out)]}, b""
 
