@@ -15,6 +15,11 @@ use crate::train::worker::task_examples;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+/// The least time a runner gets to start and load a job's model (importing torch or
+/// transformers and building a model can take tens of seconds on a busy machine); a
+/// longer task timeout applies to loads too.
+pub const LOAD_TIMEOUT: Duration = Duration::from_secs(120);
+
 /// What a query gave.
 pub enum Output {
     /// A TorchScript model's predictions, one per record.

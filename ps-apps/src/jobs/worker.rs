@@ -242,7 +242,8 @@ pub fn run(po: &Arc<Postoffice>, runner: RunnerConfig) -> Result<(), String> {
                 let Some(model) = spec.user_model() else { continue };
                 log::info!("job j{job}: loading {} in the Python runner", spec.model_name());
                 let t = std::time::Instant::now();
-                match slot.load(job, &model, Duration::from_millis(spec.task_timeout_ms)) {
+                let limit = Duration::from_millis(spec.task_timeout_ms).max(user_infer::LOAD_TIMEOUT);
+                match slot.load(job, &model, limit) {
                     Ok(()) => log::info!(
                         "working on job j{job} (model loaded in {:.1} s)",
                         t.elapsed().as_secs_f64()
