@@ -1,7 +1,8 @@
 //! The runner shell against a real `python3` (no torch needed): outputs of a user's
 //! function, and each way a runner fails — the user's code raising, printing to
 //! stdout, hanging past the deadline, exiting, being killed from outside — with the
-//! runner kept (raise) or replaced (the rest), and a model loaded once per job.
+//! runner kept (raise) or replaced (the rest), a model loaded once per job, and a
+//! runner that ends with the process that started it.
 
 use super::*;
 use std::time::{Duration, Instant};
@@ -194,4 +195,55 @@ fn a_missing_interpreter_is_named() {
     });
     let e = s.load(1, &UserModel::Torch("m.pt".into()), T).unwrap_err();
     assert!(e.to_string().contains("/nonexistent/python"), "{e}");
+}
+
+#[test]
+fn a_runner_ends_with_its_worker() {
+    // a stand-in worker: a shell that starts the runner source and then is killed
+    let d = tempfile::tempdir().unwrap();
+    std::fs::write(d.path().join("usermod.py"), MODULE).unwrap();
+    let mut worker = std::process::Command::new("sh")
+        .args([
+            "-c",
+            "exec 3<&0; python3 -c \"$BOOT\" <&3 & echo $! > \"$DIR/pid\"; exec sleep 600",
+        ])
+        .env(
+            "BOOT",
+            "import os; exec(compile(os.environ['PSRS_RUNNER_SOURCE'], 'r', 'exec'))",
+        )
+        .env("PSRS_RUNNER_SOURCE", process::SOURCE)
+        .env("DIR", d.path())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // held open to the end: the runner must end by its worker's death, not by end of input
+    let _input = worker.stdin.take();
+    let pid_file = d.path().join("pid");
+    let start = Instant::now();
+    let pid = loop {
+        if let Some(p) = std::fs::read_to_string(&pid_file)
+            .ok()
+            .and_then(|s| s.trim().parse::<u32>().ok())
+        {
+            break p;
+        }
+        assert!(start.elapsed() < Duration::from_secs(10), "the runner never started");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    std::thread::sleep(Duration::from_millis(500)); // past its start-up
+    assert!(
+        std::path::Path::new(&format!("/proc/{pid}")).exists(),
+        "the runner runs"
+    );
+    worker.kill().unwrap();
+    worker.wait().unwrap();
+    let gone = Instant::now();
+    while std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z ")) {
+        assert!(
+            gone.elapsed() < Duration::from_secs(10),
+            "the runner outlived its worker"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
 }

@@ -205,7 +205,23 @@ def one_line(e):
     return text.splitlines()[0] if text else type(e).__name__
 
 
+def die_with_the_worker():
+    """Linux: the kernel kills this process when the worker that started it ends (a
+    function busy for an hour would otherwise only notice at its next read)."""
+    parent = os.getppid()
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # the worker ended before the request above
+        os._exit(1)
+
+
 def main():
+    die_with_the_worker()
     inp = sys.stdin.buffer
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # the user's prints go to stderr, never into the protocol
