@@ -88,9 +88,9 @@ struct InferArgs {
     /// The TorchScript model's input width (needed for sparse examples).
     #[arg(long, requires = "torch")]
     dim: Option<usize>,
-    /// A query times out after this many ms at least (retried elsewhere; a runner still
-    /// on it is killed).
-    #[arg(long, default_value_t = 10_000)]
+    /// A query times out after this many ms at least, or four times the job's pace if
+    /// longer (retried elsewhere; a runner still on it is killed).
+    #[arg(long, default_value_t = 60_000)]
     task_timeout_ms: u64,
     /// Failures or timeouts after which a query is given up (the job then fails).
     #[arg(long, default_value_t = 3)]

@@ -1,14 +1,13 @@
 //! The cluster's dashboard page: static HTML whose script polls `/jobs`, `/workers`,
 //! `/history` and `/stats.json` every second and draws, without a reload: the jobs
 //! (kind, state, workers, queries per second, tasks, passes, loss, accuracy, the error
-//! or a running job's last failed query), charts
-//! over a shared time axis of each job's queries per second and workers and of each
-//! worker's job, charts of each training job's loss and test accuracy per pass, and
-//! events (node deaths, scheduler takeovers, jobs submitted and ended) as marked lines
-//! on the time axis. Charts are drawn with uPlot (MIT), embedded in the binary and
-//! served at `/assets/`, so the page needs no internet. The number of points each chart
-//! holds is written into `#chart-points` (JSON) for tests. The single-job statistics
-//! page stays at `/index.html`.
+//! or a running job's last failed query), charts over a shared time axis of each job's
+//! queries per second and workers and of each worker's job, charts of each training
+//! job's loss and test accuracy per pass, and events (node deaths, scheduler takeovers,
+//! jobs submitted and ended) as marked lines on the time axis. Charts are drawn with
+//! uPlot (MIT), embedded in the binary and served at `/assets/`, so the page needs no
+//! internet. The number of points each chart holds is written into `#chart-points`
+//! (JSON) for tests. The single-job statistics page stays at `/index.html`.
 
 /// uPlot's script (`assets/uPlot.iife.min.js`, uPlot 1.6.32, MIT: `assets/uPlot.LICENSE`).
 pub const UPLOT_JS: &str = include_str!("assets/uPlot.iife.min.js");

@@ -195,9 +195,11 @@ pub struct InferSpec {
     /// for sparse examples).
     #[serde(default)]
     pub dim: Option<usize>,
-    /// A query times out after this many ms at least (then it is retried elsewhere,
-    /// and a runner still on it is killed).
-    #[serde(default = "d_task_timeout")]
+    /// A query times out after this many ms at least, or four times the job's pace
+    /// if that is longer (then it is retried elsewhere, and a runner still on it is
+    /// killed). Longer than training's default: a Python model's first queries may be
+    /// slow.
+    #[serde(default = "d_infer_timeout")]
     pub task_timeout_ms: u64,
     /// Failures or timeouts after which a query is given up (the job then fails).
     #[serde(default = "d_retries")]
@@ -206,6 +208,9 @@ pub struct InferSpec {
 
 fn d_infer_batch() -> usize {
     16
+}
+fn d_infer_timeout() -> u64 {
+    60_000
 }
 
 /// Whether `s` is a Python identifier (ASCII letters, digits and `_`, or any other
@@ -575,7 +580,7 @@ mod tests {
                 .unwrap();
         let JobSpec::Infer(i) = s else { panic!() };
         assert!(i.reads_directory());
-        assert_eq!((i.batch, i.task_timeout_ms, i.max_retries), (16, 10_000, 3));
+        assert_eq!((i.batch, i.task_timeout_ms, i.max_retries), (16, 60_000, 3));
         assert_eq!(i.model_name(), "python m:f");
     }
 }
