@@ -62,7 +62,7 @@ DMLC_PS_VAN_TYPE=tcp PSRS_TEST_SECRET=ci-cluster-secret-0123456789 cargo test $F
 step "Python package"
 python3 -m venv target/py-venv
 target/py-venv/bin/pip install -q --upgrade pip
-target/py-venv/bin/pip install -q maturin numpy pytest kubernetes-validate torch torchvision transformers pillow
+target/py-venv/bin/pip install -q --no-cache-dir maturin numpy pytest kubernetes-validate torch torchvision transformers pillow
 # one wheel, installed here and put into the container image below
 rm -rf target/wheels
 target/py-venv/bin/pip wheel -q --no-deps -w target/wheels ./python
