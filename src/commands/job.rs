@@ -196,7 +196,7 @@ pub fn run(a: Args) -> Result<(), String> {
                 Submit::Infer(i) => i.body(),
             };
             let j = request(&token, "POST", &format!("{base}/jobs"), Some(&body.to_string()))?;
-            println!("{}", j["id"].as_str().unwrap_or("?"));
+            emit(j["id"].as_str().unwrap_or("?"));
         }
         Cmd::List => {
             for j in request(&token, "GET", &format!("{base}/jobs"), None)?
@@ -204,24 +204,21 @@ pub fn run(a: Args) -> Result<(), String> {
                 .into_iter()
                 .flatten()
             {
-                println!("{}", line(j));
+                emit(&line(j));
             }
         }
         Cmd::Status { id } => {
             let j = request(&token, "GET", &format!("{base}/jobs/{id}"), None)?;
-            println!("{}", serde_json::to_string_pretty(&j).map_err(|e| e.to_string())?);
+            emit(&serde_json::to_string_pretty(&j).map_err(|e| e.to_string())?);
         }
-        Cmd::Cancel { id } => println!(
-            "{}",
-            line(&request(&token, "DELETE", &format!("{base}/jobs/{id}"), None)?)
-        ),
+        Cmd::Cancel { id } => emit(&line(&request(&token, "DELETE", &format!("{base}/jobs/{id}"), None)?)),
         Cmd::Wait { id, timeout_s } => {
             let start = Instant::now();
             loop {
                 let j = request(&token, "GET", &format!("{base}/jobs/{id}"), None)?;
                 match j["state"].as_str() {
                     Some("done") => {
-                        println!("{}", line(&j));
+                        emit(&line(&j));
                         return Ok(());
                     }
                     Some("failed") | Some("cancelled") => return Err(line(&j)),
@@ -234,4 +231,18 @@ pub fn run(a: Args) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// Writes one line to standard output. A reader that went away (`psrs job list | head`)
+/// ends the command quietly with success, as other Unix tools do, instead of a panic.
+fn emit(text: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = writeln!(out, "{text}").and_then(|()| out.flush()) {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        eprintln!("psrs job: writing to standard output: {e}");
+        std::process::exit(1);
+    }
 }
