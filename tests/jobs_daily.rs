@@ -101,26 +101,45 @@ fn three_jobs_on_four_workers_time_nothing_out_and_log_no_warning() {
         "ended jobs show their run's rate\n{list}"
     );
 
-    // a worker dies holding a task of a running job
-    let last = api.submit(&train_args(train, test, "softmax", "6"));
-    api.until(&c, LIMIT, &last, "progress", |j| j["progress"].as_f64().unwrap() > 0.2);
-    let victim = 1 + 4; // the last worker (scheduler, server, workers 2..=5)
-    let pid = c.procs[victim].pid();
-    c.kill(victim);
-    let killed = Instant::now();
-    c.wait_until("the dead worker's task requeued", |c| {
-        c.procs[0].stderr().contains(" is dead: ")
-    });
-    let requeued_s = killed.elapsed().as_secs_f64();
+    // a worker dies holding a task of a running job. A worker between two tasks (it
+    // reported one and has not asked for the next, or it evaluates a pass) holds none,
+    // so workers are killed one after another until a killed one held a task (at most
+    // three of the four). The job (300 passes, ~20 s on an idle machine) is still
+    // running when each death is known, 5 s after its kill.
+    let last = api.submit(&train_args(train, test, "softmax", "300"));
+    api.until(&c, LIMIT, &last, "progress", |j| j["progress"].as_f64().unwrap() > 0.02);
+    let deaths = |c: &Cluster| -> Vec<u64> {
+        c.procs[0]
+            .stderr()
+            .lines()
+            .filter_map(|l| l.split(" is dead: ").nth(1)?.split(' ').next()?.parse::<u64>().ok())
+            .collect()
+    };
+    let mut requeued = None;
+    for victim in [5, 4, 3] {
+        // scheduler, server, workers 2..=5
+        let pid = c.procs[victim].pid();
+        let before = deaths(&c).len();
+        c.kill(victim);
+        let killed = Instant::now();
+        c.wait_until("the dead worker's death known", |c| deaths(c).len() > before);
+        assert!(
+            api.status(&last)["state"] != "done",
+            "the job ended before a death was known: make it longer\n{}",
+            c.dump()
+        );
+        if deaths(&c)[before] > 0 {
+            requeued = Some((pid, killed.elapsed().as_secs_f64()));
+            break;
+        }
+    }
+    let (pid, requeued_s) = requeued.unwrap_or_else(|| panic!("no killed worker held a task\n{}", c.dump()));
     let j = api.until(&c, LIMIT, &last, "the end", |j| j["state"] == "done");
     let sched = c.procs[0].stderr();
     assert!(!sched.contains("timed out"), "a task timed out\n{}", c.dump());
     // the killed worker's task ran again (it had not finished): handed out once more
     // if it held one when it died
-    let held: u64 = sched
-        .lines()
-        .filter_map(|l| l.split(" is dead: ").nth(1)?.split(' ').next()?.parse::<u64>().ok())
-        .sum();
+    let held: u64 = deaths(&c).iter().sum();
     figures_are_true(&j, held);
     println!("figure: worker (pid {pid}) kill -9 to its task requeued (heartbeat timeout 5 s): {requeued_s:.2} s");
 }

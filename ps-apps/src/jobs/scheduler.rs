@@ -393,7 +393,6 @@ impl JobScheduler {
         self.assignment.remove(&id);
         for (num, a) in self.active.iter_mut() {
             match a.master.worker_dead(id) {
-                Ok(0) => {}
                 Ok(n) => log::warn!("worker {id} is dead: {n} task(s) of job j{num} requeued"),
                 Err(e) => log::error!("job j{num}: cannot requeue the tasks of dead worker {id}: {e}"),
             }
