@@ -46,8 +46,32 @@ pub fn dtype_name(py: Python<'_>, dtype: &Bound<'_, PyAny>) -> PyResult<String> 
     }
 }
 
-/// `obj` as a C-contiguous array of `T`: itself when it is one, else one converted copy.
+/// A CPU torch tensor as a numpy array sharing its memory (`Tensor.numpy()`, after
+/// `detach()`); None if `obj` is not a torch tensor.
+fn torch_as_numpy<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<Option<Bound<'py, PyAny>>> {
+    let ty = obj.get_type();
+    let module: String = ty.module()?.extract()?;
+    if !(module == "torch" || module.starts_with("torch.")) || !obj.hasattr("numpy")? {
+        return Ok(None);
+    }
+    let device: String = obj.getattr("device")?.getattr("type")?.extract()?;
+    if device != "cpu" {
+        return Err(PyValueError::new_err(format!(
+            "{what}: a tensor on {device}; psrs sends CPU tensors (call .cpu())"
+        )));
+    }
+    let t = obj.call_method0("detach")?;
+    match t.call_method0("numpy") {
+        Ok(a) => Ok(Some(a)),
+        Err(e) => Err(PyValueError::new_err(format!("{what}: {e}"))),
+    }
+}
+
+/// `obj` as a C-contiguous array of `T`: itself when it is one (a contiguous CPU torch
+/// tensor of that type: its memory), else one converted copy.
 pub fn contiguous<'py, T: Element>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<Bound<'py, PyArrayDyn<T>>> {
+    let tensor = torch_as_numpy(obj, what)?;
+    let obj = tensor.as_ref().unwrap_or(obj);
     if let Ok(a) = obj.cast::<PyArrayDyn<T>>() {
         if a.is_c_contiguous() {
             return Ok(a.clone());

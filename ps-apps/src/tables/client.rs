@@ -67,6 +67,7 @@ pub struct TableClient {
     /// Per server: the version of the dense values held (from the last pull).
     versions: Vec<u64>,
     idle: IdleNotice,
+    interrupted: Box<dyn Fn() -> bool + Send>,
 }
 
 impl TableClient {
@@ -86,7 +87,14 @@ impl TableClient {
             timeout,
             versions: vec![0; n],
             idle: IdleNotice::default(),
+            interrupted: Box::new(|| false),
         })
+    }
+
+    /// Makes every wait end (with [`ClientError::Cluster`]) as soon as `f` returns
+    /// true; `f` is called every 50 ms while waiting.
+    pub fn set_interrupt(&mut self, f: Box<dyn Fn() -> bool + Send>) {
+        self.interrupted = f;
     }
 
     /// The key layout.
@@ -105,7 +113,7 @@ impl TableClient {
     }
 
     fn run(&self, reqs: &[Outgoing<'_, f32>]) -> Result<Vec<Vec<ServerReply<f32>>>, ClientError> {
-        exchange_all(&self.kv, self.timeout, reqs).map_err(kv_failure)
+        exchange_all(&self.kv, self.timeout, reqs, &*self.interrupted).map_err(kv_failure)
     }
 
     fn declaration(&self, cmd: i32, servers: &[usize], values: &[f32]) -> KvRequest<f32> {
@@ -173,6 +181,9 @@ impl TableClient {
                 .collect();
             if waiting.is_empty() {
                 return Ok(());
+            }
+            if (self.interrupted)() {
+                return Err(ClientError::Cluster("interrupted".into()));
             }
             if start.elapsed() >= patience {
                 return Err(ClientError::Cluster(format!(

@@ -43,7 +43,7 @@ impl KvExchange {
             idempotent,
             make: &make,
         };
-        let mut replies = exchange_all(&self.kv, self.timeout, &[out]).map_err(|e| e.to_string())?;
+        let mut replies = exchange_all(&self.kv, self.timeout, &[out], &|| false).map_err(|e| e.to_string())?;
         Ok(replies.pop().unwrap_or_default())
     }
 

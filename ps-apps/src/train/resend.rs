@@ -49,11 +49,13 @@ struct InFlight {
 
 /// Sends every request, in order, and waits until each is answered, for at most
 /// `timeout` in all (then a [`KvError::Transport`]); the answers in the order of
-/// `reqs`. The first error (a server refusing a request) abandons the others.
+/// `reqs`. The first error (a server refusing a request) abandons the others, and so
+/// does `interrupted()` returning true (checked every 50 ms while waiting).
 pub fn exchange_all<V: Pod + Send + Sync>(
     kv: &KVWorker<V>,
     timeout: Duration,
     reqs: &[Outgoing<'_, V>],
+    interrupted: &dyn Fn() -> bool,
 ) -> Result<Vec<Vec<ServerReply<V>>>, KvError> {
     let start = Instant::now();
     let n = kv.ranges().len();
@@ -89,6 +91,10 @@ pub fn exchange_all<V: Pod + Send + Sync>(
                 }
             }
             continue;
+        }
+        if interrupted() {
+            abandon_all(&flying);
+            return Err(KvError::Transport("interrupted".into()));
         }
         if start.elapsed() >= timeout {
             abandon_all(&flying);
