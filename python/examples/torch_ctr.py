@@ -11,7 +11,8 @@ table), the 13 count features and the embeddings into a small MLP.
 
 Worker 0 prints ``final test auc A best B`` (B: the planted model's own AUC on the
 test rows, the best any model can reach there). Every worker prints its peak memory
-and every server its peak memory and the rows it stores.
+and every server its peak memory and the rows it stores, beside the memory the process
+had before it joined the cluster (Python with torch loaded).
 """
 
 import argparse
@@ -74,7 +75,8 @@ def evaluate(model, path, rows):
     return auc(scores.numpy(), labels.numpy())
 
 
-def work(a, pt):
+def work(a, pt, joined):
+    torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
     emb = pt.Embedding(a.rows, a.dim, optimizer="adagrad", lr=a.emb_lr, init_std=0.01)
     model = CTR(emb, a.hidden)
@@ -90,13 +92,13 @@ def work(a, pt):
             loss = F.binary_cross_entropy_with_logits(out, labels[s:s + a.batch])
             loss.backward()
             opt.step()
-            loss_sum += float(loss) * len(out)
+            loss_sum += loss.item() * len(out)
         task.report(len(labels), loss_sum)
         seen += len(labels)
     secs = time.monotonic() - started
     me = pt.rank()
     print(f"worker {me}: {seen} samples in {secs:.1f} s ({seen / max(secs, 1e-9):.0f} samples/s), "
-          f"peak memory {peak_mib():.0f} MiB", flush=True)
+          f"peak memory {peak_mib():.0f} MiB ({joined:.0f} MiB before it joined)", flush=True)
     if me == 0 and a.test:
         opt.pull()
         got = evaluate(model, a.test, a.rows)
@@ -119,15 +121,18 @@ def main():
     p.add_argument("--lr", type=float, default=0.002, help="Adam's learning rate (the MLP)")
     p.add_argument("--emb-lr", type=float, default=0.05, help="Adagrad's learning rate (the embeddings)")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--threads", type=int, default=1,
+                   help="torch threads per worker (several workers share a machine's cores)")
     a = p.parse_args()
     import psrs.torch as pt
 
+    joined = peak_mib()  # this process before it joined (Python, torch, numpy loaded)
     if pt.init(epochs=a.epochs, chunks_per_task=1):
-        work(a, pt)
+        work(a, pt, joined)
     elif "version" in pt.server_stats():
         st = pt.server_stats()
         print(f"server {st['rank']}: {st['stored_rows'][0]} rows stored, version {st['version']}, "
-              f"peak memory {peak_mib():.0f} MiB", flush=True)
+              f"peak memory {peak_mib():.0f} MiB ({joined:.0f} MiB before it joined)", flush=True)
 
 
 if __name__ == "__main__":

@@ -11,8 +11,11 @@ servers keep the parameters and run SGD with momentum, the workers train on the 
 
 Worker 0 prints ``final test accuracy A`` once the job is complete. ``--single`` trains
 the same model the same way in one plain PyTorch process (``torch.optim.SGD``, no
-cluster): with N sync workers each version averages N minibatches of ``--batch``, so
-the single process takes minibatches of N x ``--batch`` (``--workers N``, default 2).
+cluster): with N sync workers each version averages N minibatches of ``--batch``, one
+from each of N tasks trained side by side, so the single process takes the data in
+groups of N consecutive tasks of ``--task-size`` records (the ``--per-chunk`` of the
+conversion) and steps on N minibatches at once, one from each (``--workers N``,
+default 2).
 """
 
 import argparse
@@ -32,10 +35,10 @@ class CNN(nn.Module):
 
     def __init__(self):
         super().__init__()
-        self.conv1 = nn.Conv2d(1, 16, 5, padding=2)
-        self.conv2 = nn.Conv2d(16, 32, 5, padding=2)
-        self.fc1 = nn.Linear(32 * 7 * 7, 128)
-        self.fc2 = nn.Linear(128, 10)
+        self.conv1 = nn.Conv2d(1, 8, 5, padding=2)
+        self.conv2 = nn.Conv2d(8, 16, 5, padding=2)
+        self.fc1 = nn.Linear(16 * 7 * 7, 64)
+        self.fc2 = nn.Linear(64, 10)
 
     def forward(self, x):
         x = F.max_pool2d(F.relu(self.conv1(x.reshape(-1, 1, 28, 28))), 2)
@@ -58,7 +61,7 @@ def train_batch(model, opt, xb, yb):
     loss = F.cross_entropy(out, yb)
     loss.backward()
     opt.step()
-    return float(loss) * len(yb), int((out.argmax(1) == yb).sum())
+    return loss.item() * len(yb), int((out.argmax(1) == yb).sum())
 
 
 def accuracy(model, path):
@@ -76,22 +79,29 @@ def peak_mib():
 
 def single(a):
     """One plain PyTorch process: the same model, optimizer and passes."""
+    torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
     model = CNN()
     opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=a.momentum)
     x, y = psrs.read_records(a.train)
-    y = labels_of(y)
+    x, y = torch.from_numpy(x), torch.from_numpy(labels_of(y))
+    group = a.task_size * a.workers
     started, seen = time.monotonic(), 0
     for _ in range(a.epochs):
-        for xb, yb in batches(x, y, a.batch * a.workers):
-            train_batch(model, opt, xb, yb)
-            seen += len(yb)
+        for g in range(0, len(y), group):
+            tasks = [range(t, min(t + a.task_size, len(y))) for t in range(g, min(g + group, len(y)), a.task_size)]
+            for s in range(0, a.task_size, a.batch):
+                idx = torch.cat([torch.arange(t.start + s, min(t.start + s + a.batch, t.stop))
+                                 for t in tasks if t.start + s < t.stop])
+                train_batch(model, opt, x[idx], y[idx])
+                seen += len(idx)
     secs = time.monotonic() - started
     print(f"single process: {seen} samples in {secs:.1f} s ({seen / secs:.0f} samples/s)", flush=True)
     print(f"final test accuracy {accuracy(model, a.test):.4f}", flush=True)
 
 
 def work(a, pt):
+    torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)  # worker 0's initial values are the ones trained
     model = CNN()
     opt = pt.DistributedOptimizer(model, optimizer="sgd", lr=a.lr, momentum=a.momentum, mode=a.mode,
@@ -127,11 +137,15 @@ def main():
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--momentum", type=float, default=0.9)
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--threads", type=int, default=1,
+                   help="torch threads per process (several workers share a machine's cores; more "
+                        "threads than free cores make torch's spinning threads wait on each other)")
     p.add_argument("--single", action="store_true", help="train in this one process, without psrs")
     p.add_argument("--workers", type=int, default=2, help="--single: the sync workers it stands for")
+    p.add_argument("--task-size", type=int, default=1000, help="--single: records per task (chunk)")
     a = p.parse_args()
-    if a.batch <= 0 or a.epochs <= 0 or not a.lr > 0 or a.workers <= 0:
-        sys.exit("--batch, --epochs, --lr and --workers must be above 0")
+    if a.batch <= 0 or a.epochs <= 0 or not a.lr > 0 or a.workers <= 0 or a.task_size <= 0:
+        sys.exit("--batch, --epochs, --lr, --workers and --task-size must be above 0")
     if a.single:
         if len(a.train) != 1 or not a.test:
             sys.exit("--single takes one --train file and a --test file")

@@ -11,6 +11,17 @@ use ps_core::kv::SArray;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use std::ops::{AddAssign, Mul, SubAssign};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Inputs converted (copied) on their way out since the process started.
+static CONVERSIONS: AtomicU64 = AtomicU64::new(0);
+
+/// How many inputs were converted (copied) because they were not C-contiguous arrays
+/// or tensors of the needed type: 0 more after a push shows it went without a copy.
+#[pyfunction]
+pub fn _conversions() -> u64 {
+    CONVERSIONS.load(Ordering::Relaxed)
+}
 
 /// A value type a KV worker or server can carry.
 pub trait Elem: Element + bytemuck::Pod + Send + Sync + AddAssign + SubAssign + Mul<Output = Self> + 'static {
@@ -48,7 +59,7 @@ pub fn dtype_name(py: Python<'_>, dtype: &Bound<'_, PyAny>) -> PyResult<String> 
 
 /// A CPU torch tensor as a numpy array sharing its memory (`Tensor.numpy()`, after
 /// `detach()`); None if `obj` is not a torch tensor.
-fn torch_as_numpy<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<Option<Bound<'py, PyAny>>> {
+pub fn torch_as_numpy<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<Option<Bound<'py, PyAny>>> {
     let ty = obj.get_type();
     let module: String = ty.module()?.extract()?;
     if !(module == "torch" || module.starts_with("torch.")) || !obj.hasattr("numpy")? {
@@ -78,6 +89,7 @@ pub fn contiguous<'py, T: Element>(obj: &Bound<'py, PyAny>, what: &str) -> PyRes
         }
     }
     let py = obj.py();
+    CONVERSIONS.fetch_add(1, Ordering::Relaxed);
     let conv = py
         .import("numpy")?
         .call_method1("ascontiguousarray", (obj, numpy::dtype::<T>(py)))

@@ -39,6 +39,7 @@ fn _psrs(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(node::server_key_ranges, m)?)?;
     m.add_function(wrap_pyfunction!(records::read_records, m)?)?;
     m.add_function(wrap_pyfunction!(serve::serve, m)?)?;
+    m.add_function(wrap_pyfunction!(arrays::_conversions, m)?)?;
     m.add_class::<worker::KVWorker>()?;
     m.add_class::<server::KVServer>()?;
     m.add_class::<server::ReqMeta>()?;

@@ -113,6 +113,19 @@ def test_sync_training_equals_plain_pytorch_on_the_mean_gradients(cluster_factor
     assert sum(stored) == len(r0["emb_ids"]), f"only the trained rows are stored: {stored}"
 
 
+def test_torch_tensors_go_to_the_wire_without_a_copy(cluster_factory):
+    c = cluster_factory(2, 1, limit=90)
+    node = py("torch_kv_node.py")
+    c.start(node, node, node)
+    c.assert_ok()
+    out = c.role("worker")[0].stdout()
+    assert "torch kv ok" in out, c.logs()
+    for line in ["contiguous float32: no copy", "requires_grad: no copy", "a contiguous slice: no copy",
+                 "strided: converted once", "float64: converted once"]:
+        assert line in out, out
+    assert re.search(r"^refused: .*BFloat16", out, re.M), out
+
+
 def test_a_model_that_differs_between_workers_is_named(cluster_factory):
     c = cluster_factory(1, 2, limit=90)
     node = py("torch_node.py", "--scenario", "mismatch")
