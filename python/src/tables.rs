@@ -50,8 +50,9 @@ struct Inner {
 }
 
 impl Inner {
-    /// Runs `op`; a server that holds no model (replaced, nothing to restore) gets the
-    /// model again from this worker's current dense values, and `op` is retried.
+    /// Runs `op` (a lookup: idempotent); a server that holds no model (replaced,
+    /// nothing to restore) gets the model again from this worker's current dense
+    /// values, and `op` is retried.
     fn with_redeclare<T>(
         &mut self,
         mut op: impl FnMut(&mut TableClient, &mut [f32]) -> Result<T, ClientError>,
@@ -309,7 +310,11 @@ impl Tables {
 
     /// Pulls the servers' current dense values into the values array.
     fn pull(&self, py: Python<'_>) -> PyResult<()> {
-        self.call(py, |g| g.with_redeclare(|c, vals| c.pull_dense(vals)))
+        self.call(py, |g| {
+            // Safety: the array is alive (held by `g`) and its caller is blocked
+            let vals = unsafe { g.values.slice() };
+            g.client.pull_dense(vals)
+        })
     }
 
     /// Looks up the rows `ids` (unique int64 row ids) of table `table`: returns
@@ -385,7 +390,9 @@ impl Tables {
                     dim: *dim,
                 })
                 .collect();
-            g.with_redeclare(|c, vals| c.step(dense.clone(), &rows, &send, vals))
+            // Safety: the array is alive (held by `g`) and its caller is blocked
+            let vals = unsafe { g.values.slice() };
+            g.client.step(dense, &rows, &send, vals)
         })?;
         Ok(out.accepted)
     }

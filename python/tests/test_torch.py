@@ -38,7 +38,7 @@ def result(node):
 
 
 def close(a, b, what, tol=1e-5):
-    a, b = torch.tensor(a, dtype=torch.float64), torch.tensor(b, dtype=torch.float64)
+    a, b = torch.as_tensor(a, dtype=torch.float64), torch.as_tensor(b, dtype=torch.float64)
     assert a.shape == b.shape, f"{what}: shapes {a.shape} {b.shape}"
     assert torch.allclose(a, b, atol=tol, rtol=tol), f"{what}: {a.tolist()} != {b.tolist()}"
 
@@ -202,7 +202,7 @@ def test_a_worker_killed_mid_step_loses_nothing(cluster_factory, small_dataset, 
         assert started - mine <= theirs, f"{where}: the victim's unfinished task was trained by the survivor"
 
 
-def replay(cluster_factory, tmp_path, name, env=None, kill=None):
+def replay(cluster_factory, tmp_path, name, env=None, kill=None, checkpoints=True):
     """One worker trains the replay scenario on 2 servers; `kill(c, node)` (returning
     the node it killed) runs while the worker pauses after step 6, then the worker
     resumes. Its final values, and the cluster."""
@@ -210,7 +210,7 @@ def replay(cluster_factory, tmp_path, name, env=None, kill=None):
     work = tmp_path / f"{name}-work"
     c = cluster_factory(2, 1, limit=120, env=dict(FAST, PS_VERBOSE="1", **(env or {})))
     node = py("torch_node.py", "--scenario", "replay", "--mode", "async", "--steps", "12", "--pause-at", "6",
-              "--resume", str(resume), "--work-dir", str(work))
+              "--resume", str(resume), *(["--work-dir", str(work)] if checkpoints else []))
     c.start(node, node, node)
     (w,) = c.role("worker")
     c.wait_until(lambda: "paused" in w.stdout(), "the pause")
@@ -249,3 +249,9 @@ def test_a_killed_server_goes_on_with_its_optimizer_state(cluster_factory, tmp_p
         got, c = replay(cluster_factory, tmp_path, name, env, kill)
         assert got["w"] == base["w"], f"{name}: dense values {got['w']} != {base['w']}\n{c.logs()}"
         assert got["rows"] == base["rows"], f"{name}: rows differ\n{c.logs()}"
+    # no replica, no checkpoint: the replacement gets the model again from the worker
+    # (its dense values as they were; the optimizer state and its rows start over)
+    got, c = replay(cluster_factory, tmp_path, "nothing", {}, replace("started"), checkpoints=False)
+    assert "hold no model: declaring it again from this worker's values" in c.logs(), c.logs()
+    # step 7 reached the replacement before it held the model: dropped; 8 to 12 taken
+    assert got["w"] != base["w"] and sorted(got["versions"]) == [5, 12], got

@@ -11,7 +11,7 @@ use super::shard::dense_block;
 use super::spec::ModelSpec;
 use super::wire::{
     encode_declaration, CMD_DECLARE, CMD_DENSE, CMD_IDLE, CMD_JOIN, CMD_ROWS, CMD_STEP, STATUS_NOT_YET,
-    STATUS_REJECTED, STATUS_UNDECLARED,
+    STATUS_UNDECLARED,
 };
 use crate::train::resend::{exchange_all, IdleNotice, Outgoing};
 use crate::train::shard::Mode;
@@ -22,8 +22,9 @@ use std::time::{Duration, Instant};
 /// Why a table request failed.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum ClientError {
-    /// These servers hold no model (a replacement with nothing to restore): declare it
-    /// to them again ([`TableClient::redeclare`]) and retry.
+    /// These servers hold no model (a replacement with nothing to restore): a lookup
+    /// fails with this; declare the model to them again ([`TableClient::redeclare`])
+    /// and look up again. (Steps and pulls declare it again themselves.)
     #[error("servers {0:?} hold no model")]
     Undeclared(Vec<usize>),
     /// A server refused the request (bad input, another model): its reason.
@@ -224,10 +225,15 @@ impl TableClient {
     }
 
     /// Copies the dense answers into `out` (all the dense values) and notes each
-    /// server's version.
-    fn take_dense(&mut self, replies: &[ServerReply<f32>], out: &mut [f32]) -> Result<(), ClientError> {
-        Self::undeclared(replies)?;
+    /// server's version; the servers that hold no model (their blocks of `out` are
+    /// left as they were).
+    fn take_dense(&mut self, replies: &[ServerReply<f32>], out: &mut [f32]) -> Result<Vec<usize>, ClientError> {
+        let mut undeclared = Vec::new();
         for r in replies {
+            if r.status == STATUS_UNDECLARED {
+                undeclared.push(r.rank);
+                continue;
+            }
             let block = self.blocks[r.rank].clone();
             if r.data.vals.len() != block.len() {
                 return Err(ClientError::Cluster(format!(
@@ -240,7 +246,39 @@ impl TableClient {
             out[block].copy_from_slice(&r.data.vals);
             self.versions[r.rank] = r.version;
         }
-        Ok(())
+        Ok(undeclared)
+    }
+
+    /// Servers replaced with nothing to restore: declares the model to them again
+    /// with this worker's values of their blocks (in `out`), and pulls what they then
+    /// hold (the same model declared meanwhile by another worker keeps its values).
+    fn recover(&mut self, mut servers: Vec<usize>, out: &mut [f32]) -> Result<(), ClientError> {
+        servers.sort_unstable();
+        servers.dedup();
+        if servers.is_empty() {
+            return Ok(());
+        }
+        log::warn!("servers {servers:?} hold no model: declaring it again from this worker's values");
+        self.redeclare(&servers, out)?;
+        let n = self.space.num_servers();
+        let after = vec![None; n];
+        let make = || {
+            let mut req = self.dense_request(&after);
+            req.only = (0..n).map(|s| servers.contains(&s)).collect();
+            req
+        };
+        let replies = self.run(&[Outgoing {
+            idempotent: true,
+            make: &make,
+        }])?;
+        let still = self.take_dense(&replies[0], out)?;
+        if still.is_empty() {
+            Ok(())
+        } else {
+            Err(ClientError::Cluster(format!(
+                "servers {still:?} hold no model right after it was declared to them"
+            )))
+        }
     }
 
     /// Pulls every dense value into `out` (the servers' current values).
@@ -252,7 +290,8 @@ impl TableClient {
             idempotent: true,
             make: &make,
         }])?;
-        self.take_dense(&replies[0], out)
+        let undeclared = self.take_dense(&replies[0], out)?;
+        self.recover(undeclared, out)
     }
 
     fn check_len(&self, n: usize) -> Result<(), ClientError> {
@@ -324,7 +363,9 @@ impl TableClient {
     /// each tagged with the version its values came from, then pulls the new dense
     /// values into `out`. Under sync, a server that took the gradients answers the pull
     /// once that version is applied. A server that rejected them (the model moved on)
-    /// answers with its current values: see [`StepOutcome::rejected`].
+    /// answers with its current values: see [`StepOutcome::rejected`]. A server that
+    /// holds no model (replaced, nothing to restore) drops them too, and gets the
+    /// model again from this worker's values ([`TableClient::redeclare`]).
     pub fn step(
         &mut self,
         dense: SArray<f32>,
@@ -359,12 +400,16 @@ impl TableClient {
                 make: &pull,
             },
         ])?;
-        Self::undeclared(&replies[0])?;
         let mut accepted = vec![true; n];
+        let mut undeclared = Vec::new();
         for r in &replies[0] {
-            accepted[r.rank] = r.status != STATUS_REJECTED;
+            accepted[r.rank] = r.status == 0;
+            if r.status == STATUS_UNDECLARED {
+                undeclared.push(r.rank);
+            }
         }
-        self.take_dense(&replies[1], out)?;
+        undeclared.extend(self.take_dense(&replies[1], out)?);
+        self.recover(undeclared, out)?;
         Ok(StepOutcome { accepted })
     }
 
