@@ -187,6 +187,13 @@ fn values_array<'py>(obj: &Bound<'py, PyAny>, len: u64) -> PyResult<Bound<'py, P
     Ok(a.clone())
 }
 
+/// A lookup's answer: the rows' keys (sorted), where each id's row is, the rows.
+type Lookup<'py> = (
+    Bound<'py, PyArray1<u64>>,
+    Bound<'py, PyArray1<i64>>,
+    Bound<'py, PyArray2<f32>>,
+);
+
 /// A worker's connection to the parameter tables of one model.
 #[pyclass(frozen, module = "psrs._psrs")]
 pub struct Tables {
@@ -320,16 +327,7 @@ impl Tables {
     /// Looks up the rows `ids` (unique int64 row ids) of table `table`: returns
     /// `(keys, order, rows)`: the rows' keys (sorted), where each id's row is
     /// (`rows[order[i]]` is row `ids[i]`), and the rows (float32, one per key).
-    fn lookup<'py>(
-        &self,
-        py: Python<'py>,
-        table: usize,
-        ids: &Bound<'py, PyAny>,
-    ) -> PyResult<(
-        Bound<'py, PyArray1<u64>>,
-        Bound<'py, PyArray1<i64>>,
-        Bound<'py, PyArray2<f32>>,
-    )> {
+    fn lookup<'py>(&self, py: Python<'py>, table: usize, ids: &Bound<'py, PyAny>) -> PyResult<Lookup<'py>> {
         let dim = *self
             .dims
             .get(table)

@@ -10,12 +10,9 @@
 
 Fails (never skips) when torch or Fashion-MNIST is missing."""
 
-import os
 import re
-import signal
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -25,43 +22,14 @@ except ImportError as e:
     pytest.fail(f"the torch package is not installed ({e}): pip install torch (scripts/test.sh installs it)",
                 pytrace=False)
 
-from cluster import ROOT, psrs_bin
+from cluster import ROOT, fashion_mnist, psrs_bin, run_logged
 
-DATA = Path("/usr/share/datasets/fashion-mnist")
 EXAMPLES = ROOT / "python" / "examples"
 LIMIT = 900  # seconds per run (a loaded machine)
 
 
-def convert_idx(dir, split):
-    if not (DATA / f"{split}-images-idx3-ubyte.gz").exists():
-        pytest.fail(f"{DATA} is absent: apt-get install dataset-fashion-mnist (scripts/install-deps.sh does)")
-    out = dir / f"{split}.rio"
-    subprocess.run(
-        [psrs_bin(), "convert", "--format", "idx", "--per-chunk", "1000",
-         "--input", str(DATA / f"{split}-images-idx3-ubyte.gz"),
-         "--labels", str(DATA / f"{split}-labels-idx1-ubyte.gz"), "--out", str(out)],
-        check=True, capture_output=True,
-    )
-    return str(out)
-
-
 def run(dir, name, cmd, cluster=True):
-    """Runs `scripts/local.sh 2 2 CMD` (or CMD alone); its output, after checking it
-    exited 0. local.sh kills every node it started when it ends or times out."""
-    log = dir / f"{name}.log"
-    env = dict(os.environ, PSRS_TIMEOUT=str(LIMIT), PYTHONUNBUFFERED="1")
-    full = [str(ROOT / "scripts" / "local.sh"), "2", "2", *cmd] if cluster else cmd
-    with open(log, "wb") as f:
-        p = subprocess.Popen(full, env=env, cwd=dir, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        try:
-            rc = p.wait(timeout=LIMIT + 30)
-        except subprocess.TimeoutExpired:
-            p.send_signal(signal.SIGTERM)
-            p.wait(timeout=30)
-            rc = "killed"
-    out = log.read_text(errors="replace")
-    assert rc == 0, f"{name}: exited {rc}\n{out[-6000:]}"
-    return out
+    return run_logged(dir, name, cmd, LIMIT, cluster)
 
 
 def number(pattern, out, name):
@@ -71,7 +39,7 @@ def number(pattern, out, name):
 
 
 def test_fashion_mnist_cnn_sync_matches_one_process(tmp_path):
-    train, test = convert_idx(tmp_path, "train"), convert_idx(tmp_path, "t10k")
+    train, test = fashion_mnist(tmp_path, "train"), fashion_mnist(tmp_path, "t10k")
     # 2 passes at a learning rate that leaves the last steps small: one run's accuracy
     # then moves about half a point with the order the tasks are trained in
     ex = [sys.executable, str(EXAMPLES / "torch_fashion_mnist.py"), "--train", train, "--test", test,

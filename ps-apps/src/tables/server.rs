@@ -15,6 +15,7 @@ use super::wire::{
 };
 use crate::train::checkpoint;
 use crate::train::shard::PushOutcome;
+use crate::train::versions::Versioned;
 use bincode::Options;
 use bytes::Bytes;
 use parking_lot::Mutex;

@@ -5,14 +5,12 @@
 //! nothing. No sockets, no clock.
 
 use super::keys::{KeyOf, KeySpace};
-use super::optim::Optimizer;
 use super::sparse::SparseTable;
 use super::spec::ModelSpec;
 use crate::train::layout::Layout;
 use crate::train::shard::PushOutcome;
-use crate::train::versions::{Admit, Versions};
+use crate::train::versions::{Admit, Versioned, Versions};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeSet;
 
 /// The dense block of one range and its optimizer state.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -182,43 +180,6 @@ impl TableShard {
         })
     }
 
-    /// Sets the workers declared dead; true if that completed the current version.
-    pub fn set_dead_workers(&mut self, dead: &BTreeSet<i32>, now_ms: u64) -> bool {
-        self.rule.set_dead_workers(dead);
-        self.maybe_apply(now_ms)
-    }
-
-    /// `worker` holds no task; true if that completed the current version.
-    pub fn set_idle(&mut self, worker: i32, now_ms: u64) -> bool {
-        self.rule.set_idle(worker);
-        self.maybe_apply(now_ms)
-    }
-
-    /// Applies a sync version whose timeout passed; true if the version moved.
-    pub fn tick(&mut self, now_ms: u64) -> bool {
-        self.maybe_apply(now_ms)
-    }
-
-    fn maybe_apply(&mut self, now_ms: u64) -> bool {
-        let Some(n) = self.rule.due(now_ms) else {
-            return false;
-        };
-        let scale = 1.0 / n as f32;
-        if self.dense_pending {
-            let d = &mut self.dense;
-            self.spec
-                .dense_optimizer
-                .apply(&mut d.values, &d.accum, scale, &mut d.state, &mut d.steps);
-            d.accum.fill(0.0);
-            self.dense_pending = false;
-        }
-        for t in &mut self.tables {
-            t.apply_pending(scale);
-        }
-        self.rule.advance();
-        true
-    }
-
     /// The values of the rows `keys` (all of one width) in key order.
     pub fn rows(&self, space: &KeySpace, keys: &[u64]) -> Result<Vec<f32>, String> {
         let mut out = Vec::new();
@@ -248,10 +209,26 @@ impl TableShard {
         }
         Ok(out)
     }
+}
 
-    /// The optimizer of the dense block.
-    pub fn dense_optimizer(&self) -> Optimizer {
-        self.spec.dense_optimizer
+impl Versioned for TableShard {
+    fn rule_mut(&mut self) -> &mut Versions {
+        &mut self.rule
+    }
+
+    fn apply_collected(&mut self, n: usize) {
+        let scale = 1.0 / n as f32;
+        if self.dense_pending {
+            let d = &mut self.dense;
+            self.spec
+                .dense_optimizer
+                .apply(&mut d.values, &d.accum, scale, &mut d.state, &mut d.steps);
+            d.accum.fill(0.0);
+            self.dense_pending = false;
+        }
+        for t in &mut self.tables {
+            t.apply_pending(scale);
+        }
     }
 }
 

@@ -1,6 +1,7 @@
 //! Tests of a model's range on a server.
 
 use super::*;
+use crate::tables::optim::Optimizer;
 use crate::tables::spec::tests::spec;
 use crate::train::shard::Mode;
 
@@ -97,7 +98,9 @@ fn a_malformed_push_changes_nothing() {
     let mine = ks.row_key(0, row_on(&ks, 0, 0));
     // in range 0, but the row hashes to server 1
     let theirs = dk + 1 + row_on(&ks, 1, 0);
-    let cases: Vec<(Vec<u64>, Vec<i32>, Vec<f32>, &str)> = vec![
+    // keys, lengths, values, what the refusal says
+    type Case = (Vec<u64>, Vec<i32>, Vec<f32>, &'static str);
+    let cases: Vec<Case> = vec![
         (vec![dk], vec![], vec![1.0; 4], "key"),
         (vec![dk, mine], vec![5, 4], vec![1.0; 8], "fewer"),
         (vec![dk, mine], vec![5, 3], vec![1.0; 8], "3 values, 4 expected"),

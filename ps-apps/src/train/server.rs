@@ -10,6 +10,7 @@ use super::checkpoint;
 use super::kv_exchange::{CMD_IDLE, STATUS_REJECTED};
 use super::layout::Layout;
 use super::shard::{Mode, PushOutcome, Sgd, Shard};
+use super::versions::Versioned;
 use parking_lot::Mutex;
 use ps_core::kv::replication::Chain;
 use ps_core::kv::{KVMeta, KVPairs, KVResponder, KVServer, KvError, SArray};

@@ -3,9 +3,8 @@
 //! by the rule of [`Versions`] (sync, async or bounded staleness). No sockets, no
 //! clock: time comes in as milliseconds, so the rules are unit-tested exactly.
 
-use super::versions::{Admit, Versions};
+use super::versions::{Admit, Versioned, Versions};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeSet;
 
 /// The update rule.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -110,20 +109,6 @@ impl Shard {
         self.params.is_empty()
     }
 
-    /// Sets the workers declared dead ([`Versions::set_dead_workers`]). Returns true if
-    /// that completed the current version.
-    pub fn set_dead_workers(&mut self, dead: &BTreeSet<i32>, now_ms: u64) -> bool {
-        self.rule.set_dead_workers(dead);
-        self.maybe_apply(now_ms)
-    }
-
-    /// `worker` holds no task ([`Versions::set_idle`]). Returns true if that completed
-    /// the current version.
-    pub fn set_idle(&mut self, worker: i32, now_ms: u64) -> bool {
-        self.rule.set_idle(worker);
-        self.maybe_apply(now_ms)
-    }
-
     /// A push from `worker` computed on `version`: gradient values `vals` for key
     /// offsets `offsets` (relative to `begin`, any order; `None` = every key in order).
     pub fn push(
@@ -156,40 +141,6 @@ impl Shard {
         })
     }
 
-    /// Applies a sync version whose timeout passed; true if the version moved.
-    pub fn tick(&mut self, now_ms: u64) -> bool {
-        self.maybe_apply(now_ms)
-    }
-
-    fn maybe_apply(&mut self, now_ms: u64) -> bool {
-        let Some(n) = self.rule.due(now_ms) else {
-            return false;
-        };
-        self.apply(n);
-        self.rule.advance();
-        true
-    }
-
-    fn apply(&mut self, n: usize) {
-        let scale = 1.0 / n as f32;
-        let Sgd {
-            lr,
-            momentum,
-            weight_decay,
-        } = self.sgd;
-        for i in 0..self.params.len() {
-            let g = self.accum[i] * scale + weight_decay * self.params[i];
-            let step = if momentum != 0.0 {
-                self.velocity[i] = momentum * self.velocity[i] + g;
-                self.velocity[i]
-            } else {
-                g
-            };
-            self.params[i] -= lr * step;
-            self.accum[i] = 0.0;
-        }
-    }
-
     /// True if a pull that wants a version newer than `after` must wait
     /// ([`Versions::pull_must_wait`]).
     pub fn pull_must_wait(&self, after: Option<u64>) -> bool {
@@ -209,6 +160,32 @@ impl Shard {
                         .ok_or(PushError::KeyOutOfRange(k + self.begin))
                 })
                 .collect(),
+        }
+    }
+}
+
+impl Versioned for Shard {
+    fn rule_mut(&mut self) -> &mut Versions {
+        &mut self.rule
+    }
+
+    fn apply_collected(&mut self, n: usize) {
+        let scale = 1.0 / n as f32;
+        let Sgd {
+            lr,
+            momentum,
+            weight_decay,
+        } = self.sgd;
+        for i in 0..self.params.len() {
+            let g = self.accum[i] * scale + weight_decay * self.params[i];
+            let step = if momentum != 0.0 {
+                self.velocity[i] = momentum * self.velocity[i] + g;
+                self.velocity[i]
+            } else {
+                g
+            };
+            self.params[i] -= lr * step;
+            self.accum[i] = 0.0;
         }
     }
 }

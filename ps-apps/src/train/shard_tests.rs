@@ -1,6 +1,7 @@
 //! Tests of the shard rules.
 
 use super::*;
+use crate::train::versions::Versioned;
 use std::collections::BTreeSet;
 
 const SGD: Sgd = Sgd {

@@ -183,3 +183,46 @@ impl Versions {
         matches!(self.mode, Mode::Sync { .. }) && after == Some(self.version)
     }
 }
+
+/// A shard that moves from version to version by a [`Versions`] rule: the rule's events
+/// (a dead or idle worker, time passing), each followed by applying the version they
+/// completed. `psrs train`'s shards and `psrs.torch`'s tables implement the two
+/// required methods.
+pub trait Versioned {
+    /// The shard's rule.
+    fn rule_mut(&mut self) -> &mut Versions;
+
+    /// Applies the mean of the gradients collected from `n` workers (the caller then
+    /// starts the next version).
+    fn apply_collected(&mut self, n: usize);
+
+    /// Applies the collected gradients if the rule says they are due; true if the
+    /// version moved.
+    fn maybe_apply(&mut self, now_ms: u64) -> bool {
+        let Some(n) = self.rule_mut().due(now_ms) else {
+            return false;
+        };
+        self.apply_collected(n);
+        self.rule_mut().advance();
+        true
+    }
+
+    /// Sets the workers declared dead ([`Versions::set_dead_workers`]); true if that
+    /// completed the current version.
+    fn set_dead_workers(&mut self, dead: &BTreeSet<i32>, now_ms: u64) -> bool {
+        self.rule_mut().set_dead_workers(dead);
+        self.maybe_apply(now_ms)
+    }
+
+    /// `worker` holds no task ([`Versions::set_idle`]); true if that completed the
+    /// current version.
+    fn set_idle(&mut self, worker: i32, now_ms: u64) -> bool {
+        self.rule_mut().set_idle(worker);
+        self.maybe_apply(now_ms)
+    }
+
+    /// Applies a sync version whose timeout passed; true if the version moved.
+    fn tick(&mut self, now_ms: u64) -> bool {
+        self.maybe_apply(now_ms)
+    }
+}
