@@ -253,5 +253,12 @@ def test_a_killed_server_goes_on_with_its_optimizer_state(cluster_factory, tmp_p
     # (its dense values as they were; the optimizer state and its rows start over)
     got, c = replay(cluster_factory, tmp_path, "nothing", {}, replace("started"), checkpoints=False)
     assert "hold no model: declaring it again from this worker's values" in c.logs(), c.logs()
-    # step 7 reached the replacement before it held the model: dropped; 8 to 12 taken
-    assert got["w"] != base["w"] and sorted(got["versions"]) == [5, 12], got
+    # The replacement's rank decides whether step 7 is taken: rank 0 holds none of
+    # step 7's rows, so its push reaches the replacement before it holds the model and
+    # is dropped (versions 8 to 12 taken); rank 1 holds rows 3 and 17, whose lookup
+    # before the step finds it empty and declares the model, so step 7's push is taken.
+    m = re.search(r"^server (\d+) version (\d+)", c.nodes[-1].stdout(), re.M)
+    assert m, f"the replacement printed no version\n{c.logs()}"
+    rank = int(m.group(1))
+    assert got["w"] != base["w"], got
+    assert got["versions"][rank] == {0: 5, 1: 6}[rank] and got["versions"][1 - rank] == 12, (rank, got)
