@@ -57,8 +57,8 @@ DMLC_PS_VAN_TYPE=tcp PSRS_TEST_SECRET=ci-cluster-secret-0123456789 cargo test $F
 # The Python package: built with maturin (from PyPI) into a virtualenv, then its tests
 # (real clusters of Python and Rust nodes) with pytest; "no tests collected" (exit 5)
 # fails like any other failure. torch, torchvision, transformers and pillow (PyPI; torch
-# ~2.8 GB with its CUDA libraries, run on CPU) are for the inference jobs' Python runners
-# and the IDunno experiment (scripts/idunno-experiment.sh).
+# ~2.8 GB with its CUDA libraries, run on CPU) are for psrs.torch, the inference jobs'
+# Python runners and the IDunno experiment (scripts/idunno-experiment.sh).
 step "Python package"
 python3 -m venv target/py-venv
 target/py-venv/bin/pip install -q --upgrade pip

@@ -15,6 +15,7 @@ pub mod pyrunner;
 pub mod recordio;
 pub mod stats;
 pub mod storage;
+pub mod tables;
 pub mod train;
 
 #[cfg(test)]

@@ -226,3 +226,66 @@ class RustBench:
         """Pushes ``vals`` of ``keys`` (mode "push") or pulls ``keys`` ("pull"),
         ``inflight`` requests outstanding, for ``seconds``, without the GIL;
         ``(requests completed, seconds taken)``."""
+
+def serve(
+    epochs: int = 1,
+    chunks_per_task: int = 1,
+    task_timeout_ms: int = 10000,
+    max_retries: int = 3,
+    work_dir: Union[str, PathLike[str], None] = None,
+    checkpoint_every: int = 20,
+    stats_addr: Optional[str] = None,
+) -> Optional[dict]:
+    """What ``psrs.torch.init()`` does after start(): on a worker returns None at once;
+    on the scheduler serves the master's tasks (as :class:`Master`), on a server the
+    parameter tables (checkpoints in ``work_dir/checkpoints`` every
+    ``checkpoint_every`` versions), until every node finalized; then returns a dict
+    (a server's: ``rank``, ``version``, ``stored_rows`` per table)."""
+
+class Tables:
+    """A worker's connection to the parameter tables of one model (psrs.torch's
+    DistributedOptimizer drives it): the flattened dense ``values`` (a C-contiguous,
+    writeable float32 array that pulls write into), the dense ``params`` as (name,
+    shape), their ``optimizer`` settings (a dict: ``name`` "sgd" / "adagrad" / "adam",
+    ``lr``, ``momentum``, ``weight_decay``, ``betas``, ``eps``,
+    ``initial_accumulator_value``), the update ``mode`` ("sync", "async", "bounded"
+    with ``staleness``; sync applies a version without a live worker's gradient
+    ``sync_timeout_ms`` after its first one), the embedding ``tables`` (dicts:
+    ``name``, ``rows``, ``dim``, ``optimizer``, ``init_std``, ``seed``). A request not
+    answered within ``timeout`` seconds raises Error. Waits release the GIL; Ctrl-C
+    raises KeyboardInterrupt."""
+
+    def __init__(
+        self,
+        values: npt.NDArray[np.float32],
+        params: Sequence[Tuple[str, Sequence[int]]],
+        optimizer: dict,
+        mode: str = "sync",
+        staleness: int = 4,
+        sync_timeout_ms: int = 10000,
+        tables: Sequence[dict] = ...,
+        timeout: float = 120.0,
+        app_id: int = 0,
+    ) -> None:
+        """Needs start() on a worker. ValueError for bad settings."""
+    def declare(self) -> None:
+        """Declares the model to every server with the current values (worker 0's
+        initial values). ValueError if a server holds another model."""
+    def join(self, patience: float = 120.0) -> None:
+        """Waits until the model is declared; ValueError naming how this worker's
+        model differs from the declared one."""
+    def pull(self) -> None:
+        """Pulls the servers' current dense values into ``values``."""
+    def lookup(self, table: int, ids: npt.NDArray[np.int64]) -> Tuple[npt.NDArray[np.uint64], npt.NDArray[np.int64], npt.NDArray[np.float32]]:
+        """Rows ``ids`` (unique) of table ``table``: ``(keys, order, rows)``, the keys
+        sorted, ``rows[order[i]]`` being row ``ids[i]``."""
+    def step(self, dense_grad: _Vals, rows: Sequence[Tuple[int, _Keys, _Vals]] = ..., send: Optional[Sequence[bool]] = None) -> list[bool]:
+        """Pushes the dense gradient and the rows' ``(table, keys, grads)`` to the
+        servers (those ``send`` names), then pulls the new dense values (under sync
+        once the version pushed to is applied); per server whether it took them."""
+    def idle(self) -> None:
+        """Tells the servers this worker holds no task (sync versions stop waiting
+        for it until its next step)."""
+    @property
+    def versions(self) -> list[int]:
+        """Per server: the version of the dense values last pulled."""

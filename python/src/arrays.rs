@@ -11,6 +11,17 @@ use ps_core::kv::SArray;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use std::ops::{AddAssign, Mul, SubAssign};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Inputs converted (copied) on their way out since the process started.
+static CONVERSIONS: AtomicU64 = AtomicU64::new(0);
+
+/// How many inputs were converted (copied) because they were not C-contiguous arrays
+/// or tensors of the needed type: 0 more after a push shows it went without a copy.
+#[pyfunction]
+pub fn _conversions() -> u64 {
+    CONVERSIONS.load(Ordering::Relaxed)
+}
 
 /// A value type a KV worker or server can carry.
 pub trait Elem: Element + bytemuck::Pod + Send + Sync + AddAssign + SubAssign + Mul<Output = Self> + 'static {
@@ -46,14 +57,39 @@ pub fn dtype_name(py: Python<'_>, dtype: &Bound<'_, PyAny>) -> PyResult<String> 
     }
 }
 
-/// `obj` as a C-contiguous array of `T`: itself when it is one, else one converted copy.
+/// A CPU torch tensor as a numpy array sharing its memory (`Tensor.numpy()`, after
+/// `detach()`); None if `obj` is not a torch tensor.
+pub fn torch_as_numpy<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<Option<Bound<'py, PyAny>>> {
+    let ty = obj.get_type();
+    let module: String = ty.module()?.extract()?;
+    if !(module == "torch" || module.starts_with("torch.")) || !obj.hasattr("numpy")? {
+        return Ok(None);
+    }
+    let device: String = obj.getattr("device")?.getattr("type")?.extract()?;
+    if device != "cpu" {
+        return Err(PyValueError::new_err(format!(
+            "{what}: a tensor on {device}; psrs sends CPU tensors (call .cpu())"
+        )));
+    }
+    let t = obj.call_method0("detach")?;
+    match t.call_method0("numpy") {
+        Ok(a) => Ok(Some(a)),
+        Err(e) => Err(PyValueError::new_err(format!("{what}: {e}"))),
+    }
+}
+
+/// `obj` as a C-contiguous array of `T`: itself when it is one (a contiguous CPU torch
+/// tensor of that type: its memory), else one converted copy.
 pub fn contiguous<'py, T: Element>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<Bound<'py, PyArrayDyn<T>>> {
+    let tensor = torch_as_numpy(obj, what)?;
+    let obj = tensor.as_ref().unwrap_or(obj);
     if let Ok(a) = obj.cast::<PyArrayDyn<T>>() {
         if a.is_c_contiguous() {
             return Ok(a.clone());
         }
     }
     let py = obj.py();
+    CONVERSIONS.fetch_add(1, Ordering::Relaxed);
     let conv = py
         .import("numpy")?
         .call_method1("ascontiguousarray", (obj, numpy::dtype::<T>(py)))

@@ -1,17 +1,20 @@
 //! The native module `psrs._psrs` of the Python package `psrs`: this process as a node
 //! of a psrs cluster (joined from the DMLC_* variables), KV workers and servers over
-//! numpy arrays, and the master's tasks. psrs/__init__.py re-exports it with the
+//! numpy arrays, the master's tasks, and the parameter tables of `psrs.torch`. psrs/__init__.py re-exports it with the
 //! `tasks()` generator; psrs/_psrs.pyi has the signatures and docs.
 
 mod arrays;
 mod bench;
 mod errors;
+mod idle;
 mod interrupt;
 mod master;
 mod node;
 mod records;
 mod replies;
+mod serve;
 mod server;
+mod tables;
 mod tasks;
 mod worker;
 
@@ -35,6 +38,8 @@ fn _psrs(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(node::is_recovery, m)?)?;
     m.add_function(wrap_pyfunction!(node::server_key_ranges, m)?)?;
     m.add_function(wrap_pyfunction!(records::read_records, m)?)?;
+    m.add_function(wrap_pyfunction!(serve::serve, m)?)?;
+    m.add_function(wrap_pyfunction!(arrays::_conversions, m)?)?;
     m.add_class::<worker::KVWorker>()?;
     m.add_class::<server::KVServer>()?;
     m.add_class::<server::ReqMeta>()?;
@@ -42,5 +47,6 @@ fn _psrs(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<tasks::TaskClient>()?;
     m.add_class::<master::Master>()?;
     m.add_class::<bench::RustBench>()?;
+    m.add_class::<tables::Tables>()?;
     Ok(())
 }

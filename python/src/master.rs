@@ -11,6 +11,35 @@ use ps_core::Role;
 use pyo3::prelude::*;
 use std::path::PathBuf;
 
+/// Starts the master on this (scheduler) node: its state in `work_dir/master.state`
+/// (a restarted scheduler resumes it) or in memory, statistics on `stats_addr`.
+pub fn coordinator(
+    py: Python<'_>,
+    cfg: MasterConfig,
+    work_dir: Option<PathBuf>,
+    stats_addr: Option<String>,
+    job: &str,
+) -> PyResult<Coordinator> {
+    let po = postoffice()?;
+    if po.role() != Role::Scheduler {
+        return Err(cluster_err("the master runs on the scheduler node"));
+    }
+    cfg.validate().map_err(pyo3::exceptions::PyValueError::new_err)?;
+    let store: Box<dyn Store> = match &work_dir {
+        Some(d) => {
+            std::fs::create_dir_all(d).map_err(|e| cluster_err(format!("{}: {e}", d.display())))?;
+            Box::new(FileStore::new(d.join("master.state")))
+        }
+        None => Box::new(MemStore::default()),
+    };
+    let job = job.to_string();
+    py.detach(move || {
+        let m = RsMaster::new(cfg, store, 0)?;
+        Coordinator::start(&po, m, stats_addr.as_deref(), job)
+    })
+    .map_err(cluster_err)
+}
+
 /// The master, served on this (scheduler) node until `close()` or the node finalizes.
 #[pyclass(frozen, module = "psrs._psrs")]
 pub struct Master {
@@ -33,10 +62,6 @@ impl Master {
         work_dir: Option<PathBuf>,
         stats_addr: Option<String>,
     ) -> PyResult<Master> {
-        let po = postoffice()?;
-        if po.role() != Role::Scheduler {
-            return Err(cluster_err("the master runs on the scheduler node"));
-        }
         let cfg = MasterConfig {
             chunks_per_task,
             num_epochs: epochs,
@@ -44,20 +69,7 @@ impl Master {
             timeout_floor_ms: task_timeout_ms,
             max_retries,
         };
-        cfg.validate().map_err(pyo3::exceptions::PyValueError::new_err)?;
-        let store: Box<dyn Store> = match &work_dir {
-            Some(d) => {
-                std::fs::create_dir_all(d).map_err(|e| cluster_err(format!("{}: {e}", d.display())))?;
-                Box::new(FileStore::new(d.join("master.state")))
-            }
-            None => Box::new(MemStore::default()),
-        };
-        let c = py
-            .detach(move || {
-                let m = RsMaster::new(cfg, store, 0)?;
-                Coordinator::start(&po, m, stats_addr.as_deref(), "python job".into())
-            })
-            .map_err(cluster_err)?;
+        let c = coordinator(py, cfg, work_dir, stats_addr, "python job")?;
         Ok(Master {
             inner: Mutex::new(Some(c)),
         })

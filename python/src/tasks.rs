@@ -141,8 +141,16 @@ impl TaskClient {
                         report: TaskReport::default(),
                     }))
                 }
-                MasterResponse::NoMoreTasks => return Ok(None),
-                MasterResponse::Wait => pause(py, Duration::from_millis(50))?,
+                MasterResponse::NoMoreTasks => {
+                    // the job is over for this worker: sync versions must not wait for it
+                    py.detach(crate::idle::notify);
+                    return Ok(None);
+                }
+                MasterResponse::Wait => {
+                    // nothing to train until the others finish the pass
+                    py.detach(crate::idle::notify);
+                    pause(py, Duration::from_millis(50))?
+                }
                 MasterResponse::Error(e) => {
                     log::warn!("master: {e}; asking again");
                     pause(py, Duration::from_millis(200))?;

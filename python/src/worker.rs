@@ -60,6 +60,9 @@ fn out_array<V: Elem>(out: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Py<PyAr
     let Some(o) = out.filter(|o| !o.is_none()) else {
         return Ok(None);
     };
+    // a torch tensor: its memory, as a numpy array
+    let tensor = arrays::torch_as_numpy(o, "out")?;
+    let o = tensor.as_ref().unwrap_or(o);
     let a = o
         .cast::<PyArrayDyn<V>>()
         .map_err(|_| PyValueError::new_err(format!("out: a numpy array of dtype {} is needed", V::NAME)))?;

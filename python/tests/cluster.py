@@ -13,8 +13,11 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
+FASHION_MNIST = Path("/usr/share/datasets/fashion-mnist")
 
 
 def psrs_bin() -> str:
@@ -155,3 +158,43 @@ class Cluster:
     def assert_ok(self, nodes=None):
         codes = self.wait(nodes)
         assert all(c == 0 for c in codes), f"exit codes {codes}\n{self.logs()}"
+
+
+def fashion_mnist(dir, split) -> str:
+    """Fashion-MNIST's `split` ("train" or "t10k") converted to RecordIO in `dir`, 1000
+    records per chunk; fails (never skips) when the dataset is not installed."""
+    images = FASHION_MNIST / f"{split}-images-idx3-ubyte.gz"
+    if not images.exists():
+        pytest.fail(f"{FASHION_MNIST} is absent: apt-get install dataset-fashion-mnist "
+                    "(scripts/install-deps.sh does)")
+    out = Path(dir) / f"{split}.rio"
+    subprocess.run(
+        [psrs_bin(), "convert", "--format", "idx", "--per-chunk", "1000", "--input", str(images),
+         "--labels", str(FASHION_MNIST / f"{split}-labels-idx1-ubyte.gz"), "--out", str(out)],
+        check=True, capture_output=True,
+    )
+    return str(out)
+
+
+def run_logged(dir, name, cmd, limit, cluster=True) -> str:
+    """Runs `scripts/local.sh 2 2 CMD` (which kills every node it started when it ends
+    or times out), or with `cluster=False` CMD alone, for at most `limit` seconds; its
+    output (also in DIR/NAME.log), after checking it exited 0."""
+    log = Path(dir) / f"{name}.log"
+    env = dict(os.environ, PSRS_TIMEOUT=str(limit), PYTHONUNBUFFERED="1")
+    full = [str(ROOT / "scripts" / "local.sh"), "2", "2", *cmd] if cluster else list(cmd)
+    with open(log, "wb") as f:
+        p = subprocess.Popen(full, env=env, cwd=dir, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        try:
+            rc = p.wait(timeout=limit + 30)
+        except subprocess.TimeoutExpired:
+            p.send_signal(signal.SIGTERM)  # local.sh kills its nodes by pid
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+            rc = "killed"
+    out = log.read_text(errors="replace")
+    assert rc == 0, f"{name}: exited {rc}\n{out[-6000:]}"
+    return out

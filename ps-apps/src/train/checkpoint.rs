@@ -1,9 +1,13 @@
 //! Server checkpoints: a shard (parameters, version, optimizer state) saved
 //! atomically with a magic header and CRC, and loaded back by a replacement server.
+//! `psrs train`'s shards and `psrs.torch`'s tables ([`save_file`], [`load_file`]) use
+//! the same file format.
 
 use super::shard::Shard;
 use crate::fsutil::write_atomic;
 use bincode::Options;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
 use std::path::{Path, PathBuf};
 
 const MAGIC: &[u8; 8] = b"PSRSCKP1";
@@ -16,22 +20,31 @@ pub fn path(dir: &Path, rank: usize) -> PathBuf {
 
 /// Saves `shard` for server `rank` in `dir`.
 pub fn save(dir: &Path, rank: usize, shard: &Shard) -> Result<(), String> {
-    let body = bincode::DefaultOptions::new()
-        .serialize(shard)
-        .map_err(|e| format!("cannot encode checkpoint: {e}"))?;
-    let mut out = Vec::with_capacity(body.len() + 12);
-    out.extend_from_slice(MAGIC);
-    out.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
-    out.extend_from_slice(&body);
-    let p = path(dir, rank);
-    write_atomic(&p, &out).map_err(|e| format!("cannot write checkpoint {}: {e}", p.display()))
+    save_file(&path(dir, rank), shard)
 }
 
 /// Loads server `rank`'s checkpoint from `dir`: `Ok(None)` if there is none, an error
 /// naming the file if it is corrupt.
 pub fn load(dir: &Path, rank: usize) -> Result<Option<Shard>, String> {
-    let p = path(dir, rank);
-    let bytes = match std::fs::read(&p) {
+    load_file(&path(dir, rank))
+}
+
+/// Saves `value` to the checkpoint file `p` (written atomically).
+pub fn save_file<T: Serialize>(p: &Path, value: &T) -> Result<(), String> {
+    let body = bincode::DefaultOptions::new()
+        .serialize(value)
+        .map_err(|e| format!("cannot encode checkpoint: {e}"))?;
+    let mut out = Vec::with_capacity(body.len() + 12);
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
+    out.extend_from_slice(&body);
+    write_atomic(p, &out).map_err(|e| format!("cannot write checkpoint {}: {e}", p.display()))
+}
+
+/// Loads the checkpoint file `p`: `Ok(None)` if there is none, an error naming the
+/// file if it is corrupt.
+pub fn load_file<T: DeserializeOwned>(p: &Path) -> Result<Option<T>, String> {
+    let bytes = match std::fs::read(p) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(format!("cannot read checkpoint {}: {e}", p.display())),
@@ -71,7 +84,7 @@ mod tests {
         save(dir.path(), 0, &s).unwrap();
         let back = load(dir.path(), 0).unwrap().unwrap();
         assert_eq!(
-            (back.version, back.params.clone(), back.begin),
+            (back.version(), back.params.clone(), back.begin),
             (1, s.params.clone(), 10)
         );
         let p = path(dir.path(), 0);

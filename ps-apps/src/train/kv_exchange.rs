@@ -4,14 +4,9 @@
 
 use super::exchange::{ParamExchange, Pulled, ShardReply};
 use super::layout::Layout;
+use super::resend::{exchange_all, IdleNotice, Outgoing};
 use ps_core::kv::{KVPairs, KVWorker, KvRequest, SArray, ServerReply};
-use std::time::{Duration, Instant};
-
-/// How long a pull waits for an answer before it is sent again.
-const ATTEMPT: Duration = Duration::from_secs(3);
-
-/// How often a waiting request checks whether a server was replaced.
-const POLL: Duration = Duration::from_millis(50);
+use std::time::Duration;
 
 /// Push response status: the gradient was rejected (stale version).
 pub const STATUS_REJECTED: i32 = 1;
@@ -26,10 +21,7 @@ pub struct KvExchange {
     layout: Layout,
     all_keys: SArray<u64>,
     timeout: Duration,
-    /// The server incarnations the last idle notice went to (None: none since the
-    /// last push), so a notice is sent once per idle spell, and again to a replaced
-    /// server.
-    idle_sent: Option<Vec<u64>>,
+    idle: IdleNotice,
 }
 
 impl KvExchange {
@@ -41,55 +33,18 @@ impl KvExchange {
             layout,
             all_keys,
             timeout,
-            idle_sent: None,
+            idle: IdleNotice::default(),
         }
     }
 
-    /// Per server rank: the incarnation of the process holding its id (0 if unknown).
-    fn server_incarnations(&self) -> Vec<u64> {
-        let mut inc = vec![0; self.num_shards()];
-        for n in self.kv.postoffice().nodes() {
-            let is_server = ps_core::node::id_role(n.id) == Some(ps_core::Role::Server);
-            if let Some(r) = ps_core::node::id_to_rank(n.id).filter(|_| is_server) {
-                if let Some(slot) = inc.get_mut(r) {
-                    *slot = n.incarnation;
-                }
-            }
-        }
-        inc
-    }
-
-    /// Sends the request `make` builds until it is answered, for at most the timeout.
-    /// It is sent again when a server was replaced since it was sent (the dead one may
-    /// have acknowledged it and never answered), and, if `idempotent` (a pull), also
-    /// after [`ATTEMPT`] without an answer; a push is not, as a slow server would then
-    /// apply it twice.
+    /// Sends the request `make` builds until it is answered ([`exchange_all`]).
     fn exchange(&self, idempotent: bool, make: impl Fn() -> KvRequest<f32>) -> Result<Vec<ServerReply<f32>>, String> {
-        let start = Instant::now();
-        loop {
-            let servers = self.server_incarnations();
-            let sent = Instant::now();
-            let ts = self.kv.request(make(), None).map_err(|e| e.to_string())?;
-            loop {
-                if let Some(r) = self.kv.try_wait(ts, POLL) {
-                    return r.map_err(|e| e.to_string());
-                }
-                if start.elapsed() >= self.timeout {
-                    self.kv.abandon(ts);
-                    return Err(format!(
-                        "the servers did not answer request {ts} within {:?}",
-                        self.timeout
-                    ));
-                }
-                let replaced = self.server_incarnations() != servers;
-                if replaced || (idempotent && sent.elapsed() >= ATTEMPT) {
-                    let why = if replaced { "a server was replaced" } else { "no answer" };
-                    log::warn!("request {ts}: {why} after {:?}; sending it again", sent.elapsed());
-                    self.kv.abandon(ts);
-                    break;
-                }
-            }
-        }
+        let out = Outgoing {
+            idempotent,
+            make: &make,
+        };
+        let mut replies = exchange_all(&self.kv, self.timeout, &[out], &|| false).map_err(|e| e.to_string())?;
+        Ok(replies.pop().unwrap_or_default())
     }
 
     fn keys_for(&self, keys: Option<&[u64]>) -> SArray<u64> {
@@ -133,7 +88,7 @@ impl ParamExchange for KvExchange {
         versions: &[u64],
         send: &[bool],
     ) -> Result<Vec<ShardReply>, String> {
-        self.idle_sent = None;
+        self.idle.end();
         let kvs = KVPairs {
             keys: self.keys_for(keys),
             vals: SArray::copy_from(grads),
@@ -158,19 +113,8 @@ impl ParamExchange for KvExchange {
         Ok(out)
     }
 
-    /// Sends the idle notice to every server, without waiting for the answers (a dead
-    /// server must not hold the worker); only once per idle spell, unless a server was
-    /// replaced since (the replacement does not know).
+    /// Sends the idle notice ([`IdleNotice`]).
     fn idle(&mut self) -> Result<(), String> {
-        let servers = self.server_incarnations();
-        if self.idle_sent.as_ref() == Some(&servers) {
-            return Ok(());
-        }
-        let mut req = KvRequest::new(KVPairs::<f32>::default(), CMD_IDLE, false, false);
-        req.only = vec![true; self.num_shards()];
-        let ts = self.kv.request(req, None).map_err(|e| e.to_string())?;
-        self.kv.abandon(ts);
-        self.idle_sent = Some(servers);
-        Ok(())
+        self.idle.send(&self.kv, CMD_IDLE)
     }
 }

@@ -11,6 +11,8 @@ pub mod master_client;
 pub mod minibatch;
 pub mod pacer;
 mod range_copy;
+pub mod resend;
 pub mod server;
 pub mod shard;
+pub mod versions;
 pub mod worker;

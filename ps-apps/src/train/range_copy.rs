@@ -30,7 +30,7 @@ impl RangeCopy for ShardCopy {
         let Some(rs) = st.ranges.get(&range) else {
             return Bytes::new();
         };
-        let copy = (&rs.shard, rs.shard.idle_workers());
+        let copy = (&rs.shard, rs.shard.rule.idle_workers());
         Bytes::from(codec().serialize(&copy).expect("a shard always serializes"))
     }
 
@@ -52,8 +52,8 @@ impl RangeCopy for ShardCopy {
                 rs.shard.begin
             ));
         }
-        shard.set_idle_workers(idle);
-        rs.last_checkpoint = shard.version;
+        shard.rule.set_idle_workers(idle);
+        rs.last_checkpoint = shard.version();
         rs.shard = shard;
         Ok(())
     }

@@ -10,6 +10,7 @@ use super::checkpoint;
 use super::kv_exchange::{CMD_IDLE, STATUS_REJECTED};
 use super::layout::Layout;
 use super::shard::{Mode, PushOutcome, Sgd, Shard};
+use super::versions::Versioned;
 use parking_lot::Mutex;
 use ps_core::kv::replication::Chain;
 use ps_core::kv::{KVMeta, KVPairs, KVResponder, KVServer, KvError, SArray};
@@ -78,7 +79,7 @@ fn answer_pull(resp: &KVResponder, rs: &RangeState, meta: &KVMeta, keys: SArray<
                 vals: vals.into(),
                 lens: SArray::empty(),
             };
-            if let Err(e) = resp.response_with(meta, &res, 0, rs.shard.version) {
+            if let Err(e) = resp.response_with(meta, &res, 0, rs.shard.version()) {
                 log::warn!("pull answer to {} not sent: {e}", meta.sender);
             }
         }
@@ -95,9 +96,9 @@ fn after_apply(resp: Option<&KVResponder>, rs: &mut RangeState, opts: &ServerOpt
         }
     }
     if let (Some(dir), true) = (&opts.checkpoint_dir, r == rank) {
-        if rs.shard.version >= rs.last_checkpoint + opts.checkpoint_every {
+        if rs.shard.version() >= rs.last_checkpoint + opts.checkpoint_every {
             match checkpoint::save(dir, rank, &rs.shard) {
-                Ok(()) => rs.last_checkpoint = rs.shard.version,
+                Ok(()) => rs.last_checkpoint = rs.shard.version(),
                 Err(e) => log::error!("{e}"),
             }
         }
@@ -127,8 +128,8 @@ impl TrainServer {
             };
             let shard = match restored {
                 Some(mut s) => {
-                    log::info!("server {rank}: restored version {} from its checkpoint", s.version);
-                    s.mode = opts.mode;
+                    log::info!("server {rank}: restored version {} from its checkpoint", s.version());
+                    s.rule.mode = opts.mode;
                     s
                 }
                 None => Shard::new(
@@ -139,7 +140,7 @@ impl TrainServer {
                     po.num_workers(),
                 ),
             };
-            let last_checkpoint = shard.version;
+            let last_checkpoint = shard.version();
             let rs = RangeState {
                 shard,
                 held: Vec::new(),
@@ -206,7 +207,7 @@ impl TrainServer {
                             return;
                         }
                     };
-                    if let Err(e) = resp.response_with(meta, &KVPairs::<f32>::default(), status, rs.shard.version) {
+                    if let Err(e) = resp.response_with(meta, &KVPairs::<f32>::default(), status, rs.shard.version()) {
                         log::warn!("push answer to {} not sent: {e}", meta.sender);
                     }
                     if applied {
@@ -240,14 +241,14 @@ impl TrainServer {
                     let mut guard = st.lock();
                     let st = &mut *guard;
                     for (&r, rs) in st.ranges.iter_mut() {
-                        if let (Some(q), Mode::Sync { timeout_ms, .. }) = (&opts.quorum, rs.shard.mode) {
+                        if let (Some(q), Mode::Sync { timeout_ms, .. }) = (&opts.quorum, rs.shard.rule.mode) {
                             let grads_per_version = q.load(Ordering::Relaxed).max(1);
-                            rs.shard.mode = Mode::Sync {
+                            rs.shard.rule.mode = Mode::Sync {
                                 grads_per_version,
                                 timeout_ms,
                             };
                         }
-                        rs.shard.set_num_workers(workers);
+                        rs.shard.rule.set_num_workers(workers);
                         let applied = rs.shard.set_dead_workers(&dead, now) | rs.shard.tick(now);
                         if applied {
                             after_apply(st.responder.as_ref(), rs, &opts, r, rank);
@@ -271,7 +272,7 @@ impl TrainServer {
             .lock()
             .ranges
             .get(&self.rank)
-            .map_or(0, |rs| rs.shard.version)
+            .map_or(0, |rs| rs.shard.version())
     }
 }
 

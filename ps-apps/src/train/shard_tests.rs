@@ -1,6 +1,7 @@
 //! Tests of the shard rules.
 
 use super::*;
+use crate::train::versions::Versioned;
 use std::collections::BTreeSet;
 
 const SGD: Sgd = Sgd {
@@ -39,7 +40,7 @@ fn sync_applies_the_average_once_enough_workers_pushed() {
         s.push(11, 0, None, &[3.0, 3.0, 3.0], 2),
         Ok(PushOutcome::Accepted { applied: true })
     );
-    assert_eq!(s.version, 1);
+    assert_eq!(s.version(), 1);
     // mean gradient 2.0, lr 0.5
     assert_eq!(s.params, vec![0.0, 1.0, 2.0]);
     assert!(!s.pull_must_wait(Some(0)));
@@ -57,7 +58,7 @@ fn sync_timeout_applies_partial_versions() {
     assert!(!s.tick(149));
     assert!(s.tick(150));
     assert_eq!(s.params, vec![1.0, 1.0, 3.0]);
-    assert_eq!(s.version, 1);
+    assert_eq!(s.version(), 1);
     assert!(!s.tick(1000), "nothing pending");
 }
 
@@ -70,26 +71,26 @@ fn a_dead_workers_gradient_is_not_waited_for() {
     let mut s = sync(3, 0);
     s.push(9, 0, None, &[1.0; 3], 0).unwrap();
     s.push(11, 0, None, &[1.0; 3], 0).unwrap();
-    assert_eq!(s.version, 0);
+    assert_eq!(s.version(), 0);
     assert!(s.set_dead_workers(&dead(&[13]), 10));
-    assert_eq!(s.version, 1);
+    assert_eq!(s.version(), 1);
     // the next version needs the two live workers
     s.push(9, 1, None, &[1.0; 3], 11).unwrap();
-    assert_eq!(s.version, 1);
+    assert_eq!(s.version(), 1);
     s.push(11, 1, None, &[1.0; 3], 12).unwrap();
-    assert_eq!(s.version, 2);
+    assert_eq!(s.version(), 2);
     // a replacement took id 13: not waited for while it starts up...
     assert!(!s.set_dead_workers(&dead(&[]), 13));
-    assert!(s.is_idle(13));
+    assert!(s.rule.is_idle(13));
     s.push(9, 2, None, &[1.0; 3], 14).unwrap();
     s.push(11, 2, None, &[1.0; 3], 14).unwrap();
-    assert_eq!(s.version, 3);
+    assert_eq!(s.version(), 3);
     // ...but from its first push on
     s.push(13, 3, None, &[1.0; 3], 15).unwrap();
     s.push(9, 3, None, &[1.0; 3], 15).unwrap();
-    assert_eq!(s.version, 3);
+    assert_eq!(s.version(), 3);
     s.push(11, 3, None, &[1.0; 3], 16).unwrap();
-    assert_eq!(s.version, 4);
+    assert_eq!(s.version(), 4);
 }
 
 #[test]
@@ -114,7 +115,7 @@ fn idle_workers_are_not_waited_for() {
     let mut s = sync(3, 500);
     assert!(!s.set_idle(11, 0));
     s.push(9, 0, None, &[1.0; 3], 0).unwrap();
-    assert_eq!(s.version, 0, "13 is still training");
+    assert_eq!(s.version(), 0, "13 is still training");
     assert_eq!(
         s.push(13, 0, None, &[1.0; 3], 1),
         Ok(PushOutcome::Accepted { applied: true })
@@ -130,14 +131,14 @@ fn idle_workers_are_not_waited_for() {
     }
     // an idle notice that completes the collecting version applies it
     s.push(11, 5, None, &[0.0; 3], 10).unwrap();
-    assert!(!s.is_idle(11), "a push ends the idle spell");
-    assert_eq!(s.version, 5, "9 is training");
+    assert!(!s.rule.is_idle(11), "a push ends the idle spell");
+    assert_eq!(s.version(), 5, "9 is training");
     assert!(s.set_idle(9, 11), "11 contributed, 9 and 13 are idle");
-    assert_eq!(s.version, 6);
+    assert_eq!(s.version(), 6);
     // and one that leaves a training worker outstanding does not
     s.push(9, 6, None, &[0.0; 3], 12).unwrap();
     assert!(!s.set_idle(13, 12));
-    assert_eq!(s.version, 6, "11 pushed on 5 and is training");
+    assert_eq!(s.version(), 6, "11 pushed on 5 and is training");
 }
 
 #[test]
@@ -145,17 +146,17 @@ fn a_rejected_push_ends_the_idle_spell() {
     let mut s = sync(2, 0);
     s.set_idle(11, 0);
     s.push(9, 0, None, &[0.0; 3], 0).unwrap();
-    assert_eq!(s.version, 1);
+    assert_eq!(s.version(), 1);
     // 11 got a task and pushes on a stale version: training again, so waited for
     assert_eq!(
         s.push(11, 0, None, &[0.0; 3], 1),
         Ok(PushOutcome::Rejected { current: 1 })
     );
-    assert!(!s.is_idle(11));
+    assert!(!s.rule.is_idle(11));
     s.push(9, 1, None, &[0.0; 3], 2).unwrap();
-    assert_eq!(s.version, 1, "waits for 11's retry");
+    assert_eq!(s.version(), 1, "waits for 11's retry");
     s.push(11, 1, None, &[0.0; 3], 3).unwrap();
-    assert_eq!(s.version, 2);
+    assert_eq!(s.version(), 2);
 }
 
 #[test]
@@ -164,14 +165,14 @@ fn dead_and_idle_workers_are_counted_once() {
     s.set_idle(13, 0);
     s.set_dead_workers(&dead(&[13]), 0);
     s.push(9, 0, None, &[0.0; 3], 1).unwrap();
-    assert_eq!(s.version, 0, "11 is live and training");
+    assert_eq!(s.version(), 0, "11 is live and training");
     s.push(11, 0, None, &[0.0; 3], 2).unwrap();
-    assert_eq!(s.version, 1);
+    assert_eq!(s.version(), 1);
     // everyone idle or dead: the version still needs one gradient
     s.set_idle(9, 3);
     s.set_idle(11, 3);
     assert!(!s.tick(4));
-    assert_eq!(s.version, 1);
+    assert_eq!(s.version(), 1);
 }
 
 #[test]
@@ -185,7 +186,7 @@ fn async_and_bounded_staleness() {
         a.push(11, 0, None, &[2.0, 2.0], 0),
         Ok(PushOutcome::Accepted { applied: true })
     );
-    assert_eq!((a.version, a.params.clone()), (2, vec![-2.0, -2.0]));
+    assert_eq!((a.version(), a.params.clone()), (2, vec![-2.0, -2.0]));
     let mut b = Shard::new(0, vec![0.0], Mode::Bounded { staleness: 1 }, SGD, 4);
     b.push(9, 0, None, &[1.0], 0).unwrap();
     b.push(9, 1, None, &[1.0], 0).unwrap();
@@ -244,7 +245,7 @@ fn sync_follows_workers_joining_and_leaving() {
     let mut s = Shard::new(100, vec![1.0, 2.0, 3.0], mode, SGD, 2);
     let g = [1.0, 1.0, 1.0];
     // worker 13 joined: it is not waited for before its first push
-    s.set_num_workers(3);
+    s.rule.set_num_workers(3);
     s.push(9, 0, None, &g, 0).unwrap();
     assert_eq!(s.push(11, 0, None, &g, 0), Ok(PushOutcome::Accepted { applied: true }));
     // once it pushed, every version waits for its gradient too
@@ -257,7 +258,7 @@ fn sync_follows_workers_joining_and_leaving() {
     s.push(9, 2, None, &g, 0).unwrap();
     assert_eq!(s.push(13, 2, None, &g, 0), Ok(PushOutcome::Accepted { applied: true }));
     // a count below the known one changes nothing
-    s.set_num_workers(1);
+    s.rule.set_num_workers(1);
     s.push(9, 3, None, &g, 0).unwrap();
     assert!(s.pull_must_wait(Some(3)), "13 is still waited for");
 }

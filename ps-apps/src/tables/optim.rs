@@ -1,0 +1,300 @@
+//! The optimizers the servers apply, with the arithmetic of `torch.optim`'s SGD,
+//! Adagrad and Adam (L2 weight decay added to the gradient, as torch does), so a model
+//! trained through psrs takes the steps it would take in one PyTorch process.
+//!
+//! State is per value: SGD with momentum keeps a velocity, Adagrad a sum of squared
+//! gradients, Adam two moments; Adam also counts its steps per row (a row's bias
+//! correction follows its own updates, not the table's). A state slice is laid out
+//! as `[first moment..., second moment...]`.
+
+use serde::{Deserialize, Serialize};
+
+/// An optimizer and its settings.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Optimizer {
+    /// `p -= lr * v` with `v = momentum * v + g` (plain SGD when momentum is 0).
+    Sgd {
+        /// Learning rate.
+        lr: f32,
+        /// Momentum.
+        momentum: f32,
+        /// L2 weight decay.
+        weight_decay: f32,
+    },
+    /// `s += g * g; p -= lr * g / (sqrt(s) + eps)`.
+    Adagrad {
+        /// Learning rate.
+        lr: f32,
+        /// Added to the denominator.
+        eps: f32,
+        /// Starting value of the sum of squares.
+        initial_accumulator_value: f32,
+        /// L2 weight decay.
+        weight_decay: f32,
+    },
+    /// Adam with bias correction (not AMSGrad; decay as L2, not AdamW).
+    Adam {
+        /// Learning rate.
+        lr: f32,
+        /// Decay of the first moment.
+        beta1: f32,
+        /// Decay of the second moment.
+        beta2: f32,
+        /// Added to the denominator.
+        eps: f32,
+        /// L2 weight decay.
+        weight_decay: f32,
+    },
+}
+
+impl Optimizer {
+    /// Checks the settings: a one-line error naming the bad one.
+    pub fn validate(&self) -> Result<(), String> {
+        let fine = |name: &str, v: f32, ok: bool| {
+            if v.is_finite() && ok {
+                Ok(())
+            } else {
+                Err(format!("{name}={v}: out of range"))
+            }
+        };
+        match *self {
+            Optimizer::Sgd {
+                lr,
+                momentum,
+                weight_decay,
+            } => {
+                fine("lr", lr, lr > 0.0)?;
+                fine("momentum", momentum, (0.0..1.0).contains(&momentum))?;
+                fine("weight_decay", weight_decay, weight_decay >= 0.0)
+            }
+            Optimizer::Adagrad {
+                lr,
+                eps,
+                initial_accumulator_value,
+                weight_decay,
+            } => {
+                fine("lr", lr, lr > 0.0)?;
+                fine("eps", eps, eps >= 0.0)?;
+                fine(
+                    "initial_accumulator_value",
+                    initial_accumulator_value,
+                    initial_accumulator_value >= 0.0,
+                )?;
+                fine("weight_decay", weight_decay, weight_decay >= 0.0)
+            }
+            Optimizer::Adam {
+                lr,
+                beta1,
+                beta2,
+                eps,
+                weight_decay,
+            } => {
+                fine("lr", lr, lr > 0.0)?;
+                fine("beta1", beta1, (0.0..1.0).contains(&beta1))?;
+                fine("beta2", beta2, (0.0..1.0).contains(&beta2))?;
+                fine("eps", eps, eps >= 0.0)?;
+                fine("weight_decay", weight_decay, weight_decay >= 0.0)
+            }
+        }
+    }
+
+    /// Its name, as psrs.torch takes it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Optimizer::Sgd { .. } => "sgd",
+            Optimizer::Adagrad { .. } => "adagrad",
+            Optimizer::Adam { .. } => "adam",
+        }
+    }
+
+    /// State values kept per parameter value.
+    pub fn state_per_value(&self) -> usize {
+        match *self {
+            Optimizer::Sgd { momentum, .. } => usize::from(momentum != 0.0),
+            Optimizer::Adagrad { .. } => 1,
+            Optimizer::Adam { .. } => 2,
+        }
+    }
+
+    /// True if it counts steps (Adam's bias correction).
+    pub fn counts_steps(&self) -> bool {
+        matches!(self, Optimizer::Adam { .. })
+    }
+
+    /// The state of `n` values before their first update.
+    pub fn initial_state(&self, n: usize) -> Vec<f32> {
+        let fill = match *self {
+            Optimizer::Adagrad {
+                initial_accumulator_value,
+                ..
+            } => initial_accumulator_value,
+            _ => 0.0,
+        };
+        vec![fill; n * self.state_per_value()]
+    }
+
+    /// One update of `params` by the gradient `grad`, scaled by `scale` first (the
+    /// mean over a sync version's workers). `state` holds
+    /// [`Optimizer::state_per_value`] values per parameter; `step` counts the updates
+    /// so far and is incremented.
+    pub fn apply(&self, params: &mut [f32], grad: &[f32], scale: f32, state: &mut [f32], step: &mut u32) {
+        debug_assert_eq!(params.len(), grad.len());
+        debug_assert_eq!(state.len(), params.len() * self.state_per_value());
+        *step = step.saturating_add(1);
+        match *self {
+            Optimizer::Sgd {
+                lr,
+                momentum,
+                weight_decay,
+            } => {
+                if momentum == 0.0 {
+                    for (p, &g) in params.iter_mut().zip(grad) {
+                        *p -= lr * (g * scale + weight_decay * *p);
+                    }
+                } else {
+                    for ((p, &g), v) in params.iter_mut().zip(grad).zip(state.iter_mut()) {
+                        *v = momentum * *v + (g * scale + weight_decay * *p);
+                        *p -= lr * *v;
+                    }
+                }
+            }
+            Optimizer::Adagrad {
+                lr, eps, weight_decay, ..
+            } => {
+                for ((p, &g), s) in params.iter_mut().zip(grad).zip(state.iter_mut()) {
+                    let g = g * scale + weight_decay * *p;
+                    *s += g * g;
+                    *p -= lr * g / (s.sqrt() + eps);
+                }
+            }
+            Optimizer::Adam {
+                lr,
+                beta1,
+                beta2,
+                eps,
+                weight_decay,
+            } => {
+                let t = *step as i32;
+                // torch computes the corrections in double precision
+                let c1 = 1.0 - (beta1 as f64).powi(t);
+                let c2_sqrt = (1.0 - (beta2 as f64).powi(t)).sqrt();
+                let step_size = (lr as f64 / c1) as f32;
+                let c2_sqrt = c2_sqrt as f32;
+                let (m, v) = state.split_at_mut(params.len());
+                for (((p, &g), m), v) in params.iter_mut().zip(grad).zip(m).zip(v) {
+                    let g = g * scale + weight_decay * *p;
+                    *m += (g - *m) * (1.0 - beta1);
+                    *v = *v * beta2 + (1.0 - beta2) * g * g;
+                    *p -= step_size * *m / (v.sqrt() / c2_sqrt + eps);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(o: Optimizer, grads: &[[f32; 2]]) -> Vec<f32> {
+        let mut p = vec![1.0f32, -2.0];
+        let mut s = o.initial_state(2);
+        let mut step = 0;
+        for g in grads {
+            o.apply(&mut p, g, 1.0, &mut s, &mut step);
+        }
+        assert_eq!(step as usize, grads.len());
+        p
+    }
+
+    fn close(a: &[f32], b: &[f32]) {
+        for (x, y) in a.iter().zip(b) {
+            assert!((x - y).abs() < 1e-6, "{a:?} vs {b:?}");
+        }
+    }
+
+    // Expected values: torch 2.x, `torch.optim.X([p], ...)` with p = [1, -2] and the
+    // gradients [0.5, -1], then [0.25, 2], stepped twice (computed by hand below with
+    // torch's formulas).
+    #[test]
+    fn sgd_with_momentum_and_decay() {
+        let o = Optimizer::Sgd {
+            lr: 0.1,
+            momentum: 0.9,
+            weight_decay: 0.01,
+        };
+        let p = run(o, &[[0.5, -1.0], [0.25, 2.0]]);
+        // step 1: g = [0.51, -1.02], v = g, p = [0.949, -1.898]
+        // step 2: g = [0.25949, 1.98102], v = [0.71849, 1.06302], p = [0.877151, -2.004302]
+        close(&p, &[0.877_151, -2.004_302]);
+    }
+
+    #[test]
+    fn adagrad_accumulates_squares() {
+        let o = Optimizer::Adagrad {
+            lr: 0.1,
+            eps: 1e-10,
+            initial_accumulator_value: 0.0,
+            weight_decay: 0.0,
+        };
+        let p = run(o, &[[0.5, -1.0], [0.25, 2.0]]);
+        // step 1: p -= 0.1 * sign(g) -> [0.9, -1.9]
+        // step 2: s = [0.3125, 5], p -= 0.1 * g / sqrt(s)
+        close(
+            &p,
+            &[0.9 - 0.1 * 0.25 / 0.3125f32.sqrt(), -1.9 - 0.1 * 2.0 / 5f32.sqrt()],
+        );
+    }
+
+    #[test]
+    fn adam_corrects_bias_per_step() {
+        let o = Optimizer::Adam {
+            lr: 0.01,
+            beta1: 0.9,
+            beta2: 0.999,
+            eps: 1e-8,
+            weight_decay: 0.0,
+        };
+        let p = run(o, &[[0.5, -1.0]]);
+        // the first Adam step moves each parameter by lr * sign(g)
+        close(&p, &[0.99, -1.99]);
+        let p = run(o, &[[0.5, -1.0], [0.25, 2.0]]);
+        // step 2: m = [0.0725, 0.11], v = [0.000312..., 0.004995], c1 = 0.19, c2 = 0.001999
+        let m: [f64; 2] = [0.9 * 0.05 + 0.1 * 0.25, 0.9 * -0.1 + 0.1 * 2.0];
+        let v: [f64; 2] = [0.999 * 0.00025 + 0.001 * 0.0625, 0.999 * 0.001 + 0.001 * 4.0];
+        let (c1, c2) = (1.0 - 0.9f64.powi(2), (1.0 - 0.999f64.powi(2)).sqrt());
+        let want: Vec<f32> = [0.99f64, -1.99]
+            .iter()
+            .zip(m.iter().zip(v))
+            .map(|(p, (m, v))| (p - 0.01 / c1 * m / (v.sqrt() / c2 + 1e-8)) as f32)
+            .collect();
+        close(&p, &want);
+    }
+
+    #[test]
+    fn scale_averages_and_settings_are_checked() {
+        let o = Optimizer::Sgd {
+            lr: 1.0,
+            momentum: 0.0,
+            weight_decay: 0.0,
+        };
+        let mut p = vec![0.0f32];
+        o.apply(&mut p, &[4.0], 0.25, &mut [], &mut 0);
+        assert_eq!(p, vec![-1.0]);
+        assert_eq!(o.state_per_value(), 0);
+        let bad = Optimizer::Adam {
+            lr: 0.1,
+            beta1: 1.0,
+            beta2: 0.9,
+            eps: 1e-8,
+            weight_decay: 0.0,
+        };
+        assert_eq!(bad.validate().unwrap_err(), "beta1=1: out of range");
+        let nan = Optimizer::Sgd {
+            lr: f32::NAN,
+            momentum: 0.0,
+            weight_decay: 0.0,
+        };
+        assert!(nan.validate().unwrap_err().starts_with("lr=NaN"));
+    }
+}

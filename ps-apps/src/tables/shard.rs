@@ -1,0 +1,237 @@
+//! One key range of a declared model on a server: its block of the dense parameters
+//! and its rows of every embedding table, with their optimizer state, moved from
+//! version to version by the same rule as `psrs train`'s shards ([`Versions`]). A
+//! push is checked whole before any of it is taken, so a malformed one changes
+//! nothing. No sockets, no clock.
+
+use super::keys::{KeyOf, KeySpace};
+use super::sparse::SparseTable;
+use super::spec::ModelSpec;
+use crate::train::layout::Layout;
+use crate::train::shard::PushOutcome;
+use crate::train::versions::{Admit, Versioned, Versions};
+use serde::{Deserialize, Serialize};
+
+/// The dense block of one range and its optimizer state.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct DenseBlock {
+    values: Vec<f32>,
+    state: Vec<f32>,
+    steps: u32,
+    accum: Vec<f32>,
+}
+
+/// A declared model's state in one key range.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct TableShard {
+    /// The key range (server rank) held.
+    pub range: usize,
+    /// The version number and the rule that moves it.
+    pub rule: Versions,
+    spec: ModelSpec,
+    dense: DenseBlock,
+    /// Gradients collected for the current version touched the dense block.
+    dense_pending: bool,
+    tables: Vec<SparseTable>,
+}
+
+/// A push, checked: the dense block's gradient and each row's.
+struct Parts<'a> {
+    dense: Option<&'a [f32]>,
+    rows: Vec<(usize, u64, &'a [f32])>,
+}
+
+/// The dense values of range `range` when `num_servers` servers hold a model of
+/// `dense_len` values: indices into the flattened dense parameters.
+pub fn dense_block(dense_len: u64, num_servers: usize, range: usize) -> std::ops::Range<usize> {
+    Layout::new(dense_len as usize, num_servers).params_of(range)
+}
+
+impl TableShard {
+    /// Range `range` of `spec` over `num_servers` servers, its dense block starting at
+    /// `values` (that block's initial values), under a rule for `num_workers` workers.
+    pub fn new(
+        spec: ModelSpec,
+        range: usize,
+        num_servers: usize,
+        values: Vec<f32>,
+        num_workers: usize,
+    ) -> Result<TableShard, String> {
+        let want = dense_block(spec.dense_len(), num_servers, range).len();
+        if values.len() != want {
+            return Err(format!(
+                "server {range}'s block of the dense parameters holds {want} values, {} were sent",
+                values.len()
+            ));
+        }
+        let n = values.len();
+        Ok(TableShard {
+            range,
+            rule: Versions::new(spec.mode, num_workers),
+            dense: DenseBlock {
+                state: spec.dense_optimizer.initial_state(n),
+                accum: vec![0.0; n],
+                values,
+                steps: 0,
+            },
+            dense_pending: false,
+            tables: spec.tables.iter().cloned().map(SparseTable::new).collect(),
+            spec,
+        })
+    }
+
+    /// The model this shard holds.
+    pub fn spec(&self) -> &ModelSpec {
+        &self.spec
+    }
+
+    /// The model version.
+    pub fn version(&self) -> u64 {
+        self.rule.version
+    }
+
+    /// The dense block's values.
+    pub fn dense(&self) -> &[f32] {
+        &self.dense.values
+    }
+
+    /// Rows stored, per table.
+    pub fn stored_rows(&self) -> Vec<usize> {
+        self.tables.iter().map(SparseTable::stored_rows).collect()
+    }
+
+    fn check<'a>(&self, space: &KeySpace, keys: &[u64], lens: &[i32], vals: &'a [f32]) -> Result<Parts<'a>, String> {
+        if !lens.is_empty() && lens.len() != keys.len() {
+            return Err(format!("{} lengths for {} keys", lens.len(), keys.len()));
+        }
+        let mut parts = Parts {
+            dense: None,
+            rows: Vec::with_capacity(keys.len()),
+        };
+        let mut at = 0usize;
+        for (i, &k) in keys.iter().enumerate() {
+            let (want, what) = match space.decode(self.range, k)? {
+                KeyOf::Dense => (self.dense.values.len(), None),
+                KeyOf::Row { table, id } => {
+                    let t =
+                        self.spec.tables.get(table).ok_or_else(|| {
+                            format!("table {table} is not declared ({} tables)", self.spec.tables.len())
+                        })?;
+                    if id >= t.rows {
+                        return Err(format!(
+                            "row {id} of embedding {}: not below num_embeddings {}",
+                            t.name, t.rows
+                        ));
+                    }
+                    (t.dim as usize, Some((table, id)))
+                }
+            };
+            let len = match lens.get(i) {
+                Some(&l) => usize::try_from(l).map_err(|_| format!("negative length {l}"))?,
+                None if keys.len() == 1 => vals.len(),
+                None => return Err("a push of several keys needs their lengths".into()),
+            };
+            if len != want {
+                return Err(format!("key {k}: {len} values, {want} expected"));
+            }
+            let v = vals
+                .get(at..at + len)
+                .ok_or_else(|| format!("{} values are fewer than the lengths say", vals.len()))?;
+            at += len;
+            match what {
+                None => parts.dense = Some(v),
+                Some((table, id)) => parts.rows.push((table, id, v)),
+            }
+        }
+        if at != vals.len() {
+            return Err(format!("{} values, the lengths add up to {at}", vals.len()));
+        }
+        Ok(parts)
+    }
+
+    /// A push from `worker` of gradients computed on `version`: the dense block's
+    /// (its key, all its values) and rows' (their keys, `dim` values each), `lens`
+    /// giving each key's count (may be empty for a single key). An error (naming the
+    /// problem) changes nothing.
+    #[allow(clippy::too_many_arguments)]
+    pub fn push(
+        &mut self,
+        space: &KeySpace,
+        worker: i32,
+        version: u64,
+        keys: &[u64],
+        lens: &[i32],
+        vals: &[f32],
+        now_ms: u64,
+    ) -> Result<PushOutcome, String> {
+        let parts = self.check(space, keys, lens, vals)?;
+        if let Admit::Rejected { current } = self.rule.admit(worker, version, now_ms) {
+            return Ok(PushOutcome::Rejected { current });
+        }
+        if let Some(g) = parts.dense {
+            self.dense.accum.iter_mut().zip(g).for_each(|(a, g)| *a += g);
+            self.dense_pending = true;
+        }
+        for (table, id, g) in parts.rows {
+            self.tables[table].add_pending(id, g);
+        }
+        Ok(PushOutcome::Accepted {
+            applied: self.maybe_apply(now_ms),
+        })
+    }
+
+    /// The values of the rows `keys` (all of one width) in key order.
+    pub fn rows(&self, space: &KeySpace, keys: &[u64]) -> Result<Vec<f32>, String> {
+        let mut out = Vec::new();
+        let mut width = None;
+        for &k in keys {
+            let KeyOf::Row { table, id } = space.decode(self.range, k)? else {
+                return Err(format!("key {k} is the dense block, not a row"));
+            };
+            let t = self
+                .tables
+                .get(table)
+                .ok_or_else(|| format!("table {table} is not declared ({} tables)", self.tables.len()))?;
+            let rows = self.spec.tables[table].rows;
+            if id >= rows {
+                return Err(format!(
+                    "row {id} of embedding {}: not below num_embeddings {rows}",
+                    self.spec.tables[table].name
+                ));
+            }
+            let d = t.dim();
+            if *width.get_or_insert(d) != d {
+                return Err("one lookup takes rows of one width".into());
+            }
+            let at = out.len();
+            out.resize(at + d, 0.0);
+            t.read(id, &mut out[at..]);
+        }
+        Ok(out)
+    }
+}
+
+impl Versioned for TableShard {
+    fn rule_mut(&mut self) -> &mut Versions {
+        &mut self.rule
+    }
+
+    fn apply_collected(&mut self, n: usize) {
+        let scale = 1.0 / n as f32;
+        if self.dense_pending {
+            let d = &mut self.dense;
+            self.spec
+                .dense_optimizer
+                .apply(&mut d.values, &d.accum, scale, &mut d.state, &mut d.steps);
+            d.accum.fill(0.0);
+            self.dense_pending = false;
+        }
+        for t in &mut self.tables {
+            t.apply_pending(scale);
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "shard_tests.rs"]
+mod tests;

@@ -1,0 +1,228 @@
+//! The version rule of a server shard, apart from what the shard stores and how it
+//! applies an update: which pushes are taken, when the gradients collected for a
+//! version must be applied, and which pulls wait. `psrs train`'s [`Shard`] and the
+//! parameter tables of `psrs.torch` ([`crate::tables`]) keep one each, so both train
+//! on model versions by the same rule.
+//!
+//! - **Sync** (seed 001): a push carries the version the worker computed on; a push
+//!   for another version, or a second one from the same worker for this version, is
+//!   rejected. The version is complete when `grads_per_version` distinct workers have
+//!   pushed, or every worker that is neither dead nor idle has, or `timeout_ms` has
+//!   passed since its first push. A worker is idle from its idle notice (it holds no
+//!   task) until its next push.
+//! - **Async**: every push is taken and applied at once.
+//! - **Bounded staleness**: like async, but a push computed on a version more than
+//!   `staleness` updates old is rejected.
+//!
+//! [`Shard`]: super::shard::Shard
+
+use super::shard::Mode;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
+
+/// Whether a push was taken.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Admit {
+    /// Taken: the caller adds its gradient to the version's collection.
+    Accepted,
+    /// Computed on the wrong version (or a second push for this version); the shard
+    /// is at `current`.
+    Rejected {
+        /// The shard's version.
+        current: u64,
+    },
+}
+
+/// A shard's version number and the rule that moves it.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Versions {
+    /// Model version: the number of applied updates.
+    pub version: u64,
+    /// The update rule.
+    pub mode: Mode,
+    contributors: BTreeSet<i32>,
+    first_push_ms: Option<u64>,
+    num_workers: usize,
+    /// Workers declared dead (set from the node table).
+    dead: BTreeSet<i32>,
+    /// Workers that said they hold no task, until their next push. Not kept in a
+    /// checkpoint: a restored shard learns it again from the workers' notices.
+    #[serde(skip)]
+    idle: BTreeSet<i32>,
+}
+
+impl Versions {
+    /// Version 0 of a shard trained by `num_workers` workers under `mode`.
+    pub fn new(mode: Mode, num_workers: usize) -> Versions {
+        Versions {
+            version: 0,
+            mode,
+            contributors: BTreeSet::new(),
+            first_push_ms: None,
+            num_workers: num_workers.max(1),
+            dead: BTreeSet::new(),
+            idle: BTreeSet::new(),
+        }
+    }
+
+    /// Sets the workers declared dead (a sync version stops waiting for them). An id
+    /// that leaves the set was taken over by a replacement, which starts idle: it is
+    /// waited for from its first push on, not while it starts up.
+    pub fn set_dead_workers(&mut self, dead: &BTreeSet<i32>) {
+        if *dead != self.dead {
+            let replaced: Vec<i32> = self.dead.difference(dead).copied().collect();
+            self.idle.extend(replaced);
+            self.dead = dead.clone();
+        }
+    }
+
+    /// The cluster has `n` worker ids (workers joined beyond `DMLC_NUM_WORKER`): a sync
+    /// version waits for each live one. A new id starts idle unless it already pushed.
+    /// The count never shrinks (a departed worker is among the dead).
+    pub fn set_num_workers(&mut self, n: usize) {
+        for rank in self.num_workers..n {
+            let id = ps_core::node::worker_rank_to_id(rank);
+            if !self.contributors.contains(&id) {
+                self.idle.insert(id);
+            }
+        }
+        self.num_workers = self.num_workers.max(n);
+    }
+
+    /// `worker` holds no task: a sync version no longer waits for its gradient, until
+    /// it pushes again.
+    pub fn set_idle(&mut self, worker: i32) {
+        self.idle.insert(worker);
+    }
+
+    /// The workers marked idle (a replica's copy carries them: checkpoints do not).
+    pub fn idle_workers(&self) -> &BTreeSet<i32> {
+        &self.idle
+    }
+
+    /// Replaces the set of idle workers (installing a replica's copy).
+    pub fn set_idle_workers(&mut self, idle: BTreeSet<i32>) {
+        self.idle = idle;
+    }
+
+    /// True if `worker` is marked idle.
+    pub fn is_idle(&self, worker: i32) -> bool {
+        self.idle.contains(&worker)
+    }
+
+    /// Gradients the current version needs: `grads_per_version`, or fewer when every
+    /// worker that is neither dead nor idle has already contributed.
+    fn needed(&self) -> usize {
+        match self.mode {
+            Mode::Sync { grads_per_version, .. } => {
+                let gone = self
+                    .dead
+                    .union(&self.idle)
+                    .filter(|w| !self.contributors.contains(w))
+                    .count();
+                let expected = self.num_workers.saturating_sub(gone);
+                grads_per_version.min(expected).max(1)
+            }
+            _ => 1,
+        }
+    }
+
+    /// A push from `worker` computed on `version`. Any push, even a rejected one, ends
+    /// the worker's idle spell; an accepted one counts it as a contributor of the
+    /// current version.
+    pub fn admit(&mut self, worker: i32, version: u64, now_ms: u64) -> Admit {
+        self.idle.remove(&worker);
+        let accept = match self.mode {
+            Mode::Sync { .. } => version == self.version && !self.contributors.contains(&worker),
+            Mode::Async => true,
+            Mode::Bounded { staleness } => self.version.saturating_sub(version) <= staleness && version <= self.version,
+        };
+        if !accept {
+            return Admit::Rejected { current: self.version };
+        }
+        self.contributors.insert(worker);
+        self.first_push_ms.get_or_insert(now_ms);
+        Admit::Accepted
+    }
+
+    /// `Some(n)` if the gradients collected (from `n` workers) must be applied now: the
+    /// caller applies their mean, then calls [`Versions::advance`].
+    pub fn due(&self, now_ms: u64) -> Option<usize> {
+        let n = self.contributors.len();
+        if n == 0 {
+            return None;
+        }
+        let timed_out = match (self.mode, self.first_push_ms) {
+            (Mode::Sync { timeout_ms, .. }, Some(t)) => timeout_ms > 0 && now_ms >= t + timeout_ms,
+            _ => false,
+        };
+        let needed = self.needed();
+        if n < needed && !timed_out {
+            return None;
+        }
+        if n < needed {
+            log::debug!(
+                "version {} applied on timeout with {n} of {needed} gradients",
+                self.version
+            );
+        }
+        Some(n)
+    }
+
+    /// The collected gradients were applied: the next version starts.
+    pub fn advance(&mut self) {
+        self.contributors.clear();
+        self.first_push_ms = None;
+        self.version += 1;
+    }
+
+    /// True if a pull that wants a version newer than `after` must wait: the shard is
+    /// exactly at `after` and a sync update is still collecting. A shard behind (it was
+    /// restored from an older checkpoint) or ahead answers at once.
+    pub fn pull_must_wait(&self, after: Option<u64>) -> bool {
+        matches!(self.mode, Mode::Sync { .. }) && after == Some(self.version)
+    }
+}
+
+/// A shard that moves from version to version by a [`Versions`] rule: the rule's events
+/// (a dead or idle worker, time passing), each followed by applying the version they
+/// completed. `psrs train`'s shards and `psrs.torch`'s tables implement the two
+/// required methods.
+pub trait Versioned {
+    /// The shard's rule.
+    fn rule_mut(&mut self) -> &mut Versions;
+
+    /// Applies the mean of the gradients collected from `n` workers (the caller then
+    /// starts the next version).
+    fn apply_collected(&mut self, n: usize);
+
+    /// Applies the collected gradients if the rule says they are due; true if the
+    /// version moved.
+    fn maybe_apply(&mut self, now_ms: u64) -> bool {
+        let Some(n) = self.rule_mut().due(now_ms) else {
+            return false;
+        };
+        self.apply_collected(n);
+        self.rule_mut().advance();
+        true
+    }
+
+    /// Sets the workers declared dead ([`Versions::set_dead_workers`]); true if that
+    /// completed the current version.
+    fn set_dead_workers(&mut self, dead: &BTreeSet<i32>, now_ms: u64) -> bool {
+        self.rule_mut().set_dead_workers(dead);
+        self.maybe_apply(now_ms)
+    }
+
+    /// `worker` holds no task ([`Versions::set_idle`]); true if that completed the
+    /// current version.
+    fn set_idle(&mut self, worker: i32, now_ms: u64) -> bool {
+        self.rule_mut().set_idle(worker);
+        self.maybe_apply(now_ms)
+    }
+
+    /// Applies a sync version whose timeout passed; true if the version moved.
+    fn tick(&mut self, now_ms: u64) -> bool {
+        self.maybe_apply(now_ms)
+    }
+}

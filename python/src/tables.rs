@@ -1,0 +1,417 @@
+//! `psrs._psrs.Tables`: a worker's connection to the parameter tables of one model
+//! (`ps_apps::tables`), for `psrs.torch`. It holds the model's flattened dense values
+//! (a float32 array shared with the torch parameters): pulls write into it, and a
+//! server replaced with nothing to restore is declared again from it. Every wait runs
+//! without the GIL; arrays go to the wire without a copy where they are contiguous.
+
+use crate::arrays::{keys as key_array, sarray};
+use crate::errors::cluster_err;
+use crate::node::postoffice;
+use numpy::{PyArray1, PyArray2, PyArrayDyn, PyArrayMethods, PyUntypedArrayMethods};
+use parking_lot::Mutex;
+use ps_apps::tables::client::{ClientError, TableClient};
+use ps_apps::tables::optim::Optimizer;
+use ps_apps::tables::pack::RowGrads;
+use ps_apps::tables::spec::{ModelSpec, ParamSpec, TableSpec};
+use ps_apps::train::shard::{Mode, EVERY_LIVE_WORKER};
+use ps_core::kv::{KVWorker, SArray};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The dense values' memory, written by pulls while the GIL is released. The array
+/// is kept alive by `Tables`; the Python thread that called is blocked meanwhile.
+#[derive(Clone, Copy)]
+struct Values {
+    ptr: usize,
+    len: usize,
+}
+
+impl Values {
+    /// # Safety
+    /// The array must be alive and not accessed by anyone else during the borrow.
+    unsafe fn slice<'a>(self) -> &'a mut [f32] {
+        std::slice::from_raw_parts_mut(self.ptr as *mut f32, self.len)
+    }
+}
+
+/// How many times a request is retried after declaring the model again to servers
+/// replaced with nothing to restore.
+const REDECLARE_TRIES: usize = 3;
+
+/// The client and the dense values' array it writes.
+struct Inner {
+    client: TableClient,
+    values: Values,
+    /// The array `values` points into, kept alive as long as this.
+    _array: Py<PyAny>,
+}
+
+impl Inner {
+    /// Runs `op` (a lookup: idempotent); a server that holds no model (replaced,
+    /// nothing to restore) gets the model again from this worker's current dense
+    /// values, and `op` is retried.
+    fn with_redeclare<T>(
+        &mut self,
+        mut op: impl FnMut(&mut TableClient, &mut [f32]) -> Result<T, ClientError>,
+    ) -> Result<T, ClientError> {
+        let mut tries = 0;
+        loop {
+            // Safety: `values` is alive (held by `Tables`) and its caller is blocked
+            let vals = unsafe { self.values.slice() };
+            match op(&mut self.client, vals) {
+                Err(ClientError::Undeclared(servers)) if tries < REDECLARE_TRIES => {
+                    log::warn!("servers {servers:?} hold no model: declaring it again from this worker's values");
+                    tries += 1;
+                    self.client.redeclare(&servers, vals)?;
+                }
+                other => return other,
+            }
+        }
+    }
+}
+
+fn to_py(e: ClientError) -> PyErr {
+    match e {
+        ClientError::Refused(why) => PyValueError::new_err(why),
+        other => cluster_err(other.to_string()),
+    }
+}
+
+fn get_f32(d: &Bound<'_, PyDict>, key: &str, default: f32) -> PyResult<f32> {
+    match d.get_item(key)? {
+        Some(v) if !v.is_none() => v.extract(),
+        _ => Ok(default),
+    }
+}
+
+/// An optimizer from its settings (`name` and torch's names and defaults).
+fn optimizer(d: &Bound<'_, PyDict>) -> PyResult<Optimizer> {
+    const KNOWN: [&str; 8] = [
+        "name",
+        "lr",
+        "momentum",
+        "weight_decay",
+        "betas",
+        "eps",
+        "initial_accumulator_value",
+        "lr_decay",
+    ];
+    for k in d.keys() {
+        let k: String = k.extract()?;
+        if !KNOWN.contains(&k.as_str()) {
+            return Err(PyValueError::new_err(format!("optimizer setting {k:?} is not known")));
+        }
+    }
+    let name: String = d
+        .get_item("name")?
+        .ok_or_else(|| PyValueError::new_err("optimizer: no name"))?
+        .extract()?;
+    let lr = get_f32(d, "lr", 0.01)?;
+    let weight_decay = get_f32(d, "weight_decay", 0.0)?;
+    let o = match name.as_str() {
+        "sgd" => Optimizer::Sgd {
+            lr,
+            momentum: get_f32(d, "momentum", 0.0)?,
+            weight_decay,
+        },
+        "adagrad" => Optimizer::Adagrad {
+            lr,
+            eps: get_f32(d, "eps", 1e-10)?,
+            initial_accumulator_value: get_f32(d, "initial_accumulator_value", 0.0)?,
+            weight_decay,
+        },
+        "adam" => {
+            let (beta1, beta2) = match d.get_item("betas")? {
+                Some(b) if !b.is_none() => b.extract()?,
+                _ => (0.9, 0.999),
+            };
+            Optimizer::Adam {
+                lr,
+                beta1,
+                beta2,
+                eps: get_f32(d, "eps", 1e-8)?,
+                weight_decay,
+            }
+        }
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "optimizer {other:?}: \"sgd\", \"adagrad\" or \"adam\""
+            )))
+        }
+    };
+    if name != "sgd" && d.get_item("momentum")?.is_some_and(|m| !m.is_none()) {
+        let m = get_f32(d, "momentum", 0.0)?;
+        if m != 0.0 {
+            return Err(PyValueError::new_err(format!(
+                "momentum={m}: only sgd takes a momentum"
+            )));
+        }
+    }
+    o.validate()
+        .map_err(|e| PyValueError::new_err(format!("{name}: {e}")))?;
+    Ok(o)
+}
+
+fn mode(name: &str, staleness: u64, sync_timeout_ms: u64) -> PyResult<Mode> {
+    match name {
+        "sync" => Ok(Mode::Sync {
+            grads_per_version: EVERY_LIVE_WORKER,
+            timeout_ms: sync_timeout_ms,
+        }),
+        "async" => Ok(Mode::Async),
+        "bounded" => Ok(Mode::Bounded { staleness }),
+        other => Err(PyValueError::new_err(format!(
+            "mode {other:?}: \"sync\", \"async\" or \"bounded\""
+        ))),
+    }
+}
+
+/// `obj` as a C-contiguous, writeable float32 array (the dense values).
+fn values_array<'py>(obj: &Bound<'py, PyAny>, len: u64) -> PyResult<Bound<'py, PyArrayDyn<f32>>> {
+    let a = obj
+        .cast::<PyArrayDyn<f32>>()
+        .map_err(|_| PyValueError::new_err("values: a float32 numpy array is needed"))?;
+    let writeable: bool = a.getattr("flags")?.getattr("writeable")?.extract()?;
+    if !a.is_c_contiguous() || !writeable {
+        return Err(PyValueError::new_err("values: must be C-contiguous and writeable"));
+    }
+    if a.len() as u64 != len {
+        return Err(PyValueError::new_err(format!(
+            "values: {} values for a model of {len}",
+            a.len()
+        )));
+    }
+    Ok(a.clone())
+}
+
+/// A lookup's answer: the rows' keys (sorted), where each id's row is, the rows.
+type Lookup<'py> = (
+    Bound<'py, PyArray1<u64>>,
+    Bound<'py, PyArray1<i64>>,
+    Bound<'py, PyArray2<f32>>,
+);
+
+/// A worker's connection to the parameter tables of one model.
+#[pyclass(frozen, module = "psrs._psrs")]
+pub struct Tables {
+    inner: Arc<Mutex<Inner>>,
+    dims: Vec<usize>,
+    /// A signal's exception raised while a call waited without the GIL.
+    signal: Arc<Mutex<Option<PyErr>>>,
+}
+
+impl Tables {
+    /// Runs `op` on the client without the GIL (the Python signal handlers run every
+    /// 50 ms meanwhile: Ctrl-C abandons the wait and raises KeyboardInterrupt).
+    fn call<T: Send>(
+        &self,
+        py: Python<'_>,
+        op: impl FnOnce(&mut Inner) -> Result<T, ClientError> + Send,
+    ) -> PyResult<T> {
+        let inner = &self.inner;
+        let out = py.detach(move || op(&mut inner.lock()));
+        if let Some(e) = self.signal.lock().take() {
+            return Err(e);
+        }
+        out.map_err(to_py)
+    }
+}
+
+#[pymethods]
+impl Tables {
+    #[new]
+    #[pyo3(signature = (values, params, optimizer, mode = "sync", staleness = 4, sync_timeout_ms = 10_000,
+                        tables = Vec::new(), timeout = 120.0, app_id = 0))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        values: &Bound<'_, PyAny>,
+        params: Vec<(String, Vec<u64>)>,
+        optimizer: &Bound<'_, PyDict>,
+        mode: &str,
+        staleness: u64,
+        sync_timeout_ms: u64,
+        tables: Vec<Bound<'_, PyDict>>,
+        timeout: f64,
+        app_id: i32,
+    ) -> PyResult<Tables> {
+        let mut specs = Vec::with_capacity(tables.len());
+        for (i, t) in tables.iter().enumerate() {
+            let get = |k: &str| -> PyResult<Bound<'_, PyAny>> {
+                t.get_item(k)?
+                    .ok_or_else(|| PyValueError::new_err(format!("table {i}: no {k}")))
+            };
+            let opt = get("optimizer")?;
+            specs.push(TableSpec {
+                name: get("name")?.extract()?,
+                rows: get("rows")?.extract()?,
+                dim: get("dim")?.extract()?,
+                optimizer: self::optimizer(opt.cast::<PyDict>()?)
+                    .map_err(|e| PyValueError::new_err(format!("embedding {i}: {e}")))?,
+                init_std: get("init_std")?.extract()?,
+                seed: get("seed")?.extract()?,
+            });
+        }
+        let spec = ModelSpec {
+            mode: self::mode(mode, staleness, sync_timeout_ms)?,
+            params: params
+                .into_iter()
+                .map(|(name, shape)| ParamSpec { name, shape })
+                .collect(),
+            dense_optimizer: self::optimizer(optimizer)?,
+            tables: specs,
+        };
+        spec.validate().map_err(PyValueError::new_err)?;
+        if !(timeout.is_finite() && timeout > 0.0) {
+            return Err(PyValueError::new_err(format!("timeout={timeout}: must be above 0")));
+        }
+        let arr = values_array(values, spec.dense_len())?;
+        let vals = Values {
+            ptr: arr.data() as usize,
+            len: arr.len(),
+        };
+        let dims = spec.tables.iter().map(|t| t.dim as usize).collect();
+        let kv = KVWorker::<f32>::new(&postoffice()?, app_id).map_err(cluster_err)?;
+        let mut client = TableClient::new(kv, spec, Duration::from_secs_f64(timeout)).map_err(PyValueError::new_err)?;
+        let signal: Arc<Mutex<Option<PyErr>>> = Arc::default();
+        let sig = Arc::clone(&signal);
+        client.set_interrupt(Box::new(move || {
+            Python::attach(|py| match py.check_signals() {
+                Ok(()) => false,
+                Err(e) => {
+                    *sig.lock() = Some(e);
+                    true
+                }
+            })
+        }));
+        let inner = Arc::new(Mutex::new(Inner {
+            client,
+            values: vals,
+            _array: arr.into_any().unbind(),
+        }));
+        let weak: std::sync::Weak<Mutex<dyn crate::idle::Idle>> = Arc::downgrade(&inner) as _;
+        crate::idle::register(weak);
+        Ok(Tables { inner, dims, signal })
+    }
+
+    /// Declares the model to every server with the current dense values (worker 0's
+    /// initial values, which every worker then starts from). A server holding the same
+    /// model keeps its values; ValueError if it holds another model.
+    fn declare(&self, py: Python<'_>) -> PyResult<()> {
+        self.call(py, |g| {
+            // Safety: the array is alive (held by `g`) and its caller is blocked
+            let vals = unsafe { g.values.slice() };
+            g.client.declare(vals)
+        })
+    }
+
+    /// Waits (at most `patience` seconds) until the model is declared, and checks that
+    /// this worker's model is the declared one (ValueError naming the difference).
+    #[pyo3(signature = (patience = 120.0))]
+    fn join(&self, py: Python<'_>, patience: f64) -> PyResult<()> {
+        let patience = Duration::from_secs_f64(patience.max(0.0));
+        self.call(py, |g| g.client.join(patience))
+    }
+
+    /// Pulls the servers' current dense values into the values array.
+    fn pull(&self, py: Python<'_>) -> PyResult<()> {
+        self.call(py, |g| {
+            // Safety: the array is alive (held by `g`) and its caller is blocked
+            let vals = unsafe { g.values.slice() };
+            g.client.pull_dense(vals)
+        })
+    }
+
+    /// Looks up the rows `ids` (unique int64 row ids) of table `table`: returns
+    /// `(keys, order, rows)`: the rows' keys (sorted), where each id's row is
+    /// (`rows[order[i]]` is row `ids[i]`), and the rows (float32, one per key).
+    fn lookup<'py>(&self, py: Python<'py>, table: usize, ids: &Bound<'py, PyAny>) -> PyResult<Lookup<'py>> {
+        let dim = *self
+            .dims
+            .get(table)
+            .ok_or_else(|| PyValueError::new_err(format!("no embedding table {table}")))?;
+        let ids = crate::arrays::contiguous::<i64>(ids, "ids")?;
+        let ids: Vec<u64> = ids
+            .readonly()
+            .as_slice()
+            .map_err(|e| PyValueError::new_err(e.to_string()))?
+            .iter()
+            .map(|&i| i as u64)
+            .collect();
+        let (keys, order) = self.inner.lock().client.space().sorted_row_keys(table, &ids);
+        let keys: SArray<u64> = keys.into();
+        let k2 = keys.clone();
+        let rows = self.call(py, move |g| {
+            let mut out = vec![0.0f32; k2.len() * dim];
+            g.with_redeclare(|c, _| c.lookup(table, k2.clone(), &mut out))
+                .map(|_| out)
+        })?;
+        let n = keys.len();
+        let keys = PyArray1::from_slice(py, &keys);
+        let order = PyArray1::from_vec(py, order.into_iter().map(|o| o as i64).collect());
+        let rows = PyArray1::from_vec(py, rows).reshape([n, dim])?;
+        Ok((keys, order, rows))
+    }
+
+    /// One training step: pushes `dense_grad` (float32, every dense value's gradient)
+    /// and the rows' gradients (`rows`: `(table, keys, grads)` from earlier lookups,
+    /// grads of shape (len(keys), dim)) to the servers `send` names (all if None),
+    /// then pulls the new dense values into the values array (under sync once the
+    /// version pushed to is applied). Returns per server whether it took the gradients
+    /// (False: computed on a version it left; the new values are pulled anyway).
+    #[pyo3(signature = (dense_grad, rows = Vec::new(), send = None))]
+    fn step(
+        &self,
+        py: Python<'_>,
+        dense_grad: &Bound<'_, PyAny>,
+        rows: Vec<(usize, Bound<'_, PyAny>, Bound<'_, PyAny>)>,
+        send: Option<Vec<bool>>,
+    ) -> PyResult<Vec<bool>> {
+        let dense = sarray::<f32>(dense_grad, "dense_grad")?;
+        let mut parts = Vec::with_capacity(rows.len());
+        for (table, keys, grads) in &rows {
+            let dim = *self
+                .dims
+                .get(*table)
+                .ok_or_else(|| PyValueError::new_err(format!("no embedding table {table}")))?;
+            parts.push((key_array(keys)?, sarray::<f32>(grads, "grads")?, dim));
+        }
+        let send = send.unwrap_or_default();
+        let out = self.call(py, move |g| {
+            let rows: Vec<RowGrads<'_>> = parts
+                .iter()
+                .map(|(k, grads, dim)| RowGrads {
+                    keys: k,
+                    grads,
+                    dim: *dim,
+                })
+                .collect();
+            // Safety: the array is alive (held by `g`) and its caller is blocked
+            let vals = unsafe { g.values.slice() };
+            g.client.step(dense, &rows, &send, vals)
+        })?;
+        Ok(out.accepted)
+    }
+
+    /// Tells the servers this worker holds no task: sync versions stop waiting for its
+    /// gradients until its next step.
+    fn idle(&self, py: Python<'_>) -> PyResult<()> {
+        self.call(py, |g| g.client.idle())
+    }
+
+    /// Per server: the version of the dense values last pulled.
+    #[getter]
+    fn versions(&self) -> Vec<u64> {
+        self.inner.lock().client.versions().to_vec()
+    }
+}
+
+impl crate::idle::Idle for Inner {
+    fn idle(&mut self) {
+        if let Err(e) = self.client.idle() {
+            log::warn!("idle notice not sent: {e}");
+        }
+    }
+}

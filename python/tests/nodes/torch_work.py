@@ -1,0 +1,225 @@
+"""The workers' side of tests/nodes/torch_node.py (imported only on workers, so the
+scheduler and servers never load torch).
+
+Scenarios (--scenario):
+- exact: a tiny model (a Linear, an Embedding of 10**9 rows with Adam, a "sum" bag with
+  Adagrad) trained STEPS steps with gradients known in advance (`grads_of` below), so
+  the test can replay them in plain PyTorch; workers print their values as JSON. Worker
+  0 also checks bad input, init() twice and the bags.
+- mismatch: worker 1's model has another shape than worker 0's.
+- count: every step pushes a gradient of 1 for each dense value and for two rows (SGD,
+  lr 1), through psrs.tasks(); workers print each step they finish, so a test that
+  kills one can count what the servers must hold.
+- replay: one worker trains STEPS steps of known gradients with Adam; with --pause-at
+  K it stops after step K until the file --resume exists (a test kills a server
+  meanwhile), then goes on; it prints the final values.
+"""
+
+import json
+import os
+import time
+
+import numpy as np
+import psrs
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+ROWS = 10**9
+EMB_IDS = {0: [[5, ROWS - 1], [7, 5]], 1: [[5, 7]]}  # worker 1 does not touch ROWS - 1
+BAG_IDS = {0: [[1, 2, 3], [4, 5, 1]], 1: [[2, 2, 9]]}
+
+
+def grads_of(k, r):
+    """The step-k coefficients of worker r: the loss is sum(coef * output)."""
+    s = (k + 1) * (r + 1)
+    return {
+        "w": torch.arange(6, dtype=torch.float32).reshape(2, 3) * 0.1 * s - 0.2,
+        "b": torch.tensor([0.3, -0.1]) * s,
+        "emb": torch.ones(len(EMB_IDS[r]), 2, 4) * 0.05 * s + torch.arange(4) * 0.01,
+        "bag": torch.ones(len(BAG_IDS[r]), 3) * 0.03 * s,
+    }
+
+
+def loss_of(lin, emb, bag, k, r):
+    """The step-k loss of worker r, over a Linear and two lookups (callables of ids)."""
+    g = grads_of(k, r)
+    return ((lin.weight * g["w"]).sum() + (lin.bias * g["b"]).sum()
+            + (emb(torch.tensor(EMB_IDS[r])) * g["emb"]).sum() + (bag(torch.tensor(BAG_IDS[r])) * g["bag"]).sum())
+
+
+def settings(name):
+    """The optimizers of the exact scenario: (dense, embedding, bag)."""
+    return {
+        "sgd": (dict(optimizer="sgd", lr=0.1, momentum=0.9, weight_decay=0.01),
+                dict(optimizer="adam", lr=0.1), dict(optimizer="adagrad", lr=0.5)),
+        "adam": (dict(optimizer="adam", lr=0.05), dict(optimizer="sgd", lr=0.2, momentum=0.5),
+                 dict(optimizer="sgd", lr=0.5)),
+    }[name]
+
+
+class Tiny(nn.Module):
+    def __init__(self, pt, emb_opt, bag_opt, extra=False):
+        super().__init__()
+        self.lin = nn.Linear(3, 2 if not extra else 3)
+        self.emb = pt.Embedding(ROWS, 4, init_std=0.5, **emb_opt)
+        self.bag = pt.Embedding(1000, 3, init_std=0.5, mode="sum", **bag_opt)
+
+
+def flat(model):
+    return [float(v) for p in model.parameters() for v in p.detach().reshape(-1)]
+
+
+def rows_of(emb, ids):
+    with torch.no_grad():
+        return emb(torch.tensor(ids)).tolist()
+
+
+def expect(cond, what):
+    if not cond:
+        raise SystemExit(f"torch-node check failed: {what}")
+
+
+def bad_input(pt, model):
+    """Worker 0's checks of bad input and of the bags."""
+    for ids, err, text in [(torch.tensor([1.5]), ValueError, "integer tensor"),
+                           (torch.tensor([ROWS]), IndexError, "out of range"),
+                           (torch.tensor([-1]), IndexError, "out of range")]:
+        try:
+            model.emb(ids)
+            expect(False, f"{ids} was taken")
+        except err as e:
+            expect(text in str(e) and "\n" not in str(e), f"{ids}: {e}")
+            print(f"refused: {e}", flush=True)
+    with torch.no_grad():
+        a = model.emb(torch.tensor([[3, 8]], dtype=torch.int32))
+        b = model.emb(torch.tensor([[3, 8]]))
+        expect(torch.equal(a, b) and a.shape == (1, 2, 4), "int32 ids")
+        ids = torch.tensor([[1, 2, 2], [9, 4, 1]])
+        summed = model.bag(ids)
+        model.bag.mode = "mean"
+        mean = model.bag(ids)
+        model.bag.mode = None
+        each = model.bag(ids)
+        model.bag.mode = "sum"
+        expect(each.shape == (2, 3, 3) and summed.shape == (2, 3), "bag shapes")
+        expect(torch.allclose(each.sum(1), summed) and torch.allclose(each.mean(1), mean), "bags")
+    print("bags ok", flush=True)
+    try:
+        pt.init()
+        expect(False, "init() twice was taken")
+    except psrs.Error as e:
+        print(f"init twice: {e}", flush=True)
+
+
+def exact(a, pt):
+    r = pt.rank()
+    dense_opt, emb_opt, bag_opt = settings(a.optimizers)
+    torch.manual_seed(100 + r)  # every worker its own values: worker 0's must win
+    model = Tiny(pt, emb_opt, bag_opt)
+    mine = flat(model)
+    opt = pt.DistributedOptimizer(model, mode=a.mode, **dense_opt)
+    start = flat(model)
+    if r == 0:
+        bad_input(pt, model)
+    emb_ids = sorted({i for row in EMB_IDS[0] for i in row})
+    bag_ids = sorted({i for row in BAG_IDS[0] + BAG_IDS[1] for i in row})
+    model.bag.mode = None  # single rows, for the record
+    first = {"emb": rows_of(model.emb, emb_ids), "bag": rows_of(model.bag, bag_ids)}
+    model.bag.mode = "sum"
+    for k in range(a.steps):
+        opt.zero_grad()
+        loss_of(model.lin, model.emb, model.bag, k, r).backward()
+        opt.step()
+    pt.barrier()
+    opt.pull()
+    model.bag.mode = None
+    out = {"rank": r, "mine": mine, "start": start, "first": first, "final": flat(model),
+           "emb": rows_of(model.emb, emb_ids), "bag": rows_of(model.bag, bag_ids), "emb_ids": emb_ids,
+           "bag_ids": bag_ids, "versions": opt.versions, "rejected": opt.rejected}
+    print("RESULT " + json.dumps(out), flush=True)
+
+
+def mismatch(a, pt):
+    r = pt.rank()
+    model = Tiny(pt, {}, {}, extra=(r == 1))
+    try:
+        opt = pt.DistributedOptimizer(model, mode="async", lr=0.1)
+    except ValueError as e:
+        print(f"mismatch refused: {e}", flush=True)
+        return
+    for k in range(3):
+        opt.zero_grad()
+        loss_of(model.lin, model.emb, model.bag, k, 0).backward()
+        opt.step()
+    print(f"worker {r} trained", flush=True)
+
+
+class Counter(nn.Module):
+    def __init__(self, pt):
+        super().__init__()
+        self.w = nn.Parameter(torch.zeros(6))
+        self.emb = pt.Embedding(ROWS, 2, optimizer="sgd", lr=1.0, init_std=0.0)
+
+
+COUNT_IDS = [11, ROWS - 3]
+
+
+def count(a, pt):
+    r = pt.rank()
+    model = Counter(pt)
+    opt = pt.DistributedOptimizer(model, optimizer="sgd", lr=1.0, mode=a.mode)
+    steps = 0
+    for task in psrs.tasks(a.train):
+        print(f"start task {task.id}", flush=True)
+        x, _ = task.records()
+        for _ in range(len(x)):
+            opt.zero_grad()
+            (model.w.sum() + model.emb(torch.tensor(COUNT_IDS)).sum()).backward()
+            opt.step()
+            steps += 1
+            print(f"stepped {steps}", flush=True)
+        print(f"done task {task.id}", flush=True)
+    print(f"worker {r} finished", flush=True)
+    pt.barrier()
+    opt.pull()
+    out = {"rank": r, "steps": steps, "w": [float(v) for v in model.w.detach()],
+           "rows": rows_of(model.emb, COUNT_IDS), "blocks": [list(b) for b in block_ranges(6)],
+           "versions": opt.versions, "rejected": opt.rejected}
+    print("RESULT " + json.dumps(out), flush=True)
+
+
+def block_ranges(n):
+    """Which dense values each server holds (the layout's blocks)."""
+    per = -(-n // psrs.num_servers())
+    return [range(s * per, min(n, (s + 1) * per)) for s in range(psrs.num_servers())]
+
+
+class Replay(nn.Module):
+    def __init__(self, pt):
+        super().__init__()
+        self.w = nn.Parameter(torch.linspace(-1, 1, 10))
+        self.emb = pt.Embedding(ROWS, 3, optimizer="adam", lr=0.05, init_std=0.3)
+
+
+def replay(a, pt):
+    model = Replay(pt)
+    opt = pt.DistributedOptimizer(model, optimizer="adam", lr=0.05, mode=a.mode)
+    ids = torch.tensor([3, 17, ROWS - 5, 40])
+    for k in range(a.steps):
+        opt.zero_grad()
+        coef = torch.sin(torch.arange(10, dtype=torch.float32) + k)
+        rows = model.emb(ids[: 2 + k % 3])
+        loss = (model.w * coef).sum() + (rows * torch.cos(torch.arange(3.0) * (k + 1))).sum()
+        loss.backward()
+        opt.step()
+        print(f"stepped {k + 1}", flush=True)
+        if a.pause_at == k + 1:
+            print("paused", flush=True)
+            while not os.path.exists(a.resume):
+                time.sleep(0.05)
+    with torch.no_grad():
+        out = {"w": [float(v) for v in model.w], "rows": model.emb(ids).tolist(), "versions": opt.versions}
+    print("RESULT " + json.dumps(out), flush=True)
+
+
