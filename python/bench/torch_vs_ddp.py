@@ -113,7 +113,11 @@ def timed(step, batches, warmup):
 
 
 def report(what, rate, role="worker"):
-    print(f"MEASURE {json.dumps({'what': what, 'rate': rate, 'role': role, 'peak_mib': peak_mib()})}", flush=True)
+    # one write(2) of the whole line: the processes of a run share one pipe, and print()
+    # writes the text and its newline apart, so two processes' lines could interleave
+    line = f"MEASURE {json.dumps({'what': what, 'rate': rate, 'role': role, 'peak_mib': peak_mib()})}\n"
+    sys.stdout.flush()
+    os.write(sys.stdout.fileno(), line.encode())
 
 
 # ---------------------------------------------------------------- the systems
