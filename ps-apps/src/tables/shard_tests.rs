@@ -92,6 +92,27 @@ fn async_applies_each_push_at_once() {
 }
 
 #[test]
+fn bounded_rejects_gradients_older_than_the_staleness_and_changes_nothing() {
+    let (mut s, ks) = shard(Mode::Bounded { staleness: 1 }, 1);
+    let k = ks.dense_key(1);
+    let row = ks.row_key(0, row_on(&ks, 1, 0));
+    for (w, v) in [(9, 0), (11, 0)] {
+        let out = s.push(&ks, w, v, &[k], &[], &[1.0; 4], 0).unwrap();
+        assert_eq!(out, PushOutcome::Accepted { applied: true });
+    }
+    // computed on version 0, two versions ago: too stale, neither block nor row touched
+    let out = s.push(&ks, 9, 0, &[k, row], &[4, 4], &[1.0; 8], 0).unwrap();
+    assert_eq!(out, PushOutcome::Rejected { current: 2 });
+    assert_eq!((s.version(), s.dense()), (2, &[3.0, 4.0, 5.0, 6.0][..]));
+    assert_eq!(s.stored_rows(), vec![0]);
+    // one version old: within the bound
+    let out = s.push(&ks, 9, 1, &[k, row], &[4, 4], &[1.0; 8], 0).unwrap();
+    assert_eq!(out, PushOutcome::Accepted { applied: true });
+    assert_eq!((s.version(), s.dense()), (3, &[2.0, 3.0, 4.0, 5.0][..]));
+    assert_eq!(s.stored_rows(), vec![1]);
+}
+
+#[test]
 fn a_malformed_push_changes_nothing() {
     let (mut s, ks) = shard(SYNC, 0);
     let dk = ks.dense_key(0);
