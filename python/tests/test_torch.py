@@ -23,7 +23,7 @@ except ImportError as e:  # the test fails, naming the package
     pytest.fail(f"the torch package is not installed ({e}): pip install torch (scripts/test.sh installs it)",
                 pytrace=False)
 
-from cluster import HERE, psrs_bin, py
+from cluster import HERE, Node, psrs_bin, py
 
 sys.path.insert(0, str(HERE / "nodes"))
 import torch_work  # noqa: E402  (the gradients the nodes push)
@@ -200,6 +200,65 @@ def test_a_worker_killed_mid_step_loses_nothing(cluster_factory, small_dataset, 
         mine = set(re.findall(r"^done task (\d+)$", victim.stdout(), re.M))
         theirs = set(re.findall(r"^done task (\d+)$", survivor.stdout(), re.M))
         assert started - mine <= theirs, f"{where}: the victim's unfinished task was trained by the survivor"
+
+
+def test_bounded_staleness_rejects_exactly_the_gradients_older_than_the_bound(cluster_factory, tmp_path):
+    """Bounded mode, staleness 2, worker 1 slow: in each round it computes its gradient,
+    then the fast worker takes LAG steps before it pushes (LAG 2 is the bound: taken;
+    3 is one past it: rejected by both servers; the last round steps with a closure, so
+    its rejected gradient is recomputed and taken). The fast worker's gradients are
+    never more than one version old, so all are taken. Every push is 1 for each dense
+    value and two rows (SGD, lr 1), so each server's values and rows are minus the
+    pushes it took, which is its version: the fast worker's steps plus the slow
+    worker's taken ones."""
+    staleness, lags, closure_round = 2, [1, 2, 3, 0, 5, 2, 3], 6
+    hs = tmp_path / "handshake"
+    hs.mkdir()
+    c = cluster_factory(2, 2, limit=120)
+    node = py("torch_node.py", "--scenario", "stale", "--staleness", str(staleness), "--lags",
+              ",".join(map(str, lags)), "--closure-rounds", str(closure_round), "--handshake", str(hs))
+    c.start(node, node, node)
+    c.assert_ok()
+    res = {r["rank"]: r for r in (result(w) for w in c.role("worker"))}
+    fast, slow = res[0], res[1]
+    assert fast["steps"] == sum(lags) and fast["rejected"] == 0, fast
+    taken = 0
+    for k, (lag, rnd) in enumerate(zip(lags, slow["rounds"])):
+        version = sum(lags[:k]) + taken
+        assert rnd["pulled"] == [version, version], f"round {k}: computed on {rnd['pulled']}, not {version}"
+        too_stale = lag > staleness
+        assert rnd["rejected"] == (2 if too_stale else 0), \
+            f"round {k}: a gradient {lag} versions old, bound {staleness}: {rnd['rejected']} servers rejected it"
+        taken += 1 if (not too_stale or k == closure_round) else 0
+    assert len(slow["rounds"]) == len(lags), slow
+    version = sum(lags) + taken
+    for r in (fast, slow):
+        assert r["versions"] == [version, version], f"versions {r['versions']}, expected {version}: {res}"
+        for s, block in enumerate(r["blocks"]):
+            assert [r["w"][i] for i in block] == [-float(version)] * len(block), \
+                f"server {s} holds {r['w']}: not the {version} pushes it took"
+        assert r["rows"] == [[-float(version)] * 2] * 2, f"rows {r['rows']}, expected -{version}"
+    for s in c.role("server"):
+        assert re.search(rf"^server \d version {version} rows", s.stdout(), re.M), c.logs()
+
+
+def test_init_takes_the_roles_from_slurms_variables(cluster_factory):
+    """As under `srun -n 3` with DMLC_NUM_SERVER=1 and no DMLC_ROLE, DMLC_NUM_WORKER or
+    DMLC_PS_ROOT_URI: task 0 is the scheduler, task 1 the server, task 2 the worker
+    (the count of workers from SLURM_NTASKS, the scheduler's host the first of
+    SLURM_JOB_NODELIST). The worker trains 3 steps and the server ends at version 3."""
+    c = cluster_factory(1, 1, limit=90)
+    node = py("torch_node.py", "--scenario", "replay", "--steps", "3")
+    base = {k: v for k, v in c.env.items()
+            if k not in ("DMLC_ROLE", "DMLC_NUM_WORKER", "DMLC_PS_ROOT_URI") and not k.startswith("SLURM_")}
+    for procid, role in enumerate(["scheduler", "server", "worker"]):
+        env = dict(base, SLURM_PROCID=str(procid), SLURM_NTASKS="3", SLURM_JOB_NODELIST="127.0.0.1,127.0.0.2")
+        c.nodes.append(Node(role, node, env, c.dir, f"task{procid}"))
+    c.assert_ok()
+    scheduler, server, worker = c.nodes
+    assert result(worker)["versions"] == [3], c.logs()
+    assert re.search(r"^server 0 version 3 rows", server.stdout(), re.M), c.logs()
+    assert "RESULT" not in scheduler.stdout() + server.stdout() and "version" not in scheduler.stdout(), c.logs()
 
 
 def replay(cluster_factory, tmp_path, name, env=None, kill=None, checkpoints=True):

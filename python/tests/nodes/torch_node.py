@@ -9,7 +9,7 @@ import psrs.torch as pt
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--scenario", required=True, choices=["exact", "mismatch", "count", "replay"])
+    p.add_argument("--scenario", required=True, choices=["exact", "mismatch", "count", "replay", "stale"])
     p.add_argument("--mode", default="sync")
     p.add_argument("--optimizers", default="sgd")
     p.add_argument("--steps", type=int, default=5)
@@ -18,6 +18,10 @@ def main():
     p.add_argument("--work-dir")
     p.add_argument("--pause-at", type=int, default=0)
     p.add_argument("--resume")
+    p.add_argument("--staleness", type=int, default=2)
+    p.add_argument("--lags", default="")
+    p.add_argument("--closure-rounds", default="")
+    p.add_argument("--handshake")
     a = p.parse_args()
     if not pt.init(epochs=a.epochs, work_dir=a.work_dir, checkpoint_every=1, task_timeout_ms=20000):
         st = pt.server_stats()

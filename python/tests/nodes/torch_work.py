@@ -10,6 +10,12 @@ Scenarios (--scenario):
 - count: every step pushes a gradient of 1 for each dense value and for two rows (SGD,
   lr 1), through psrs.tasks(); workers print each step they finish, so a test that
   kills one can count what the servers must hold.
+- stale: bounded staleness, worker 1 the slow one. In each round k the slow worker
+  computes its gradient (as in count), then waits while the fast worker takes LAGS[k]
+  steps, then pushes: its gradient is LAGS[k] versions old. The workers hand over
+  through files in --handshake. In the rounds of --closure-rounds the slow worker steps
+  with a closure (a rejected gradient is recomputed and pushed again). Workers print
+  their steps, rejections and, per round, the versions the slow worker computed on.
 - replay: one worker trains STEPS steps of known gradients with Adam; with --pause-at
   K it stops after step K until the file --resume exists (a test kills a server
   meanwhile), then goes on; it prints the final values.
@@ -18,6 +24,7 @@ Scenarios (--scenario):
 import json
 import os
 import time
+from pathlib import Path
 
 import numpy as np
 import psrs
@@ -186,6 +193,69 @@ def count(a, pt):
     out = {"rank": r, "steps": steps, "w": [float(v) for v in model.w.detach()],
            "rows": rows_of(model.emb, COUNT_IDS), "blocks": [list(b) for b in block_ranges(6)],
            "versions": opt.versions, "rejected": opt.rejected}
+    print("RESULT " + json.dumps(out), flush=True)
+
+
+def wait_for(path, limit=60.0):
+    end = time.monotonic() + limit
+    while not path.exists():
+        if time.monotonic() > end:
+            raise SystemExit(f"torch-node: {path.name} did not appear within {limit} s")
+        time.sleep(0.005)
+
+
+def stale(a, pt):
+    r = pt.rank()
+    model = Counter(pt)
+    opt = pt.DistributedOptimizer(model, optimizer="sgd", lr=1.0, mode="bounded", staleness=a.staleness)
+    hs = Path(a.handshake)
+    lags = [int(x) for x in a.lags.split(",")]
+    with_closure = {int(x) for x in a.closure_rounds.split(",") if x}
+
+    def loss():
+        return model.w.sum() + model.emb(torch.tensor(COUNT_IDS)).sum()
+
+    steps, rounds = 0, []
+    for k, lag in enumerate(lags):
+        if r == 0:  # the fast worker: LAG steps while the slow one holds its gradient
+            wait_for(hs / f"ready{k}")
+            for _ in range(lag):
+                opt.zero_grad()
+                loss().backward()
+                opt.step()
+                steps += 1
+            (hs / f"done{k}").touch()
+            wait_for(hs / f"pushed{k}")
+            continue
+        before, pulled = opt.rejected, list(opt.versions)
+        if k in with_closure:
+            calls = []
+
+            def closure():
+                opt.zero_grad()
+                lo = loss()
+                lo.backward()
+                calls.append(1)
+                if len(calls) == 1:
+                    (hs / f"ready{k}").touch()
+                    wait_for(hs / f"done{k}")
+                return lo
+
+            opt.step(closure)
+        else:
+            opt.zero_grad()
+            loss().backward()
+            (hs / f"ready{k}").touch()
+            wait_for(hs / f"done{k}")
+            opt.step()
+        steps += 1
+        rounds.append({"lag": lag, "pulled": pulled, "rejected": opt.rejected - before})
+        (hs / f"pushed{k}").touch()
+    pt.barrier()
+    opt.pull()
+    out = {"rank": r, "steps": steps, "w": [float(v) for v in model.w.detach()],
+           "rows": rows_of(model.emb, COUNT_IDS), "blocks": [list(b) for b in block_ranges(6)],
+           "versions": opt.versions, "rejected": opt.rejected, "rounds": rounds}
     print("RESULT " + json.dumps(out), flush=True)
 
 
