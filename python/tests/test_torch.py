@@ -5,8 +5,10 @@ Adagrad), worker 0's initial values broadcast, bad input refused in one line, a 
 that differs between workers named, a worker killed mid-step at several moments
 (nothing it or the others pushed is lost or half applied; its task is trained again),
 and a server killed (a replica, or a replacement restoring its checkpoint, goes on
-with the optimizer state: the values equal an uninterrupted run's). Fails (never
-skips) when torch is missing."""
+with the optimizer state: the values equal an uninterrupted run's), bounded
+staleness (a slow worker's gradients rejected exactly when older than the bound, every
+server holding exactly the pushes it took), and init() taking its role from Slurm's
+variables. Fails (never skips) when torch is missing."""
 
 import json
 import random
