@@ -17,7 +17,6 @@ pub mod node;
 pub mod postoffice;
 pub mod protocol;
 pub mod simple_app;
-pub mod slurm;
 pub mod van;
 
 #[cfg(test)]

@@ -84,7 +84,7 @@ impl Postoffice {
     pub fn new(cfg: Config) -> Result<Arc<Postoffice>, String> {
         cfg.validate().map_err(|e| e.to_string())?;
         let transport =
-            crate::van::transport::create(&cfg.van_type, &cfg.security, cfg.spin, &cfg.shm, cfg.local_socket)?;
+            crate::van::factory::create(&cfg.van_type, &cfg.security, cfg.spin, &cfg.shm, cfg.local_socket)?;
         cfg.security.log_once();
         Ok(Postoffice::with_transport(cfg, transport))
     }

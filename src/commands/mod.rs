@@ -45,7 +45,7 @@ pub fn join(cfg: Config) -> Result<Arc<Postoffice>, String> {
 /// psrs built without it fails at start with a line naming the feature.
 fn with_lock_service(po: &Arc<Postoffice>) -> Result<(), String> {
     let cfg = po.config();
-    if let (ps_core::node::Role::Scheduler, ps_core::protocol::failover::ElectionMode::Etcd { endpoints, prefix }) =
+    if let (ps_core::node::Role::Scheduler, ps_core::config::ElectionMode::Etcd { endpoints, prefix }) =
         (cfg.role, &cfg.election)
     {
         #[cfg(feature = "etcd")]

@@ -179,7 +179,8 @@ mod tests {
 
     #[test]
     fn a_secured_server_answers_401_without_the_token() {
-        use ps_core::auth::{Secret, SecretSource, Security};
+        use ps_core::auth::{Secret, SecretSource};
+        use ps_core::config::Security;
         let secret = Secret::new(vec![3; 32], SecretSource::File).unwrap();
         let sec = Security {
             secret: Some(secret.clone()),

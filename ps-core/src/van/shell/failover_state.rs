@@ -2,8 +2,9 @@
 //! standbys it streams to and the state it holds; what a node follows. The rules are in
 //! [`crate::protocol::failover`]; [`super::failover`] is the wiring.
 
+use crate::config::ElectionMode;
 use crate::node::Role;
-use crate::protocol::failover::{ActiveView, Candidate, ElectionMode, Leased, Majority, Replicas};
+use crate::protocol::failover::{ActiveView, Candidate, Leased, Majority, Replicas};
 use bytes::Bytes;
 use parking_lot::{Condvar, Mutex};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};

@@ -5,8 +5,9 @@
 use super::failover_state::SchedFailover;
 use super::Van;
 use crate::config::Config;
+use crate::config::ElectionMode;
 use crate::node::Role;
-use crate::protocol::failover::{Candidate, ElectionMode, Lock};
+use crate::protocol::failover::{Candidate, Lock};
 use crate::van::LockService;
 use std::sync::Arc;
 

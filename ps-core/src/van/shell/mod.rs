@@ -1,8 +1,9 @@
 //! The van's threads and sockets: a thin shell that feeds received messages to the
 //! protocol state machines and carries out what they decide.
 
+use super::handler::VanHandler;
+use super::stats::VanStats;
 use super::transport::Transport;
-use super::VanHandler;
 use crate::config::Config;
 use crate::message::{Command, Control, Message, Meta};
 use crate::node::{Node, Role, EMPTY_ID, SCHEDULER};
@@ -31,33 +32,6 @@ mod start;
 /// How many times the resender resends one message before giving up.
 pub const MAX_RESENDS: u32 = 10;
 const POLL: Duration = Duration::from_millis(20);
-
-/// Traffic counters of one van.
-#[derive(Debug, Default)]
-pub struct VanStats {
-    /// Messages sent.
-    pub sent_msgs: AtomicU64,
-    /// Bytes sent (header and data).
-    pub sent_bytes: AtomicU64,
-    /// Messages received and decoded.
-    pub recv_msgs: AtomicU64,
-    /// Bytes received.
-    pub recv_bytes: AtomicU64,
-    /// Received messages that did not decode (dropped).
-    pub malformed: AtomicU64,
-    /// Data messages dropped by `PS_DROP_MSG`.
-    pub injected_drops: AtomicU64,
-    /// Duplicates dropped by the resender.
-    pub duplicates: AtomicU64,
-    /// Messages resent.
-    pub resent: AtomicU64,
-    /// Messages dropped as meant for an earlier process of this node's id, or sent by
-    /// a process declared dead or replaced.
-    pub stale: AtomicU64,
-    /// Frames and bytes moved through shared memory (TCP van, peers on this host;
-    /// zeros for other transports).
-    pub shm: Arc<super::shm::ShmStats>,
-}
 
 /// The van of one process. Create with [`Van::new`], then [`Van::start`].
 pub struct Van {

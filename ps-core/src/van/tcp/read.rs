@@ -3,14 +3,14 @@
 //! (many per `read`) and hands each to the van; its handlers' sends are corked until
 //! its buffer runs dry ([`super::cork`]).
 
-use super::cork;
 use super::guard::{Guard, Incoming, Permit};
+use super::link::MAGIC;
 use super::shm::{self, Shm, ShmReceiver};
 use super::spin_read::FrameRead;
 use super::stream::Stream;
-use super::tcp_link::MAGIC;
-use super::transport::Deliver;
-use crate::auth::Limits;
+use crate::config::Limits;
+use crate::van::cork;
+use crate::van::transport::Deliver;
 use bytes::Bytes;
 use parking_lot::Mutex;
 use std::collections::HashMap;
@@ -132,7 +132,7 @@ pub(super) fn read_all(stream: Stream, ctx: Serve) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::van::tcp_link::write_message;
+    use crate::van::tcp::link::write_message;
     use std::io::Write;
     use std::net::{TcpListener, TcpStream};
 

@@ -4,8 +4,8 @@
 //! reader thread that blocked on a full socket while writing its answer would stop
 //! reading, and two such readers would wait on each other for ever.
 
-use super::tcp_transport::TcpTransport;
-use super::transport::Transport;
+use super::transport::TcpTransport;
+use crate::van::transport::Transport;
 use bytes::Bytes;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};

@@ -1,13 +1,13 @@
 //! The TCP transport's drain thread: it finishes the writes that reader threads
-//! started and the socket did not take at once ([`super::tcp_wire`]). A reader thread
+//! started and the socket did not take at once ([`super::wire`]). A reader thread
 //! hands such a link over and goes back to reading; the drain waits (without the
 //! link's lock) until the socket is writable and writes more, until nothing waits. The
 //! thread starts at the first hand-over and ends with the transport.
 
-use super::tcp_link::Link;
-use super::tcp_wire::wait_writable;
+use super::wire::wait_writable;
 use crossbeam_channel::{Receiver, Sender};
 use parking_lot::Mutex;
+use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -16,10 +16,20 @@ use std::time::Duration;
 /// How long the drain waits for a writable socket before it looks for new links.
 const POLL: Duration = Duration::from_millis(50);
 
+/// What the drain finishes writing: an outgoing link whose socket did not take all
+/// that waits for it.
+pub(super) trait Unwritten: Send + Sync {
+    /// The socket while bytes wait for it; None once nothing waits.
+    fn waiting_fd(&self) -> Option<RawFd>;
+    /// Hands the socket more of what waits: true when nothing waits any more or the
+    /// connection failed.
+    fn write_more(&self) -> bool;
+}
+
 /// The drain of one transport.
 pub(super) struct Drain {
-    tx: Sender<Arc<Link>>,
-    rx: Receiver<Arc<Link>>,
+    tx: Sender<Arc<dyn Unwritten>>,
+    rx: Receiver<Arc<dyn Unwritten>>,
     thread: Mutex<Option<JoinHandle<()>>>,
     stop: Arc<AtomicBool>,
 }
@@ -37,7 +47,7 @@ impl Drain {
     }
 
     /// Has the drain finish writing `link` (its socket was full).
-    pub(super) fn add(&self, link: Arc<Link>) {
+    pub(super) fn add(&self, link: Arc<dyn Unwritten>) {
         let mut t = self.thread.lock();
         if t.is_none() && !self.stop.load(Ordering::Relaxed) {
             let (rx, stop) = (self.rx.clone(), Arc::clone(&self.stop));
@@ -61,8 +71,8 @@ impl Drain {
     }
 }
 
-fn run(rx: Receiver<Arc<Link>>, stop: Arc<AtomicBool>) {
-    let mut links: Vec<Arc<Link>> = Vec::new();
+fn run(rx: Receiver<Arc<dyn Unwritten>>, stop: Arc<AtomicBool>) {
+    let mut links: Vec<Arc<dyn Unwritten>> = Vec::new();
     while !stop.load(Ordering::Relaxed) {
         if links.is_empty() {
             match rx.recv_timeout(POLL * 4) {

@@ -1,15 +1,16 @@
 //! The TCP van's outgoing links: one per peer, its connection and its queue of
 //! messages waiting to be written ([`super::cork`], lazy sends), each batch handed to
-//! the socket in one vectored write that never blocks ([`super::tcp_wire`]); a reader
-//! thread leaves what the socket did not take to the drain ([`super::tcp_drain`]).
-//! The message header is the wire format of [`super::tcp_transport`].
+//! the socket in one vectored write that never blocks ([`super::wire`]); a reader
+//! thread leaves what the socket did not take to the drain ([`super::drain`]).
+//! The message header is the wire format of [`super::transport`].
 
-use super::cork;
+use super::drain::{Drain, Unwritten};
 use super::guard::{Guard, Outgoing};
-use super::shm::{self, ShmLink, ShmStats};
+use super::shm::{self, ShmLink};
 use super::stream;
-use super::tcp_drain::Drain;
-use super::tcp_wire::{wait_writable, Wire};
+use super::wire::{wait_writable, Wire};
+use crate::van::cork;
+use crate::van::stats::ShmStats;
 use bytes::Bytes;
 use parking_lot::{Mutex, MutexGuard};
 use std::io;
@@ -175,15 +176,17 @@ impl Link {
             }
         }
     }
+}
 
+impl Unwritten for Link {
     /// The socket of this link's connection while bytes wait for it.
-    pub(super) fn waiting_fd(&self) -> Option<RawFd> {
+    fn waiting_fd(&self) -> Option<RawFd> {
         self.lock().stream.as_ref().filter(|w| w.pending()).map(Wire::fd)
     }
 
     /// Hands the socket more of what waits (the drain): true when nothing waits any
     /// more or the connection failed (logged; it is dropped).
-    pub(super) fn write_more(&self) -> bool {
+    fn write_more(&self) -> bool {
         let mut p = self.lock();
         match p.write_queued(&self.guard) {
             Ok(done) => done,

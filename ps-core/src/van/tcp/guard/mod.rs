@@ -11,7 +11,7 @@ use super::spin_read::{FrameRead, SpinRead};
 use super::stream::Stream;
 use crate::auth::gate::{Gate, HandshakeFailure};
 use crate::auth::handshake::{AfterHello, Initiator, Refusal, Responder, CHALLENGE_LEN, HELLO_LEN, PROOF_LEN};
-use crate::auth::{Limits, Security};
+use crate::config::{Limits, Security};
 use bytes::Bytes;
 use parking_lot::Mutex;
 pub use sealed_io::{SealedReader, SealedWriter};
@@ -69,7 +69,7 @@ impl FrameRead for Incoming {
 
 impl Outgoing {
     /// The socket under the link: the shared-memory offer's one-byte answer comes
-    /// back on its reverse direction, unsealed (see [`crate::van::shm`]).
+    /// back on its reverse direction, unsealed (see [`crate::van::tcp::shm`]).
     pub fn stream(&self) -> &Stream {
         &self.tcp
     }
@@ -198,7 +198,7 @@ impl Guard {
     }
 
     /// Like [`Guard::accept`]; the link's reads then spin up to `spin` before they
-    /// block (`PS_SPIN_US`, see [`crate::van::spin_read`]).
+    /// block (`PS_SPIN_US`, see [`crate::van::tcp::spin_read`]).
     pub fn accept_spinning(
         &self,
         mut tcp: Stream,

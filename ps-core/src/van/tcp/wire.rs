@@ -1,7 +1,7 @@
 //! One outgoing connection's bytes on their way out, handed to the socket without
 //! ever blocking: what the kernel does not take now stays here, in order, for the
 //! next attempt (by the sending thread once the socket is writable, or by the
-//! transport's drain thread, [`super::tcp_drain`]). No thread that reads a socket may
+//! transport's drain thread, [`super::drain`]). No thread that reads a socket may
 //! block on a write: two nodes whose reader threads each waited for the other to read
 //! would wait for ever (a worker's pushes one way, a server's answers and
 //! acknowledgements the other, on a slow network).
@@ -162,8 +162,8 @@ pub(super) fn wait_writable(fds: &[RawFd], timeout: Duration) -> io::Result<bool
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::auth::Security;
-    use crate::van::guard::Guard;
+    use crate::config::Security;
+    use crate::van::tcp::guard::Guard;
     use std::io::Read;
     use std::net::{TcpListener, TcpStream};
 

@@ -3,10 +3,12 @@
 
 use super::region::{boot_id, Region};
 use super::wire::{mark, Descriptor, Layout, Offer, ACCEPT, DESC_LEN, REFUSE};
-use super::{ShmConfig, ShmStats};
-use crate::auth::Security;
-use crate::van::guard::Guard;
-use crate::van::{TcpTransport, Transport};
+use crate::config::Security;
+use crate::config::ShmConfig;
+use crate::van::stats::ShmStats;
+use crate::van::tcp::guard::Guard;
+use crate::van::tcp::transport::TcpTransport;
+use crate::van::transport::Transport;
 use bytes::Bytes;
 use crossbeam_channel::{unbounded, Receiver};
 use std::io::{Read, Write};
@@ -120,7 +122,7 @@ fn write_raw(s: &mut impl Write, frames: &[&[u8]], marked: &[usize]) {
 
 /// A peer that handshakes and offers `offer` (with its own region's token unless
 /// changed); returns the link and the answer byte.
-fn offer(port: u16, offer: &Offer) -> (crate::van::guard::Outgoing, u8) {
+fn offer(port: u16, offer: &Offer) -> (crate::van::tcp::guard::Outgoing, u8) {
     let guard = Guard::new(&Security::default());
     let tcp = TcpStream::connect(("127.0.0.1", port)).unwrap();
     let mut out = guard.connect(tcp, "test").unwrap();

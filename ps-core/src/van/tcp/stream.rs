@@ -12,6 +12,7 @@
 //! host tries that name first (then the wildcard listener's, for a node bound to all
 //! interfaces) and falls back to TCP when there is none.
 
+use crate::addr::{system::SystemLookup, HostLookup};
 use std::io::{self, IoSlice, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, Shutdown, SocketAddr, TcpStream};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -30,6 +31,11 @@ pub enum Stream {
     Unix(UnixStream, SocketAddr),
 }
 
+/// True if `ip` is this host's: loopback or one of its interfaces' addresses.
+pub fn is_local(ip: IpAddr) -> bool {
+    ip.is_loopback() || SystemLookup.local_addrs().contains(&ip)
+}
+
 /// The abstract Unix socket name that stands for the TCP listener at `addr`.
 pub fn local_name(addr: SocketAddr) -> String {
     format!("psrs-van/{addr}")
@@ -45,9 +51,7 @@ pub fn listen_local(addr: SocketAddr) -> io::Result<UnixListener> {
 /// and `addr` is an address of this host that has one ([`connect_local`]), over TCP
 /// otherwise (within `timeout`; None: the system's).
 pub fn connect(addr: SocketAddr, local: bool, timeout: Option<Duration>) -> io::Result<Stream> {
-    let unix = (local && super::shm::link::is_local(addr.ip()))
-        .then(|| connect_local(addr))
-        .flatten();
+    let unix = (local && is_local(addr.ip())).then(|| connect_local(addr)).flatten();
     let s = match unix {
         Some(s) => s,
         None => Stream::Tcp(match timeout {

@@ -2,8 +2,8 @@
 //! the resource limits against a hostile or buggy peer, read once from `PS_*`
 //! variables and validated.
 
-use super::secret::{self, Secret};
-use crate::config::{err, ConfigError};
+use super::error::{err, ConfigError};
+use crate::auth::secret::{self, Secret};
 use std::collections::HashMap;
 use std::time::Duration;
 

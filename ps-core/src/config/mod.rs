@@ -1,10 +1,21 @@
 //! The node's configuration, read once from the `DMLC_*` / `PS_*` environment variables
 //! (the names ps-lite and the dmlc tracker use) into a typed, validated struct.
 
+mod election;
+mod error;
+mod security;
+mod shm;
+pub mod slurm;
+
+pub use election::{parse_candidates, parse_election, ElectionMode};
+pub(crate) use error::err;
+pub use error::ConfigError;
+pub use security::{Limits, Security};
+pub use shm::{ShmConfig, DEFAULT_MIN_BYTES, DEFAULT_REGION_MB, REGION_MB_RANGE};
+
 use crate::addr::{self, system::SystemLookup, AddrVars, HostLookup};
 use crate::node::Role;
 use std::collections::HashMap;
-use std::fmt;
 use std::time::Duration;
 
 /// The most nodes of one role a cluster may have (node ids are `i32`s, two per rank).
@@ -53,15 +64,15 @@ pub struct Config {
     /// gives up (default 120).
     pub join_timeout: Duration,
     /// `PS_SCHEDULERS`: every scheduler candidate as `host:port,host:port`, in order
-    /// (see `protocol::failover`); defaults to the one at `DMLC_PS_ROOT_URI` /
+    /// (see `failover`); defaults to the one at `DMLC_PS_ROOT_URI` /
     /// `DMLC_PS_ROOT_PORT`. A scheduler finds itself in the list by its root address.
     pub schedulers: Vec<(String, u16)>,
     /// `PS_SCHEDULER_STANDBY`: non-zero makes this scheduler a standby that follows the
     /// active one and takes over when it dies.
     pub scheduler_standby: bool,
     /// `PS_ELECTION` (`embedded` or `etcd`), with `PS_ETCD_ENDPOINTS` and
-    /// `PS_ETCD_PREFIX`: how the active scheduler is chosen (see `protocol::failover`).
-    pub election: crate::protocol::failover::ElectionMode,
+    /// `PS_ETCD_PREFIX`: how the active scheduler is chosen (see `failover`).
+    pub election: ElectionMode,
     /// `PS_REPLICAS`: how many next servers (on the ring of server ranks) also hold
     /// each server's key range (0, the default: no replication).
     pub replicas: usize,
@@ -72,44 +83,16 @@ pub struct Config {
     pub elastic_workers: bool,
     /// `PS_SPIN_US` (microseconds, default 0 = off, at most 10000): the low-latency
     /// mode. The TCP van's reader threads poll their socket for this long before they
-    /// sleep in a blocking read (see [`crate::van::spin_read`]); costs CPU while idle.
+    /// sleep in a blocking read (see [`crate::van::tcp::spin_read`]); costs CPU while idle.
     pub spin: Duration,
     /// `PS_SHM` (1 default, 0 off), `PS_SHM_MB`, `PS_SHM_MIN_BYTES`: the TCP van's
-    /// shared memory to peers on this host (see [`crate::van::shm`]).
-    pub shm: crate::van::shm::ShmConfig,
+    /// shared memory to peers on this host (see [`crate::van::tcp::shm`]).
+    pub shm: ShmConfig,
     /// `PS_LOCAL_SOCKET` (1 default, 0 off): the TCP van's links to nodes on this host
-    /// go over Unix sockets instead of loopback TCP (see [`crate::van::stream`]).
+    /// go over Unix sockets instead of loopback TCP (see [`crate::van::tcp::stream`]).
     pub local_socket: bool,
     /// The cluster secret, encryption and resource limits (`PS_SECRET_FILE`, ...).
-    pub security: crate::auth::Security,
-}
-
-/// A missing or malformed variable; its `Display` is one line naming the variable.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ConfigError {
-    /// The node's role, when `DMLC_ROLE` (or Slurm) names one: error lines start with it.
-    pub role: Option<Role>,
-    /// The offending variable.
-    pub var: String,
-    /// What is wrong with it and what to do.
-    pub reason: String,
-}
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.var, self.reason)
-    }
-}
-
-impl std::error::Error for ConfigError {}
-
-/// A configuration error about `var` (the role is filled in by the caller that knows it).
-pub(crate) fn err(var: &str, reason: impl Into<String>) -> ConfigError {
-    ConfigError {
-        role: None,
-        var: var.to_string(),
-        reason: reason.into(),
-    }
+    pub security: Security,
 }
 
 struct Vars<'a>(&'a HashMap<String, String>);
@@ -156,7 +139,7 @@ impl Config {
     /// names, routes and interfaces.
     pub fn from_vars_with(vars: &HashMap<String, String>, lookup: &dyn HostLookup) -> Result<Config, ConfigError> {
         let mut vars = vars.clone();
-        crate::slurm::fill_from_slurm(&mut vars).map_err(|(var, reason)| err(&var, reason))?;
+        slurm::fill_from_slurm(&mut vars).map_err(|(var, reason)| err(&var, reason))?;
         let role = vars.get("DMLC_ROLE").and_then(|r| Role::parse(r));
         Config::read(&vars, lookup).map_err(|e| ConfigError { role, ..e })
     }
@@ -198,10 +181,10 @@ impl Config {
         let drop_msg_percent = v.parse("PS_DROP_MSG", "a percent (0-100)")?.unwrap_or(0);
         let schedulers = match v.get("PS_SCHEDULERS") {
             None => vec![(root_uri.clone(), root_port)],
-            Some(list) => crate::protocol::failover::parse_candidates(list).map_err(|e| err("PS_SCHEDULERS", e))?,
+            Some(list) => parse_candidates(list).map_err(|e| err("PS_SCHEDULERS", e))?,
         };
         let scheduler_standby = v.parse::<i64>("PS_SCHEDULER_STANDBY", "0 or 1")?.unwrap_or(0) != 0;
-        let election = crate::protocol::failover::parse_election(
+        let election = parse_election(
             v.get("PS_ELECTION"),
             v.get("PS_ETCD_ENDPOINTS"),
             v.get("PS_ETCD_PREFIX"),
@@ -232,17 +215,17 @@ impl Config {
                 v.parse("PS_SPIN_US", "a number of microseconds (0-10000)")?
                     .unwrap_or(0),
             ),
-            shm: crate::van::shm::ShmConfig {
+            shm: ShmConfig {
                 enabled: v.parse::<i64>("PS_SHM", "0 or 1")?.unwrap_or(1) != 0,
                 region_mb: v
                     .parse("PS_SHM_MB", "a number of MiB (1-4096)")?
-                    .unwrap_or(crate::van::shm::DEFAULT_REGION_MB),
+                    .unwrap_or(DEFAULT_REGION_MB),
                 min_bytes: v
                     .parse("PS_SHM_MIN_BYTES", "a number of bytes")?
-                    .unwrap_or(crate::van::shm::DEFAULT_MIN_BYTES),
+                    .unwrap_or(DEFAULT_MIN_BYTES),
             },
             local_socket: v.parse::<i64>("PS_LOCAL_SOCKET", "0 or 1")?.unwrap_or(1) != 0,
-            security: crate::auth::Security::from_vars(vars)?,
+            security: Security::from_vars(vars)?,
         };
         cfg.validate()?;
         Ok(cfg)
@@ -336,7 +319,7 @@ impl Config {
                 "only a scheduler can be a standby, and PS_SCHEDULERS must list at least two",
             ));
         }
-        let etcd = matches!(self.election, crate::protocol::failover::ElectionMode::Etcd { .. });
+        let etcd = matches!(self.election, ElectionMode::Etcd { .. });
         if etcd && self.role == Role::Scheduler && (self.schedulers.len() < 2 || self.heartbeat_timeout.is_zero()) {
             return Err(err(
                 "PS_ELECTION",
@@ -366,5 +349,4 @@ impl Config {
 }
 
 #[cfg(test)]
-#[path = "config_tests.rs"]
 mod tests;

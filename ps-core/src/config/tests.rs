@@ -114,7 +114,7 @@ fn spin_is_off_by_default_and_bounded() {
 #[test]
 fn shared_memory_is_on_by_default_and_bounded() {
     let c = Config::from_vars(&vars(&base())).unwrap();
-    assert_eq!(c.shm, crate::van::shm::ShmConfig::default());
+    assert_eq!(c.shm, ShmConfig::default());
     assert!(c.shm.enabled);
     let mut m = vars(&base());
     m.insert("PS_SHM".into(), "0".into());
@@ -193,10 +193,7 @@ fn etcd_election_needs_two_schedulers_and_a_lease() {
         ("PS_HEARTBEAT_TIMEOUT", "1"),
     ]);
     let c = Config::from_vars(&vars(&b)).unwrap();
-    assert!(matches!(
-        c.election,
-        crate::protocol::failover::ElectionMode::Etcd { .. }
-    ));
+    assert!(matches!(c.election, ElectionMode::Etcd { .. }));
     b.retain(|(k, _)| *k != "PS_ETCD_ENDPOINTS");
     assert_eq!(Config::from_vars(&vars(&b)).unwrap_err().var, "PS_ETCD_ENDPOINTS");
 }

@@ -8,13 +8,13 @@
 use super::alloc::SpanAllocator;
 use super::region::{boot_id, Region};
 use super::wire::{Descriptor, Layout, Offer, ACCEPT, REFUSE};
-use super::{ShmConfig, ShmStats};
-use crate::addr::{system::SystemLookup, HostLookup};
-use crate::van::guard::Outgoing;
-use crate::van::stream::Stream;
+use crate::config::ShmConfig;
+use crate::van::stats::ShmStats;
+use crate::van::tcp::guard::Outgoing;
+use crate::van::tcp::stream::{is_local, Stream};
 use bytes::Bytes;
 use std::io::{self, Read, Write};
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -30,11 +30,6 @@ pub struct Shm {
     cfg: ShmConfig,
     boot_id: Option<[u8; 36]>,
     stats: Arc<ShmStats>,
-}
-
-/// True if `ip` is this host's: loopback or one of its interfaces' addresses.
-pub fn is_local(ip: IpAddr) -> bool {
-    ip.is_loopback() || SystemLookup.local_addrs().contains(&ip)
 }
 
 impl Shm {

@@ -128,7 +128,7 @@ impl<R: Read> Read for SealedReader<R> {
 }
 
 /// Frames of a sealed link are read through the decrypting reader.
-impl<R: Read> crate::van::spin_read::FrameRead for SealedReader<R> {}
+impl<R: Read> crate::van::tcp::spin_read::FrameRead for SealedReader<R> {}
 
 #[cfg(test)]
 mod tests {

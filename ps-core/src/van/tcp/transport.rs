@@ -10,17 +10,17 @@
 //! To a peer on this host, large frames may go through shared memory instead: see
 //! [`super::shm`] for the offer that follows the handshake and the marked lengths.
 
-use super::cork;
+use super::accept::Acceptor;
+use super::drain::Drain;
 use super::guard::Guard;
+use super::link::{header, open, Link, Peer};
+pub(crate) use super::read::read_message;
 use super::shm::{self, Shm};
 use super::stream::{self, Stream};
-use super::tcp_accept::Acceptor;
-use super::tcp_drain::Drain;
-use super::tcp_link::{header, open, Link, Peer};
-pub(crate) use super::tcp_read::read_message;
-use super::tcp_wire::Wire;
-use super::transport::{Deliver, Transport};
-use crate::auth::Security;
+use super::wire::Wire;
+use crate::config::Security;
+use crate::van::cork;
+use crate::van::transport::{Deliver, Transport};
 use bytes::Bytes;
 use parking_lot::Mutex;
 use rustc_hash::FxHashMap;
@@ -79,8 +79,8 @@ impl TcpTransport {
     }
 
     /// The same transport with shared memory to peers on this host as `cfg` says
-    /// (`PS_SHM`; see [`crate::van::shm`]).
-    pub fn with_shm(mut self, cfg: &shm::ShmConfig) -> TcpTransport {
+    /// (`PS_SHM`; see [`crate::van::tcp::shm`]).
+    pub fn with_shm(mut self, cfg: &crate::config::ShmConfig) -> TcpTransport {
         self.shm = Shm::new(cfg.clone());
         self
     }
@@ -93,7 +93,7 @@ impl TcpTransport {
     }
 
     /// The same transport whose reader threads spin up to `spin` before they block
-    /// (`PS_SPIN_US`; see [`crate::van::spin_read`]).
+    /// (`PS_SPIN_US`; see [`crate::van::tcp::spin_read`]).
     pub fn with_spin(mut self, spin: Duration) -> TcpTransport {
         self.spin = spin;
         self
@@ -251,7 +251,7 @@ impl Transport for TcpTransport {
         }
     }
 
-    fn shm_stats(&self) -> Option<Arc<shm::ShmStats>> {
+    fn shm_stats(&self) -> Option<Arc<crate::van::stats::ShmStats>> {
         Some(self.shm.stats())
     }
 

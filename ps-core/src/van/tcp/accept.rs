@@ -1,12 +1,12 @@
 //! The TCP van's accept loop: takes new connections from the TCP listener and from
 //! the Unix socket standing for it ([`super::stream`]), admits each at the guard's door
-//! and starts its reader thread ([`super::tcp_read`]).
+//! and starts its reader thread ([`super::read`]).
 
 use super::guard::Guard;
+use super::read::{serve, Serve};
 use super::shm::Shm;
 use super::stream::{self, Stream};
-use super::tcp_read::{serve, Serve};
-use super::transport::Deliver;
+use crate::van::transport::Deliver;
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::io;

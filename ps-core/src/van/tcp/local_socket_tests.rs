@@ -2,8 +2,10 @@
 //! ([`super::stream`]) unless either side has `PS_LOCAL_SOCKET` off, with or without a
 //! cluster secret, and the same messages arrive either way.
 
-use super::{TcpTransport, Transport};
-use crate::auth::{Secret, SecretSource, Security};
+use super::transport::TcpTransport;
+use crate::auth::{Secret, SecretSource};
+use crate::config::Security;
+use crate::van::transport::Transport;
 use bytes::Bytes;
 use crossbeam_channel::{unbounded, Receiver};
 use std::sync::atomic::Ordering::Relaxed;
