@@ -2,8 +2,6 @@
 //! training and benchmarks. Built on `ps-core`; `ps-core` knows nothing of this crate.
 pub mod bench;
 #[cfg(feature = "etcd")]
-pub mod etcd_election;
-#[cfg(feature = "etcd")]
 pub mod etcd_store;
 pub mod fsutil;
 pub mod fuzzing;

@@ -9,6 +9,7 @@ pub mod addr;
 pub mod auth;
 pub mod config;
 pub mod customer;
+pub mod failover;
 pub mod fuzzing;
 mod held;
 pub mod kv;

@@ -8,7 +8,6 @@ pub mod cork;
 pub mod factory;
 mod handler;
 pub mod join_watch;
-pub mod lock_service;
 mod shell;
 pub mod stats;
 pub mod tcp;
@@ -18,7 +17,6 @@ pub mod transport;
 pub mod zmq_transport;
 
 pub use handler::VanHandler;
-pub use lock_service::LockService;
 pub use shell::Van;
 pub use stats::VanStats;
 pub use tcp::TcpTransport;

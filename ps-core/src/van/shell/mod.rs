@@ -5,7 +5,8 @@ use super::handler::VanHandler;
 use super::stats::VanStats;
 use super::transport::Transport;
 use crate::config::Config;
-use crate::message::{Command, Control, Message, Meta};
+use crate::failover::Failover;
+use crate::message::Message;
 use crate::node::{Node, Role, EMPTY_ID, SCHEDULER};
 use crate::protocol::peers::Peers;
 use crate::protocol::resender::{needs_ack, signature, Resender};
@@ -18,10 +19,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 mod background;
-mod failover;
-mod failover_state;
-use failover_state::Failover;
-mod leased;
+mod failover_host;
 mod leave;
 mod peers;
 mod receive;
@@ -60,20 +58,6 @@ pub struct Van {
     unconnected: Mutex<std::collections::VecDeque<Message>>,
     /// Traffic counters.
     pub stats: VanStats,
-}
-
-fn control(recver: i32, cmd: Command) -> Message {
-    Message {
-        meta: Meta {
-            recver,
-            control: Control {
-                cmd,
-                ..Default::default()
-            },
-            ..Default::default()
-        },
-        data: Vec::new(),
-    }
 }
 
 impl Van {
@@ -225,7 +209,7 @@ impl Van {
             msg.meta.sender = me.id;
             msg.meta.incarnation = me.incarnation;
         }
-        self.stamp(&mut msg);
+        self.fo.stamp(self, &mut msg);
         let mut tracked = false;
         if let Some(r) = &self.resender {
             if needs_ack(&msg.meta) {

@@ -1,10 +1,10 @@
-//! The van's door to an external lock service (issue 11, `PS_ELECTION=etcd`): a
-//! lease-backed lock deciding which scheduler candidate is active, and the state the
-//! active one keeps there. ps-core defines the trait; the implementation (etcd,
-//! `ps_apps::etcd_election`) is handed to the scheduler's van before it starts
-//! ([`crate::van::Van::set_lock_service`]), so ps-core needs no etcd client.
+//! The door to an external lock service (`PS_ELECTION=etcd`): a lease-backed lock
+//! deciding which scheduler candidate is active, and the state the active one keeps
+//! there. The implementation (etcd's, `super::etcd` with the `etcd` cargo feature) is
+//! handed to the scheduler's van before it starts (`Van::set_lock_service`), so a
+//! build without the feature holds no etcd client.
 
-use crate::protocol::failover::Lock;
+use super::election::Lock;
 
 /// A lease-backed lock and the state saved under it. Every method returns at once
 /// except `save` and `load` (one round trip to the service).

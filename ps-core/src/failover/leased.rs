@@ -1,29 +1,28 @@
-//! The van's side of an external lock service (`PS_ELECTION=etcd`): injecting it, and
-//! saving the active scheduler's state under its lock before the active acts on it.
-//! The decisions stay in [`crate::protocol::failover::Leased`].
+//! The shell's side of an external lock service (`PS_ELECTION=etcd`): injecting it,
+//! and saving the active scheduler's state under its lock before the active acts on it.
+//! The decisions stay in [`super::election::Leased`].
 
-use super::failover_state::SchedFailover;
-use super::Van;
-use crate::config::Config;
-use crate::config::ElectionMode;
+use super::candidate::Candidate;
+use super::election::Lock;
+use super::lock_service::LockService;
+use super::state::{Failover, SchedFailover};
+use crate::config::{Config, ElectionMode};
 use crate::node::Role;
-use crate::protocol::failover::{Candidate, Lock};
-use crate::van::LockService;
 use std::sync::Arc;
 
-impl Van {
-    /// Hands a scheduler's van the lock service `PS_ELECTION=etcd` needs (before
-    /// [`Van::start`]); the binary builds it (ps-core holds no etcd client).
+impl Failover {
+    /// Hands a scheduler the lock service `PS_ELECTION=etcd` needs (before its van
+    /// starts).
     pub fn set_lock_service(&self, ls: Arc<dyn LockService>) {
-        *self.fo.lock.write() = Some(ls);
+        *self.lock.write() = Some(ls);
     }
 
     pub(super) fn lock_service(&self) -> Option<Arc<dyn LockService>> {
-        self.fo.lock.read().clone()
+        self.lock.read().clone()
     }
 
     /// Fails when `cfg` asks for a lock service this van was not given.
-    pub(super) fn check_lock_service(&self, cfg: &Config) -> Result<(), String> {
+    pub fn check_lock_service(&self, cfg: &Config) -> Result<(), String> {
         let wanted = cfg.role == Role::Scheduler && matches!(cfg.election, ElectionMode::Etcd { .. });
         if wanted && self.lock_service().is_none() {
             return Err(
@@ -41,8 +40,8 @@ impl Van {
         ls: &Arc<dyn LockService>,
         update: impl FnOnce(&mut SchedFailover),
     ) -> Result<(), String> {
-        let s = self.fo.sched.as_ref().ok_or("only a scheduler keeps state")?;
-        let _in_order = self.fo.persist.lock();
+        let s = self.sched.as_ref().ok_or("only a scheduler keeps state")?;
+        let _in_order = self.persist_order.lock();
         let (core, app) = {
             let mut g = s.lock();
             if !g.cand.is_active() {
@@ -50,7 +49,7 @@ impl Van {
             }
             update(&mut g);
             g.cand.next_seq();
-            self.fo.publish(&g.cand);
+            self.publish(&g.cand);
             (g.core.clone(), g.app.clone())
         };
         ls.save(&core, &app)

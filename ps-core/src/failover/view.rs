@@ -1,7 +1,7 @@
 //! A node's view of the active scheduler: which candidate, under which epoch, when it
 //! was last heard, and the newest state sequence number it has seen from it.
 
-use super::Epoch;
+use super::epoch::Epoch;
 
 /// What a message from a scheduler means to a node.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

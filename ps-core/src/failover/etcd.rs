@@ -1,5 +1,5 @@
-//! The etcd lock service of `PS_ELECTION=etcd` (issue 11): a thin shell over
-//! etcd's lock API implementing [`ps_core::van::LockService`]. One thread seeks the lock
+//! The etcd lock service of `PS_ELECTION=etcd`: a thin shell over etcd's lock API
+//! implementing [`super::lock_service::LockService`]. One thread seeks the lock
 //! `<prefix>/scheduler_lock` with a lease of `PS_HEARTBEAT_TIMEOUT` (etcd rounds it up
 //! to its minimum, 2 s by default), renews the lease while it holds it, and reports the
 //! lock lost when a renewal fails or the lease runs out; then it seeks it again with a
@@ -7,14 +7,14 @@
 //! holder has a higher one. The node table and the application state are saved under
 //! `<prefix>/scheduler_core` and `<prefix>/scheduler_app` by a transaction that only
 //! succeeds while this candidate's lock key exists. Every decision is in
-//! [`ps_core::protocol::failover::Leased`].
+//! [`super::election::Leased`].
 
+use super::election::Lock;
+use super::lock_service::LockService;
 use etcd_client::{
     Client, Compare, CompareOp, ConnectOptions, LeaseKeepAliveStream, LeaseKeeper, LockOptions, Txn, TxnOp,
 };
 use parking_lot::Mutex;
-use ps_core::protocol::failover::Lock;
-use ps_core::van::LockService;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};

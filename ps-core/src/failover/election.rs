@@ -5,10 +5,46 @@
 //! under the term the lock service hands out. Both are pure: the lock itself is held
 //! by a shell that reports its state through [`Leased::on_lock`].
 
-use super::{Epoch, Refusal};
+use super::epoch::Epoch;
+
+/// Why a standby that lost the active scheduler does not take over (yet).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// Fewer than a majority of the live nodes report the active one silent too: it is
+    /// alive and only this standby was cut off from it.
+    NoMajority {
+        /// Nodes reporting the silence.
+        have: usize,
+        /// Nodes needed.
+        need: usize,
+    },
+    /// A node has seen a state newer than the one this standby holds: taking over
+    /// would redo or lose work. Waits to be caught up by an active scheduler.
+    Stale {
+        /// The state sequence held here.
+        mine: u64,
+        /// The newest one a node saw.
+        seen: u64,
+    },
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Refusal::NoMajority { have, need } => write!(
+                f,
+                "only {have} of the {need} nodes needed report the active scheduler silent"
+            ),
+            Refusal::Stale { mine, seen } => write!(
+                f,
+                "this standby holds state {mine} but a node saw state {seen}; waiting to be caught up"
+            ),
+        }
+    }
+}
 
 /// What a standby knows when it considers taking over (gathered by
-/// [`super::Candidate::tick`]).
+/// `Candidate::tick`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Facts {
     /// Milliseconds since the active scheduler was last heard.

@@ -1,36 +1,33 @@
-//! The van's failover shell (issue 11): stamps the epoch on outgoing messages, fences
-//! incoming ones, streams the active scheduler's state to its standbys and carries out
-//! the decisions of [`crate::protocol::failover`]. Only wiring: every rule is there.
+//! The failover shell: stamps the epoch on outgoing messages, fences incoming ones,
+//! streams the active scheduler's state to its standbys and carries out the decisions
+//! of the rules ([`super::candidate`], [`super::view`], [`super::replicas`]). Only
+//! wiring: every rule is there. The van calls it and lends it a [`Host`].
 
-use super::failover_state::SchedFailover;
+use super::candidate::Decision;
+use super::epoch::{candidate_key, Epoch};
+use super::host::Host;
 use super::leased::{load_external, lock_view};
-use super::{control, Van};
+use super::replicas::Replicas;
+use super::state::{Failover, SchedFailover};
+use super::view::Heard;
 use crate::message::{Command, Message};
-use crate::node::{Role, ALL_GROUP, SCHEDULER};
-use crate::protocol::failover::{candidate_key, Decision, Epoch, Heard, Replicas};
+use crate::node::{ALL_GROUP, SCHEDULER};
 use crate::protocol::membership::Membership;
 use bytes::Bytes;
-use std::cell::Cell;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-thread_local! {
-    /// True on a transport's receiving thread: it must not wait for acks that only it
-    /// could deliver.
-    pub(super) static IN_RECV: Cell<bool> = const { Cell::new(false) };
-}
-
-impl Van {
+impl Failover {
     fn multi(&self) -> bool {
-        self.cfg.schedulers.len() > 1
+        self.schedulers.len() > 1
     }
 
     fn me_index(&self) -> usize {
-        self.cfg.scheduler_index().unwrap_or(0)
+        self.me
     }
 
     fn beat_ms(&self) -> u64 {
-        match self.cfg.heartbeat_interval.as_millis() as u64 {
+        match self.heartbeat_interval.as_millis() as u64 {
             0 => 200,
             ms => ms,
         }
@@ -39,36 +36,31 @@ impl Van {
     /// The epoch this process follows (its own while it is the active scheduler), and
     /// whether this process is the active scheduler.
     pub fn scheduler_epoch(&self) -> (Epoch, bool) {
-        match &self.fo.sched {
+        match &self.sched {
             Some(s) => {
                 let s = s.lock();
                 (s.cand.epoch(), s.cand.is_active())
             }
-            None => (self.fo.view.lock().epoch(), false),
+            None => (self.view.lock().epoch(), false),
         }
     }
 
     /// The address of scheduler candidate `i`.
     pub fn scheduler_addr(&self, i: usize) -> String {
-        self.cfg
-            .schedulers
+        self.schedulers
             .get(i)
             .map_or_else(|| "?".into(), |(h, p)| format!("{h}:{p}"))
     }
 
     /// Connects to every other scheduler candidate (at start).
-    pub(super) fn connect_candidates(&self) {
+    pub fn connect_candidates(&self, host: &dyn Host) {
         if !self.multi() {
             return;
         }
-        let me = if self.cfg.role == Role::Scheduler {
-            Some(self.me_index())
-        } else {
-            None
-        };
-        for (i, (h, p)) in self.cfg.schedulers.iter().enumerate() {
+        let me = if self.is_scheduler { Some(self.me_index()) } else { None };
+        for (i, (h, p)) in self.schedulers.iter().enumerate() {
             if Some(i) != me {
-                if let Err(e) = self.transport.connect(candidate_key(i), h, *p) {
+                if let Err(e) = host.connect(candidate_key(i), h, *p) {
                     log::warn!("cannot connect to scheduler #{i} at {h}:{p}: {e}");
                 }
             }
@@ -76,56 +68,56 @@ impl Van {
     }
 
     /// Fills in the failover fields of an outgoing message.
-    pub(super) fn stamp(&self, msg: &mut Message) {
+    pub fn stamp(&self, host: &dyn Host, msg: &mut Message) {
         let c = &mut msg.meta.control;
-        if self.fo.sched.is_some() {
-            c.term = self.fo.term.load(Ordering::Relaxed);
-            c.candidate = self.fo.active.load(Ordering::Relaxed);
+        if self.sched.is_some() {
+            c.term = self.term.load(Ordering::Relaxed);
+            c.candidate = self.active.load(Ordering::Relaxed);
             c.origin = self.me_index() as u32;
-            c.seq = self.fo.seq.load(Ordering::Relaxed);
+            c.seq = self.seq.load(Ordering::Relaxed);
         } else if c.cmd == Command::Heartbeat {
-            let v = self.fo.view.lock();
+            let v = self.view.lock();
             c.term = v.epoch().term;
             c.candidate = v.epoch().candidate;
-            c.silence_ms = v.silence_ms(self.now_ms());
+            c.silence_ms = v.silence_ms(host.now_ms());
             c.seq = v.seen_seq();
         }
     }
 
     /// Sends `m` (a copy each) to every scheduler candidate but this one; on a single
     /// scheduler, to [`SCHEDULER`].
-    pub(super) fn send_to_schedulers(&self, m: Message) {
+    pub fn send_to_schedulers(&self, host: &dyn Host, m: Message) {
         if !self.multi() {
-            let _ = self.send(m);
+            let _ = host.send(m);
             return;
         }
-        let me = (self.cfg.role == Role::Scheduler).then(|| self.me_index());
-        for i in (0..self.cfg.schedulers.len()).filter(|i| Some(*i) != me) {
+        let me = self.is_scheduler.then(|| self.me_index());
+        for i in (0..self.schedulers.len()).filter(|i| Some(*i) != me) {
             let mut c = m.clone();
             c.meta.recver = candidate_key(i);
-            if let Err(e) = self.send(c) {
+            if let Err(e) = host.send(c) {
                 log::debug!("{:?} to scheduler #{i} not sent: {e}", m.meta.control.cmd);
             }
         }
     }
 
     /// True once the node has lost its active scheduler (silent past the timeout).
-    pub(super) fn scheduler_lost(&self) -> bool {
-        self.fo.view.lock().lost(self.now_ms())
+    pub fn scheduler_lost(&self, now_ms: u64) -> bool {
+        self.view.lock().lost(now_ms)
     }
 
     /// Screens an incoming message: false = consumed or fenced (drop it).
-    pub(super) fn screen(&self, msg: &Message) -> bool {
+    pub fn screen(&self, host: &dyn Host, msg: &Message) -> bool {
         let c = &msg.meta.control;
         let from = Epoch {
             term: c.term,
             candidate: c.candidate,
         };
-        let Some(s) = &self.fo.sched else {
+        let Some(s) = &self.sched else {
             if msg.meta.sender != SCHEDULER {
                 return true;
             }
-            let heard = self.fo.view.lock().on_message(from, c.seq, self.now_ms());
+            let heard = self.view.lock().on_message(from, c.seq, host.now_ms());
             return match heard {
                 Heard::Current => true,
                 Heard::Fenced => {
@@ -135,8 +127,8 @@ impl Van {
                 Heard::Switched { from: old } => {
                     let i = from.candidate as usize;
                     if old.candidate != from.candidate && self.multi() {
-                        let (h, p) = self.cfg.schedulers.get(i).cloned().unwrap_or_default();
-                        if let Err(e) = self.transport.connect(SCHEDULER, &h, p) {
+                        let (h, p) = self.schedulers.get(i).cloned().unwrap_or_default();
+                        if let Err(e) = host.connect(SCHEDULER, &h, p) {
                             log::warn!("cannot connect to scheduler #{i} at {h}:{p}: {e}");
                         }
                     }
@@ -150,9 +142,9 @@ impl Van {
                 }
             };
         };
-        let now = self.now_ms();
+        let now = host.now_ms();
         if matches!(c.cmd, Command::Sync | Command::PeerBeat) {
-            self.on_peer(msg, from, now);
+            self.on_peer(host, msg, from, now);
             return false;
         }
         if msg.meta.sender == SCHEDULER {
@@ -162,7 +154,7 @@ impl Van {
         let mut g = s.lock();
         if c.cmd == Command::Heartbeat && self.multi() {
             let d = g.cand.on_witness(msg.meta.sender, from, c.silence_ms, c.seq, now);
-            self.fo.publish(&g.cand);
+            self.publish(&g.cand);
             if let Decision::StepDown(e) = d {
                 log::warn!("node {} follows {e}: this scheduler steps down", msg.meta.sender);
             }
@@ -170,8 +162,8 @@ impl Van {
         g.cand.is_active()
     }
 
-    fn on_peer(&self, msg: &Message, from: Epoch, now: u64) {
-        let Some(s) = &self.fo.sched else { return };
+    fn on_peer(&self, host: &dyn Host, msg: &Message, from: Epoch, now: u64) {
+        let Some(s) = &self.sched else { return };
         let c = &msg.meta.control;
         let origin = c.origin as usize;
         let mut g = s.lock();
@@ -185,49 +177,49 @@ impl Van {
                     g.core = msg.data.first().cloned().unwrap_or_default();
                     g.app = msg.data.get(1).cloned().unwrap_or_default();
                     g.live_nodes = live_nodes(&g.core);
-                    ack = Some(control(candidate_key(origin), Command::PeerBeat));
+                    ack = Some(Message::control(candidate_key(origin), Command::PeerBeat));
                 }
             }
             _ => {
                 if g.cand.is_active() {
                     g.replicas.on_ack(origin, c.seq, now);
-                    self.fo.acked.notify_all();
+                    self.acked.notify_all();
                 }
             }
         }
-        self.fo.publish(&g.cand);
+        self.publish(&g.cand);
         drop(g);
         if let Some(m) = ack {
-            let _ = self.send(m);
+            let _ = host.send(m);
         }
     }
 
     fn sync_msg(&self, g: &SchedFailover, to: usize) -> Message {
-        let mut m = control(candidate_key(to), Command::Sync);
+        let mut m = Message::control(candidate_key(to), Command::Sync);
         m.data = vec![g.core.clone(), g.app.clone()];
         m
     }
 
     /// Streams the state (sequence `seq`) to every standby; with `wait`, waits up to a
     /// bound for the live ones to acknowledge it.
-    fn stream(&self, g: parking_lot::MutexGuard<'_, SchedFailover>, seq: u64, wait: bool) {
-        let s = self.fo.sched.as_ref().expect("scheduler");
+    fn stream(&self, host: &dyn Host, g: parking_lot::MutexGuard<'_, SchedFailover>, seq: u64, wait: bool) {
+        let s = self.sched.as_ref().expect("scheduler");
         let msgs: Vec<Message> = g.replicas.peers().into_iter().map(|p| self.sync_msg(&g, p)).collect();
         drop(g);
         for m in msgs {
-            let _ = self.send(m);
+            let _ = host.send(m);
         }
-        if !wait || IN_RECV.with(|r| r.get()) {
+        if !wait || host.on_receiving_thread() {
             return;
         }
-        crate::van::cork::flush();
+        host.flush();
         let deadline = Instant::now() + Duration::from_millis(self.beat_ms().max(100));
         let mut g = s.lock();
-        while !g.replicas.waiting_for(seq, self.now_ms()).is_empty() {
-            if self.fo.acked.wait_until(&mut g, deadline).timed_out() {
+        while !g.replicas.waiting_for(seq, host.now_ms()).is_empty() {
+            if self.acked.wait_until(&mut g, deadline).timed_out() {
                 log::debug!(
                     "standbys {:?} did not acknowledge state {seq} in time",
-                    g.replicas.waiting_for(seq, self.now_ms())
+                    g.replicas.waiting_for(seq, host.now_ms())
                 );
                 break;
             }
@@ -236,8 +228,8 @@ impl Van {
 
     /// Active scheduler: the application's new state (the master's queues) reaches the
     /// live standbys before this returns. Fails if this scheduler is not active.
-    pub fn replicate_app(&self, state: Bytes) -> Result<(), String> {
-        let Some(s) = &self.fo.sched else {
+    pub fn replicate_app(&self, host: &dyn Host, state: Bytes) -> Result<(), String> {
+        let Some(s) = &self.sched else {
             return Err("only a scheduler replicates state".into());
         };
         if let Some(ls) = self.lock_service() {
@@ -249,27 +241,30 @@ impl Van {
         }
         g.app = state;
         let seq = g.cand.next_seq();
-        self.fo.publish(&g.cand);
-        self.stream(g, seq, true);
+        self.publish(&g.cand);
+        self.stream(host, g, seq, true);
         Ok(())
     }
 
     /// The application state last received from the active scheduler (a standby that
     /// took over resumes from it), if any.
     pub fn replicated_app_state(&self) -> Option<Bytes> {
-        let g = self.fo.sched.as_ref()?.lock();
+        let g = self.sched.as_ref()?.lock();
         (!g.app.is_empty()).then(|| g.app.clone())
     }
 
     /// Active scheduler: the node table changed; stream it to the standbys.
-    pub(super) fn replicate_core(&self) {
-        let (Some(s), Some(core)) = (&self.fo.sched, &self.sched) else {
+    pub fn replicate_core(&self, host: &dyn Host) {
+        let Some(s) = &self.sched else {
             return;
         };
         if !self.multi() {
             return;
         }
-        let core = Bytes::from(core.lock().export());
+        let Some(core) = host.export_core() else {
+            return;
+        };
+        let core = Bytes::from(core);
         if let Some(ls) = self.lock_service() {
             if let Err(e) = self.persist(&ls, |g| g.core = core) {
                 log::error!("{e}");
@@ -282,19 +277,19 @@ impl Van {
         }
         g.core = core;
         let seq = g.cand.next_seq();
-        self.fo.publish(&g.cand);
-        self.stream(g, seq, false);
+        self.publish(&g.cand);
+        self.stream(host, g, seq, false);
     }
 
     /// True while this process may act as the scheduler (always on a single one).
-    pub(super) fn is_active_scheduler(&self) -> bool {
-        self.fo.sched.as_ref().is_some_and(|s| s.lock().cand.is_active())
+    pub fn is_active_scheduler(&self) -> bool {
+        self.sched.as_ref().is_some_and(|s| s.lock().cand.is_active())
     }
 
     /// Scheduler tick: beats to the other candidates, catches standbys up, and lets a
     /// standby take over.
-    pub(super) fn failover_tick(&self, now: u64) {
-        let Some(s) = &self.fo.sched else { return };
+    pub fn tick(&self, host: &dyn Host, now: u64) {
+        let Some(s) = &self.sched else { return };
         if !self.multi() {
             return;
         }
@@ -307,8 +302,8 @@ impl Van {
                     out.push(self.sync_msg(&g, p));
                 }
             }
-            for i in (0..self.cfg.schedulers.len()).filter(|&i| i != g.cand.me()) {
-                out.push(control(candidate_key(i), Command::PeerBeat));
+            for i in (0..self.schedulers.len()).filter(|&i| i != g.cand.me()) {
+                out.push(Message::control(candidate_key(i), Command::PeerBeat));
             }
         }
         let ls = self.lock_service();
@@ -320,7 +315,7 @@ impl Van {
         // the first candidate winning the lock of a new cluster: nothing to take over
         let first = ls.is_some() && g.cand.epoch().term == 0;
         let decision = g.cand.tick(now, live);
-        self.fo.publish(&g.cand);
+        self.publish(&g.cand);
         let mut take_over = None;
         match (decision, &ls) {
             (Decision::TakeOver(e), Some(_)) if first => log::info!("holding the scheduler lock: active at {e}"),
@@ -331,8 +326,8 @@ impl Van {
             (Decision::StepDown(e), _) => log::warn!("lost the scheduler lock: this scheduler ({e}) steps down"),
             (Decision::TakeOver(e), None) => {
                 g.replicas = Replicas::new(
-                    (0..self.cfg.schedulers.len()).filter(|&i| i != g.cand.me()),
-                    self.cfg.heartbeat_timeout.as_millis() as u64,
+                    (0..self.schedulers.len()).filter(|&i| i != g.cand.me()),
+                    self.heartbeat_timeout.as_millis() as u64,
                     now,
                 );
                 g.refusal.clear();
@@ -349,7 +344,7 @@ impl Van {
         }
         drop(g);
         for m in out {
-            let _ = self.send(m);
+            let _ = host.send(m);
         }
         if let Some((e, core)) = take_over {
             log::warn!(
@@ -357,15 +352,8 @@ impl Van {
                 e.candidate,
                 self.scheduler_addr(e.candidate as usize)
             );
-            self.me.write().is_recovery = true;
-            let me = self.my_node();
-            let adopted = self.sched.as_ref().map(|c| c.lock().adopt(&core, me, now));
-            match adopted {
-                Some(Ok(actions)) => self.execute(actions),
-                Some(Err(e)) => log::error!("{e}; waiting for the nodes to register again"),
-                None => {}
-            }
-            self.send_to_schedulers(control(SCHEDULER, Command::PeerBeat));
+            host.take_over(&core, now);
+            self.send_to_schedulers(host, Message::control(SCHEDULER, Command::PeerBeat));
         }
     }
 }

@@ -1,45 +1,9 @@
 //! One scheduler candidate's failover role: active, or a standby following the active
 //! one; when a standby takes over and when an active one steps down.
 
-use super::election::{Election, Facts, Lock, Majority, Vote};
-use super::Epoch;
+use super::election::{Election, Facts, Lock, Majority, Refusal, Vote};
+use super::epoch::Epoch;
 use std::collections::BTreeMap;
-
-/// Why a standby that lost the active scheduler does not take over (yet).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Refusal {
-    /// Fewer than a majority of the live nodes report the active one silent too: it is
-    /// alive and only this standby was cut off from it.
-    NoMajority {
-        /// Nodes reporting the silence.
-        have: usize,
-        /// Nodes needed.
-        need: usize,
-    },
-    /// A node has seen a state newer than the one this standby holds: taking over
-    /// would redo or lose work. Waits to be caught up by an active scheduler.
-    Stale {
-        /// The state sequence held here.
-        mine: u64,
-        /// The newest one a node saw.
-        seen: u64,
-    },
-}
-
-impl std::fmt::Display for Refusal {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Refusal::NoMajority { have, need } => write!(
-                f,
-                "only {have} of the {need} nodes needed report the active scheduler silent"
-            ),
-            Refusal::Stale { mine, seen } => write!(
-                f,
-                "this standby holds state {mine} but a node saw state {seen}; waiting to be caught up"
-            ),
-        }
-    }
-}
 
 /// What a candidate must do after [`Candidate::tick`] or a message.
 #[derive(Clone, Debug, PartialEq, Eq)]
