@@ -10,6 +10,8 @@
 
 mod codec;
 mod config;
+#[cfg(feature = "etcd")]
+pub mod etcd_store;
 mod queues;
 mod service;
 mod store;

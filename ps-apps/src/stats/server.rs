@@ -1,6 +1,9 @@
 //! The HTTP server: a tiny_http thread answering from a snapshot provider.
 
-use super::{dashboard, to_prometheus, Access, Snapshot};
+use super::access::Access;
+use super::dashboard;
+use super::prometheus::to_prometheus;
+use super::snapshot::Snapshot;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -41,7 +44,7 @@ impl StatsServer {
         api: Option<Api>,
         access: Access,
     ) -> Result<StatsServer, String> {
-        let addr = &super::bind_addr(addr);
+        let addr = &super::access::bind_addr(addr);
         let server = tiny_http::Server::http(addr).map_err(|e| format!("cannot serve statistics on {addr}: {e}"))?;
         let bound = server
             .server_addr()

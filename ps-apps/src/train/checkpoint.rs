@@ -4,7 +4,7 @@
 //! the same file format.
 
 use super::shard::Shard;
-use crate::fsutil::write_atomic;
+use crate::storage::files::write_atomic;
 use bincode::Options;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
