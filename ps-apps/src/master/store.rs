@@ -70,7 +70,7 @@ impl Store for crate::master::etcd_store::EtcdStore {
     }
 }
 
-/// A store whose every save first reaches the standby schedulers (issue 11): the
+/// A store whose every save first reaches the standby schedulers: the
 /// active scheduler's van streams the state to them and waits for their acks, then
 /// `inner` saves it locally. A standby that took over loads the state it was sent.
 /// Saving fails on a scheduler that is not (or no longer) active.

@@ -2,21 +2,11 @@
 //! damaged file yields, and neither panics.
 
 use super::chunk::{Compressor, LEGACY_MAGIC, MAGIC};
+use super::reader::tests::write;
 use super::reader::{index, read_all, read_chunk};
 use super::scanner::Scanner;
-use super::writer::Writer;
 use proptest::prelude::*;
 use std::path::Path;
-
-fn write(dir: &Path, c: Compressor, n: usize) -> std::path::PathBuf {
-    let p = dir.join(format!("data-{:?}.rio", c));
-    let mut w = Writer::create(&p, c, 7, 1 << 20).unwrap();
-    for i in 0..n {
-        w.write(format!("record number {i}").as_bytes()).unwrap();
-    }
-    w.finish().unwrap();
-    p
-}
 
 /// Every record a damaged file still yields must be a prefix of the original
 /// records; reading must never panic.

@@ -157,12 +157,13 @@ pub fn read_all(path: &Path) -> Result<Vec<Vec<u8>>, RecordIoError> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::super::chunk::Compressor;
     use super::super::writer::Writer;
     use super::*;
 
-    fn write(dir: &Path, c: Compressor, n: usize) -> std::path::PathBuf {
+    /// Writes `n` numbered records in chunks of 7 with compressor `c`.
+    pub(crate) fn write(dir: &Path, c: Compressor, n: usize) -> std::path::PathBuf {
         let p = dir.join(format!("data-{:?}.rio", c));
         let mut w = Writer::create(&p, c, 7, 1 << 20).unwrap();
         for i in 0..n {

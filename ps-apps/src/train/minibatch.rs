@@ -1,4 +1,4 @@
-//! The worker's minibatch loop of the synchronous-SGD design (seed 001): pull the
+//! The worker's minibatch loop of the synchronous-SGD design (Paddle's): pull the
 //! model if it is out of date, compute the gradient, push it tagged with the version
 //! it was computed on; a rejected push (the model moved on) is recomputed on the new
 //! model and retried, and the task fails after too many rejections.

@@ -1,6 +1,6 @@
 //! Which address a node advertises and which it binds.
 //!
-//! The rules (README "Running on several machines"):
+//! The rules (docs/operations.md, running across hosts):
 //! - advertised: `DMLC_NODE_HOST` (a host name or an IP), else the address of
 //!   `DMLC_INTERFACE`, else for the scheduler `DMLC_PS_ROOT_URI`, else the local address
 //!   of this host's route to the scheduler (loopback only when the scheduler is on

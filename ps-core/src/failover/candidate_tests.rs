@@ -147,7 +147,7 @@ fn no_nodes_no_witnesses_needed_and_zero_timeout_never_takes_over() {
 
 #[test]
 fn under_a_lock_the_holder_is_active_and_a_lost_lease_steps_down() {
-    use crate::protocol::failover::{Leased, Lock};
+    use crate::failover::election::{Leased, Lock};
     let mut a = Candidate::with_rule(0, 2, T, false, 0, Box::new(Leased::new(true)));
     assert!(!a.is_active(), "even the first candidate waits for the lock");
     assert!(a.wants_lock() && a.external_state());

@@ -1,5 +1,5 @@
-//! Shared memory between co-located nodes on the TCP van (issue 13; as BytePS does for
-//! local servers). Large frames to a peer on the same host are copied once into a
+//! Shared memory between co-located nodes on the TCP van (as BytePS does for local
+//! servers). Large frames to a peer on the same host are copied once into a
 //! region the peer has mapped, and the TCP stream carries a 24-byte descriptor in
 //! their place; the receiver hands them up as zero-copy [`bytes::Bytes`] whose drop
 //! gives the span back. Any other peer, or any failure, uses plain TCP.
