@@ -4,7 +4,7 @@
 use super::barrier::Barriers;
 use super::liveness::Liveness;
 use super::membership::{Join, Membership};
-use crate::message::{Command, Control, Message, Meta};
+use crate::message::{Command, Message};
 use crate::node::{Node, SCHEDULER};
 
 /// Something the van must do on the scheduler's behalf.
