@@ -8,6 +8,7 @@
 
 pub mod api;
 pub mod assign;
+pub mod directory;
 mod dispatch;
 pub mod error;
 pub mod fairtime;
