@@ -1,7 +1,7 @@
 //! Tests of the shard rules.
 
 use super::*;
-use crate::train::versions::Versioned;
+use crate::train::versions::{Versioned, EVERY_LIVE_WORKER};
 use std::collections::BTreeSet;
 
 const SGD: Sgd = Sgd {
