@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Scheduler failover figures for the README (issue 11): seconds from kill -9 of the
+# Scheduler failover figures: seconds from kill -9 of the
 # active scheduler to training progress again on a standby, with the embedded election
 # and with etcd's (PS_HEARTBEAT_TIMEOUT=1 in both), measured in one run: ROUNDS rounds
 # (default 3), each running tests/standby.rs's two tests one after the other (two kills

@@ -2,7 +2,7 @@
 # Trains a model on Fashion-MNIST with a local psrs cluster (1 scheduler, 2 servers,
 # 2 workers on 127.0.0.1), then evaluates the saved model on the test set.
 #
-#   scripts/train-fashion-mnist.sh            # the MLP (30-100 s on 2 cores, by load; see README)
+#   scripts/train-fashion-mnist.sh            # the MLP (30-100 s on 2 cores, by load; see docs/benchmarks.md)
 #   MODEL=softmax scripts/train-fashion-mnist.sh
 #
 # Variables: MODEL (mlp|softmax), EPOCHS, LR_DECAY (per pass, default 0.9), WORK

@@ -1,5 +1,5 @@
 //! `psrs`: one binary for every role of a psrs cluster. The role and the cluster's
-//! shape come from the `DMLC_*` / `PS_*` environment variables (see README).
+//! shape come from the `DMLC_*` / `PS_*` environment variables (see docs/configuration.md).
 
 mod commands;
 mod logging;

@@ -1,4 +1,4 @@
-//! Elastic workers (issue 14) on real processes: sync training on 2 servers and 2
+//! Elastic workers on real processes: sync training on 2 servers and 2
 //! workers with `PS_ELASTIC_WORKERS=1`; once a sixth of the tasks are done a third
 //! worker joins the running job (it gets a new id beyond `DMLC_NUM_WORKER` and tasks
 //! at once), and once more than half are done the original worker that is not rank 0

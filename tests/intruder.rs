@@ -10,10 +10,11 @@ mod common;
 
 use common::{free_port, Cluster};
 use ps_core::auth::handshake::{Initiator, CHALLENGE_LEN, PROOF_LEN};
-use ps_core::auth::{Secret, SecretSource, Security};
+use ps_core::auth::{Secret, SecretSource};
+use ps_core::config::Security;
 use ps_core::message::{Command, Message, Meta};
 use ps_core::node::{Node, Role};
-use ps_core::van::guard::Guard;
+use ps_core::van::tcp::guard::Guard;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::process::Command as Process;

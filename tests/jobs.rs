@@ -5,7 +5,7 @@
 //! lone job's accuracy within a point, the cancelled job's shards are freed, every
 //! record appears exactly once in the inference output in dataset order, and its
 //! accuracy is the lone job's test accuracy (same model, same data). Prints the
-//! figures of the README (submit to first query, kill to reallocation).
+//! figures of docs/benchmarks.md (submit to first query, kill to reallocation).
 
 mod common;
 

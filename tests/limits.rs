@@ -1,4 +1,4 @@
-//! Bounded resources against a hostile peer (issue 15), with real processes: a
+//! Bounded resources against a hostile peer, with real processes: a
 //! 1-server 1-worker `kv-test` cluster with small limits, and a hostile *process* that
 //! exceeds each limit against the server — a message above PS_MAX_MESSAGE_BYTES, one
 //! with more frames than PS_MAX_FRAMES, a push of more keys than PS_MAX_KEYS, more

@@ -215,7 +215,7 @@ fn a_worker_cut_off_longer_than_the_heartbeat_timeout_is_dropped_and_exits() {
     assert!(c.all_stdout().contains("accuracy"), "{}", c.dump());
 }
 
-/// Issue 11's partition: the active scheduler (namespace 0) is cut off by nftables in
+/// A partition: the active scheduler (namespace 0) is cut off by nftables in
 /// the middle of a training job; the standby (namespace 1) takes over, since every
 /// node reports the active one silent; then the link is healed and the old scheduler,
 /// hearing the higher term, steps down (or it has ended already: cut off, it declared
@@ -301,13 +301,13 @@ fn a_partitioned_active_scheduler_steps_down_after_healing() {
     assert!(c.procs[s1].stderr().contains("term 2"), "{}", c.dump());
 }
 
-/// Issue 12 (c): 10% random loss on every link (each namespace drops a tenth of what
+/// 10% random loss on every link (each namespace drops a tenth of what
 /// enters and leaves it, so a link between two namespaces loses 19% each way) with
 /// `PS_RESEND=1` during a training job: the job finishes, every task done, no message
 /// given up on, and its accuracy is within 5 points of the same job on clean links
 /// (independent runs of this job differ by up to ~3.5 points with the task schedule:
-/// in 7 runs, clean 0.743-0.756, lossy 0.753-0.776; a clean 0.743 against a lossy
-/// 0.776 failed the 3 points this used to allow).
+/// in 7 runs, clean 0.743-0.756, lossy 0.753-0.776, so 3 points would fail a clean
+/// 0.743 against a lossy 0.776).
 /// Slow by nature (TCP stalls for seconds behind lost segments: 70-100 s here against
 /// 3 s clean, on a loaded 2-core machine), hence its own time limit.
 #[test]

@@ -1,4 +1,4 @@
-//! What a new user trips over (issue 9), on the real binary: wrong data and wrong
+//! What a new user trips over, on the real binary: wrong data and wrong
 //! settings are one-line errors before any work (with the role in front for cluster
 //! nodes), and a corrupt chunk fails its task rather than the job, which finishes and
 //! reports the records it skipped.

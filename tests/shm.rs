@@ -1,4 +1,4 @@
-//! Shared memory and Unix sockets between co-located nodes (TCP van, issue 13): a real
+//! Shared memory and Unix sockets between co-located nodes (TCP van): a real
 //! local cluster pushes and pulls 1 MB and 16 MB values and checks every value, and the
 //! nodes' traffic lines say whether the frames went through shared memory and the
 //! links through Unix sockets.

@@ -1,4 +1,4 @@
-//! Scheduler failover to standbys on real processes (issue 11): a 4-pass training job
+//! Scheduler failover to standbys on real processes: a 4-pass training job
 //! with two standby schedulers; the active scheduler is killed with SIGKILL mid-pass
 //! and not restarted, the first standby takes over; later the new active one is killed
 //! too and the second standby takes over. The job must finish within one point of the
@@ -123,7 +123,7 @@ fn kill_twice(election: &[(&str, &str)], what: &str) -> ([f64; 2], [u64; 2], [us
     c.wait_success();
     let acc = final_accuracy(&c);
     println!(
-        "{what}: scheduler killed twice (PS_HEARTBEAT_TIMEOUT=1): progress again {first:.2} s and {second:.2} s after kill -9 (seed 002: 8 s); test accuracy {acc:.4} vs {base:.4}"
+        "{what}: scheduler killed twice (PS_HEARTBEAT_TIMEOUT=1): progress again {first:.2} s and {second:.2} s after kill -9 (IDunno: 8 s); test accuracy {acc:.4} vs {base:.4}"
     );
     let terms = [term_taken(&c.procs[s1].stderr()), term_taken(&c.procs[s2].stderr())];
     assert_eq!(

@@ -1,4 +1,4 @@
-//! Training failover at many moments (issue 17): a worker, a server or the scheduler is
+//! Training failover at many moments: a worker, a server or the scheduler is
 //! killed with SIGKILL once a chosen share of the job's tasks is done, and replaced by a
 //! new process (a worker or server takes the dead node's id; the scheduler restarts on
 //! its port and resumes the master's state). Every run must finish with the master's
@@ -55,8 +55,8 @@ impl Kind {
         }
     }
 
-    /// Seed 002's (IDunno) recovery, seconds.
-    fn seed002(self) -> Option<f64> {
+    /// IDunno's recovery, seconds (the anchor this recovery is measured beside).
+    fn idunno(self) -> Option<f64> {
         match self {
             Kind::Worker => Some(5.43),
             Kind::Server => None,
@@ -365,9 +365,9 @@ fn sweep(kinds: &[Kind]) {
         }
         let mut rec: Vec<f64> = mine.iter().filter_map(|r| r.2.recovery).collect();
         let mut wall: Vec<f64> = mine.iter().map(|r| r.2.wall).collect();
-        let seed = kind.seed002().map_or(String::new(), |s| format!(" (seed 002: {s} s)"));
+        let anchor = kind.idunno().map_or(String::new(), |s| format!(" (IDunno: {s} s)"));
         println!(
-            "summary: {} killed, {} runs: recovery median {:.2} s max {:.2} s{seed}; wall median {:.2} s max {:.2} s",
+            "summary: {} killed, {} runs: recovery median {:.2} s max {:.2} s{anchor}; wall median {:.2} s max {:.2} s",
             kind.name(),
             mine.len(),
             median(&mut rec),

@@ -1,15 +1,9 @@
 //! psrs applications: the master (task queues over a RecordIO dataset), datasets,
 //! training and benchmarks. Built on `ps-core`; `ps-core` knows nothing of this crate.
 pub mod bench;
-#[cfg(feature = "etcd")]
-pub mod etcd_election;
-#[cfg(feature = "etcd")]
-pub mod etcd_store;
-pub mod fsutil;
 pub mod fuzzing;
 pub mod jobs;
 pub mod master;
-pub mod metrics;
 pub mod model;
 pub mod pyrunner;
 pub mod recordio;

@@ -7,7 +7,7 @@
 mod etcd;
 
 use etcd::Etcd;
-use ps_apps::etcd_store::EtcdStore;
+use ps_apps::master::etcd_store::EtcdStore;
 use std::time::Duration;
 
 fn start_etcd() -> Option<Etcd> {

@@ -4,9 +4,10 @@
 //! value or an error, never a panic, a hang or an allocation beyond the limits.
 
 use crate::auth::handshake::{AfterHello, Responder, HELLO_LEN, PROOF_LEN};
-use crate::auth::{Limits, Secret, SecretSource};
+use crate::auth::{Secret, SecretSource};
+use crate::config::Limits;
 use crate::message::Message;
-use crate::van::guard::SealedReader;
+use crate::van::tcp::guard::SealedReader;
 use bytes::Bytes;
 use std::io::Read;
 
@@ -38,7 +39,7 @@ pub fn tcp_frame_reader(data: &[u8]) {
     };
     let mut r = data;
     for _ in 0..4 {
-        match crate::van::tcp_transport::read_message(&mut r, &limits) {
+        match crate::van::tcp::transport::read_message(&mut r, &limits) {
             Ok(Some(frames)) => {
                 let _ = Message::decode(frames);
             }

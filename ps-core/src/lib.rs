@@ -9,6 +9,7 @@ pub mod addr;
 pub mod auth;
 pub mod config;
 pub mod customer;
+pub mod failover;
 pub mod fuzzing;
 mod held;
 pub mod kv;
@@ -17,7 +18,6 @@ pub mod node;
 pub mod postoffice;
 pub mod protocol;
 pub mod simple_app;
-pub mod slurm;
 pub mod van;
 
 #[cfg(test)]

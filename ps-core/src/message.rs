@@ -166,6 +166,21 @@ fn codec() -> impl Options {
 }
 
 impl Message {
+    /// A control message `cmd` to `recver`, every other field at its default.
+    pub fn control(recver: i32, cmd: Command) -> Message {
+        Message {
+            meta: Meta {
+                recver,
+                control: Control {
+                    cmd,
+                    ..Default::default()
+                },
+                ..Default::default()
+            },
+            data: Vec::new(),
+        }
+    }
+
     /// Encodes the header into its frame.
     pub fn encode_meta(&self) -> Bytes {
         // into a buffer of a data message's usual size: `serialize` would first walk

@@ -21,7 +21,9 @@ const CUSTOMER_WAIT: Duration = Duration::from_secs(30);
 
 /// Exit status of a process the scheduler declared dead (or refused when it registered
 /// again, e.g. after a network partition healed): its tasks went to others and its id
-/// may be a replacement's, so it stops instead of sending stale work.
+/// may be a replacement's, so it stops instead of sending stale work. The postoffice
+/// reports the eviction ([`Postoffice::on_evicted`]); the program that owns the
+/// process (the `psrs` binary, the Python package) ends it with this status.
 pub const EXIT_EVICTED: i32 = 3;
 
 /// Where a customer's messages go.
@@ -62,6 +64,7 @@ struct Customers {
 
 type ExitCallback = Box<dyn FnOnce() + Send>;
 type DeadCallback = Arc<dyn Fn(&[i32]) + Send + Sync>;
+type EvictedCallback = Box<dyn Fn(&str) + Send + Sync>;
 
 /// The per-process postoffice.
 pub struct Postoffice {
@@ -75,6 +78,7 @@ pub struct Postoffice {
     left: RwLock<BTreeSet<i32>>,
     dead_callbacks: Mutex<Vec<DeadCallback>>,
     exit_callbacks: Mutex<Vec<ExitCallback>>,
+    evicted_callback: Mutex<Option<EvictedCallback>>,
 }
 
 impl Postoffice {
@@ -84,7 +88,7 @@ impl Postoffice {
     pub fn new(cfg: Config) -> Result<Arc<Postoffice>, String> {
         cfg.validate().map_err(|e| e.to_string())?;
         let transport =
-            crate::van::transport::create(&cfg.van_type, &cfg.security, cfg.spin, &cfg.shm, cfg.local_socket)?;
+            crate::van::factory::create(&cfg.van_type, &cfg.security, cfg.spin, &cfg.shm, cfg.local_socket)?;
         cfg.security.log_once();
         Ok(Postoffice::with_transport(cfg, transport))
     }
@@ -103,6 +107,7 @@ impl Postoffice {
             left: RwLock::new(BTreeSet::new()),
             dead_callbacks: Mutex::new(Vec::new()),
             exit_callbacks: Mutex::new(Vec::new()),
+            evicted_callback: Mutex::new(None),
         });
         let weak: std::sync::Weak<dyn VanHandler> = Arc::downgrade(&po) as _;
         po.van.set_handler(weak);
@@ -210,6 +215,15 @@ impl Postoffice {
     /// Runs `cb` at [`Postoffice::finalize`].
     pub fn register_exit_callback(&self, cb: impl FnOnce() + Send + 'static) {
         self.exit_callbacks.lock().push(Box::new(cb));
+    }
+
+    /// Calls `cb` with the reason when the scheduler declares this process dead, or
+    /// refuses it when it registers again: the process may not go on (its tasks went
+    /// to others, its id to a replacement). The owner of the process decides what to
+    /// do, normally to end it with [`EXIT_EVICTED`]; set it before
+    /// [`Postoffice::start`]. Replaces an earlier `cb`.
+    pub fn on_evicted(&self, cb: impl Fn(&str) + Send + Sync + 'static) {
+        *self.evicted_callback.lock() = Some(Box::new(cb));
     }
 
     /// Calls `cb` with the ids of nodes the scheduler declares dead.
@@ -430,7 +444,9 @@ impl VanHandler for Postoffice {
     }
 
     fn on_evicted(&self, reason: &str) {
-        log::error!("stopping this process (exit status {EXIT_EVICTED}): {reason}");
-        std::process::exit(EXIT_EVICTED);
+        match &*self.evicted_callback.lock() {
+            Some(cb) => cb(reason),
+            None => log::error!("evicted, and the program set no eviction handler: {reason}"),
+        }
     }
 }

@@ -11,7 +11,7 @@ except ImportError as e:  # the message is the point
     raise ImportError(f"psrs.torch needs PyTorch (the torch package): pip install torch ({e})") from e
 
 from . import _psrs
-from .torch import _state, _worker_only
+from ._torch_state import _state, _worker_only
 
 def _optimizer_settings(name: str, lr: float, momentum: float, weight_decay: float,
                         betas: Tuple[float, float], eps: Optional[float]) -> dict:

@@ -41,10 +41,10 @@ import os
 from typing import Dict, Optional
 
 from . import _psrs
+from ._torch_state import _state, _worker_only
 
 __all__ = ["init", "rank", "num_workers", "barrier", "server_stats", "Embedding", "DistributedOptimizer"]
 
-_state = {"init": False, "optimizer": None, "server_stats": None}
 
 
 def init(epochs: int = 1, chunks_per_task: int = 1, task_timeout_ms: int = 10000, max_retries: int = 3,
@@ -89,13 +89,6 @@ def _shutdown():
     except _psrs.Error:
         return  # finalized already
     _psrs.finalize()
-
-
-def _worker_only(what: str):
-    if not _state["init"]:
-        raise _psrs.Error(f"{what}: call psrs.torch.init() first")
-    if _psrs.role() != "worker":
-        raise _psrs.Error(f"{what}: runs on workers (init() returned False here)")
 
 
 def rank() -> int:

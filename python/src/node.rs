@@ -65,6 +65,12 @@ pub fn start(py: Python<'_>) -> PyResult<()> {
     let cfg = Config::from_env().map_err(|e| cluster_err(e.to_string()))?;
     init_logging(&cfg.role.to_string(), cfg.log_level());
     let po = Postoffice::new(cfg).map_err(cluster_err)?;
+    po.on_evicted(|reason| {
+        // the scheduler gave this node's work to others: it may not go on
+        let code = ps_core::postoffice::EXIT_EVICTED;
+        log::error!("stopping this process (exit status {code}): {reason}");
+        std::process::exit(code);
+    });
     let po2 = Arc::clone(&po);
     run_blocking(py, "psrs-start", move || po2.start(true))?.map_err(cluster_err)?;
     *NODE.lock() = State::Started(po);

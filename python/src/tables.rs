@@ -13,7 +13,7 @@ use ps_apps::tables::client::{ClientError, TableClient};
 use ps_apps::tables::optim::Optimizer;
 use ps_apps::tables::pack::RowGrads;
 use ps_apps::tables::spec::{ModelSpec, ParamSpec, TableSpec};
-use ps_apps::train::shard::{Mode, EVERY_LIVE_WORKER};
+use ps_apps::train::versions::{Mode, EVERY_LIVE_WORKER};
 use ps_core::kv::{KVWorker, SArray};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;

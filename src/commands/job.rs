@@ -129,7 +129,7 @@ fn token() -> Result<Option<String>, String> {
     if let Some(t) = vars.get("PSRS_API_TOKEN").filter(|t| !t.trim().is_empty()) {
         return Ok(Some(t.trim().to_string()));
     }
-    let sec = ps_core::auth::Security::from_vars(&vars).map_err(|e| e.to_string())?;
+    let sec = ps_core::config::Security::from_vars(&vars).map_err(|e| e.to_string())?;
     Ok(sec.secret.map(|s| s.http_token()))
 }
 

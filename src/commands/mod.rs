@@ -36,21 +36,30 @@ pub fn read_config() -> Result<Config, String> {
 /// Creates the postoffice for `cfg` and joins the cluster (with the start barrier).
 pub fn join(cfg: Config) -> Result<Arc<Postoffice>, String> {
     let po = Postoffice::new(cfg)?;
+    po.on_evicted(exit_evicted);
     with_lock_service(&po)?;
     po.start(true)?;
     Ok(po)
+}
+
+/// Ends the process with [`EXIT_EVICTED`](ps_core::postoffice::EXIT_EVICTED): the
+/// scheduler declared it dead or refused it, so its work went to others.
+pub fn exit_evicted(reason: &str) {
+    let code = ps_core::postoffice::EXIT_EVICTED;
+    log::error!("stopping this process (exit status {code}): {reason}");
+    std::process::exit(code);
 }
 
 /// A scheduler with `PS_ELECTION=etcd` gets its etcd lock service (feature `etcd`); a
 /// psrs built without it fails at start with a line naming the feature.
 fn with_lock_service(po: &Arc<Postoffice>) -> Result<(), String> {
     let cfg = po.config();
-    if let (ps_core::node::Role::Scheduler, ps_core::protocol::failover::ElectionMode::Etcd { endpoints, prefix }) =
+    if let (ps_core::node::Role::Scheduler, ps_core::config::ElectionMode::Etcd { endpoints, prefix }) =
         (cfg.role, &cfg.election)
     {
         #[cfg(feature = "etcd")]
         {
-            let ls = ps_apps::etcd_election::EtcdElection::connect(endpoints, prefix, cfg.heartbeat_timeout)?;
+            let ls = ps_core::failover::etcd::EtcdElection::connect(endpoints, prefix, cfg.heartbeat_timeout)?;
             po.van().set_lock_service(Arc::new(ls));
         }
         #[cfg(not(feature = "etcd"))]

@@ -11,7 +11,8 @@ use ps_apps::train::coordinator::{Coordinator, CoordinatorOptions};
 use ps_apps::train::kv_exchange::KvExchange;
 use ps_apps::train::layout::Layout;
 use ps_apps::train::server::{ServerOptions, TrainServer};
-use ps_apps::train::shard::{Mode, Sgd, EVERY_LIVE_WORKER};
+use ps_apps::train::shard::Sgd;
+use ps_apps::train::versions::{Mode, EVERY_LIVE_WORKER};
 use ps_apps::train::worker::{self, WorkerOptions};
 use ps_core::kv::KVWorker;
 use ps_core::Role;
@@ -214,7 +215,7 @@ fn check_worker_files(a: &Args, model: &Model) -> Result<(), String> {
         })?;
     }
     if let Some(out) = &a.out {
-        ps_apps::fsutil::check_writable(out)
+        ps_apps::storage::files::check_writable(out)
             .map_err(|e| format!("--out {}: cannot write there: {e}", out.display()))?;
     }
     Ok(())
@@ -224,10 +225,10 @@ fn store(a: &Args) -> Result<Box<dyn Store>, String> {
     if !a.etcd.is_empty() {
         #[cfg(feature = "etcd")]
         {
-            let s = ps_apps::etcd_store::EtcdStore::connect(
+            let s = ps_apps::master::etcd_store::EtcdStore::connect(
                 &a.etcd,
-                ps_apps::etcd_store::DEFAULT_KEY,
-                ps_apps::etcd_store::DEFAULT_LOCK,
+                ps_apps::master::etcd_store::DEFAULT_KEY,
+                ps_apps::master::etcd_store::DEFAULT_LOCK,
                 Duration::from_secs(10),
                 Duration::from_secs(60),
             )?;

@@ -3,7 +3,7 @@
 //! possible protocol, so the KV figures can be read as a fraction of what the kernel
 //! and the wire give. The connection is of the kind the TCP van's link between them
 //! is: a Unix socket when the two are on one host and `PS_LOCAL_SOCKET` is on (see
-//! [`ps_core::van::stream`]), TCP otherwise.
+//! [`ps_core::van::tcp::stream`]), TCP otherwise.
 //!
 //! Protocol, one request after another on one connection: a 9-byte header (`op`:
 //! u8, `size`: u64 little-endian) and, for [`Op::Push`], `size` bytes. The server
@@ -12,7 +12,7 @@
 //! with `size` bytes. Nodelay on both ends, as the vans set it.
 
 use super::modes::Figure;
-use ps_core::van::stream::{self, Stream};
+use ps_core::van::tcp::stream::{self, Stream};
 use std::collections::VecDeque;
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener, ToSocketAddrs};

@@ -1,4 +1,4 @@
-//! The fair-time scheduler of seed 002 as pure functions: how many of the `n` workers
+//! IDunno's fair-time scheduler as pure functions: how many of the `n` workers
 //! each running job gets.
 //!
 //! - **Local** mode: job i gets `n·S_i / ΣS_j` workers, `S_i` its measured seconds per

@@ -1,4 +1,4 @@
-//! Many jobs on one cluster (seed 002): the job table and its state machine, job
+//! Many jobs on one cluster (IDunno's design): the job table and its state machine, job
 //! specifications (the JSON of `POST /jobs`), the fair-time scheduler (local and
 //! global modes), per-job query rates over the last 10 s, the assignment of workers
 //! to jobs, and the scheduler that ties them together ([`JobScheduler`], driven with
@@ -8,6 +8,7 @@
 
 pub mod api;
 pub mod assign;
+pub mod directory;
 mod dispatch;
 pub mod error;
 pub mod fairtime;

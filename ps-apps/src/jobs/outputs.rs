@@ -8,7 +8,7 @@
 
 use super::inputs::csv_field;
 use super::wire::Prediction;
-use crate::fsutil::write_atomic;
+use crate::storage::files::write_atomic;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 

@@ -1,4 +1,4 @@
-//! A job's query rate over the last 10 seconds (seed 002): each finished query is
+//! A job's query rate over the last 10 seconds: each finished query is
 //! recorded with the time it took; seconds per query is their mean over the window, and
 //! queries per second their count over the window. A job whose queries take longer than
 //! the window is not shown at 0 while it progresses: with fewer than two queries in

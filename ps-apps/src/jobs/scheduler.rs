@@ -179,8 +179,10 @@ impl JobScheduler {
         // the files were read a moment ago: failing now is the files' fault
         match &spec {
             JobSpec::Train(t) => master.report_dataset(t.train.clone()),
-            JobSpec::Infer(i) if i.reads_directory() => super::inputs::list_directory(std::path::Path::new(&i.data[0]))
-                .and_then(|files| master.report_chunks(i.data.clone(), super::inputs::file_chunks(&files))),
+            JobSpec::Infer(i) if i.reads_directory() => {
+                super::directory::list_directory(std::path::Path::new(&i.data[0]))
+                    .and_then(|files| master.report_chunks(i.data.clone(), super::directory::file_chunks(&files)))
+            }
             JobSpec::Infer(i) => master.report_dataset(i.data.clone()),
         }
         .map_err(JobsError::BadRequest)?;

@@ -298,7 +298,7 @@ impl InferSpec {
                     self.data[0]
                 ));
             }
-            super::inputs::list_directory(Path::new(&self.data[0]))?;
+            super::directory::list_directory(Path::new(&self.data[0]))?;
         } else {
             for f in &self.data {
                 recordio::index(Path::new(f)).map_err(|e| e.to_string())?;

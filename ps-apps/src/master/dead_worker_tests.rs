@@ -1,5 +1,5 @@
 //! A dead worker's tasks and messages, in every order its death and its last
-//! requests can reach the master (issue 17): it is never handed a task after its
+//! requests can reach the master: it is never handed a task after its
 //! death, every task it held goes back to todo, and each task is done once per pass.
 
 use super::store::MemStore;

@@ -1,4 +1,4 @@
-//! The master (seed 000): a dataset of RecordIO files cut into tasks of chunks, the
+//! The master (Paddle's master design): a dataset of RecordIO files cut into tasks of chunks, the
 //! todo / pending / done / failed queues, dispatch, timeouts and retries, passes over
 //! the data, and persistence of every change before the reply leaves.
 
@@ -10,6 +10,8 @@
 
 mod codec;
 mod config;
+#[cfg(feature = "etcd")]
+pub mod etcd_store;
 mod queues;
 mod service;
 mod store;

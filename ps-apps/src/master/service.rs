@@ -1,6 +1,6 @@
 //! The master with persistence: every request is applied to a copy of the queues, the
 //! copy is saved to the store, and only then does it replace the queues and the reply
-//! leave (seed 000). A failed save discards the copy and answers with an error.
+//! leave. A failed save discards the copy and answers with an error.
 
 use super::codec::{decode_queues, encode_queues};
 use super::config::MasterConfig;

@@ -1,6 +1,6 @@
 //! Where the master persists its queues: a `Store` takes the whole serialized state.
 
-use crate::fsutil::write_atomic;
+use crate::storage::files::write_atomic;
 use parking_lot::Mutex;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -61,16 +61,16 @@ impl Store for MemStore {
 }
 
 #[cfg(feature = "etcd")]
-impl Store for crate::etcd_store::EtcdStore {
+impl Store for crate::master::etcd_store::EtcdStore {
     fn load(&mut self) -> Result<Option<Vec<u8>>, String> {
-        crate::etcd_store::EtcdStore::load(self)
+        crate::master::etcd_store::EtcdStore::load(self)
     }
     fn save(&mut self, state: &[u8]) -> Result<(), String> {
-        crate::etcd_store::EtcdStore::save(self, state)
+        crate::master::etcd_store::EtcdStore::save(self, state)
     }
 }
 
-/// A store whose every save first reaches the standby schedulers (issue 11): the
+/// A store whose every save first reaches the standby schedulers: the
 /// active scheduler's van streams the state to them and waits for their acks, then
 /// `inner` saves it locally. A standby that took over loads the state it was sent.
 /// Saving fails on a scheduler that is not (or no longer) active.

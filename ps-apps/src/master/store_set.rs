@@ -1,4 +1,4 @@
-//! Many named stores replicated as one (issue 11 for the jobs cluster): the job table
+//! Many named stores replicated as one (the jobs cluster's scheduler failover): the job table
 //! and every job's queues are separate stores, but the standby schedulers receive one
 //! application state. A [`ReplicatedSet`] keeps the last saved bytes of every named
 //! store; each save replaces its entry and sends the whole set (bincode) through the

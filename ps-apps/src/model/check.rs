@@ -3,7 +3,7 @@
 //! dense model, labels outside its classes), is a clear error rather than an accuracy
 //! of 0 or a panic deep in the arithmetic.
 
-use super::Model;
+use super::kind::Model;
 use crate::recordio::{Example, Features};
 
 impl Model {

@@ -5,7 +5,7 @@
 
 use super::math::argmax;
 use super::*;
-use crate::metrics;
+use crate::model::metrics;
 use crate::recordio::{convert_idx, read_all, Compressor, Example, Features};
 use std::path::Path;
 use std::sync::{Mutex, OnceLock};

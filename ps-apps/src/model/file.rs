@@ -5,7 +5,7 @@
 //! body length (u64), the CRC32 of the body (u32), then the body: bincode of the
 //! [`Model`] followed by the parameter vector.
 
-use super::Model;
+use super::kind::Model;
 use bincode::Options;
 use std::fmt;
 use std::path::{Path, PathBuf};

@@ -2,9 +2,11 @@
 //! with, what a model file records, and it dispatches to the model types.
 
 use super::flat::{BatchStats, FlatModel};
-use super::{LogisticRegression, Mlp, SoftmaxRegression};
+use super::learner::Learner;
+use super::logreg::LogisticRegression;
+use super::mlp::Mlp;
+use super::softmax::SoftmaxRegression;
 use crate::recordio::{Example, Features};
-use crate::train::minibatch::Learner;
 use serde::{Deserialize, Serialize};
 
 /// A model architecture and its sizes (its hyperparameters).

@@ -11,7 +11,7 @@ use super::math::{argmax, axpy, class_of, dense_view, dot, softmax_in_place};
 use crate::recordio::{Example, Features};
 
 /// The MLP `dim → hidden → classes`. Features and labels are read as by
-/// [`super::SoftmaxRegression`].
+/// [`super::softmax::SoftmaxRegression`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Mlp {
     /// Input features.

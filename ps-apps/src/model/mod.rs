@@ -9,6 +9,8 @@
 //! - [`Model`]: the architecture as configured and saved; dispatches to the above.
 //! - [`Sgd`]: the optimizer, applied per key range on the servers.
 //! - [`save`] / [`load`]: model files.
+//! - [`Learner`]: what the training loop asks of a model; [`metrics`]: evaluation
+//!   metrics (accuracy, log-loss, AUC, confusion counts).
 //!
 //! Examples are [`crate::recordio::Example`]s (a label, dense or sparse features).
 //! Everything here is pure computation: no I/O besides model files, no networking.
@@ -19,8 +21,10 @@ mod file;
 mod flat;
 mod init;
 mod kind;
+pub mod learner;
 mod logreg;
 mod math;
+pub mod metrics;
 mod mlp;
 mod optim;
 mod softmax;
@@ -29,6 +33,7 @@ pub use file::{decode, encode, load, save, ModelFileError};
 pub use flat::{BatchStats, FlatModel};
 pub use init::{shuffle, shuffled_indices};
 pub use kind::Model;
+pub use learner::Learner;
 pub use logreg::LogisticRegression;
 pub use mlp::Mlp;
 pub use optim::Sgd;

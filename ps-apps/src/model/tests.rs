@@ -1,9 +1,9 @@
 //! Unit tests across the models: gradients against finite differences, the key-subset
 //! API, numerical stability, parallel batches, and model files.
 
+use super::learner::Learner;
 use super::*;
 use crate::recordio::{Example, Features};
-use crate::train::minibatch::Learner;
 
 /// Central finite differences of the mean loss against the analytic gradient, for
 /// every parameter.

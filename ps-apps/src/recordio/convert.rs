@@ -1,8 +1,8 @@
 //! Converting libsvm, CSV and IDX (MNIST-style) files into RecordIO datasets.
 
+use super::chunk::Compressor;
 use super::example::{Example, Features};
 use super::writer::Writer;
-use super::Compressor;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;

@@ -23,6 +23,8 @@ mod chunk;
 #[cfg(test)]
 mod compat_tests;
 mod convert;
+#[cfg(test)]
+mod damage_tests;
 mod example;
 mod progress;
 mod reader;

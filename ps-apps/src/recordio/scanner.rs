@@ -101,7 +101,9 @@ impl Iterator for Scanner {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{read_all, Compressor, Writer};
+    use super::super::chunk::Compressor;
+    use super::super::reader::read_all;
+    use super::super::writer::Writer;
     use super::*;
 
     #[test]

@@ -4,7 +4,7 @@
 //! token derived from the secret (`Secret::http_token`); `PS_HTTP_OPEN_READS=1` opens
 //! GET/HEAD (reads) to everyone, state-changing calls still need the token.
 
-use ps_core::auth::Security;
+use ps_core::config::Security;
 
 /// The access policy of one HTTP server.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

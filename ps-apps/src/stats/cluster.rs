@@ -2,7 +2,7 @@
 //! their heartbeat ages (or none at all when heartbeats are off) and the van's
 //! traffic. Shared by the training coordinator and the jobs cluster.
 
-use super::{NodeStat, TrafficStat};
+use super::snapshot::{NodeStat, TrafficStat};
 use ps_core::node::{Node, SCHEDULER};
 use ps_core::Postoffice;
 use std::collections::{BTreeSet, HashMap};

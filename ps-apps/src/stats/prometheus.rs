@@ -3,7 +3,7 @@
 //! encoder). Label values are escaped here (`\\`, `\"`, `\n`): the crate writes them as
 //! given, and an address or a role is text from the outside.
 
-use super::Snapshot;
+use super::snapshot::Snapshot;
 use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -164,8 +164,8 @@ pub fn to_prometheus(s: &Snapshot) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::super::snapshot::{NodeStat, QueueStat};
     use super::*;
-    use crate::stats::{NodeStat, QueueStat};
     use std::collections::BTreeMap;
 
     /// One sample of the text format, read back: name, labels (unescaped), value.
@@ -247,7 +247,7 @@ mod tests {
                 failed: 1,
                 ..Default::default()
             }),
-            scheduler: crate::stats::SchedulerStat {
+            scheduler: super::super::snapshot::SchedulerStat {
                 candidate: 1,
                 addr: odd.into(),
                 term: 3,

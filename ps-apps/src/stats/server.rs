@@ -1,6 +1,9 @@
 //! The HTTP server: a tiny_http thread answering from a snapshot provider.
 
-use super::{dashboard, to_prometheus, Access, Snapshot};
+use super::access::Access;
+use super::dashboard;
+use super::prometheus::to_prometheus;
+use super::snapshot::Snapshot;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -41,7 +44,7 @@ impl StatsServer {
         api: Option<Api>,
         access: Access,
     ) -> Result<StatsServer, String> {
-        let addr = &super::bind_addr(addr);
+        let addr = &super::access::bind_addr(addr);
         let server = tiny_http::Server::http(addr).map_err(|e| format!("cannot serve statistics on {addr}: {e}"))?;
         let bound = server
             .server_addr()
@@ -179,7 +182,8 @@ mod tests {
 
     #[test]
     fn a_secured_server_answers_401_without_the_token() {
-        use ps_core::auth::{Secret, SecretSource, Security};
+        use ps_core::auth::{Secret, SecretSource};
+        use ps_core::config::Security;
         let secret = Secret::new(vec![3; 32], SecretSource::File).unwrap();
         let sec = Security {
             secret: Some(secret.clone()),

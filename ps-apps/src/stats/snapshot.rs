@@ -56,7 +56,7 @@ pub struct TrafficStat {
     pub resent: u64,
 }
 
-/// Which scheduler candidate serves this endpoint, and under which term (issue 11).
+/// Which scheduler candidate serves this endpoint, and under which term.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct SchedulerStat {
     /// Its index in `PS_SCHEDULERS` (0 without standbys).

@@ -4,10 +4,12 @@
 //!
 //! Pure: [`location`] (parsing), [`config`] (the `AWS_*` / `PS_OBJECT_*` settings),
 //! [`range`] (reading by byte ranges with a block of read-ahead). Shell: [`remote`]
-//! (the object store clients and their runtime), and the helpers below.
+//! (the object store clients and their runtime), [`files`] (local files: atomic writes,
+//! checking that a place is writable), and the helpers below.
 
 pub mod config;
 pub mod error;
+pub mod files;
 pub mod location;
 pub mod range;
 pub mod remote;
@@ -34,10 +36,10 @@ pub fn read(path: &Path) -> Result<Vec<u8>, StorageError> {
 }
 
 /// Writes `bytes` to `path`: a local file atomically (see
-/// [`crate::fsutil::write_atomic`]), an object with one PUT. HTTP servers are read-only.
+/// [`files::write_atomic`]), an object with one PUT. HTTP servers are read-only.
 pub fn write(path: &Path, bytes: &[u8]) -> Result<(), StorageError> {
     match Location::of_path(path)? {
-        Location::Local(p) => crate::fsutil::write_atomic(&p, bytes).map_err(|e| StorageError::io(p.display(), e)),
+        Location::Local(p) => files::write_atomic(&p, bytes).map_err(|e| StorageError::io(p.display(), e)),
         loc @ Location::Http { .. } => Err(StorageError::io(
             loc,
             "HTTP locations are read-only (write to s3:// or a path)",

@@ -14,7 +14,7 @@ use super::wire::{
     STATUS_UNDECLARED,
 };
 use crate::train::resend::{exchange_all, IdleNotice, Outgoing};
-use crate::train::shard::Mode;
+use crate::train::versions::Mode;
 use ps_core::kv::{KVPairs, KVWorker, KvError, KvRequest, SArray, ServerReply};
 use std::ops::Range;
 use std::time::{Duration, Instant};

@@ -3,7 +3,7 @@
 use super::*;
 use crate::tables::optim::Optimizer;
 use crate::tables::spec::tests::spec;
-use crate::train::shard::Mode;
+use crate::train::versions::Mode;
 
 /// The spec's model on 2 servers, range `r`, rule `mode`, 2 workers.
 fn shard(mode: Mode, r: usize) -> (TableShard, KeySpace) {

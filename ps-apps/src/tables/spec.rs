@@ -5,7 +5,7 @@
 
 use super::keys::{MAX_ROWS, MAX_TABLES};
 use super::optim::Optimizer;
-use crate::train::shard::Mode;
+use crate::train::versions::Mode;
 use bincode::Options;
 use serde::{Deserialize, Serialize};
 

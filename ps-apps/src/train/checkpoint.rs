@@ -4,7 +4,7 @@
 //! the same file format.
 
 use super::shard::Shard;
-use crate::fsutil::write_atomic;
+use crate::storage::files::write_atomic;
 use bincode::Options;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -68,7 +68,8 @@ pub fn load_file<T: DeserializeOwned>(p: &Path) -> Result<Option<T>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::train::shard::{Mode, Sgd};
+    use crate::train::shard::Sgd;
+    use crate::train::versions::Mode;
 
     #[test]
     fn round_trip_and_corruption() {

@@ -1,18 +1,10 @@
-//! The worker's minibatch loop of the synchronous-SGD design (seed 001): pull the
+//! The worker's minibatch loop of the synchronous-SGD design (Paddle's): pull the
 //! model if it is out of date, compute the gradient, push it tagged with the version
 //! it was computed on; a rejected push (the model moved on) is recomputed on the new
 //! model and retried, and the task fails after too many rejections.
 
 use super::exchange::{ParamExchange, ShardReply};
-
-/// Computes a minibatch's loss and gradient for the parameters it touches.
-pub trait Learner<B: ?Sized> {
-    /// The sorted parameter keys `batch` touches (`None`: every parameter).
-    fn keys(&self, batch: &B) -> Option<Vec<u64>>;
-    /// Mean loss, number of correct predictions, and the gradient (one value per key
-    /// of `keys`, or per parameter) at `params` (values of the same keys).
-    fn loss_and_grad(&self, params: &[f32], keys: Option<&[u64]>, batch: &B) -> (f32, usize, Vec<f32>);
-}
+use crate::model::learner::Learner;
 
 /// What one minibatch did.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]

@@ -13,6 +13,7 @@ pub mod pacer;
 mod range_copy;
 pub mod resend;
 pub mod server;
+mod server_state;
 pub mod shard;
 pub mod versions;
 pub mod worker;

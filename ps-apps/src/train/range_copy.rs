@@ -2,7 +2,7 @@
 //! server copies each range's whole shard (parameters, version, optimizer state, the
 //! sync version in progress, the idle workers) from a live replica.
 
-use super::server::State;
+use super::server_state::State;
 use super::shard::Shard;
 use bincode::Options;
 use bytes::Bytes;

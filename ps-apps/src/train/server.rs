@@ -9,7 +9,9 @@
 use super::checkpoint;
 use super::kv_exchange::{CMD_IDLE, STATUS_REJECTED};
 use super::layout::Layout;
-use super::shard::{Mode, PushOutcome, Sgd, Shard};
+use super::server_state::{RangeState, State};
+use super::shard::{PushOutcome, Sgd, Shard};
+use super::versions::Mode;
 use super::versions::Versioned;
 use parking_lot::Mutex;
 use ps_core::kv::replication::Chain;
@@ -37,23 +39,6 @@ pub struct ServerOptions {
     /// cluster's job gets a share of the workers, which changes); read every tick and
     /// replaces the mode's `grads_per_version`. None: the mode's own value.
     pub quorum: Option<Arc<AtomicUsize>>,
-}
-
-/// One key range's shard (this server's own, or, with replication, one it backs up).
-pub(super) struct RangeState {
-    pub(super) shard: Shard,
-    held: Vec<(KVMeta, SArray<u64>)>,
-    pub(super) last_checkpoint: u64,
-}
-
-pub(super) struct State {
-    /// By key range (server rank): this server's own range, and with `PS_REPLICAS`
-    /// the ranges it backs up (it gets their pushes forwarded, and serves them once
-    /// it is their first live holder).
-    pub(super) ranges: BTreeMap<usize, RangeState>,
-    /// A responder that sends (taken from a pull: a replicated push gets one that
-    /// holds its answer until the other replicas applied it).
-    responder: Option<KVResponder>,
 }
 
 /// A running training server; stops its ticker when dropped.

@@ -3,32 +3,8 @@
 //! by the rule of [`Versions`] (sync, async or bounded staleness). No sockets, no
 //! clock: time comes in as milliseconds, so the rules are unit-tested exactly.
 
-use super::versions::{Admit, Versioned, Versions};
+use super::versions::{Admit, Mode, Versioned, Versions};
 use serde::{Deserialize, Serialize};
-
-/// The update rule.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-pub enum Mode {
-    /// Synchronous SGD on model versions.
-    Sync {
-        /// Distinct workers' gradients that complete a version ([`EVERY_LIVE_WORKER`]:
-        /// one from each live worker, however many join or leave).
-        grads_per_version: usize,
-        /// Apply what has arrived this long after a version's first push (0 = never).
-        timeout_ms: u64,
-    },
-    /// Apply every push at once.
-    Async,
-    /// Apply at once, reject pushes more than `staleness` versions old.
-    Bounded {
-        /// Largest accepted age of a push, in versions.
-        staleness: u64,
-    },
-}
-
-/// A sync `grads_per_version` that waits for every worker neither dead, departed nor
-/// idle (the count follows workers joining and leaving the job).
-pub const EVERY_LIVE_WORKER: usize = usize::MAX;
 
 /// SGD with optional momentum, applied to a shard.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]

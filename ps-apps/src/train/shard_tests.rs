@@ -1,7 +1,7 @@
 //! Tests of the shard rules.
 
 use super::*;
-use crate::train::versions::Versioned;
+use crate::train::versions::{Versioned, EVERY_LIVE_WORKER};
 use std::collections::BTreeSet;
 
 const SGD: Sgd = Sgd {
@@ -107,7 +107,7 @@ fn a_gradient_pushed_before_death_still_counts() {
     assert_eq!(s.params, vec![0.5, 1.5, 2.5]);
 }
 
-/// The stall of issue 17: at the end of a pass one worker trains the last task while
+/// At the end of a pass one worker trains the last task while
 /// the others wait for the pass to complete; its versions must not wait (the sync
 /// timeout per minibatch) for gradients the idle workers will never send.
 #[test]

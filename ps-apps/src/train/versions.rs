@@ -4,7 +4,7 @@
 //! parameter tables of `psrs.torch` ([`crate::tables`]) keep one each, so both train
 //! on model versions by the same rule.
 //!
-//! - **Sync** (seed 001): a push carries the version the worker computed on; a push
+//! - **Sync**: a push carries the version the worker computed on; a push
 //!   for another version, or a second one from the same worker for this version, is
 //!   rejected. The version is complete when `grads_per_version` distinct workers have
 //!   pushed, or every worker that is neither dead nor idle has, or `timeout_ms` has
@@ -16,9 +16,32 @@
 //!
 //! [`Shard`]: super::shard::Shard
 
-use super::shard::Mode;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
+
+/// The update rule.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Mode {
+    /// Synchronous SGD on model versions.
+    Sync {
+        /// Distinct workers' gradients that complete a version ([`EVERY_LIVE_WORKER`]:
+        /// one from each live worker, however many join or leave).
+        grads_per_version: usize,
+        /// Apply what has arrived this long after a version's first push (0 = never).
+        timeout_ms: u64,
+    },
+    /// Apply every push at once.
+    Async,
+    /// Apply at once, reject pushes more than `staleness` versions old.
+    Bounded {
+        /// Largest accepted age of a push, in versions.
+        staleness: u64,
+    },
+}
+
+/// A sync `grads_per_version` that waits for every worker neither dead, departed nor
+/// idle (the count follows workers joining and leaving the job).
+pub const EVERY_LIVE_WORKER: usize = usize::MAX;
 
 /// Whether a push was taken.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

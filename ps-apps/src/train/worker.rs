@@ -6,7 +6,7 @@ use super::exchange::ParamExchange;
 use super::master_client::MasterClient;
 use super::minibatch::{BatchError, MinibatchLoop};
 use crate::master::{MasterRequest, MasterResponse, Task, TaskReport};
-use crate::metrics;
+use crate::model::metrics;
 use crate::model::Model;
 use crate::recordio::{self, Example};
 use ps_core::Postoffice;

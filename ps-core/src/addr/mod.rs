@@ -1,6 +1,6 @@
 //! Which address a node advertises and which it binds.
 //!
-//! The rules (README "Running on several machines"):
+//! The rules (docs/operations.md, running across hosts):
 //! - advertised: `DMLC_NODE_HOST` (a host name or an IP), else the address of
 //!   `DMLC_INTERFACE`, else for the scheduler `DMLC_PS_ROOT_URI`, else the local address
 //!   of this host's route to the scheduler (loopback only when the scheduler is on
@@ -14,55 +14,9 @@
 //! [`plan`] decides from the variables and a [`HostLookup`]; [`system::SystemLookup`]
 //! asks the operating system.
 
+mod host;
 mod plan;
 pub mod system;
 
+pub use host::{host_port, wildcard_for, HostLookup};
 pub use plan::{plan, AddrError, AddrVars, Addresses};
-
-use std::net::IpAddr;
-
-/// The name-service and routing questions address planning asks (injected so the
-/// rules are tested without a network).
-pub trait HostLookup {
-    /// The addresses `host` stands for (an IP literal stands for itself); an error
-    /// says why it does not resolve.
-    fn resolve(&self, host: &str) -> Result<Vec<IpAddr>, String>;
-    /// The local source address of this host's route to `to`.
-    fn route_source(&self, to: IpAddr) -> Result<IpAddr, String>;
-    /// The addresses of the network interface `name` (empty if there is none).
-    fn interface_addrs(&self, name: &str) -> Vec<IpAddr>;
-    /// Every address of every local interface.
-    fn local_addrs(&self) -> Vec<IpAddr>;
-}
-
-/// `host:port`, with an IPv6 literal in brackets (`[::1]:9000`).
-pub fn host_port(host: &str, port: u16) -> String {
-    if host.contains(':') && !host.starts_with('[') {
-        format!("[{host}]:{port}")
-    } else {
-        format!("{host}:{port}")
-    }
-}
-
-/// The wildcard address of `ip`'s family.
-pub fn wildcard_for(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V4(_) => IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED),
-        IpAddr::V6(_) => IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ipv6_literals_get_brackets() {
-        assert_eq!(host_port("10.0.0.1", 80), "10.0.0.1:80");
-        assert_eq!(host_port("::1", 80), "[::1]:80");
-        assert_eq!(host_port("[fd00::2]", 80), "[fd00::2]:80");
-        assert_eq!(host_port("node-3.example", 80), "node-3.example:80");
-        assert_eq!(wildcard_for("fd00::1".parse().unwrap()).to_string(), "::");
-        assert_eq!(wildcard_for("10.1.1.1".parse().unwrap()).to_string(), "0.0.0.0");
-    }
-}

@@ -1,6 +1,6 @@
 //! The address rules as a pure function of the variables and a [`HostLookup`].
 
-use super::{wildcard_for, HostLookup};
+use super::host::{wildcard_for, HostLookup};
 use std::net::IpAddr;
 
 /// The address variables of one node (`None` = unset).

@@ -1,7 +1,7 @@
 //! [`HostLookup`] answered by the operating system: DNS through `getaddrinfo`, routes
 //! through a connected (never sending) UDP socket, interfaces through `getifaddrs`.
 
-use super::HostLookup;
+use super::host::HostLookup;
 use std::net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs, UdpSocket};
 use std::time::Duration;
 

@@ -8,10 +8,10 @@
 //! to another connection without failing to open.
 //!
 //! The cipher is `ring`'s AES-256-GCM (AES-NI / VAES and carry-less multiply where
-//! the CPU has them, constant-time software otherwise). The portable
-//! ChaCha20-Poly1305 this replaced was the bottleneck of an encrypted link (0.22-0.36x
-//! of plaintext at 64 KB-1 MB in a release build; `ring`'s ChaCha20-Poly1305 assembly
-//! still ~0.3x at 1 MB; AES-256-GCM ~0.5x).
+//! the CPU has them, constant-time software otherwise). A portable ChaCha20-Poly1305
+//! would be the bottleneck of an encrypted link (0.22-0.36x of plaintext at 64 KB-1 MB
+//! in a release build; `ring`'s ChaCha20-Poly1305 assembly ~0.3x at 1 MB; AES-256-GCM
+//! ~0.5x).
 
 use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, AES_256_GCM};
 

@@ -2,7 +2,7 @@
 
 use super::pairs::KVPairs;
 use super::replication::RangeCopy;
-use super::server::{KVMeta, KVResponder, ReqHandle};
+use super::request::{KVMeta, KVResponder, ReqHandle};
 use super::store::SortedStore;
 use super::store_copy::StoreCopy;
 use bytemuck::Pod;
@@ -47,7 +47,7 @@ pub fn sum_handle<V: Pod + Send + Sync + AddAssign>() -> ReqHandle<V> {
 }
 
 /// [`sum_handle`] and the copier of its key ranges (for a replacement server with
-/// `PS_REPLICAS`, see [`super::KVServer::with_copy`]), over one store.
+/// `PS_REPLICAS`, see [`super::server::KVServer::with_copy`]), over one store.
 pub fn sum_handle_with_copy<V: Pod + Send + Sync + AddAssign>() -> (ReqHandle<V>, Box<dyn RangeCopy>) {
     let store = Arc::new(Mutex::new(SortedStore::<V>::new()));
     let copy = Box::new(StoreCopy(Arc::clone(&store)));

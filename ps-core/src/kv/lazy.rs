@@ -5,9 +5,9 @@
 //! next prompt message goes, when the next answer arrives (its reader thread writes
 //! them before it reads again), or when a server is declared dead; so a window of
 //! requests goes out in a few vectored writes. A request with nothing before it in
-//! flight goes at once (no added latency). (Holding them until no written request
-//! awaited an answer batched more, but stalled training ~3 s after a kill in
-//! tests/train_failover.rs.)
+//! flight goes at once (no added latency). Holding them until no written request
+//! awaits an answer would batch more, but stalls training for seconds after a node is
+//! killed (its answers never come).
 
 use super::worker_state::Pending;
 use crate::van::Van;

@@ -36,7 +36,7 @@ impl<V: Pod> SortedStore<V> {
     }
 
     /// The stored keys inside `range`, their value counts and their values.
-    pub fn export(&self, range: crate::kv::KeyRange) -> (Vec<u64>, Vec<i32>, Vec<V>) {
+    pub fn export(&self, range: crate::kv::range::KeyRange) -> (Vec<u64>, Vec<i32>, Vec<V>) {
         let a = self.keys.partition_point(|&k| k < range.begin);
         let b = a + self.keys[a..].iter().take_while(|&&k| range.contains(k)).count();
         let lens = (a..b).map(|i| (self.offs[i + 1] - self.offs[i]) as i32).collect();

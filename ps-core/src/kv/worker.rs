@@ -7,6 +7,7 @@ use super::lazy::{may_defer, LazyLinks};
 use super::pairs::{KVPairs, KvError};
 use super::range::{server_key_ranges, KeyRange};
 use super::replication::Chain;
+use super::reply::{Callback, ServerReply};
 use super::sarray::SArray;
 use super::worker_state::{finish, on_response, reroute, target, Pending, State};
 use crate::customer::Customer;
@@ -16,22 +17,6 @@ use bytemuck::Pod;
 use parking_lot::Mutex;
 use std::sync::Arc;
 use std::time::Duration;
-
-/// One server's answer to a request.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ServerReply<V: Pod> {
-    /// Server rank.
-    pub rank: usize,
-    /// Status (0 = ok; the application defines positive values).
-    pub status: i32,
-    /// Version the server sent back.
-    pub version: u64,
-    /// Pulled values (empty for a push).
-    pub data: KVPairs<V>,
-}
-
-/// Called once when every server answered (or one refused the request).
-pub type Callback<V> = Box<dyn FnOnce(Result<&[ServerReply<V>], &KvError>) + Send>;
 
 /// A request: what to send, to which servers, with what version.
 pub struct KvRequest<V: Pod> {

@@ -4,9 +4,9 @@
 use super::key_cache::SentKeys;
 use super::pairs::{KVPairs, KvError};
 use super::replication::{dead_server_ranks, Chain};
+use super::reply::{Callback, ServerReply};
+use super::request::STATUS_INVALID;
 use super::sarray::SArray;
-use super::server::STATUS_INVALID;
-use super::worker::{Callback, ServerReply};
 use crate::customer::STATUS_NOT_COUNTED;
 use crate::message::Message;
 use crate::node::server_rank_to_id;

@@ -4,7 +4,6 @@
 //! deterministically; the van is a thin shell that feeds them events.
 
 pub mod barrier;
-pub mod failover;
 pub mod join_backoff;
 pub mod liveness;
 pub mod membership;

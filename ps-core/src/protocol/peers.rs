@@ -187,8 +187,8 @@ mod tests {
     fn a_notice_about_my_id() {
         let mut p = cluster();
         p.on_table(&[node(11, 1111)]);
-        // about my predecessor: nothing (the bug of issue 17: the replacement took
-        // itself for dead)
+        // about my predecessor: nothing (the replacement must not take itself for
+        // dead)
         assert_eq!(p.on_death(&[node(11, 1100)], &node(11, 1111)), Notice::default());
         assert!(!p.is_dead(11));
         // about me: evicted

@@ -292,11 +292,11 @@ mod tests {
         assert_eq!(r.num_unacked(), 0);
     }
 
-    /// Issue 12 (c): with 10% loss at each end of a link, a TCP stream stalls for
+    /// With 10% loss at each end of a link, a TCP stream stalls for
     /// seconds behind one lost segment (its retransmission timer doubles on every
     /// loss: 0.2 + 0.4 + ... + 12.8 = 25.4 s after 7 losses in a row) and every resend on it
-    /// waits behind that segment. With a fixed 1 s timeout the resender gave up after
-    /// 10 resends, 11 s: the message was lost on a live link and training stalled.
+    /// waits behind that segment. With a fixed 1 s timeout a resender gives up after
+    /// 10 resends, 11 s: the message is lost on a live link and training stalls.
     /// Backing off, ten resends cover 71 s, and a 25 s stall costs 5 copies, not 10
     /// plus a loss.
     #[test]

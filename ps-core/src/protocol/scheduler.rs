@@ -4,7 +4,7 @@
 use super::barrier::Barriers;
 use super::liveness::Liveness;
 use super::membership::{Join, Membership};
-use crate::message::{Command, Control, Message, Meta};
+use crate::message::{Command, Message};
 use crate::node::{Node, SCHEDULER};
 
 /// Something the van must do on the scheduler's behalf.
@@ -35,22 +35,8 @@ pub enum Action {
 /// The reason a NODE_DEAD carries when the node left on its own.
 pub const LEFT: &str = "left";
 
-fn control(recver: i32, cmd: Command) -> Message {
-    Message {
-        meta: Meta {
-            recver,
-            control: Control {
-                cmd,
-                ..Default::default()
-            },
-            ..Default::default()
-        },
-        data: Vec::new(),
-    }
-}
-
 fn add_node_msg(recver: i32, nodes: Vec<Node>) -> Message {
-    let mut m = control(recver, Command::AddNode);
+    let mut m = Message::control(recver, Command::AddNode);
     m.meta.control.nodes = nodes;
     m
 }
@@ -191,13 +177,13 @@ impl SchedulerCore {
         if incarnation != 0 && gone.incarnation != incarnation {
             return Vec::new();
         }
-        let mut out = vec![Action::Send(control(sender, Command::Leave))];
+        let mut out = vec![Action::Send(Message::control(sender, Command::Leave))];
         let Some(join) = self.membership.leave(sender) else {
             return self.addressed(out);
         };
         for id in self.membership.alive_members(crate::node::ALL_GROUP) {
             if id != SCHEDULER {
-                let mut m = control(id, Command::NodeDead);
+                let mut m = Message::control(id, Command::NodeDead);
                 m.meta.control.nodes = vec![gone.clone()];
                 m.meta.control.reason = LEFT.into();
                 out.push(Action::Send(m));
@@ -227,13 +213,13 @@ impl SchedulerCore {
             if incarnation != 0 {
                 gone.incarnation = incarnation;
             }
-            let mut m = control(sender, Command::NodeDead);
+            let mut m = Message::control(sender, Command::NodeDead);
             m.meta.recver_incarnation = gone.incarnation;
             m.meta.control.nodes = vec![gone];
             return vec![Action::Send(m)];
         }
         self.liveness.beat(sender, now_ms);
-        self.addressed(vec![Action::Send(control(sender, Command::Heartbeat))])
+        self.addressed(vec![Action::Send(Message::control(sender, Command::Heartbeat))])
     }
 
     /// Periodic check at `now_ms`: declares silent nodes dead, tells the living,
@@ -265,7 +251,7 @@ impl SchedulerCore {
         // (it gets the table below)
         let told = self.membership.alive_members(crate::node::ALL_GROUP);
         for id in told.into_iter().filter(|id| !dead.contains(id)) {
-            let mut m = control(id, Command::NodeDead);
+            let mut m = Message::control(id, Command::NodeDead);
             m.meta.control.nodes = dead_nodes.clone();
             out.push(Action::Send(m));
         }
@@ -297,14 +283,14 @@ impl SchedulerCore {
 
 /// The release of `group`'s barrier to each of `released`, the scheduler's own last:
 /// a scheduler released from its final barrier finalizes and closes its connections,
-/// so releases queued after its own were lost (on the TCP van, 64-node clusters hung
-/// in `finalize` with "no connection to node N").
+/// so releases queued after its own would be lost (on the TCP van, a large cluster
+/// would hang in `finalize` with "no connection to node N").
 fn release(group: i32, released: Option<Vec<i32>>) -> Vec<Action> {
     let mut ids = released.unwrap_or_default();
     ids.sort_by_key(|&id| (id == SCHEDULER, id));
     ids.into_iter()
         .map(|id| {
-            let mut m = control(id, Command::Barrier);
+            let mut m = Message::control(id, Command::Barrier);
             m.meta.control.barrier_group = group;
             Action::Send(m)
         })

@@ -118,8 +118,8 @@ fn sent(actions: &[Action]) -> Vec<&Message> {
 
 #[test]
 fn a_replacement_waiting_for_the_death_is_not_told_its_id_is_dead() {
-    // issue 17: the replacement registered before the death was declared, took the id
-    // in the same tick, and was sent the notice about its predecessor
+    // the replacement registered before the death was declared and takes the id in
+    // the same tick: the notice about its predecessor must not reach it
     let mut s = cluster();
     assert!(sent(&s.on_add_node(node(Role::Worker, 77), 500)).is_empty());
     s.on_heartbeat(8, 2, 900);

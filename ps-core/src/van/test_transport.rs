@@ -2,8 +2,8 @@
 //! nothing, and the config of a worker of a one-server, one-worker cluster.
 
 use crate::config::Config;
+use crate::van::transport::Deliver;
 use crate::van::transport::Transport;
-use crate::van::Deliver;
 use bytes::Bytes;
 use std::collections::HashMap;
 use std::io;

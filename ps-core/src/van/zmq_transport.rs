@@ -6,7 +6,7 @@
 //! `zmq::Message`s become `Bytes` that own them.
 
 use super::transport::{Deliver, Transport};
-use crate::auth::Limits;
+use crate::config::Limits;
 use bytes::Bytes;
 use parking_lot::Mutex;
 use std::collections::HashMap;

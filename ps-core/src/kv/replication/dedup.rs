@@ -91,6 +91,12 @@ impl DedupWindow {
     }
 }
 
+/// How long a replica remembers a request id.
+pub const DEDUP_WINDOW_MS: u64 = 120_000;
+
+/// At most this many request ids per replica (the oldest are forgotten first).
+pub const DEDUP_CAP: usize = 1 << 20;
+
 #[cfg(test)]
 mod tests {
     use super::*;

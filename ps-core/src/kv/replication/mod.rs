@@ -25,31 +25,15 @@ pub mod catchup;
 pub mod chain;
 pub mod copy_wire;
 pub mod dedup;
+pub mod range_copy;
 mod rejoin;
 mod replica;
+mod shared;
 pub mod wire;
 
 pub use chain::{dead_server_ranks, Chain};
-pub use dedup::{DedupWindow, Outcome, RequestId};
+pub use dedup::{DedupWindow, Outcome, RequestId, DEDUP_CAP, DEDUP_WINDOW_MS};
+pub use range_copy::RangeCopy;
 pub(crate) use replica::serve;
 pub use replica::Replication;
-
-/// An application's state of the key ranges a server holds, copied to a replacement
-/// server (see [`catchup`]). Both calls run under the lock pushes are applied under.
-pub trait RangeCopy: Send {
-    /// The state of key range `range` (a server rank; its keys are `keys`).
-    fn snapshot(&mut self, range: usize, keys: crate::kv::KeyRange) -> bytes::Bytes;
-    /// Replaces this server's state of `range` with `data`, a [`RangeCopy::snapshot`]
-    /// taken on another replica. Malformed data is an error and changes nothing.
-    fn restore(&mut self, range: usize, keys: crate::kv::KeyRange, data: &[u8]) -> Result<(), String>;
-}
-
-/// The customer id replicas use among themselves for forwards and acknowledgements
-/// (per app; workers never use it).
-pub const FORWARD_CUSTOMER: i32 = 1 << 30;
-
-/// How long a replica remembers a request id.
-pub const DEDUP_WINDOW_MS: u64 = 120_000;
-
-/// At most this many request ids per replica (the oldest are forgotten first).
-pub const DEDUP_CAP: usize = 1 << 20;
+pub use wire::FORWARD_CUSTOMER;

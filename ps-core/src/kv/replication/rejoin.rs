@@ -5,8 +5,8 @@
 
 use super::catchup::{CatchUp, Fetch};
 use super::copy_wire::{CopyHead, OP_COPY, OP_FETCH, OP_REJOINED};
-use super::replica::Shared;
-use super::FORWARD_CUSTOMER;
+use super::shared::Shared;
+use super::wire::FORWARD_CUSTOMER;
 use crate::message::{Message, Meta};
 use crate::node::{id_to_rank, server_rank_to_id, SERVER_GROUP, WORKER_GROUP};
 use bytemuck::Pod;
@@ -212,7 +212,7 @@ impl<V: Pod + Send + Sync> Shared<V> {
     /// After deaths: copies whose source died are asked of the next live holder;
     /// newcomers that died are no longer forwarded to.
     pub(super) fn catch_up_dead(&self) {
-        let gone = crate::kv::replication::dead_server_ranks(&self.po.dead_nodes());
+        let gone = super::chain::dead_server_ranks(&self.po.dead_nodes());
         self.joiners.lock().forget(&gone);
         let dead = self.dead();
         let mut cu = self.catchup.lock();

@@ -2,17 +2,20 @@
 //! over the pure chain / dedup / ack tables.
 
 use super::acks::AckTable;
-use super::catchup::{CatchUp, Joiners};
+use super::catchup::Joiners;
 use super::chain::{dead_server_ranks, Chain};
 use super::copy_wire::{OP_COPY, OP_FETCH, OP_REJOINED};
 use super::dedup::{DedupWindow, Outcome, RequestId};
+use super::dedup::{DEDUP_CAP, DEDUP_WINDOW_MS};
+use super::range_copy::RangeCopy;
+use super::shared::{Applied, Shared};
 use super::wire::ForwardHead;
-use super::{RangeCopy, DEDUP_CAP, DEDUP_WINDOW_MS, FORWARD_CUSTOMER};
+use super::wire::FORWARD_CUSTOMER;
 use crate::customer::Customer;
 use crate::kv::key_cache::KnownKeys;
 use crate::kv::pairs::{KVPairs, KvError};
 use crate::kv::range::{server_key_ranges, KeyRange};
-use crate::kv::server::{checked_pairs, KVMeta, KVResponder, ReqHandle};
+use crate::kv::request::{checked_pairs, KVMeta, KVResponder, ReqHandle};
 use crate::message::{Message, Meta};
 use crate::node::{id_to_rank, server_rank_to_id};
 use crate::postoffice::Postoffice;
@@ -21,31 +24,6 @@ use parking_lot::Mutex;
 use std::collections::BTreeSet;
 use std::sync::{Arc, Weak};
 use std::time::Instant;
-
-/// The handle and the ids it applied, under one lock: applying a push and recording
-/// its id are one step.
-/// Copying a range (taking it, installing it) happens under the same lock.
-pub(super) struct Applied<V: Pod> {
-    pub(super) handle: ReqHandle<V>,
-    pub(super) dedup: DedupWindow,
-    pub(super) copy: Option<Box<dyn RangeCopy>>,
-}
-
-pub(super) struct Shared<V: Pod> {
-    pub(super) po: Arc<Postoffice>,
-    pub(super) app_id: i32,
-    pub(super) chain: Chain,
-    pub(super) me: usize,
-    pub(super) ranges: Vec<KeyRange>,
-    responder: KVResponder,
-    pub(super) applied: Mutex<Applied<V>>,
-    acks: Mutex<AckTable<Message>>,
-    pub(super) epoch: Instant,
-    /// A replacement's catch-up (None once rejoined, or for a first server).
-    pub(super) catchup: Mutex<Option<CatchUp<Message>>>,
-    /// Newcomers this server forwards pushes to while they copy its ranges.
-    pub(super) joiners: Mutex<Joiners>,
-}
 
 /// A running replica: its forward customer (dropping it stops taking forwards).
 pub struct Replication {
@@ -128,10 +106,6 @@ pub(crate) fn serve<V: Pod + Send + Sync + 'static>(
 }
 
 impl<V: Pod + Send + Sync> Shared<V> {
-    pub(super) fn now_ms(&self) -> u64 {
-        self.epoch.elapsed().as_millis() as u64
-    }
-
     /// Server ranks that do not serve: dead, or still copying their ranges.
     pub(super) fn dead(&self) -> BTreeSet<usize> {
         dead_server_ranks(&self.po.unavailable_servers())

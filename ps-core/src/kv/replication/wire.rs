@@ -56,6 +56,10 @@ impl ForwardHead {
     }
 }
 
+/// The customer id replicas use among themselves for forwards and acknowledgements
+/// (per app; workers never use it).
+pub const FORWARD_CUSTOMER: i32 = 1 << 30;
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,8 +1,8 @@
 //! The van's background threads: heartbeats to the scheduler (re-registering when it
 //! falls silent) and the tick that drives the resender and the scheduler's timeouts.
 
-use super::{control, Van, MAX_RESENDS, POLL};
-use crate::message::Command;
+use super::{Van, MAX_RESENDS, POLL};
+use crate::message::{Command, Message};
 use crate::node::SCHEDULER;
 use crate::protocol::resender::RECONNECT_AT;
 use std::sync::atomic::Ordering;
@@ -21,7 +21,7 @@ impl Van {
         while !self.stop.load(Ordering::Relaxed) {
             if Instant::now() >= next {
                 let silence = self.scheduler_silence_ms();
-                let lost = timeout > 0 && self.scheduler_lost();
+                let lost = timeout > 0 && self.fo.scheduler_lost(self.now_ms());
                 if lost {
                     if !was_lost {
                         log::warn!(
@@ -30,7 +30,7 @@ impl Van {
                         );
                         was_lost = true;
                     }
-                    let mut m = control(SCHEDULER, Command::AddNode);
+                    let mut m = Message::control(SCHEDULER, Command::AddNode);
                     m.meta.control.nodes = vec![self.my_node()];
                     m.meta.timestamp = self.next_timestamp();
                     let _ = self.send(m.clone());
@@ -41,7 +41,7 @@ impl Van {
                     log::info!("the scheduler is back");
                     was_lost = false;
                 }
-                let mut m = control(SCHEDULER, Command::Heartbeat);
+                let mut m = Message::control(SCHEDULER, Command::Heartbeat);
                 m.meta.timestamp = self.next_timestamp();
                 if self.cfg.schedulers.len() > 1 {
                     // every candidate hears the node (a standby's witness)
@@ -100,11 +100,11 @@ impl Van {
             }
         }
         if let Some(s) = &self.sched {
-            if self.is_active_scheduler() {
+            if self.fo.is_active_scheduler() {
                 let actions = s.lock().tick(now);
                 self.execute(actions);
             }
-            self.failover_tick(now);
+            self.fo.tick(self, now);
         }
     }
 }

@@ -3,7 +3,7 @@
 //! [`crate::protocol::scheduler::SchedulerCore::on_leave`]. The others hear of it as a
 //! NODE_DEAD with reason [`LEFT`] and treat the worker as gone, not dead.
 
-use super::{control, Van};
+use super::Van;
 use crate::message::{Command, Message};
 use crate::node::SCHEDULER;
 use crate::protocol::scheduler::LEFT;
@@ -25,7 +25,7 @@ impl Van {
             if left.is_zero() {
                 return Err(format!("the scheduler did not answer the goodbye within {timeout:?}"));
             }
-            let mut m = control(SCHEDULER, Command::Leave);
+            let mut m = Message::control(SCHEDULER, Command::Leave);
             m.meta.request = true;
             m.meta.timestamp = self.next_timestamp();
             parking_lot::MutexGuard::unlocked(&mut done, || self.send(m))

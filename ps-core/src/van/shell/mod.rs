@@ -1,10 +1,12 @@
 //! The van's threads and sockets: a thin shell that feeds received messages to the
 //! protocol state machines and carries out what they decide.
 
+use super::handler::VanHandler;
+use super::stats::VanStats;
 use super::transport::Transport;
-use super::VanHandler;
 use crate::config::Config;
-use crate::message::{Command, Control, Message, Meta};
+use crate::failover::Failover;
+use crate::message::Message;
 use crate::node::{Node, Role, EMPTY_ID, SCHEDULER};
 use crate::protocol::peers::Peers;
 use crate::protocol::resender::{needs_ack, signature, Resender};
@@ -17,10 +19,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 mod background;
-mod failover;
-mod failover_state;
-use failover_state::Failover;
-mod leased;
+mod failover_host;
 mod leave;
 mod peers;
 mod receive;
@@ -31,33 +30,6 @@ mod start;
 /// How many times the resender resends one message before giving up.
 pub const MAX_RESENDS: u32 = 10;
 const POLL: Duration = Duration::from_millis(20);
-
-/// Traffic counters of one van.
-#[derive(Debug, Default)]
-pub struct VanStats {
-    /// Messages sent.
-    pub sent_msgs: AtomicU64,
-    /// Bytes sent (header and data).
-    pub sent_bytes: AtomicU64,
-    /// Messages received and decoded.
-    pub recv_msgs: AtomicU64,
-    /// Bytes received.
-    pub recv_bytes: AtomicU64,
-    /// Received messages that did not decode (dropped).
-    pub malformed: AtomicU64,
-    /// Data messages dropped by `PS_DROP_MSG`.
-    pub injected_drops: AtomicU64,
-    /// Duplicates dropped by the resender.
-    pub duplicates: AtomicU64,
-    /// Messages resent.
-    pub resent: AtomicU64,
-    /// Messages dropped as meant for an earlier process of this node's id, or sent by
-    /// a process declared dead or replaced.
-    pub stale: AtomicU64,
-    /// Frames and bytes moved through shared memory (TCP van, peers on this host;
-    /// zeros for other transports).
-    pub shm: Arc<super::shm::ShmStats>,
-}
 
 /// The van of one process. Create with [`Van::new`], then [`Van::start`].
 pub struct Van {
@@ -86,20 +58,6 @@ pub struct Van {
     unconnected: Mutex<std::collections::VecDeque<Message>>,
     /// Traffic counters.
     pub stats: VanStats,
-}
-
-fn control(recver: i32, cmd: Command) -> Message {
-    Message {
-        meta: Meta {
-            recver,
-            control: Control {
-                cmd,
-                ..Default::default()
-            },
-            ..Default::default()
-        },
-        data: Vec::new(),
-    }
 }
 
 impl Van {
@@ -251,7 +209,7 @@ impl Van {
             msg.meta.sender = me.id;
             msg.meta.incarnation = me.incarnation;
         }
-        self.stamp(&mut msg);
+        self.fo.stamp(self, &mut msg);
         let mut tracked = false;
         if let Some(r) = &self.resender {
             if needs_ack(&msg.meta) {

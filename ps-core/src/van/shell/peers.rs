@@ -72,12 +72,12 @@ impl Van {
     }
 
     /// This process may not go on (declared dead, or refused when it registered
-    /// again): tells the layer above, which stops the process.
+    /// again): tells the layer above, whose owner stops the process.
     pub(super) fn evicted(&self, reason: &str) {
         log::error!("{reason}");
         match self.handler() {
             Some(h) => h.on_evicted(reason),
-            None => std::process::exit(crate::postoffice::EXIT_EVICTED),
+            None => log::error!("no layer above this van to report the eviction to"),
         }
     }
 }

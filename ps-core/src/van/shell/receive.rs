@@ -2,7 +2,7 @@
 //! hand each message to the protocol state machines or the layer above; then carry out
 //! the scheduler core's decisions ([`Action`]s).
 
-use super::{control, failover, Van};
+use super::Van;
 use crate::message::{Command, Message};
 use crate::node::{Node, EMPTY_ID, SCHEDULER};
 use crate::protocol::resender::Incoming;
@@ -14,7 +14,7 @@ const MAX_UNCONNECTED: usize = 1024;
 
 impl Van {
     pub(super) fn on_frames(&self, frames: Vec<bytes::Bytes>) {
-        failover::IN_RECV.with(|r| r.set(true));
+        super::failover_host::IN_RECV.with(|r| r.set(true));
         let bytes: usize = frames.iter().map(|f| f.len()).sum();
         let msg = match Message::decode(frames) {
             Ok(m) => m,
@@ -27,7 +27,7 @@ impl Van {
         self.stats.recv_msgs.fetch_add(1, Ordering::Relaxed);
         self.stats.recv_bytes.fetch_add(bytes as u64, Ordering::Relaxed);
         log::trace!("recv {msg}");
-        if !self.screen(&msg) || !self.admit(&msg) {
+        if !self.fo.screen(self, &msg) || !self.admit(&msg) {
             return;
         }
         if msg.meta.sender == SCHEDULER {
@@ -101,7 +101,7 @@ impl Van {
         if msg.meta.sender == EMPTY_ID {
             return;
         }
-        let mut a = control(msg.meta.sender, Command::Ack);
+        let mut a = Message::control(msg.meta.sender, Command::Ack);
         a.meta.recver_incarnation = msg.meta.incarnation;
         a.meta.control.msg_sig = sig;
         a.meta.timestamp = self.next_timestamp();
@@ -251,9 +251,9 @@ impl Van {
                     log::warn!("refused {node}: {reason}");
                     let key = -1 - node.port as i32;
                     if self.transport.connect(key, &node.hostname, node.port).is_ok() {
-                        let mut m = control(key, Command::AddNode);
+                        let mut m = Message::control(key, Command::AddNode);
                         m.meta.control.reason = reason;
-                        self.stamp(&mut m);
+                        self.fo.stamp(self, &mut m);
                         let _ = self.send_raw(&m);
                     }
                 }

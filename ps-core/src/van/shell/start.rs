@@ -2,9 +2,9 @@
 //! node table while telling the user what the node waits for (see
 //! [`crate::van::join_watch`]).
 
-use super::{control, Van};
+use super::Van;
 use crate::addr::{host_port, system::tcp_reachable};
-use crate::message::Command;
+use crate::message::{Command, Message};
 use crate::node::{Node, SCHEDULER};
 use crate::protocol::join_backoff::JoinBackoff;
 use crate::van::join_watch::{scheduler_gave_up, scheduler_waiting, JoinEvent, JoinView, JoinWatch};
@@ -34,7 +34,7 @@ impl Van {
     /// heartbeat thread. While waiting it logs what it waits for every few seconds,
     /// and fails within seconds when the scheduler is up but cannot reach this node.
     pub fn start(self: &Arc<Self>, join_timeout: Duration) -> Result<(), String> {
-        self.check_lock_service(&self.cfg)?;
+        self.fo.check_lock_service(&self.cfg)?;
         let want = self.me.read().port;
         let bind = self.cfg.bind_host.clone();
         let port = self
@@ -46,7 +46,7 @@ impl Van {
         self.transport
             .connect(SCHEDULER, &self.cfg.root_uri, self.cfg.root_port)
             .map_err(|e| format!("cannot connect to the scheduler: {e}"))?;
-        self.connect_candidates();
+        self.fo.connect_candidates(self.as_ref());
         let weak = Arc::downgrade(self);
         self.transport
             .start(Arc::new(move |frames| {
@@ -70,7 +70,7 @@ impl Van {
         loop {
             let mut wait = Duration::from_secs(1);
             if self.sched.is_none() {
-                let mut m = control(SCHEDULER, Command::AddNode);
+                let mut m = Message::control(SCHEDULER, Command::AddNode);
                 m.meta.control.nodes = vec![self.my_node()];
                 m.meta.timestamp = self.next_timestamp();
                 let reached = match self.send(m.clone()) {
@@ -177,7 +177,7 @@ impl Van {
             }
             self.welcomed.lock().push(key);
         }
-        let mut m = control(key, Command::Heartbeat);
+        let mut m = Message::control(key, Command::Heartbeat);
         m.meta.timestamp = self.next_timestamp();
         if let Err(e) = self.send(m) {
             log::warn!(

@@ -1,0 +1,67 @@
+//! A directory dataset (an inference job's inputs given as one directory): its files in
+//! sorted order, each one of the master's chunks holding one input.
+
+use crate::master::Chunk;
+use crate::recordio::ChunkIndex;
+use std::path::Path;
+
+/// The files of a directory dataset, in sorted order (by name, bytewise): regular files
+/// directly in it (symbolic links followed), names starting with `.` left out. An
+/// empty or unreadable directory is an error.
+pub fn list_directory(dir: &Path) -> Result<Vec<String>, String> {
+    let rd = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let mut files = Vec::new();
+    for entry in rd {
+        let entry = entry.map_err(|e| format!("{}: {e}", dir.display()))?;
+        let hidden = entry.file_name().to_string_lossy().starts_with('.');
+        if !hidden && entry.path().is_file() {
+            files.push(entry.path());
+        }
+    }
+    if files.is_empty() {
+        return Err(format!("{}: no input files in the directory", dir.display()));
+    }
+    files.sort();
+    Ok(files.into_iter().map(|p| p.display().to_string()).collect())
+}
+
+/// The master's chunks of a directory dataset: one per file, holding one input
+/// (chunk number = the file's place in sorted order).
+pub fn file_chunks(files: &[String]) -> Vec<Chunk> {
+    files
+        .iter()
+        .enumerate()
+        .map(|(idx, path)| Chunk {
+            path: path.clone(),
+            index: ChunkIndex {
+                idx,
+                offset: 0,
+                len: 0,
+                records: 1,
+            },
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_directory_is_its_visible_files_in_order() {
+        let d = tempfile::tempdir().unwrap();
+        for f in ["b.txt", "a.txt", ".hidden", "c10.jpg", "c9.jpg"] {
+            std::fs::write(d.path().join(f), f).unwrap();
+        }
+        std::fs::create_dir(d.path().join("sub")).unwrap();
+        let files = list_directory(d.path()).unwrap();
+        let names: Vec<&str> = files.iter().map(|f| f.rsplit('/').next().unwrap()).collect();
+        assert_eq!(names, ["a.txt", "b.txt", "c10.jpg", "c9.jpg"]);
+        let chunks = file_chunks(&files);
+        assert_eq!((chunks[2].index.idx, chunks[2].index.records), (2, 1));
+        assert_eq!(chunks[3].path, files[3]);
+        let empty = tempfile::tempdir().unwrap();
+        assert!(list_directory(empty.path()).unwrap_err().contains("no input files"));
+        assert!(list_directory(&d.path().join("none")).is_err());
+    }
+}

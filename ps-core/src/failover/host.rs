@@ -1,0 +1,27 @@
+//! What the failover shell needs of the van it serves. The van implements it and lends
+//! itself to every call of the shell, so the shell never names the van.
+
+use crate::message::Message;
+use std::io;
+
+/// The van, as the failover shell sees it.
+pub trait Host {
+    /// Milliseconds since the van was created (the clock every rule is fed).
+    fn now_ms(&self) -> u64;
+    /// Sends `msg` to `msg.meta.recver` like any other message of the van (stamped with
+    /// the failover fields, tracked by the resender when it is on).
+    fn send(&self, msg: Message) -> io::Result<usize>;
+    /// Opens, or points anew, the van's link `key` to `host:port`.
+    fn connect(&self, key: i32, host: &str, port: u16) -> io::Result<()>;
+    /// Writes what this thread held back in its links (see `van::cork`), before the
+    /// shell waits for an answer.
+    fn flush(&self);
+    /// True on the van's receiving thread: it must not wait for acks that only it
+    /// could deliver.
+    fn on_receiving_thread(&self) -> bool;
+    /// The scheduler's node table, exported (None on a process that is no scheduler).
+    fn export_core(&self) -> Option<Vec<u8>>;
+    /// This scheduler takes over as the active one with the node table `core` (as
+    /// exported by the active scheduler it follows) at `now_ms`.
+    fn take_over(&self, core: &[u8], now_ms: u64);
+}

@@ -1,0 +1,24 @@
+//! The TCP van: a [`Transport`](super::transport::Transport) over plain TCP, or over a
+//! Unix socket to a node on the same host ([`stream`]). One outgoing link per peer
+//! written by the sending thread ([`link`], [`wire`]; what the socket did not take is
+//! finished by the drain thread, [`drain`]), one reader thread per incoming connection
+//! ([`accept`], [`read`], optionally spinning before it sleeps, [`spin_read`]). Every
+//! connection is admitted at the door ([`guard`]: authentication and sealed records),
+//! and large frames to a co-located peer may go through shared memory ([`shm`]).
+
+mod accept;
+#[cfg(test)]
+mod cross_tests;
+mod drain;
+pub mod guard;
+mod link;
+#[cfg(test)]
+mod local_socket_tests;
+mod read;
+pub mod shm;
+pub mod spin_read;
+pub mod stream;
+pub mod transport;
+mod wire;
+
+pub use transport::TcpTransport;

@@ -1,0 +1,332 @@
+//! A plain TCP transport: one outgoing stream per peer written directly by the sending
+//! thread (vectored writes of the frames, no copies, no I/O thread), and one reader
+//! thread per incoming connection that hands each message straight to the van. It
+//! saves ZMQ's two thread hand-offs per message.
+//!
+//! Wire format of a message: magic `PSRS` (u32 LE), frame count (u32 LE), one u64 LE
+//! length per frame, then the frames. A connection that sends anything else is
+//! logged and closed; limits bound every allocation. Every connection starts with
+//! the handshake of [`super::guard`] (authentication, and encryption with a secret).
+//! To a peer on this host, large frames may go through shared memory instead: see
+//! [`super::shm`] for the offer that follows the handshake and the marked lengths.
+
+use super::accept::Acceptor;
+use super::drain::Drain;
+use super::guard::Guard;
+use super::link::{header, open, Link, Peer};
+pub(crate) use super::read::read_message;
+use super::shm::{self, Shm};
+use super::stream::{self, Stream};
+use super::wire::Wire;
+use crate::config::Security;
+use crate::van::cork;
+use crate::van::transport::{Deliver, Transport};
+use bytes::Bytes;
+use parking_lot::Mutex;
+use rustc_hash::FxHashMap;
+use std::collections::HashMap;
+use std::io;
+use std::net::{Shutdown, TcpListener};
+use std::os::unix::net::UnixListener;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// TCP implementation of [`Transport`].
+pub struct TcpTransport {
+    listener: Mutex<Option<TcpListener>>,
+    /// The Unix socket standing for the TCP listener, for nodes on this host
+    /// ([`super::stream`]); none with `PS_LOCAL_SOCKET=0`.
+    local_listener: Mutex<Option<UnixListener>>,
+    /// Whether to listen on, and connect through, Unix sockets to nodes on this host.
+    local_socket: bool,
+    peers: Mutex<FxHashMap<i32, Arc<Link>>>,
+    /// The accepted connections being read, by number: closed when their reader ends
+    /// (a refused or malformed stream is closed at once) or on `close`.
+    incoming: Arc<Mutex<HashMap<u64, Stream>>>,
+    stop: Arc<AtomicBool>,
+    threads: Arc<Mutex<Vec<JoinHandle<()>>>>,
+    guard: Arc<Guard>,
+    spin: Duration,
+    shm: Arc<Shm>,
+    /// Finishes the writes reader threads left to it.
+    drain: Arc<Drain>,
+}
+
+impl TcpTransport {
+    /// A transport with nothing bound, for an open cluster with the default limits.
+    pub fn new() -> TcpTransport {
+        TcpTransport::with_security(&Security::default())
+    }
+
+    /// A transport with nothing bound that authenticates (and, with a secret and
+    /// `encrypt`, seals) every connection and enforces `sec`'s limits.
+    pub fn with_security(sec: &Security) -> TcpTransport {
+        TcpTransport {
+            guard: Guard::new(sec),
+            listener: Mutex::new(None),
+            local_listener: Mutex::new(None),
+            local_socket: true,
+            peers: Mutex::new(FxHashMap::default()),
+            incoming: Arc::default(),
+            stop: Arc::new(AtomicBool::new(false)),
+            threads: Arc::default(),
+            spin: Duration::ZERO,
+            shm: Shm::off(),
+            drain: Drain::new(),
+        }
+    }
+
+    /// The same transport with shared memory to peers on this host as `cfg` says
+    /// (`PS_SHM`; see [`crate::van::tcp::shm`]).
+    pub fn with_shm(mut self, cfg: &crate::config::ShmConfig) -> TcpTransport {
+        self.shm = Shm::new(cfg.clone());
+        self
+    }
+
+    /// The same transport with links to nodes on this host over Unix sockets (`on`,
+    /// the default) or loopback TCP (`PS_LOCAL_SOCKET`; see [`super::stream`]).
+    pub fn with_local_socket(mut self, on: bool) -> TcpTransport {
+        self.local_socket = on;
+        self
+    }
+
+    /// The same transport whose reader threads spin up to `spin` before they block
+    /// (`PS_SPIN_US`; see [`crate::van::tcp::spin_read`]).
+    pub fn with_spin(mut self, spin: Duration) -> TcpTransport {
+        self.spin = spin;
+        self
+    }
+}
+
+impl TcpTransport {
+    /// Queues a message on `peer`'s link and writes the queue unless the message may
+    /// wait: a corking thread's (written before its next read, or after the message
+    /// being handled once the queue is full) or a `lazy` one (written by the link's
+    /// next flush or this thread's next wait, while the queue is small).
+    fn enqueue(&self, peer: i32, mut frames: Vec<Bytes>, lazy: bool) -> io::Result<usize> {
+        let link = self
+            .peers
+            .lock()
+            .get(&peer)
+            .cloned()
+            .ok_or_else(|| io::Error::new(io::ErrorKind::NotConnected, format!("no connection to node {peer}")))?;
+        let len: usize = frames.iter().map(|f| f.len()).sum();
+        let mut p = link.lock();
+        if p.stream.is_none() {
+            p.stream = Some(Wire::new(open(&p.addr, &self.guard, p.local_socket.as_deref())?));
+        }
+        let Peer { stream, shm, .. } = &mut *p;
+        let wire = stream.as_mut().expect("just opened");
+        // an offer goes straight to the socket: only while no bytes wait before it
+        let marks = if wire.pending() && matches!(shm, shm::ShmLink::NotOffered) {
+            0
+        } else {
+            self.shm.place(shm, wire.conn(), &mut frames)
+        };
+        p.queued.push(header(&frames, marks));
+        p.queued_bytes += frames.iter().map(|f| f.len()).sum::<usize>();
+        p.queued.extend(frames);
+        p.queued_msgs += 1;
+        let dyn_link: Arc<dyn cork::Flush> = link.clone();
+        if p.queued_bytes < cork::MAX_QUEUED_BYTES && p.queued_msgs < cork::MAX_QUEUED_MSGS {
+            if cork::defer(&dyn_link) {
+                return Ok(len);
+            }
+            if lazy {
+                cork::remember(&dyn_link);
+                return Ok(len);
+            }
+        } else if cork::defer_full(&dyn_link) {
+            // written once the message being handled is done, outside its handler
+            return Ok(len);
+        }
+        link.write_out(p).map(|()| len)
+    }
+}
+
+impl Default for TcpTransport {
+    fn default() -> Self {
+        TcpTransport::new()
+    }
+}
+
+impl Transport for TcpTransport {
+    fn bind(&self, host: &str, port: u16) -> io::Result<u16> {
+        let l = TcpListener::bind((host, port))
+            .map_err(|e| io::Error::new(e.kind(), format!("cannot bind {host}:{port}: {e}")))?;
+        let bound = l.local_addr()?;
+        *self.listener.lock() = Some(l);
+        if self.local_socket {
+            // only a node in this network namespace can reach it; without it, TCP
+            match stream::listen_local(bound) {
+                Ok(u) => *self.local_listener.lock() = Some(u),
+                Err(e) => log::debug!("no Unix socket for {bound}, nodes on this host connect over TCP: {e}"),
+            }
+        }
+        Ok(bound.port())
+    }
+
+    fn start(&self, deliver: Deliver) -> io::Result<()> {
+        let l = self
+            .listener
+            .lock()
+            .as_ref()
+            .ok_or_else(|| io::Error::new(io::ErrorKind::NotConnected, "transport not bound"))?
+            .try_clone()?;
+        l.set_nonblocking(true)?;
+        let local = match self.local_listener.lock().as_ref() {
+            Some(u) => Some(u.try_clone()?),
+            None => None,
+        };
+        if let Some(u) = &local {
+            u.set_nonblocking(true)?;
+        }
+        let acceptor = Acceptor {
+            deliver,
+            stop: Arc::clone(&self.stop),
+            incoming: Arc::clone(&self.incoming),
+            threads: Arc::clone(&self.threads),
+            guard: Arc::clone(&self.guard),
+            spin: self.spin,
+            shm: Arc::clone(&self.shm),
+            next_id: 0,
+        };
+        let t = std::thread::Builder::new()
+            .name("tcp-accept".into())
+            .spawn(move || acceptor.run(l, local))?;
+        self.threads.lock().push(t);
+        Ok(())
+    }
+
+    /// Records where `peer` is; the connection (and its handshake) is opened by the
+    /// first send. Opening here made the scheduler, which connects to itself before it
+    /// accepts, wait the whole handshake timeout for its own answer while every node's
+    /// connection queued behind it.
+    fn connect(&self, peer: i32, host: &str, port: u16) -> io::Result<()> {
+        let addr = crate::addr::host_port(host, port);
+        let old = self.peers.lock().insert(
+            peer,
+            Link::new(
+                addr,
+                self.local_socket.then(|| self.shm.stats()),
+                &self.guard,
+                &self.drain,
+            ),
+        );
+        if let Some(old) = old {
+            old.lock().drop_stream();
+        }
+        Ok(())
+    }
+
+    fn disconnect(&self, peer: i32) {
+        if let Some(p) = self.peers.lock().remove(&peer) {
+            p.lock().drop_stream();
+        }
+    }
+
+    fn is_connected(&self, peer: i32) -> bool {
+        self.peers.lock().contains_key(&peer)
+    }
+
+    /// Queues the message behind any queued before it on this link, then writes the
+    /// queue, unless the calling thread corks ([`cork`]) and the queue is still small.
+    fn send(&self, peer: i32, frames: Vec<Bytes>) -> io::Result<usize> {
+        self.enqueue(peer, frames, false)
+    }
+
+    fn send_lazy(&self, peer: i32, frames: Vec<Bytes>) -> io::Result<usize> {
+        self.enqueue(peer, frames, true)
+    }
+
+    fn flush_link(&self, peer: i32) {
+        let Some(link) = self.peers.lock().get(&peer).cloned() else {
+            return;
+        };
+        let dyn_link: Arc<dyn cork::Flush> = link.clone();
+        if !cork::defer(&dyn_link) {
+            cork::Flush::flush_queued(&*link);
+        }
+    }
+
+    fn shm_stats(&self) -> Option<Arc<crate::van::stats::ShmStats>> {
+        Some(self.shm.stats())
+    }
+
+    fn close(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+        self.drain.stop();
+        let links: Vec<_> = self.peers.lock().drain().map(|(_, l)| l).collect();
+        for link in links {
+            // everything queued, then a half-close: the last messages reach the peer
+            // before it sees the end of the stream
+            if link.write_out(link.lock()).is_ok() {
+                if let Some(w) = link.lock().stream.take() {
+                    let _ = w.shutdown(Shutdown::Write);
+                }
+            }
+        }
+        for (_, s) in self.incoming.lock().drain() {
+            let _ = s.shutdown(Shutdown::Both);
+        }
+        let threads = std::mem::take(&mut *self.threads.lock());
+        for t in threads {
+            let _ = t.join();
+        }
+        *self.listener.lock() = None;
+        *self.local_listener.lock() = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// connect() opens nothing: a node (the scheduler itself) may connect to a port
+    /// whose accept loop is not running yet without blocking on the handshake.
+    #[test]
+    fn connect_opens_nothing_until_the_first_send() {
+        let sec = Security {
+            secret: Some(crate::auth::Secret::new(vec![7; 32], crate::auth::SecretSource::File).unwrap()),
+            ..Security::default()
+        };
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let t = TcpTransport::with_security(&sec);
+        t.connect(1, "127.0.0.1", port).unwrap();
+        assert!(t.is_connected(1));
+        l.set_nonblocking(true).unwrap();
+        let e = l.accept().expect_err("no connection was opened");
+        assert_eq!(e.kind(), io::ErrorKind::WouldBlock);
+    }
+
+    /// A lazy send waits in its link's queue until the link is flushed or the
+    /// sending thread flushes before it blocks; a prompt send writes it first.
+    #[test]
+    fn lazy_sends_wait_for_a_flush_and_keep_their_order() {
+        let rx = TcpTransport::new();
+        let port = rx.bind("127.0.0.1", 0).unwrap();
+        let (tx_frames, got) = crossbeam_channel::unbounded();
+        rx.start(Arc::new(move |f: Vec<Bytes>| tx_frames.send(f[0].clone()).unwrap()))
+            .unwrap();
+        let tx = TcpTransport::new();
+        tx.connect(1, "127.0.0.1", port).unwrap();
+        let quiet = Duration::from_millis(200);
+        tx.send_lazy(1, vec![Bytes::from_static(b"a")]).unwrap();
+        assert!(got.recv_timeout(quiet).is_err(), "a lazy send is not written by itself");
+        tx.flush_link(1);
+        assert_eq!(got.recv_timeout(Duration::from_secs(5)).unwrap(), &b"a"[..]);
+        tx.send_lazy(1, vec![Bytes::from_static(b"b")]).unwrap();
+        tx.send(1, vec![Bytes::from_static(b"c")]).unwrap();
+        assert_eq!(got.recv_timeout(Duration::from_secs(5)).unwrap(), &b"b"[..]);
+        assert_eq!(got.recv_timeout(Duration::from_secs(5)).unwrap(), &b"c"[..]);
+        tx.send_lazy(1, vec![Bytes::from_static(b"d")]).unwrap();
+        assert!(got.recv_timeout(quiet).is_err());
+        cork::flush(); // what a thread about to wait does
+        assert_eq!(got.recv_timeout(Duration::from_secs(5)).unwrap(), &b"d"[..]);
+        tx.close();
+        rx.close();
+    }
+}

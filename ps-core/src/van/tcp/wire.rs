@@ -1,0 +1,223 @@
+//! One outgoing connection's bytes on their way out, handed to the socket without
+//! ever blocking: what the kernel does not take now stays here, in order, for the
+//! next attempt (by the sending thread once the socket is writable, or by the
+//! transport's drain thread, [`super::drain`]). No thread that reads a socket may
+//! block on a write: two nodes whose reader threads each waited for the other to read
+//! would wait for ever (a worker's pushes one way, a server's answers and
+//! acknowledgements the other, on a slow network).
+
+use super::guard::Outgoing;
+use bytes::{Buf, Bytes};
+use std::collections::VecDeque;
+use std::io;
+use std::mem::MaybeUninit;
+use std::net::Shutdown;
+use std::os::fd::{AsRawFd, RawFd};
+use std::time::{Duration, Instant};
+
+/// A connection that takes no byte for this long while bytes wait is given up (its
+/// messages are lost; the resender, when on, sends them again on a new connection).
+const WRITE_STALL: Duration = Duration::from_secs(60);
+
+/// At most this many buffers go to one `sendmsg`.
+const MAX_IOV: usize = 128;
+
+/// An open outgoing connection and the bytes it has not taken yet.
+pub(super) struct Wire {
+    conn: Outgoing,
+    out: VecDeque<Bytes>,
+    /// Since when the socket has taken nothing while bytes wait (None: it took the
+    /// last bytes offered). No clock is read while the socket takes everything.
+    full_since: Option<Instant>,
+}
+
+impl Wire {
+    /// A connection with nothing waiting.
+    pub(super) fn new(conn: Outgoing) -> Wire {
+        Wire {
+            conn,
+            out: VecDeque::new(),
+            full_since: None,
+        }
+    }
+
+    /// The connection, for blocking use while nothing waits (the shared-memory offer).
+    pub(super) fn conn(&mut self) -> &mut Outgoing {
+        &mut self.conn
+    }
+
+    /// True while bytes wait for the socket.
+    pub(super) fn pending(&self) -> bool {
+        !self.out.is_empty()
+    }
+
+    /// The socket, to wait until it is writable.
+    pub(super) fn fd(&self) -> RawFd {
+        self.conn.stream().as_raw_fd()
+    }
+
+    /// Puts a batch of whole messages (headers and frames, in order) behind what
+    /// waits; sealed first on a sealed link.
+    pub(super) fn push(&mut self, bufs: Vec<Bytes>) -> io::Result<()> {
+        self.out
+            .extend(self.conn.encode(bufs)?.into_iter().filter(|b| !b.is_empty()));
+        Ok(())
+    }
+
+    /// Hands the socket what it takes now, without blocking: true when nothing waits
+    /// any more, false when the socket is full. An error means the connection is
+    /// broken (or took nothing for [`WRITE_STALL`]); drop it.
+    pub(super) fn write_now(&mut self) -> io::Result<bool> {
+        while !self.out.is_empty() {
+            match send_some(self.fd(), &self.out) {
+                Ok(0) => return Err(io::Error::new(io::ErrorKind::WriteZero, "connection closed")),
+                Ok(n) => {
+                    self.full_since = None;
+                    self.advance(n);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    let since = *self.full_since.get_or_insert_with(Instant::now);
+                    return match since.elapsed() {
+                        t if t > WRITE_STALL => Err(io::Error::new(
+                            io::ErrorKind::TimedOut,
+                            format!("the peer took no bytes for {t:?}"),
+                        )),
+                        _ => Ok(false),
+                    };
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(true)
+    }
+
+    /// Drops the first `n` bytes waiting (the socket took them).
+    fn advance(&mut self, mut n: usize) {
+        while n > 0 {
+            let front = self.out.front_mut().expect("the socket took no more than was offered");
+            if front.len() <= n {
+                n -= front.len();
+                self.out.pop_front();
+            } else {
+                front.advance(n);
+                n = 0;
+            }
+        }
+    }
+
+    /// Shuts the connection down (what waits is lost).
+    pub(super) fn shutdown(&self, how: Shutdown) -> io::Result<()> {
+        self.conn.shutdown(how)
+    }
+}
+
+/// One non-blocking vectored send of the first buffers of `out`.
+fn send_some(fd: RawFd, out: &VecDeque<Bytes>) -> io::Result<usize> {
+    let mut iov = [const { MaybeUninit::<libc::iovec>::uninit() }; MAX_IOV];
+    let mut n = 0;
+    for (slot, b) in iov.iter_mut().zip(out.iter()) {
+        slot.write(libc::iovec {
+            iov_base: b.as_ptr() as *mut libc::c_void,
+            iov_len: b.len(),
+        });
+        n += 1;
+    }
+    // SAFETY: a zeroed msghdr is valid (no address, no control data); its first `n`
+    // iovecs are initialised and point into buffers `out` keeps alive for the call,
+    // which only reads them.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = iov.as_mut_ptr().cast::<libc::iovec>();
+    msg.msg_iovlen = n as _;
+    // SAFETY: `fd` is the open socket of the connection `out` belongs to; `msg` is valid.
+    let sent = unsafe { libc::sendmsg(fd, &msg, libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL) };
+    if sent < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(sent as usize)
+    }
+}
+
+/// Waits up to `timeout` (rounded up to a millisecond) until one of `fds` is writable
+/// (or broken): Ok(false) on timeout. An error is `poll`'s own (e.g. interrupted).
+pub(super) fn wait_writable(fds: &[RawFd], timeout: Duration) -> io::Result<bool> {
+    let mut polled: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|&fd| libc::pollfd {
+            fd,
+            events: libc::POLLOUT,
+            revents: 0,
+        })
+        .collect();
+    let ms = timeout.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32;
+    // SAFETY: `polled` is a valid array of pollfds of its length.
+    let r = unsafe { libc::poll(polled.as_mut_ptr(), polled.len() as libc::nfds_t, ms) };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r > 0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Security;
+    use crate::van::tcp::guard::Guard;
+    use std::io::Read;
+    use std::net::{TcpListener, TcpStream};
+
+    fn pair() -> (Wire, TcpStream) {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let tcp = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (mut peer, _) = l.accept().unwrap();
+        let out = Guard::new(&Security::default()).connect(tcp, "test").unwrap();
+        let mut hello = vec![0u8; crate::auth::handshake::HELLO_LEN];
+        peer.read_exact(&mut hello).unwrap();
+        (Wire::new(out), peer)
+    }
+
+    #[test]
+    fn a_full_socket_keeps_the_rest_in_order_without_blocking() {
+        let (mut w, mut peer) = pair();
+        let chunks: Vec<Bytes> = (0..64u8).map(|i| Bytes::from(vec![i; 256 << 10])).collect();
+        w.push(chunks.clone()).unwrap();
+        let t = Instant::now();
+        assert!(!w.write_now().unwrap(), "16 MB do not fit in the socket's buffers");
+        assert!(w.pending());
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "write_now never waits for the peer"
+        );
+        let reader = std::thread::spawn(move || {
+            let mut got = vec![0u8; 64 * (256 << 10)];
+            peer.read_exact(&mut got).unwrap();
+            got
+        });
+        while !w.write_now().unwrap() {
+            assert!(wait_writable(&[w.fd()], Duration::from_secs(10)).unwrap());
+        }
+        assert!(!w.pending());
+        let got = reader.join().unwrap();
+        assert_eq!(got, chunks.concat(), "every byte once, in order");
+    }
+
+    #[test]
+    fn a_closed_peer_is_an_error_not_a_signal() {
+        let (mut w, peer) = pair();
+        drop(peer);
+        w.push(vec![Bytes::from(vec![1u8; 1 << 20])]).unwrap();
+        let mut r = w.write_now();
+        for _ in 0..100 {
+            if r.is_err() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+            r = w.write_now();
+        }
+        assert!(
+            r.is_err(),
+            "writing to a closed peer fails (EPIPE or reset), without SIGPIPE"
+        );
+    }
+}
