@@ -67,7 +67,8 @@ target/py-venv/bin/pip install -q --no-cache-dir maturin numpy pytest kubernetes
 rm -rf target/wheels
 target/py-venv/bin/pip wheel -q --no-deps -w target/wheels ./python
 target/py-venv/bin/pip install -q --force-reinstall --no-deps target/wheels/psrs-*.whl
-cargo build --quiet $F --bin psrs
+# the binary the workspace tests built (the test profile), not a second build of everything
+cargo build --quiet --profile test $F --bin psrs
 rc=0
 PSRS_BIN=target/debug/psrs target/py-venv/bin/python -m pytest python/tests -q -rs || rc=$?
 if [ "$rc" -eq 5 ]; then echo "pytest collected no tests" >&2; fi
