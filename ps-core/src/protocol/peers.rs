@@ -92,6 +92,11 @@ impl Peers {
         self.dead.contains_key(&id)
     }
 
+    /// The incarnation of `id` declared dead, while its id is dead (None if it is not).
+    pub fn dead_incarnation(&self, id: i32) -> Option<u64> {
+        self.dead.get(&id).copied()
+    }
+
     /// The incarnation holding `id` (None if unknown).
     pub fn holder(&self, id: i32) -> Option<u64> {
         self.holders.get(&id).copied()
@@ -160,6 +165,8 @@ mod tests {
             }
         );
         assert!(p.is_dead(11));
+        assert_eq!(p.dead_incarnation(11), Some(1100));
+        assert_eq!(p.dead_incarnation(9), None);
         // the same notice again (resent) changes nothing
         assert_eq!(p.on_death(&[node(11, 1100)], &me), Notice::default());
         // the table names the dead process again: still dead

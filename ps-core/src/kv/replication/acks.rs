@@ -3,7 +3,8 @@
 //! worker only when every one of them acknowledged it or was declared dead.
 
 use super::dedup::RequestId;
-use std::collections::{BTreeSet, HashMap};
+use rustc_hash::FxHashMap as HashMap;
+use std::collections::BTreeSet;
 
 /// Answers (of type `T`) held until the replicas acknowledged.
 pub struct AckTable<T> {
@@ -13,7 +14,7 @@ pub struct AckTable<T> {
 impl<T> Default for AckTable<T> {
     fn default() -> Self {
         AckTable {
-            waiting: HashMap::new(),
+            waiting: HashMap::default(),
         }
     }
 }
