@@ -90,20 +90,16 @@ impl Checker {
     fn check_servers(&mut self, w: &World) -> Result<(), Violation> {
         let now = w.now;
         let chain = Chain::new(w.cfg.servers, w.cfg.replicas);
-        // a server any acting scheduler declared dead is out (it is evicted when it
-        // hears so); the table of the one with the best epoch says which process holds
-        // an id
-        let mut dead = BTreeSet::new();
-        for s in &w.slots {
-            if let Some(Proc::Sched(x)) = &s.proc {
-                if x.is_active() {
-                    dead.extend(x.dead_ids());
-                }
-            }
-        }
-        let holders: BTreeMap<i32, u64> = match w.active() {
-            Some(a) => a.table().into_iter().map(|n| (n.id, n.incarnation)).collect(),
-            None => BTreeMap::new(),
+        // the newest scheduler state (the candidate holding the highest sequence) says
+        // which servers were declared dead (they are evicted when they hear it) and
+        // which process holds each id
+        let table = w.newest_table();
+        let (dead, holders): (BTreeSet<i32>, BTreeMap<i32, u64>) = match &table {
+            Some(m) => (
+                m.dead().clone(),
+                m.table().into_iter().map(|n| (n.id, n.incarnation)).collect(),
+            ),
+            None => (BTreeSet::new(), BTreeMap::new()),
         };
         let mut by_range: BTreeMap<i32, Vec<(PushKey, i64)>> = BTreeMap::new();
         for (k, v) in &self.acked {
@@ -245,16 +241,16 @@ impl Checker {
         }
         let table: BTreeMap<i32, u64> = a.table().into_iter().map(|n| (n.id, n.incarnation)).collect();
         for s in &w.slots {
-            let t = match &s.proc {
-                Some(Proc::Server(x)) => x.node.table(),
-                Some(Proc::Worker(x)) => x.node.table(),
+            let (who, t) = match &s.proc {
+                Some(Proc::Server(x)) => (x.node.host.me.id, x.node.table()),
+                Some(Proc::Worker(x)) => (x.node.host.me.id, x.node.table()),
                 _ => continue,
             };
             let mine: BTreeMap<i32, u64> = t.iter().map(|n| (n.id, n.incarnation)).collect();
             if mine != table {
                 return fail(
                     w.now,
-                    format!("the job finished, but a node's table {mine:?} differs from the scheduler's {table:?}"),
+                    format!("the job finished, but node {who}'s table {mine:?} differs from the scheduler's {table:?}"),
                 );
             }
         }

@@ -67,7 +67,7 @@ impl Default for SimConfig {
             passes: 6,
             heartbeat_ms: 100,
             timeout_ms: 500,
-            resend_ms: 100,
+            resend_ms: 200,
             fault_ms: 8_000,
             finish_ms: 60_000,
             plant: Plant::default(),

@@ -78,8 +78,25 @@ fn servers_out(w: &World) -> usize {
         .count()
 }
 
-fn nodes_down(w: &World) -> usize {
-    (w.cfg.schedulers..w.slots.len()).filter(|&s| !w.up(s)).count()
+/// Nodes that can vote now: running, holding their id, on the side of most nodes.
+fn voters_available(w: &World) -> usize {
+    let main = main_side(w);
+    let dead = w.newest_table().map(|t| t.dead().clone()).unwrap_or_default();
+    (w.cfg.schedulers..w.slots.len())
+        .filter(|&s| w.net.side(s) == main)
+        .filter(|&s| match &w.slots[s].proc {
+            Some(Proc::Server(x)) => x.node.ready && !dead.contains(&x.node.host.me.id),
+            Some(Proc::Worker(x)) => x.node.ready && !dead.contains(&x.node.host.me.id),
+            _ => false,
+        })
+        .count()
+}
+
+/// How many more nodes may go down or be cut off: the election needs a majority of
+/// the cluster's nodes holding their ids (more than that lost at once, replacements
+/// could not join: by design, see the operations guide).
+fn spare_voters(w: &World) -> usize {
+    voters_available(w).saturating_sub(w.cfg.nodes() / 2 + 1)
 }
 
 /// Applies fault `f` at the world's time.
@@ -154,7 +171,7 @@ fn draw(w: &mut World) {
             }
         }
         6 | 7 if !w.net.partitioned() && w.net.loss == 0.0 => {
-            let loss = w.rng.unit() * 0.2;
+            let loss = w.rng.unit() * 0.1;
             let dup = w.rng.unit() * 0.1;
             let slow = w.rng.unit() * 0.2;
             w.agenda.at(now, Ev::Fault(Fault::Lossy { loss, dup, slow }));
@@ -182,8 +199,7 @@ fn partition(w: &mut World) -> Option<Vec<u32>> {
             *side = 1;
         }
     }
-    let minority = (w.cfg.nodes() - 1) / 2;
-    let want = w.rng.between(0, minority as u64) as usize;
+    let want = w.rng.between(0, spare_voters(w) as u64) as usize;
     let mut servers_cut = 0;
     let nodes: Vec<usize> = (w.cfg.schedulers..n).collect();
     for _ in 0..want {
@@ -210,12 +226,19 @@ fn crash_victim(w: &mut World) -> Option<usize> {
     }
     match w.slots[slot].role {
         Role::Scheduler => {
-            let up = (0..w.cfg.schedulers).filter(|&c| w.up(c)).count();
-            (up > 1).then_some(slot)
+            // the state lives in the candidates' memory: another running one must hold
+            // it, as new as this one's (losing the newest state is the documented loss)
+            let seq = |c: usize| match &w.slots[c].proc {
+                Some(Proc::Sched(x)) if !x.fo.core().is_empty() => Some(x.fo.seq()),
+                _ => None,
+            };
+            let mine = seq(slot).unwrap_or(0);
+            let others = (0..w.cfg.schedulers)
+                .filter(|&c| c != slot && seq(c).is_some_and(|s| s >= mine))
+                .count();
+            (others > 0).then_some(slot)
         }
-        Role::Server => {
-            (servers_out(w) < w.cfg.replicas && nodes_down(w) < (w.cfg.nodes() - 1) / 2).then_some(slot)
-        }
-        Role::Worker => (nodes_down(w) < (w.cfg.nodes() - 1) / 2).then_some(slot),
+        Role::Server => (servers_out(w) < w.cfg.replicas && spare_voters(w) > 0).then_some(slot),
+        Role::Worker => (spare_voters(w) > 0).then_some(slot),
     }
 }

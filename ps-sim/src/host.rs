@@ -63,9 +63,9 @@ pub struct Host {
     unconnected: VecDeque<Message>,
     /// Messages sent during the current step.
     pub outbox: Vec<Outgoing>,
-    /// A scheduler's failover stamp (term, candidate, origin, seq), put on the
-    /// acknowledgements it sends as on every scheduler message.
-    pub stamp: Option<(u64, u32, u32, u64)>,
+    /// A scheduler's failover stamp, put on the acknowledgements it sends as on
+    /// every scheduler message (the van stamps every message it sends).
+    pub stamp: Option<Control>,
 }
 
 impl Host {
@@ -141,9 +141,9 @@ impl Host {
         a.meta.timestamp = self.next_ts();
         a.meta.sender = self.me.id;
         a.meta.incarnation = self.me.incarnation;
-        if let Some((term, candidate, origin, seq)) = self.stamp {
+        if let Some(s) = &self.stamp {
             let c = &mut a.meta.control;
-            (c.term, c.candidate, c.origin, c.seq) = (term, candidate, origin, seq);
+            (c.term, c.candidate, c.origin, c.seq, c.lease_ms) = (s.term, s.candidate, s.origin, s.seq, s.lease_ms);
         }
         self.send_raw(a, false);
     }

@@ -7,7 +7,6 @@
 //! step the invariants of [`check`] are checked; the first one broken ends the run
 //! with the seed that replays it exactly.
 
-pub mod candidate;
 pub mod check;
 pub mod config;
 pub mod events;

@@ -5,9 +5,9 @@
 //! scheduler changes). The decisions are ps-core's; this is the van's wiring.
 
 use crate::host::{control, Host};
-use ps_core::message::{Command, Message};
+use ps_core::message::{Command, Control, Message, Meta};
 use ps_core::node::{Node, Role, EMPTY_ID, SCHEDULER};
-use ps_core::protocol::failover::{candidate_key, ActiveView, Epoch, Heard};
+use ps_core::failover::{candidate_key, Epoch, Follower, Heard};
 use ps_core::protocol::scheduler::LEFT;
 use std::collections::BTreeSet;
 
@@ -24,12 +24,19 @@ pub enum NodeEvent {
     Data(Message),
 }
 
+/// An ADD_NODE carrying only its state sequence (its nodes are filled in).
+fn msg_meta_only(seq: u64) -> Message {
+    let mut m = control(SCHEDULER, Command::AddNode);
+    m.meta.control.seq = seq;
+    m
+}
+
 /// The van and postoffice of a server or worker.
 pub struct NodeShell {
     /// The van state.
     pub host: Host,
-    /// The active scheduler followed.
-    pub view: ActiveView,
+    /// The active scheduler followed, and this node's vote.
+    pub view: Follower,
     /// The node table arrived.
     pub ready: bool,
     /// Ids declared dead (the postoffice's set).
@@ -42,8 +49,11 @@ pub struct NodeShell {
     replicated: bool,
     timeout_ms: u64,
     next_join_ms: u64,
-    /// The barrier waited for: its group and the scheduler incarnation it was asked of.
-    barrier: Option<(i32, u64)>,
+    /// Node table changes that arrived before this node's own table.
+    early: Vec<Message>,
+    /// The barrier waited for: its group and the scheduler (incarnation, epoch) it
+    /// was asked of.
+    barrier: Option<(i32, (u64, Epoch))>,
 }
 
 impl NodeShell {
@@ -59,7 +69,7 @@ impl NodeShell {
         }
         NodeShell {
             host,
-            view: ActiveView::new(0, timeout_ms, now),
+            view: Follower::new(0, candidates, timeout_ms, now),
             ready: false,
             dead: BTreeSet::new(),
             catching_up: BTreeSet::new(),
@@ -68,6 +78,7 @@ impl NodeShell {
             replicated,
             timeout_ms,
             next_join_ms: now,
+            early: Vec::new(),
             barrier: None,
         }
     }
@@ -93,6 +104,7 @@ impl NodeShell {
             c.candidate = self.view.epoch().candidate;
             c.silence_ms = self.view.silence_ms(now);
             c.seq = self.view.seen_seq();
+            c.lease_ms = self.view.echo_ms();
         }
     }
 
@@ -155,7 +167,7 @@ impl NodeShell {
 
     /// Asks the scheduler to release `group`'s barrier once every live member is in.
     pub fn barrier(&mut self, group: i32, now: u64) {
-        self.barrier = Some((group, self.scheduler_incarnation()));
+        self.barrier = Some((group, self.asked()));
         self.send_barrier(group, now);
     }
 
@@ -167,13 +179,20 @@ impl NodeShell {
         self.send(m, now);
     }
 
+    /// Who a barrier request goes to: the scheduler process and the epoch it acts in
+    /// (a scheduler taking over, even the same process again, starts its barrier
+    /// counts afresh).
+    fn asked(&self) -> (u64, Epoch) {
+        (self.scheduler_incarnation(), self.view.epoch())
+    }
+
     /// The van's tick: resends, and a barrier asked again of a new scheduler.
     pub fn tick(&mut self, now: u64) {
         self.host.tick(now);
         if let Some((group, asked)) = self.barrier {
-            let inc = self.scheduler_incarnation();
-            if inc != asked {
-                self.barrier = Some((group, inc));
+            let now_asked = self.asked();
+            if now_asked != asked {
+                self.barrier = Some((group, now_asked));
                 self.send_barrier(group, now);
             }
         }
@@ -181,13 +200,17 @@ impl NodeShell {
 
     /// A message from the network.
     pub fn on_message(&mut self, msg: Message, now: u64) -> Vec<NodeEvent> {
+        if msg.meta.control.cmd == Command::Campaign {
+            self.on_campaign(&msg, now);
+            return Vec::new();
+        }
         if msg.meta.sender == SCHEDULER {
             let c = &msg.meta.control;
             let from = Epoch {
                 term: c.term,
                 candidate: c.candidate,
             };
-            match self.view.on_message(from, c.seq, now) {
+            match self.view.on_message(from, c.seq, c.lease_ms, now) {
                 Heard::Fenced => return Vec::new(),
                 Heard::Current => {}
                 Heard::Switched { from: old } => {
@@ -202,6 +225,26 @@ impl NodeShell {
             self.process(m, now, &mut out);
         }
         out
+    }
+
+    /// A candidate asks for this node's vote: the answer goes back to it.
+    fn on_campaign(&mut self, msg: &Message, now: u64) {
+        let c = &msg.meta.control;
+        let want = Epoch {
+            term: c.term,
+            candidate: c.candidate,
+        };
+        if self.host.me.id == EMPTY_ID || c.origin as usize >= self.candidates {
+            return;
+        }
+        let b = self.view.on_campaign(want, c.seq, c.lease_ms, now);
+        let mut v = control(candidate_key(c.origin as usize), Command::Vote);
+        v.meta.control.granted = b.granted;
+        v.meta.control.term = b.epoch.term;
+        v.meta.control.candidate = b.epoch.candidate;
+        v.meta.control.seq = b.seen_seq;
+        v.meta.timestamp = self.host.next_ts();
+        self.send(v, now);
     }
 
     fn process(&mut self, msg: Message, now: u64, out: &mut Vec<NodeEvent>) {
@@ -240,6 +283,7 @@ impl NodeShell {
             self.evicted = true;
             return;
         }
+        let seq = msg.meta.control.seq;
         let nodes = msg.meta.control.nodes;
         if self.host.me.id == EMPTY_ID {
             let me = &self.host.me;
@@ -252,9 +296,45 @@ impl NodeShell {
                     self.host.me.id = n.id;
                     self.host.me.is_recovery = n.is_recovery;
                 }
-                None => return,
+                None => {
+                    // a change of another node overtook this node's own table: kept
+                    // until the table comes (it was acknowledged: it is not resent)
+                    let mut m = msg_meta_only(seq);
+                    m.meta.control.nodes = nodes;
+                    self.early.push(m);
+                    return;
+                }
             }
+            let early = std::mem::take(&mut self.early);
+            self.on_table(
+                Message {
+                    meta: Meta {
+                        control: Control {
+                            cmd: Command::AddNode,
+                            nodes,
+                            seq,
+                            ..Default::default()
+                        },
+                        ..Default::default()
+                    },
+                    data: Vec::new(),
+                },
+                now,
+                out,
+            );
+            for m in early {
+                self.on_table(m, now, out);
+            }
+            return;
         }
+        // another process holds this node's id: it was declared dead and replaced
+        let me = &self.host.me;
+        if me.id != EMPTY_ID && nodes.iter().any(|n| n.id == me.id && n.incarnation != me.incarnation) {
+            self.evicted = true;
+            return;
+        }
+        // entries older than what this node knows (tables arrive out of order) are skipped
+        let nodes = self.host.peers.fresh(nodes, seq);
         let revived = self.host.peers.on_table(&nodes);
         for n in nodes {
             if n.id != SCHEDULER {

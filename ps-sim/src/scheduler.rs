@@ -1,9 +1,9 @@
 //! A simulated scheduler candidate: the van's scheduler side (node table, barriers,
-//! heartbeats through [`SchedulerCore`]), its failover ([`CandidateState`]) and the
-//! coordinator serving the master ([`Master`]) once active, whose every change is
-//! saved through a store that replicates it to the standbys first.
+//! heartbeats through [`SchedulerCore`]), its failover ([`Candidacy`]: lease, votes,
+//! held messages, state streamed to the standbys) and the coordinator serving the
+//! master ([`Master`]) while active, whose every change is saved through a store that
+//! replicates it to the standbys before the reply may leave.
 
-use crate::candidate::{CandidateState, Turn};
 use crate::host::{control, slot_of, Host};
 use bytes::Bytes;
 use parking_lot::Mutex;
@@ -12,7 +12,7 @@ use ps_apps::recordio::ChunkIndex;
 use ps_apps::train::coordinator::{decode, encode, MASTER_APP};
 use ps_core::message::{Command, Message};
 use ps_core::node::{id_role, Node, Role, ALL_GROUP, SCHEDULER};
-use ps_core::protocol::failover::candidate_key;
+use ps_core::failover::{candidate_key, is_act, voters, Candidacy, Epoch, Out, Timing};
 use ps_core::protocol::scheduler::{Action, SchedulerCore};
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -64,7 +64,7 @@ pub struct Scheduler {
     pub host: Host,
     core: SchedulerCore,
     /// Failover.
-    pub fo: CandidateState,
+    pub fo: Candidacy,
     /// The master, once this candidate first became active.
     pub master: Option<Master>,
     cell: Arc<Mutex<Cell>>,
@@ -106,7 +106,14 @@ impl Scheduler {
         Scheduler {
             host,
             core,
-            fo: CandidateState::new(me, n, !standby, beat_ms, timeout_ms, now),
+            fo: Candidacy::new(
+                me,
+                n,
+                standby,
+                voters(servers, workers),
+                Timing { timeout_ms, beat_ms },
+                now,
+            ),
             master: None,
             cell: Arc::default(),
             mcfg: MasterConfig {
@@ -137,37 +144,90 @@ impl Scheduler {
         self.fo.is_active()
     }
 
-    fn send(&mut self, mut msg: Message, now: u64) {
-        self.fo.stamp(&mut msg);
-        self.host.stamp = Some(self.fo.stamp_fields());
-        let cmd = msg.meta.control.cmd;
-        let acts = match cmd {
-            Command::Empty | Command::AddNode | Command::NodeDead | Command::Leave => true,
-            Command::Barrier => !msg.meta.request,
-            _ => false,
-        };
-        if acts && msg.meta.recver != SCHEDULER {
+    /// Sends a message to a node through the failover's gate: acts wait for their
+    /// state to reach the standbys and for the lease, or are dropped on a candidate
+    /// that is not active.
+    fn send(&mut self, msg: Message, now: u64) {
+        if let Some(m) = self.fo.outgoing(msg, now) {
+            self.put(m, now);
+        }
+    }
+
+    /// Puts a stamped message on the wire (an act is recorded for the invariants).
+    fn put(&mut self, msg: Message, now: u64) {
+        if is_act(&msg) && msg.meta.recver != SCHEDULER {
             self.acts.push(Act {
                 term: msg.meta.control.term,
-                what: format!("{cmd:?} to {}", msg.meta.recver),
+                what: format!("{:?} to {}", msg.meta.control.cmd, msg.meta.recver),
             });
         }
         self.host.send(msg, now);
     }
 
-    fn send_all(&mut self, msgs: Vec<Message>, now: u64) {
-        for m in msgs {
-            self.send(m, now);
+    /// Carries out the failover's decisions.
+    fn run(&mut self, outs: Vec<Out>, now: u64) {
+        for o in outs {
+            match o {
+                Out::Send(m) => self.put(m, now),
+                Out::Connect(n) => self.host.connect(n.id, slot_of(&n)),
+                Out::TakeOver { epoch, core, app } => self.take_over(epoch, core, app, now),
+                Out::StepDown(_) => {}
+                Out::Resumed => self.core.resume_watch(now),
+            }
         }
+    }
+
+    fn take_over(&mut self, _epoch: Epoch, core: Bytes, app: Bytes, now: u64) {
+        self.host.me.is_recovery = true;
+        let me = self.host.me.clone();
+        // the coordinator resumes from the state this candidate holds now
+        self.master = None;
+        self.started = true;
+        if let Ok(actions) = self.core.adopt(&core, me, now) {
+            self.execute(actions, now);
+        }
+        self.ready = true;
+        self.start_master_from(app, now);
+    }
+
+    fn restamp(&mut self, now: u64) {
+        let mut m = Message::default();
+        self.fo.stamp(&mut m, now);
+        m.meta.control.seq = self.fo.committed(now);
+        self.host.stamp = Some(m.meta.control);
     }
 
     /// A message from the network.
     pub fn on_message(&mut self, msg: Message, now: u64) {
-        let mut replies = Vec::new();
-        let pass = self.fo.screen(&msg, now, &mut replies);
-        self.host.stamp = Some(self.fo.stamp_fields());
-        self.send_all(replies, now);
-        if !pass {
+        self.restamp(now);
+        let c = &msg.meta.control;
+        let epoch = Epoch {
+            term: c.term,
+            candidate: c.candidate,
+        };
+        match c.cmd {
+            Command::Sync | Command::PeerBeat => {
+                let outs = self.fo.on_peer(&msg, now);
+                return self.run(outs, now);
+            }
+            Command::Vote => {
+                let outs = self.fo.on_vote(msg.meta.sender, c.granted, epoch, c.seq, now);
+                return self.run(outs, now);
+            }
+            Command::Heartbeat if msg.meta.sender != SCHEDULER => {
+                let sender = msg.meta.sender;
+                let holder = self.core.membership().get(sender).map(|n| n.incarnation);
+                let alive = holder == Some(msg.meta.incarnation) && !self.core.membership().dead().contains(&sender);
+                let outs = self.fo.on_heartbeat(sender, alive, epoch, c.seq, c.lease_ms, now);
+                self.run(outs, now);
+            }
+            _ => {}
+        }
+        // our own messages pass; other candidates only talk Sync and PeerBeat
+        if msg.meta.sender == SCHEDULER && msg.meta.control.origin as usize != self.host.slot {
+            return;
+        }
+        if !self.fo.is_active() {
             return;
         }
         for m in self.host.receive(msg, now) {
@@ -287,15 +347,21 @@ impl Scheduler {
 
     fn replicate_core(&mut self, now: u64) {
         let core = Bytes::from(self.core.export());
-        let msgs = self.fo.replicate_core(core);
-        self.send_all(msgs, now);
+        if let Ok(outs) = self.fo.replicate(Some(core), None, now) {
+            self.run(outs, now);
+        }
     }
 
     /// Becoming the serving scheduler: the coordinator starts (the master resumes
     /// from the state replicated to this candidate) and waits in the final barrier.
     fn start_master(&mut self, now: u64) {
+        let app = self.fo.app().clone();
+        self.start_master_from(app, now);
+    }
+
+    fn start_master_from(&mut self, app: Bytes, now: u64) {
         if self.master.is_none() {
-            let mut initial = (!self.fo.app.is_empty()).then(|| self.fo.app.to_vec());
+            let mut initial = (!app.is_empty()).then(|| app.to_vec());
             if self.bugs.forget_pending {
                 initial = initial.map(forget_one_pending);
             }
@@ -333,8 +399,8 @@ impl Scheduler {
     fn flush_master(&mut self, now: u64) {
         let saved = self.cell.lock().saved.take();
         if let Some(state) = saved {
-            if let Ok(msgs) = self.fo.replicate_app(Bytes::from(state)) {
-                self.send_all(msgs, now);
+            if let Ok(outs) = self.fo.replicate(None, Some(Bytes::from(state)), now) {
+                self.run(outs, now);
             }
         }
     }
@@ -364,25 +430,17 @@ impl Scheduler {
         self.send(r, now);
     }
 
-    /// The van's tick (every 20 ms): resends, liveness (active only), failover, and
+    /// The van's tick (every 20 ms): resends, liveness (while acting), failover, and
     /// the master's timeouts every 100 ms.
     pub fn tick(&mut self, now: u64) {
+        self.restamp(now);
         self.host.tick(now);
-        if self.fo.is_active() {
+        if self.fo.may_act(now) {
             let actions = self.core.tick(now);
             self.execute(actions, now);
         }
-        let mut out = Vec::new();
-        let turn = self.fo.tick(now, &mut out);
-        self.send_all(out, now);
-        if let Turn::TakeOver(_) = turn {
-            self.host.me.is_recovery = true;
-            let me = self.host.me.clone();
-            let core = self.fo.core.clone();
-            if let Ok(actions) = self.core.adopt(&core, me, now) {
-                self.execute(actions, now);
-            }
-        }
+        let outs = self.fo.tick(now);
+        self.run(outs, now);
         if now >= self.next_master_tick {
             self.next_master_tick = now + 100;
             if let Some(m) = self.master.as_mut() {
@@ -394,11 +452,7 @@ impl Scheduler {
 }
 
 /// Runs `f` (a master call) with saves allowed only while active.
-fn with_store<T>(
-    cell: &Arc<Mutex<Cell>>,
-    fo: &CandidateState,
-    f: impl FnOnce() -> Result<T, String>,
-) -> Result<T, String> {
+fn with_store<T>(cell: &Arc<Mutex<Cell>>, fo: &Candidacy, f: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
     cell.lock().may_save = fo.is_active();
     let out = f();
     cell.lock().may_save = false;

@@ -18,6 +18,9 @@ use ps_core::node::{id_to_rank, server_rank_to_id, ALL_GROUP};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
+/// A push whose answer still waits for a holder is forwarded to it again after this.
+pub const FORWARD_RETRY_MS: u64 = 2_000;
+
 /// The KV application id of the simulated job.
 pub const KV_APP: i32 = 100;
 
@@ -58,6 +61,10 @@ pub struct Server {
     acks: AckTable<Message>,
     catchup: Option<CatchUp<Message>>,
     joiners: Joiners,
+    /// The forwards of the pushes whose answers wait, with when they were last sent:
+    /// sent again to the holders still missing after [`FORWARD_RETRY_MS`] (the
+    /// resender gives up on a holder cut off for long).
+    forwards: BTreeMap<PushKey, (RequestId, Message, u64)>,
     /// The process (incarnation) of each newcomer this server gave a copy to.
     joiner_inc: BTreeMap<usize, u64>,
     /// A value was applied twice under one request id: the invariant check reports it.
@@ -87,6 +94,7 @@ impl Server {
             catchup: None,
             joiners: Joiners::default(),
             joiner_inc: BTreeMap::new(),
+            forwards: BTreeMap::new(),
             double_apply: None,
             started: false,
             finished: false,
@@ -255,6 +263,13 @@ impl Server {
         if self.bugs.early_ack {
             self.send(answer.clone(), now);
         }
+        if std::env::var("PS_SIM_DEBUG").is_ok() {
+            eprintln!(
+                "{now} server {me}: push {id:?} targets {others:?} unavailable {:?} dead {:?}",
+                self.unavailable(),
+                self.node.dead
+            );
+        }
         let held = self.acks.add(id, others.iter().copied(), answer);
         if let Some(a) = held {
             if !self.bugs.early_ack {
@@ -263,18 +278,27 @@ impl Server {
             return;
         }
         let head = ForwardHead { id, cmd: 0, version: 0 }.encode();
+        let fwd = Message {
+            meta: Meta::default(),
+            data: vec![head, msg.data[0].clone()],
+        };
+        self.forwards.insert(push_key(&id), (id, fwd.clone(), now));
         for r in others {
-            let mut meta = self.meta(0, FORWARD_CUSTOMER, server_rank_to_id(r), true, id.range);
-            meta.push = true;
-            self.send(
-                Message {
-                    meta,
-                    data: vec![head.clone(), msg.data[0].clone()],
-                },
-                now,
-            );
+            self.forward(&fwd, id, r, now);
         }
         self.release_dead(now);
+    }
+
+    fn forward(&mut self, fwd: &Message, id: RequestId, rank: usize, now: u64) {
+        let mut meta = self.meta(0, FORWARD_CUSTOMER, server_rank_to_id(rank), true, id.range);
+        meta.push = true;
+        self.send(
+            Message {
+                meta,
+                data: fwd.data.clone(),
+            },
+            now,
+        );
     }
 
     /// Ranks whose process is dead: declared dead, unless the newcomer of that rank
@@ -473,6 +497,29 @@ impl Server {
 
     /// Periodic work: copies asked again.
     pub fn tick(&mut self, now: u64) {
+        // forwards still unacknowledged go again to the holders missing
+        let due: Vec<PushKey> = self
+            .forwards
+            .iter()
+            .filter(|(_, (_, _, at))| now.saturating_sub(*at) >= FORWARD_RETRY_MS)
+            .map(|(k, _)| *k)
+            .collect();
+        for k in due {
+            let Some((id, fwd, _)) = self.forwards.get(&k).cloned() else {
+                continue;
+            };
+            match self.acks.missing(&id).cloned() {
+                Some(missing) => {
+                    for r in missing {
+                        self.forward(&fwd, id, r, now);
+                    }
+                    self.forwards.insert(k, (id, fwd, now));
+                }
+                None => {
+                    self.forwards.remove(&k);
+                }
+            }
+        }
         let again = match self.catchup.as_mut() {
             Some(c) if !c.done() => c.tick(now),
             _ => Vec::new(),

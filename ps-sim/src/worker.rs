@@ -11,6 +11,7 @@ use crate::server::{PushKey, KV_APP};
 use bytes::Bytes;
 use ps_apps::master::{MasterRequest, MasterResponse, Task};
 use ps_apps::train::coordinator::{decode, encode, MASTER_APP, MASTER_HEAD};
+use ps_core::kv::replication::copy_wire::OP_REJOINED;
 use ps_core::kv::replication::{dead_server_ranks, Chain};
 use ps_core::message::{Message, Meta};
 use ps_core::node::{server_rank_to_id, ALL_GROUP, SCHEDULER};
@@ -198,6 +199,11 @@ impl Worker {
 
     fn on_data(&mut self, msg: Message, rng: &mut SimRng, now: u64) {
         if msg.meta.request {
+            if msg.meta.app_id == KV_APP && msg.meta.head == OP_REJOINED {
+                // a replacement server holds its ranges again (as KVWorker hears it)
+                self.node.catching_up.remove(&msg.meta.sender);
+                self.reroute(now);
+            }
             return;
         }
         if msg.meta.app_id == MASTER_APP {

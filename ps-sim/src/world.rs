@@ -207,7 +207,28 @@ impl World {
                     return Some(fx);
                 }
                 if self.trace && self.slots[to].proc.is_some() {
-                    self.log.push(format!("{now} ms: {from} -> {to}: {msg}"));
+                    let c = &msg.meta.control;
+                    let extra = if msg.meta.is_control() {
+                        format!(
+                            " [term {} cand {} origin {} seq {} lease {}{}]",
+                            c.term,
+                            c.candidate,
+                            c.origin,
+                            c.seq,
+                            c.lease_ms,
+                            if c.granted { " granted" } else { "" }
+                        ) + &if c.nodes.is_empty() {
+                            String::new()
+                        } else {
+                            format!(
+                                " nodes {:?}",
+                                c.nodes.iter().map(|n| (n.id, n.incarnation % 1000)).collect::<Vec<_>>()
+                            )
+                        }
+                    } else {
+                        String::new()
+                    };
+                    self.log.push(format!("{now} ms: {from} -> {to}: {msg}{extra}"));
                 }
                 let rng = &mut self.rng;
                 match self.slots[to].proc.as_mut() {
@@ -309,7 +330,7 @@ impl World {
                 Some(Proc::Sched(x)) if x.is_active() => Some(x.as_ref()),
                 _ => None,
             })
-            .max_by_key(|s| s.fo.cand.epoch())
+            .max_by_key(|s| s.fo.epoch())
     }
 }
 
@@ -323,29 +344,29 @@ impl World {
                 let what = match &s.proc {
                     None => "down".to_string(),
                     Some(Proc::Sched(x)) => format!(
-                        "scheduler id {} inc {:x}: {} {}, master {}, finished {}",
+                        "scheduler id {} inc {}: {} {}, master {}, finished {}",
                         x.host.me.id,
-                        x.host.me.incarnation,
+                        x.host.me.incarnation % 1000,
                         if x.is_active() { "active" } else { "standby" },
-                        x.fo.cand.epoch(),
+                        x.fo.epoch(),
                         x.master
                             .as_ref()
                             .map_or("none".to_string(), |m| format!("{:?}", m.snapshot())),
                         x.finished
                     ),
                     Some(Proc::Server(x)) => format!(
-                        "server id {} inc {:x}: ready {}, catching up {}, finished {}, follows {}",
+                        "server id {} inc {}: ready {}, catching up {}, finished {}, follows {}",
                         x.node.host.me.id,
-                        x.node.host.me.incarnation,
+                        x.node.host.me.incarnation % 1000,
                         x.node.ready,
                         x.catching_up(),
                         x.finished,
                         x.node.view.epoch()
                     ),
                     Some(Proc::Worker(x)) => format!(
-                        "worker id {} inc {:x}: ready {}, {}, finished {}, follows {}",
+                        "worker id {} inc {}: ready {}, {}, finished {}, follows {}",
                         x.node.host.me.id,
-                        x.node.host.me.incarnation,
+                        x.node.host.me.incarnation % 1000,
                         x.node.ready,
                         x.phase_name(),
                         x.finished(),
@@ -355,5 +376,21 @@ impl World {
                 format!("slot {i}: {what}")
             })
             .collect()
+    }
+}
+
+impl World {
+    /// The node table of the newest scheduler state (the candidate holding the
+    /// highest state sequence), if any candidate holds one.
+    pub fn newest_table(&self) -> Option<ps_core::protocol::membership::Membership> {
+        let newest = self
+            .slots
+            .iter()
+            .filter_map(|s| match &s.proc {
+                Some(Proc::Sched(x)) => Some(x),
+                _ => None,
+            })
+            .max_by_key(|x| (x.fo.seq(), x.is_active()))?;
+        bincode::deserialize(newest.fo.core()).ok()
     }
 }

@@ -33,7 +33,8 @@ pub fn signature(meta: &Meta) -> u64 {
 }
 
 /// True for messages the resender tracks: everything except ACKs, heartbeats, the
-/// van's own TERMINATE, the candidates' SYNC and PEER_BEAT, and a node's ADD_NODE (a
+/// van's own TERMINATE, the candidates' SYNC and PEER_BEAT, elections (CAMPAIGN and
+/// VOTE: repeated while they matter, stale once late), and a node's ADD_NODE (a
 /// joining node has no id to be acknowledged at; it repeats ADD_NODE itself until it
 /// gets the node table). The scheduler's ADD_NODE (the node table, or the change of
 /// one node) is tracked: a node that missed a replacement or a new scheduler would
@@ -43,7 +44,13 @@ pub fn needs_ack(meta: &Meta) -> bool {
         Command::AddNode => meta.sender == crate::node::SCHEDULER,
         cmd => !matches!(
             cmd,
-            Command::Ack | Command::Heartbeat | Command::Terminate | Command::Sync | Command::PeerBeat
+            Command::Ack
+                | Command::Heartbeat
+                | Command::Terminate
+                | Command::Sync
+                | Command::PeerBeat
+                | Command::Campaign
+                | Command::Vote
         ),
     }
 }

@@ -61,6 +61,11 @@ impl<T> AckTable<T> {
             .collect()
     }
 
+    /// The ranks `id`'s answer still waits for (None if it waits for nothing).
+    pub fn missing(&self, id: &RequestId) -> Option<&BTreeSet<usize>> {
+        self.waiting.get(id).map(|(set, _)| set)
+    }
+
     /// Answers waiting.
     pub fn len(&self) -> usize {
         self.waiting.len()
@@ -92,6 +97,8 @@ mod tests {
         assert_eq!(t.add(id(1), [], "a"), Some("a"));
         assert_eq!(t.add(id(2), [1, 2], "b"), None);
         assert_eq!(t.on_ack(&id(2), 1), None);
+        assert_eq!(t.missing(&id(2)), Some(&[2].into_iter().collect()));
+        assert_eq!(t.missing(&id(1)), None);
         assert_eq!(t.on_ack(&id(2), 1), None, "a repeated ack counts once");
         assert_eq!(t.on_ack(&id(2), 2), Some("b"));
         assert!(t.is_empty());
