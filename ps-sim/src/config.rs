@@ -9,18 +9,23 @@ use crate::server::ServerBugs;
 pub struct Plant {
     /// Servers answer pushes before their replicas applied them.
     pub server: ServerBugs,
-    /// Masters forget a pending task when they resume.
+    /// Masters forget a pending task when they resume; the active scheduler keeps
+    /// no lease.
     pub scheduler: SchedulerBugs,
 }
 
 impl Plant {
-    /// Parses a `--plant` name: `early-ack`, `forget-pending`.
+    /// Every `--plant` name.
+    pub const NAMES: [&'static str; 3] = ["no-lease", "early-ack", "forget-pending"];
+
+    /// Parses a `--plant` name: `no-lease`, `early-ack`, `forget-pending`.
     pub fn parse(name: &str) -> Result<Plant, String> {
         let mut p = Plant::default();
         match name {
             "early-ack" => p.server.early_ack = true,
             "forget-pending" => p.scheduler.forget_pending = true,
-            other => return Err(format!("'{other}' is not a planted bug (early-ack, forget-pending)")),
+            "no-lease" => p.scheduler.no_lease = true,
+            other => return Err(format!("'{other}' is not a planted bug ({})", Plant::NAMES.join(", "))),
         }
         Ok(p)
     }
@@ -138,6 +143,8 @@ impl Plant {
             Some("early-ack")
         } else if self.scheduler.forget_pending {
             Some("forget-pending")
+        } else if self.scheduler.no_lease {
+            Some("no-lease")
         } else {
             None
         }

@@ -229,10 +229,10 @@ fn crash_victim(w: &mut World) -> Option<usize> {
             // the state lives in the candidates' memory: another running one must hold
             // it, as new as this one's (losing the newest state is the documented loss)
             let seq = |c: usize| match &w.slots[c].proc {
-                Some(Proc::Sched(x)) if !x.fo.core().is_empty() => Some(x.fo.seq()),
+                Some(Proc::Sched(x)) if !x.fo.core().is_empty() => Some((x.fo.state_epoch(), x.fo.seq())),
                 _ => None,
             };
-            let mine = seq(slot).unwrap_or(0);
+            let mine = seq(slot).unwrap_or_default();
             let others = (0..w.cfg.schedulers)
                 .filter(|&c| c != slot && seq(c).is_some_and(|s| s >= mine))
                 .count();

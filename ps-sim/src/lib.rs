@@ -25,6 +25,10 @@ pub use config::{Plant, SimConfig};
 
 use world::{Proc, World};
 
+/// Seeds `psrs simulate` runs unless told otherwise; each planted bug is found
+/// within this many (the simulator's own tests check it).
+pub const DEFAULT_SEEDS: u64 = 1000;
+
 /// How a run ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Outcome {

@@ -335,6 +335,24 @@ impl NodeShell {
         }
         // entries older than what this node knows (tables arrive out of order) are skipped
         let nodes = self.host.peers.fresh(nodes, seq);
+        // a process replacing one this node never heard declared dead (the table
+        // overtook the death notice): the old one is dead all the same, and what was
+        // sent to it goes elsewhere until the new one holds its ranges again
+        let replaced: Vec<i32> = nodes
+            .iter()
+            .filter(|n| n.id != SCHEDULER && !self.dead.contains(&n.id))
+            .filter(|n| {
+                self.host
+                    .table
+                    .iter()
+                    .any(|t| t.id == n.id && t.incarnation != n.incarnation)
+            })
+            .map(|n| n.id)
+            .collect();
+        if !replaced.is_empty() {
+            self.dead.extend(replaced.iter().copied());
+            out.push(NodeEvent::Dead(replaced.clone()));
+        }
         let revived = self.host.peers.on_table(&nodes);
         for n in nodes {
             if n.id != SCHEDULER {
@@ -346,7 +364,7 @@ impl NodeShell {
             }
         }
         self.host.table.sort_by_key(|n| n.id);
-        for id in &revived {
+        for id in revived.iter().chain(&replaced) {
             let server = self.host.table.iter().any(|n| n.id == *id && n.role == Role::Server);
             if self.dead.remove(id) && self.replicated && server {
                 self.catching_up.insert(*id);

@@ -380,8 +380,8 @@ impl World {
 }
 
 impl World {
-    /// The node table of the newest scheduler state (the candidate holding the
-    /// highest state sequence), if any candidate holds one.
+    /// The node table of the newest scheduler state (the candidate holding the state
+    /// of the newest epoch, and of that the highest sequence), if any holds one.
     pub fn newest_table(&self) -> Option<ps_core::protocol::membership::Membership> {
         let newest = self
             .slots
@@ -390,7 +390,7 @@ impl World {
                 Some(Proc::Sched(x)) => Some(x),
                 _ => None,
             })
-            .max_by_key(|x| (x.fo.seq(), x.is_active()))?;
+            .max_by_key(|x| (x.fo.state_epoch(), x.fo.seq(), x.is_active()))?;
         bincode::deserialize(newest.fo.core()).ok()
     }
 }

@@ -13,7 +13,7 @@ use std::time::Instant;
 #[derive(ClapArgs)]
 pub struct Args {
     /// How many seeds to run (from --first on).
-    #[arg(long, default_value_t = 1000)]
+    #[arg(long, default_value_t = ps_sim::DEFAULT_SEEDS)]
     seeds: u64,
     /// The first seed.
     #[arg(long, default_value_t = 0)]
@@ -33,9 +33,10 @@ pub struct Args {
     /// Passes of the simulated job.
     #[arg(long, default_value_t = 6)]
     passes: u64,
-    /// Plant a bug the invariants must catch: early-ack (a server answers a push
-    /// before its replica applied it) or forget-pending (a master resuming from its
-    /// state forgets a pending task).
+    /// Plant a bug the invariants must catch: no-lease (the active scheduler acts
+    /// without a lease), early-ack (a server answers a push before its replica
+    /// applied it) or forget-pending (a master resuming from its state forgets a
+    /// pending task).
     #[arg(long)]
     plant: Option<String>,
     /// Threads running seeds side by side (each run is one thread).

@@ -197,6 +197,12 @@ impl Candidacy {
         self.seq
     }
 
+    /// The epoch the state held was made under: with [`Candidacy::seq`], what orders
+    /// two candidates' states (sequences of different epochs do not compare).
+    pub fn state_epoch(&self) -> Epoch {
+        self.state_epoch
+    }
+
     /// The node table held (own when active, followed when not).
     pub fn core(&self) -> &Bytes {
         &self.core
