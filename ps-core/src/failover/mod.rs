@@ -44,6 +44,7 @@ pub mod epoch;
 #[cfg(feature = "etcd")]
 pub mod etcd;
 pub mod follower;
+pub mod gate;
 pub mod host;
 pub mod lease;
 pub mod leased;
@@ -58,6 +59,7 @@ pub mod view;
 pub use candidacy::{is_act, voters, Candidacy, Out, Timing};
 pub use candidate::{Candidate, Decision};
 pub use follower::{Ballot, Follower, STALE_VOTE_TIMEOUTS};
+pub use gate::{LeaseChange, LeaseGate, MAX_HELD};
 pub use lease::Lease;
 pub use outbox::Outbox;
 pub use election::{Election, Facts, Leased, Lock, Majority, Refusal, Vote};
