@@ -5,9 +5,9 @@
 //! scheduler changes). The decisions are ps-core's; this is the van's wiring.
 
 use crate::host::{control, Host};
+use ps_core::failover::{candidate_key, Epoch, Follower, Heard};
 use ps_core::message::{Command, Control, Message, Meta};
 use ps_core::node::{Node, Role, EMPTY_ID, SCHEDULER};
-use ps_core::failover::{candidate_key, Epoch, Follower, Heard};
 use ps_core::protocol::scheduler::LEFT;
 use std::collections::BTreeSet;
 

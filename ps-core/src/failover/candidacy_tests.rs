@@ -1,6 +1,6 @@
 use super::*;
-use crate::node::Role as NodeRole;
 use crate::failover::{Follower, Heard};
+use crate::node::Role as NodeRole;
 
 const T: Timing = Timing {
     timeout_ms: 1000,

@@ -58,14 +58,14 @@ pub mod view;
 
 pub use candidacy::{is_act, voters, Candidacy, Out, Timing};
 pub use candidate::{Candidate, Decision};
-pub use follower::{Ballot, Follower, STALE_VOTE_TIMEOUTS};
-pub use gate::{LeaseChange, LeaseGate, MAX_HELD};
-pub use lease::Lease;
-pub use outbox::Outbox;
 pub use election::{Election, Facts, Leased, Lock, Majority, Refusal, Vote};
 pub use epoch::{candidate_key, Epoch};
+pub use follower::{Ballot, Follower, STALE_VOTE_TIMEOUTS};
+pub use gate::{LeaseChange, LeaseGate, MAX_HELD};
 pub use host::Host;
+pub use lease::Lease;
 pub use lock_service::LockService;
+pub use outbox::Outbox;
 pub use replicas::Replicas;
 pub use state::Failover;
 pub use view::{ActiveView, Heard};

@@ -3,8 +3,10 @@
 //! of the rules ([`super::candidate`], [`super::view`], [`super::replicas`]). Only
 //! wiring: every rule is there. The van calls it and lends it a [`Host`].
 
+use super::candidacy::is_act;
 use super::candidate::Decision;
 use super::epoch::{candidate_key, Epoch};
+use super::gate::LeaseChange;
 use super::host::Host;
 use super::leased::{load_external, lock_view};
 use super::replicas::Replicas;
@@ -12,8 +14,6 @@ use super::state::{Failover, SchedFailover};
 use super::view::Heard;
 use crate::message::{Command, Message};
 use crate::node::{ALL_GROUP, SCHEDULER};
-use super::candidacy::is_act;
-use super::gate::LeaseChange;
 use crate::protocol::membership::Membership;
 use bytes::Bytes;
 use std::sync::atomic::Ordering;

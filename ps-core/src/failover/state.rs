@@ -3,16 +3,16 @@
 //! [`super::candidate`], [`super::election`], [`super::replicas`] and [`super::view`];
 //! [`super::shell`] is the wiring.
 
+use super::candidacy::{voters, Timing};
 use super::candidate::Candidate;
 use super::election::{Election, Leased, Majority};
+use super::gate::LeaseGate;
 use super::lock_service::LockService;
 use super::replicas::Replicas;
 use super::view::ActiveView;
 use crate::config::{Config, ElectionMode};
-use crate::node::Role;
-use super::candidacy::{voters, Timing};
-use super::gate::LeaseGate;
 use crate::message::Message;
+use crate::node::Role;
 use bytes::Bytes;
 use parking_lot::{Condvar, Mutex, RwLock};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
