@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every test of psrs, as the README's test command and CI run them: installs the Debian
 # packages the tests need when any is missing (scripts/install-deps.sh) and an S3 server
-# for tests (s3s-fs, into target/tools), then the workspace's tests, the root-only tests
+# for tests (s3s-fs, into target/tools), then the workspace's tests, 3000 seeds of the
+# deterministic simulator (psrs simulate), the root-only tests
 # (network namespaces, Slurm, the SSH launcher against real sshds), the multi-process
 # tests again over the ZMQ transport, the etcd store and election against a real etcd, the Python
 # package's tests (pytest in a virtualenv under target/), the Kubernetes manifests'
@@ -26,6 +27,13 @@ if [ ! -x target/tools/bin/s3s-fs ]; then
 fi
 step "workspace tests"
 cargo test --workspace $F
+
+# The deterministic simulator: whole clusters under a seeded network and clock with
+# partitions, losses and crashes, invariants checked after every step (a failing seed
+# prints the command that replays it). Built with the test profile (optimised, like
+# the tests above, so nothing is rebuilt but the binary).
+step "simulator seeds"
+cargo run --quiet $F --profile test --bin psrs -- simulate --seeds 3000
 
 # Multi-host tests in network namespaces and the Slurm test need root; a plain
 # `cargo test` lists them as ignored.

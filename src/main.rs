@@ -37,6 +37,8 @@ enum Cmd {
     Convert(commands::convert::Args),
     /// Evaluate a saved model on a RecordIO dataset.
     Eval(commands::eval::Args),
+    /// Run the deterministic simulator of the whole protocol over many seeds.
+    Simulate(commands::simulate::Args),
 }
 
 fn main() -> ExitCode {
@@ -52,6 +54,7 @@ fn main() -> ExitCode {
         Cmd::Job(a) => commands::job::run(a),
         Cmd::Convert(a) => commands::convert::run(a),
         Cmd::Eval(a) => commands::eval::run(a),
+        Cmd::Simulate(a) => return commands::simulate::main(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

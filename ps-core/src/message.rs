@@ -41,6 +41,12 @@ pub enum Command {
     /// Worker → scheduler: goodbye, I leave the cluster (request). Scheduler → worker:
     /// you are out (reply); the others get a NODE_DEAD with `reason` "left".
     Leave,
+    /// Scheduler candidate → node: vote for me as the active scheduler of
+    /// `term`/`candidate`; I hold the state up to `seq` (sent at `lease_ms`).
+    Campaign,
+    /// Node → scheduler candidate: the answer to a `Campaign` (`granted`), with the
+    /// epoch the node follows afterwards and the newest state sequence it has seen.
+    Vote,
 }
 
 /// The control part of a message.
@@ -68,6 +74,12 @@ pub struct Control {
     pub seq: u64,
     /// Node heartbeats: milliseconds since the node last heard its active scheduler.
     pub silence_ms: u64,
+    /// Scheduler messages: the sender's clock when it sent this (ms). Node
+    /// heartbeats: the newest such time of a message the node took from the
+    /// scheduler it follows (the active scheduler's lease is counted from it).
+    pub lease_ms: u64,
+    /// A `Vote`: the vote is granted.
+    pub granted: bool,
 }
 
 /// The message header.

@@ -9,6 +9,7 @@ pub mod eval;
 pub mod job;
 pub mod kv;
 pub mod simple;
+pub mod simulate;
 pub mod train;
 
 use ps_core::{Config, Postoffice};

@@ -24,4 +24,7 @@ pub trait Host {
     /// This scheduler takes over as the active one with the node table `core` (as
     /// exported by the active scheduler it follows) at `now_ms`.
     fn take_over(&self, core: &[u8], now_ms: u64);
+    /// The active scheduler holds its lease again after a spell without it: every
+    /// live node is watched afresh from `now_ms` (its silence meanwhile says nothing).
+    fn resume_watch(&self, now_ms: u64);
 }

@@ -37,24 +37,35 @@
 //! - Barrier counts are not carried: a stale count could release a later barrier
 //!   early. Nodes repeat their pending barrier requests to the new active instead.
 
+pub mod candidacy;
 pub mod candidate;
 pub mod election;
 pub mod epoch;
 #[cfg(feature = "etcd")]
 pub mod etcd;
+pub mod follower;
+pub mod gate;
 pub mod host;
+pub mod lease;
 pub mod leased;
 pub mod lock_service;
+pub mod outbox;
 pub mod replicas;
 pub mod shell;
 pub mod state;
+pub mod terms;
 pub mod view;
 
+pub use candidacy::{is_act, voters, Candidacy, Out, Timing};
 pub use candidate::{Candidate, Decision};
 pub use election::{Election, Facts, Leased, Lock, Majority, Refusal, Vote};
 pub use epoch::{candidate_key, Epoch};
+pub use follower::{Ballot, Follower, STALE_VOTE_TIMEOUTS};
+pub use gate::{LeaseChange, LeaseGate, MAX_HELD};
 pub use host::Host;
+pub use lease::Lease;
 pub use lock_service::LockService;
+pub use outbox::Outbox;
 pub use replicas::Replicas;
 pub use state::Failover;
 pub use view::{ActiveView, Heard};

@@ -3,8 +3,10 @@
 //! of the rules ([`super::candidate`], [`super::view`], [`super::replicas`]). Only
 //! wiring: every rule is there. The van calls it and lends it a [`Host`].
 
+use super::candidacy::is_act;
 use super::candidate::Decision;
 use super::epoch::{candidate_key, Epoch};
+use super::gate::LeaseChange;
 use super::host::Host;
 use super::leased::{load_external, lock_view};
 use super::replicas::Replicas;
@@ -75,12 +77,15 @@ impl Failover {
             c.candidate = self.active.load(Ordering::Relaxed);
             c.origin = self.me_index() as u32;
             c.seq = self.seq.load(Ordering::Relaxed);
+            // the send time a node echoes back (the lease)
+            c.lease_ms = host.now_ms();
         } else if c.cmd == Command::Heartbeat {
             let v = self.view.lock();
             c.term = v.epoch().term;
             c.candidate = v.epoch().candidate;
             c.silence_ms = v.silence_ms(host.now_ms());
             c.seq = v.seen_seq();
+            c.lease_ms = v.echo_ms();
         }
     }
 
@@ -117,7 +122,12 @@ impl Failover {
             if msg.meta.sender != SCHEDULER {
                 return true;
             }
-            let heard = self.view.lock().on_message(from, c.seq, host.now_ms());
+            let heard = {
+                let mut v = self.view.lock();
+                let heard = v.on_message(from, c.seq, host.now_ms());
+                v.took(heard, c.lease_ms);
+                heard
+            };
             return match heard {
                 Heard::Current => true,
                 Heard::Fenced => {
@@ -154,6 +164,11 @@ impl Failover {
         let mut g = s.lock();
         if c.cmd == Command::Heartbeat && self.multi() {
             let d = g.cand.on_witness(msg.meta.sender, from, c.silence_ms, c.seq, now);
+            if g.cand.is_active() && from == g.cand.epoch() {
+                if let Some(gate) = g.gate.as_mut() {
+                    gate.on_echo(msg.meta.sender, c.lease_ms);
+                }
+            }
             self.publish(&g.cand);
             if let Decision::StepDown(e) = d {
                 log::warn!("node {} follows {e}: this scheduler steps down", msg.meta.sender);
@@ -239,6 +254,13 @@ impl Failover {
         if !g.cand.is_active() {
             return Err(format!("this scheduler is not active ({} is)", g.cand.epoch()));
         }
+        if g.gate.as_ref().is_some_and(|gate| !gate.may_act(host.now_ms())) {
+            // without the lease a standby may be taking over: no change is made
+            return Err(format!(
+                "this scheduler ({}) has not heard a majority of the nodes within its lease",
+                g.cand.epoch()
+            ));
+        }
         g.app = state;
         let seq = g.cand.next_seq();
         self.publish(&g.cand);
@@ -286,6 +308,31 @@ impl Failover {
         self.sched.as_ref().is_some_and(|s| s.lock().cand.is_active())
     }
 
+    /// True while this active scheduler holds its lease (or keeps none: one
+    /// candidate, the etcd election): it may declare nodes dead.
+    pub fn holds_lease(&self, now: u64) -> bool {
+        self.sched
+            .as_ref()
+            .is_some_and(|s| s.lock().gate.as_ref().is_none_or(|g| g.may_act(now)))
+    }
+
+    /// An act this scheduler sends to a node (see [`is_act`]) passes the lease gate:
+    /// `Some` to send it now, `None` when it waits for the lease (it leaves from
+    /// [`Failover::tick`] once the lease holds again, or is dropped when this
+    /// scheduler stops being the active one).
+    pub fn lease_gate(&self, host: &dyn Host, msg: Message) -> Option<Message> {
+        let Some(s) = &self.sched else { return Some(msg) };
+        if !is_act(&msg) || msg.meta.recver == SCHEDULER || msg.meta.recver < 0 {
+            return Some(msg);
+        }
+        let now = host.now_ms();
+        let mut g = s.lock();
+        match g.gate.as_mut() {
+            Some(gate) => gate.gate(msg, now),
+            None => Some(msg),
+        }
+    }
+
     /// Scheduler tick: beats to the other candidates, catches standbys up, and lets a
     /// standby take over.
     pub fn tick(&self, host: &dyn Host, now: u64) {
@@ -311,6 +358,31 @@ impl Failover {
             let lock = lock_view(&g.cand, ls.as_ref());
             g.cand.on_lock(lock);
         }
+        // the lease: acts that waited for it leave; an active scheduler without it
+        // stops acting; one that is not active drops what waited
+        let (mut released, mut resumed) = (Vec::new(), false);
+        if g.cand.is_active() {
+            if let Some(gate) = g.gate.as_mut() {
+                let (change, out) = gate.tick(now);
+                released = out;
+                match change {
+                    Some(LeaseChange::Lost) => log::warn!(
+                        "the active scheduler ({}) has not heard a majority of the nodes within its lease: it stops acting",
+                        g.cand.epoch()
+                    ),
+                    Some(LeaseChange::Resumed) => {
+                        log::warn!("the active scheduler ({}) holds its lease again", g.cand.epoch());
+                        resumed = true;
+                    }
+                    None => {}
+                }
+            }
+        } else if let Some(gate) = g.gate.as_mut() {
+            let dropped = gate.restart();
+            if dropped > 0 {
+                log::warn!("not the active scheduler any more: {dropped} messages that waited for the lease dropped");
+            }
+        }
         let live = g.live_nodes;
         // the first candidate winning the lock of a new cluster: nothing to take over
         let first = ls.is_some() && g.cand.epoch().term == 0;
@@ -331,6 +403,9 @@ impl Failover {
                     now,
                 );
                 g.refusal.clear();
+                if let Some(gate) = g.gate.as_mut() {
+                    gate.restart();
+                }
                 take_over = Some((e, g.core.clone()));
             }
             (Decision::Refused(r), _) => {
@@ -343,7 +418,10 @@ impl Failover {
             _ => {}
         }
         drop(g);
-        for m in out {
+        if resumed {
+            host.resume_watch(now);
+        }
+        for m in out.into_iter().chain(released) {
             let _ = host.send(m);
         }
         if let Some((e, core)) = take_over {

@@ -3,12 +3,15 @@
 //! [`super::candidate`], [`super::election`], [`super::replicas`] and [`super::view`];
 //! [`super::shell`] is the wiring.
 
+use super::candidacy::{voters, Timing};
 use super::candidate::Candidate;
 use super::election::{Election, Leased, Majority};
+use super::gate::LeaseGate;
 use super::lock_service::LockService;
 use super::replicas::Replicas;
 use super::view::ActiveView;
 use crate::config::{Config, ElectionMode};
+use crate::message::Message;
 use crate::node::Role;
 use bytes::Bytes;
 use parking_lot::{Condvar, Mutex, RwLock};
@@ -26,6 +29,10 @@ pub(super) struct SchedFailover {
     pub(super) live_nodes: usize,
     pub(super) next_beat_ms: u64,
     pub(super) refusal: String,
+    /// The active scheduler's lease under the embedded election (`None` with one
+    /// candidate, the etcd election, or no failure detection): acts wait while it
+    /// does not hold.
+    pub(super) gate: Option<LeaseGate<Message>>,
 }
 
 /// The failover state of one van: create with [`Failover::new`]; the van feeds it
@@ -69,7 +76,19 @@ impl Failover {
             // with the state in the lock service, nothing is streamed to standbys
             let streamed = !cand.external_state();
             let peers = (0..n).filter(|&i| i != me && streamed);
+            let beat_ms = match cfg.heartbeat_interval.as_millis() as u64 {
+                0 => 200,
+                ms => ms,
+            };
+            let lease_ms = Timing {
+                timeout_ms: timeout,
+                beat_ms,
+            }
+            .lease_ms();
+            let gate = (n > 1 && streamed && lease_ms > 0)
+                .then(|| LeaseGate::new(voters(cfg.num_servers, cfg.num_workers), lease_ms));
             Mutex::new(SchedFailover {
+                gate,
                 replicas: Replicas::new(peers, timeout, now_ms),
                 cand,
                 core: Bytes::new(),

@@ -25,6 +25,7 @@ pub struct ActiveView {
     epoch: Epoch,
     last_heard_ms: u64,
     seen_seq: u64,
+    echo_ms: u64,
 }
 
 impl ActiveView {
@@ -39,7 +40,25 @@ impl ActiveView {
             },
             last_heard_ms: now_ms,
             seen_seq: 0,
+            echo_ms: 0,
         }
+    }
+
+    /// The message just taken ([`Heard::Current`] or [`Heard::Switched`]) was sent at
+    /// `sent_ms` by the active scheduler's clock: the lease echo the node's heartbeats
+    /// carry ([`super::Lease`]). An older send time does not move it back; a switch to
+    /// another epoch starts it afresh.
+    pub fn took(&mut self, heard: Heard, sent_ms: u64) {
+        match heard {
+            Heard::Current => self.echo_ms = self.echo_ms.max(sent_ms),
+            Heard::Switched { .. } => self.echo_ms = sent_ms,
+            Heard::Fenced => {}
+        }
+    }
+
+    /// The send time of the newest message taken from the scheduler followed.
+    pub fn echo_ms(&self) -> u64 {
+        self.echo_ms
     }
 
     /// A message from scheduler epoch `from`, stamped with state sequence `seq`, at
@@ -98,6 +117,10 @@ mod tests {
         let mut v = ActiveView::new(0, 1000, 0);
         assert_eq!(v.on_message(e(1, 0), 3, 10), Heard::Switched { from: e(0, 0) });
         assert_eq!(v.on_message(e(1, 0), 5, 20), Heard::Current);
+        v.took(Heard::Current, 18);
+        v.took(Heard::Current, 12);
+        v.took(Heard::Fenced, 50);
+        assert_eq!(v.echo_ms(), 18, "the newest send time taken");
         assert_eq!(v.seen_seq(), 5);
         assert!(!v.lost(1020));
         assert!(v.lost(1021));

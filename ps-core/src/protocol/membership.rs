@@ -202,9 +202,13 @@ impl Membership {
             self.pending.push(node);
             return self.try_assign();
         }
-        if self.dead.contains(&node.id) && self.nodes.get(&node.id).map(|n| n.role) == Some(node.role) {
-            let id = node.id;
-            return self.replace(id, node);
+        if let Some(holder) = self.nodes.get(&node.id).filter(|h| h.incarnation != node.incarnation) {
+            // a process claiming an id another process took since: it was declared dead
+            // and replaced (it missed the notice, cut off); it must not come back
+            return Join::Rejected(format!(
+                "{} {} was replaced by another process (declared dead before); a new process may take a free id",
+                holder.role, node.id
+            ));
         }
         if let Some(id) = self.dead_id_of(node.role) {
             return self.replace(id, node);

@@ -177,3 +177,24 @@ fn a_departed_worker_is_not_declared_dead_and_leaves_once() {
     };
     assert_eq!((n.id, n.port), (9, 300));
 }
+
+#[test]
+fn a_replaced_process_claiming_its_old_id_is_refused() {
+    let mut m = Membership::new(1, 1, sched());
+    m.add_node(node(Role::Worker, 1));
+    let Join::Ready { table } = m.add_node(node(Role::Server, 2)) else {
+        panic!()
+    };
+    let mut old = table.iter().find(|n| n.id == 9).unwrap().clone();
+    m.mark_dead(9);
+    let Join::Replaced { node: new, .. } = m.add_node(node(Role::Worker, 3)) else {
+        panic!()
+    };
+    assert_eq!(new.id, 9);
+    // the replacement dies too; the first process, cut off all along, registers again
+    m.mark_dead(9);
+    old.is_recovery = false;
+    assert!(matches!(m.add_node(old), Join::Rejected(r) if r.contains("replaced")));
+    // a new process takes the id
+    assert!(matches!(m.add_node(node(Role::Worker, 4)), Join::Replaced { node, .. } if node.id == 9));
+}

@@ -36,6 +36,8 @@ pub struct Notice {
 #[derive(Debug, Clone, Default)]
 pub struct Peers {
     holders: BTreeMap<i32, u64>,
+    /// The scheduler state sequence of the newest table entry taken for each id.
+    versions: BTreeMap<i32, u64>,
     dead: BTreeMap<i32, u64>,
     retired: BTreeSet<(i32, u64)>,
 }
@@ -52,18 +54,55 @@ impl Peers {
     /// and are now held by a new process.
     pub fn on_table(&mut self, nodes: &[Node]) -> Vec<i32> {
         let mut revived = Vec::new();
-        for n in nodes.iter().filter(|n| n.id != EMPTY_ID) {
+        let fresh: Vec<&Node> = nodes.iter().filter(|n| n.id != EMPTY_ID && !self.stale(n)).collect();
+        for n in fresh {
             if let Some(old) = self.holders.insert(n.id, n.incarnation) {
                 if old != n.incarnation {
                     self.retired.insert((n.id, old));
                 }
             }
+            // a process holding its id again (a scheduler candidate active once more
+            // after another one was) is no longer retired
+            self.retired.remove(&(n.id, n.incarnation));
             if self.dead.get(&n.id).is_some_and(|&inc| inc != n.incarnation) {
                 self.dead.remove(&n.id);
                 revived.push(n.id);
             }
         }
         revived
+    }
+
+    /// The entries of a node table decided on scheduler state `version` (its
+    /// messages' `seq`) that are news here: an entry older than one already taken
+    /// for its id, or naming a process that no longer holds it ([`Peers::stale`]),
+    /// is left out (tables arrive out of order). Call before [`Peers::on_table`].
+    pub fn fresh(&mut self, nodes: Vec<Node>, version: u64) -> Vec<Node> {
+        nodes
+            .into_iter()
+            .filter(|n| {
+                let newer = self.versions.get(&n.id).is_none_or(|&v| version >= v);
+                if newer && !self.stale(n) {
+                    self.versions.insert(n.id, version);
+                    true
+                } else {
+                    false
+                }
+            })
+            .collect()
+    }
+
+    /// True if `n` names a process that no longer holds its id here: one replaced by
+    /// a later process, or one declared dead while another holds the id. Such an
+    /// entry comes from a table older than what this node knows (tables can arrive
+    /// out of order) and is skipped. The scheduler's id moves between candidates and
+    /// back, so an entry for it is never stale.
+    pub fn stale(&self, n: &Node) -> bool {
+        if n.id == crate::node::SCHEDULER {
+            return false;
+        }
+        let holder = self.holders.get(&n.id).copied();
+        self.retired.contains(&(n.id, n.incarnation))
+            || (self.dead.get(&n.id) == Some(&n.incarnation) && holder.is_some_and(|h| h != n.incarnation))
     }
 
     /// A death notice naming `nodes` (with the incarnation declared dead), received by
@@ -90,6 +129,11 @@ impl Peers {
     /// True if the process holding `id` was declared dead.
     pub fn is_dead(&self, id: i32) -> bool {
         self.dead.contains_key(&id)
+    }
+
+    /// The incarnation of `id` declared dead, while its id is dead (None if it is not).
+    pub fn dead_incarnation(&self, id: i32) -> Option<u64> {
+        self.dead.get(&id).copied()
     }
 
     /// The incarnation holding `id` (None if unknown).
@@ -160,15 +204,42 @@ mod tests {
             }
         );
         assert!(p.is_dead(11));
+        assert_eq!(p.dead_incarnation(11), Some(1100));
+        assert_eq!(p.dead_incarnation(9), None);
         // the same notice again (resent) changes nothing
         assert_eq!(p.on_death(&[node(11, 1100)], &me), Notice::default());
         // the table names the dead process again: still dead
         assert!(p.on_table(&[node(11, 1100)]).is_empty());
         assert!(p.is_dead(11));
+        assert!(!p.stale(&node(11, 1100)), "the dead process still holds its id");
         // a replacement takes id 11
         assert_eq!(p.on_table(&[node(11, 1111)]), vec![11]);
         assert!(!p.is_dead(11));
         assert_eq!(p.holder(11), Some(1111));
+        // an older table naming the dead process arrives late: skipped
+        assert!(p.stale(&node(11, 1100)));
+        assert!(p.on_table(&[node(11, 1100), node(9, 900)]).is_empty());
+        assert_eq!(p.holder(11), Some(1111));
+        assert!(!p.is_dead(11));
+    }
+
+    #[test]
+    fn an_older_table_arriving_late_is_left_out() {
+        let mut p = cluster();
+        // the change of node 11 (state 52) overtakes the full table of state 51
+        let fresh = p.fresh(vec![node(11, 1111)], 52);
+        assert_eq!(fresh, vec![node(11, 1111)]);
+        p.on_table(&fresh);
+        let fresh = p.fresh(vec![node(9, 900), node(11, 1100)], 51);
+        assert_eq!(
+            fresh,
+            vec![node(9, 900)],
+            "node 11's entry is older than what was taken"
+        );
+        p.on_table(&fresh);
+        assert_eq!(p.holder(11), Some(1111));
+        // without versions (one scheduler: always 0), every entry is news
+        assert_eq!(p.fresh(vec![node(8, 800)], 0).len(), 1);
     }
 
     #[test]
@@ -227,5 +298,11 @@ mod tests {
         // missed the notice) is refused too
         p.on_table(&[node(11, 1111)]);
         assert_eq!(p.admit(&data(11, 1100, 0), 800), Admit::FromTheDead);
+        // the scheduler's id held by another candidate, then by the first one again
+        p.on_table(&[node(1, 200)]);
+        assert_eq!(p.admit(&data(1, 100, 0), 800), Admit::FromTheDead);
+        p.on_table(&[node(1, 100)]);
+        assert_eq!(p.admit(&data(1, 100, 0), 800), Admit::Accept);
+        assert_eq!(p.admit(&data(1, 200, 0), 800), Admit::FromTheDead);
     }
 }

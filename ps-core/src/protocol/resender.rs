@@ -4,7 +4,8 @@
 //! message exactly once.
 
 use crate::message::{Command, Meta};
-use std::collections::{HashMap, VecDeque};
+use rustc_hash::FxHashMap as HashMap;
+use std::collections::VecDeque;
 use std::hash::{Hash, Hasher};
 
 /// The signature of a message: a hash of the fields that identify it.
@@ -32,13 +33,26 @@ pub fn signature(meta: &Meta) -> u64 {
 }
 
 /// True for messages the resender tracks: everything except ACKs, heartbeats, the
-/// van's own TERMINATE and ADD_NODE (a joining node has no id to be acknowledged at;
-/// it repeats ADD_NODE itself until it gets the node table).
+/// van's own TERMINATE, the candidates' SYNC and PEER_BEAT, elections (CAMPAIGN and
+/// VOTE: repeated while they matter, stale once late), and a node's ADD_NODE (a
+/// joining node has no id to be acknowledged at; it repeats ADD_NODE itself until it
+/// gets the node table). The scheduler's ADD_NODE (the node table, or the change of
+/// one node) is tracked: a node that missed a replacement or a new scheduler would
+/// keep addressing the process that was replaced.
 pub fn needs_ack(meta: &Meta) -> bool {
-    !matches!(
-        meta.control.cmd,
-        Command::Ack | Command::Heartbeat | Command::Terminate | Command::AddNode | Command::Sync | Command::PeerBeat
-    )
+    match meta.control.cmd {
+        Command::AddNode => meta.sender == crate::node::SCHEDULER,
+        cmd => !matches!(
+            cmd,
+            Command::Ack
+                | Command::Heartbeat
+                | Command::Terminate
+                | Command::Sync
+                | Command::PeerBeat
+                | Command::Campaign
+                | Command::Vote
+        ),
+    }
 }
 
 struct Pending<T> {
@@ -115,10 +129,10 @@ impl<T: Clone> Resender<T> {
         Resender {
             timeout_ms,
             max_retries,
-            unacked: HashMap::new(),
-            seen: HashMap::new(),
+            unacked: HashMap::default(),
+            seen: HashMap::default(),
             seen_order: VecDeque::new(),
-            reconnected: HashMap::new(),
+            reconnected: HashMap::default(),
         }
     }
 
@@ -350,6 +364,13 @@ mod tests {
         let mut hb = Meta::default();
         hb.control.cmd = Command::Heartbeat;
         assert!(!needs_ack(&hb));
+        // a node's registration is repeated by the node; the scheduler's table is resent
+        let mut join = Meta::default();
+        join.control.cmd = Command::AddNode;
+        join.sender = crate::node::EMPTY_ID;
+        assert!(!needs_ack(&join));
+        join.sender = crate::node::SCHEDULER;
+        assert!(needs_ack(&join));
         let mut r: Resender<i32> = Resender::new(10, 2);
         assert_eq!(r.on_receive(&hb, 0), Incoming::Untracked);
     }

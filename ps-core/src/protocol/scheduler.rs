@@ -41,6 +41,24 @@ fn add_node_msg(recver: i32, nodes: Vec<Node>) -> Message {
     m
 }
 
+/// The death notice a node taking the node table needs besides it: the table lists
+/// dead nodes too (their ids stay theirs until replaced), so a node that joins, or
+/// hears from a scheduler that took over, learns which of them are dead from this.
+fn deaths_for(recver: i32, membership: &Membership) -> Option<Message> {
+    let dead: Vec<Node> = membership
+        .dead()
+        .iter()
+        .filter(|&&id| id != recver)
+        .filter_map(|&id| membership.get(id).cloned())
+        .collect();
+    if dead.is_empty() {
+        return None;
+    }
+    let mut m = Message::control(recver, Command::NodeDead);
+    m.meta.control.nodes = dead;
+    Some(m)
+}
+
 /// The scheduler's protocol state.
 pub struct SchedulerCore {
     membership: Membership,
@@ -109,10 +127,22 @@ impl SchedulerCore {
                 self.liveness.revive(id, now_ms);
                 out.push(Action::Connect(n));
                 out.push(Action::Send(add_node_msg(id, table.clone())));
+                out.extend(deaths_for(id, &self.membership).map(Action::Send));
             }
         }
         out.push(Action::Table(table));
         Ok(self.addressed(out))
+    }
+
+    /// Watches every live node afresh from `now_ms`: this scheduler could not hear a
+    /// majority of the nodes for a while (no lease), so their silence meanwhile says
+    /// nothing about them; they are declared dead only after a full timeout from now.
+    pub fn resume_watch(&mut self, now_ms: u64) {
+        for id in self.membership.alive_members(crate::node::ALL_GROUP) {
+            if id != SCHEDULER && !self.liveness.is_dead(id) {
+                self.liveness.revive(id, now_ms);
+            }
+        }
     }
 
     /// An ADD_NODE from `node` at `now_ms`.
@@ -143,6 +173,7 @@ impl SchedulerCore {
                 self.liveness.revive(node.id, now_ms);
                 out.push(Action::Connect(node.clone()));
                 out.push(Action::Send(add_node_msg(node.id, table.clone())));
+                out.extend(deaths_for(node.id, &self.membership).map(Action::Send));
                 for n in table.iter() {
                     if n.id != SCHEDULER && n.id != node.id && !self.membership.dead().contains(&n.id) {
                         out.push(Action::Send(add_node_msg(n.id, vec![node.clone()])));
@@ -153,6 +184,7 @@ impl SchedulerCore {
             Join::Known { node, table } => {
                 out.push(Action::Connect(node.clone()));
                 out.push(Action::Send(add_node_msg(node.id, table)));
+                out.extend(deaths_for(node.id, &self.membership).map(Action::Send));
             }
         }
         out
@@ -206,7 +238,10 @@ impl SchedulerCore {
     pub fn on_heartbeat(&mut self, sender: i32, incarnation: u64, now_ms: u64) -> Vec<Action> {
         let holder = self.membership.get(sender).map(|n| n.incarnation);
         let replaced = incarnation != 0 && holder.is_some_and(|h| h != incarnation);
-        if replaced || self.liveness.is_dead(sender) {
+        // dead by this scheduler's own check, or by the table it adopted (a standby
+        // that took over learns the deaths its predecessor declared from the table)
+        let dead = self.liveness.is_dead(sender) || self.membership.dead().contains(&sender);
+        if replaced || dead {
             let Some(mut gone) = self.membership.get(sender).cloned() else {
                 return Vec::new();
             };

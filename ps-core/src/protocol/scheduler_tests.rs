@@ -79,7 +79,16 @@ fn a_standby_adopts_the_table_and_keeps_the_dead_dead() {
     let mut standby = SchedulerCore::new(1, 2, node(Role::Scheduler, 5), 1000);
     assert!(standby.adopt(b"junk", node(Role::Scheduler, 5), 0).is_err());
     let a = standby.adopt(&exported, node(Role::Scheduler, 5), 5000).unwrap();
-    assert_eq!(sends(&a), vec![(8, Command::AddNode), (9, Command::AddNode)]);
+    // each live node gets the table and the news that worker 11 is dead
+    assert_eq!(
+        sends(&a),
+        vec![
+            (8, Command::AddNode),
+            (8, Command::NodeDead),
+            (9, Command::AddNode),
+            (9, Command::NodeDead)
+        ]
+    );
     let Some(Action::Table(t)) = a.last() else {
         panic!("no table: {a:?}")
     };
@@ -94,7 +103,7 @@ fn a_standby_adopts_the_table_and_keeps_the_dead_dead() {
     let mut standby2 = SchedulerCore::new(1, 2, node(Role::Scheduler, 5), 1000);
     standby2.adopt(&exported, node(Role::Scheduler, 5), 0).unwrap();
     let a = standby2.on_add_node(again, 10);
-    assert_eq!(sends(&a), vec![(9, Command::AddNode)]);
+    assert_eq!(sends(&a), vec![(9, Command::AddNode), (9, Command::NodeDead)]);
 }
 
 #[test]
@@ -260,4 +269,60 @@ fn a_worker_joins_the_running_cluster_and_another_leaves() {
     }
     assert!(!s.tick(5001).iter().any(|a| matches!(a, Action::Dead(_))));
     assert!(s.membership().dead().is_empty());
+}
+
+#[test]
+fn watching_resumes_afresh_after_a_spell_without_the_lease() {
+    let mut s = cluster();
+    // nothing heard from anyone since 0; the scheduler could not hear a majority
+    s.resume_watch(5000);
+    assert!(s.tick(5999).is_empty(), "silent for a timeout only from now on");
+    let a = s.tick(6001);
+    assert!(a.contains(&Action::Dead(vec![8, 9, 11])));
+    // the dead stay dead
+    s.resume_watch(7000);
+    assert!(s.tick(9000).is_empty());
+}
+
+#[test]
+fn a_process_dead_in_an_adopted_table_is_told_so_when_heard() {
+    let mut active = cluster();
+    active.on_heartbeat(8, 0, 900);
+    active.on_heartbeat(9, 0, 900);
+    assert!(active.tick(1001).contains(&Action::Dead(vec![11])));
+    // a standby takes the table over; its own liveness never saw worker 11 die
+    let mut standby = SchedulerCore::new(1, 2, node(Role::Scheduler, 5), 1000);
+    standby.adopt(&active.export(), node(Role::Scheduler, 5), 2000).unwrap();
+    let inc = standby.membership().get(11).unwrap().incarnation;
+    assert_eq!(
+        sends(&standby.on_heartbeat(11, inc, 2100)),
+        vec![(11, Command::NodeDead)]
+    );
+    assert_eq!(sends(&standby.on_heartbeat(9, 0, 2100)), vec![(9, Command::Heartbeat)]);
+}
+
+#[test]
+fn a_node_taking_the_table_also_hears_who_is_dead() {
+    let mut s = cluster();
+    s.on_heartbeat(9, 0, 900);
+    let a = s.tick(1001);
+    assert!(a.contains(&Action::Dead(vec![8, 11])));
+    // a new worker takes worker 11's id: the table, then the death of server 8
+    let a = s.on_add_node(node(Role::Worker, 77), 1100);
+    let to_new: Vec<&Message> = sent(&a).into_iter().filter(|m| m.meta.recver == 11).collect();
+    assert_eq!(to_new[0].meta.control.cmd, Command::AddNode);
+    assert_eq!(to_new[1].meta.control.cmd, Command::NodeDead);
+    assert_eq!(
+        to_new[1].meta.control.nodes.iter().map(|n| n.id).collect::<Vec<_>>(),
+        vec![8]
+    );
+    // a standby taking over tells every live node the same
+    let mut standby = SchedulerCore::new(1, 2, node(Role::Scheduler, 5), 1000);
+    let a = standby.adopt(&s.export(), node(Role::Scheduler, 5), 2000).unwrap();
+    let deaths: Vec<i32> = sent(&a)
+        .iter()
+        .filter(|m| m.meta.control.cmd == Command::NodeDead)
+        .map(|m| m.meta.recver)
+        .collect();
+    assert_eq!(deaths, vec![9, 11]);
 }

@@ -3,7 +3,8 @@
 //! worker only when every one of them acknowledged it or was declared dead.
 
 use super::dedup::RequestId;
-use std::collections::{BTreeSet, HashMap};
+use rustc_hash::FxHashMap as HashMap;
+use std::collections::BTreeSet;
 
 /// Answers (of type `T`) held until the replicas acknowledged.
 pub struct AckTable<T> {
@@ -13,7 +14,7 @@ pub struct AckTable<T> {
 impl<T> Default for AckTable<T> {
     fn default() -> Self {
         AckTable {
-            waiting: HashMap::new(),
+            waiting: HashMap::default(),
         }
     }
 }
@@ -60,6 +61,11 @@ impl<T> AckTable<T> {
             .collect()
     }
 
+    /// The ranks `id`'s answer still waits for (None if it waits for nothing).
+    pub fn missing(&self, id: &RequestId) -> Option<&BTreeSet<usize>> {
+        self.waiting.get(id).map(|(set, _)| set)
+    }
+
     /// Answers waiting.
     pub fn len(&self) -> usize {
         self.waiting.len()
@@ -91,6 +97,8 @@ mod tests {
         assert_eq!(t.add(id(1), [], "a"), Some("a"));
         assert_eq!(t.add(id(2), [1, 2], "b"), None);
         assert_eq!(t.on_ack(&id(2), 1), None);
+        assert_eq!(t.missing(&id(2)), Some(&[2].into_iter().collect()));
+        assert_eq!(t.missing(&id(1)), None);
         assert_eq!(t.on_ack(&id(2), 1), None, "a repeated ack counts once");
         assert_eq!(t.on_ack(&id(2), 2), Some("b"));
         assert!(t.is_empty());

@@ -150,6 +150,11 @@ impl<F> CatchUp<F> {
         out
     }
 
+    /// True once `range` is copied (or is not one of this server's ranges).
+    pub fn copied(&self, range: usize) -> bool {
+        self.ranges.get(&range).is_none_or(|p| matches!(p, Phase::Copied))
+    }
+
     /// True once every range is copied.
     pub fn done(&self) -> bool {
         self.ranges.values().all(|p| matches!(p, Phase::Copied))

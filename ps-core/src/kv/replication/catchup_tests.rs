@@ -29,7 +29,12 @@ fn forwards_wait_for_the_copy_then_the_rejoin_is_announced_once() {
     assert_eq!(c.on_forward(1, 11), None);
     // a copy from a rank not asked is dropped
     assert_eq!(c.on_copy(1, 0), None);
+    assert!(!c.copied(1));
     assert_eq!(c.on_copy(1, 2), Some(vec![10, 11]));
+    assert!(
+        c.copied(1) && !c.copied(0) && c.copied(2),
+        "range 2 is not one of rank 1's"
+    );
     // a duplicate copy is dropped; forwards of a copied range apply at once
     assert_eq!(c.on_copy(1, 2), None);
     assert_eq!(c.on_forward(1, 12), Some(12));

@@ -2,8 +2,9 @@
 //! failover reaches a replica that may have applied it already (forwarded by the dead
 //! primary); the window says so, and what the first application answered.
 
+use rustc_hash::FxHashMap as HashMap;
 use serde::{Deserialize, Serialize};
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 
 /// Names one worker request's part for one key range, the same on every replica and
 /// on every resend.
@@ -45,7 +46,7 @@ impl DedupWindow {
         DedupWindow {
             ttl_ms,
             cap: cap.max(1),
-            seen: HashMap::new(),
+            seen: HashMap::default(),
             order: VecDeque::new(),
         }
     }

@@ -40,6 +40,12 @@ impl Host for Van {
         self.sched.as_ref().map(|c| c.lock().export())
     }
 
+    fn resume_watch(&self, now_ms: u64) {
+        if let Some(core) = &self.sched {
+            core.lock().resume_watch(now_ms);
+        }
+    }
+
     fn take_over(&self, core: &[u8], now_ms: u64) {
         self.me.write().is_recovery = true;
         let me = self.my_node();

@@ -209,6 +209,10 @@ impl Van {
             msg.meta.sender = me.id;
             msg.meta.incarnation = me.incarnation;
         }
+        let Some(mut msg) = self.fo.lease_gate(self, msg) else {
+            // waits for the lease (see `Failover::lease_gate`)
+            return Ok(0);
+        };
         self.fo.stamp(self, &mut msg);
         let mut tracked = false;
         if let Some(r) = &self.resender {

@@ -151,7 +151,7 @@ impl Van {
                 }
             }
             Command::Leave => self.on_leave(&msg),
-            Command::Ack | Command::Sync | Command::PeerBeat => {}
+            Command::Ack | Command::Sync | Command::PeerBeat | Command::Campaign | Command::Vote => {}
         }
     }
 

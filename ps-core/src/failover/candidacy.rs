@@ -1,0 +1,585 @@
+//! One scheduler candidate under the embedded election, as a pure state machine:
+//! active under a lease, standby following the active one, or campaigning for a term
+//! of its own. It stamps what the scheduler sends, holds the active scheduler's
+//! messages to the nodes until their state is on every live standby and the lease
+//! holds ([`Outbox`], [`Lease`]), streams the state to the standbys, catches a
+//! standby up from whichever candidate holds newer state, and runs elections: a
+//! standby that has not heard the active one for the vote timeout (plus a wait by its
+//! rank), or an active one without its lease for that long, asks every node for its
+//! vote ([`super::Follower::on_campaign`]) for its next own term
+//! ([`super::terms::next_term`]) and takes over with a majority of the nodes.
+//!
+//! Why two schedulers never act at once: the active one acts only while a majority
+//! of the nodes echoed a message it sent less than the lease ago; a node votes only
+//! after the vote timeout (longer than the lease by a heartbeat interval) without
+//! hearing the scheduler it follows, and then fences every older epoch. Any two
+//! majorities share a node, so the new active one's votes come only after the old
+//! one's lease ran out. Why a node's answer is never lost with the active scheduler:
+//! it leaves only once every standby heard within the standby timeout holds the state
+//! it was decided on, and a standby that missed some (silent past that timeout) gets
+//! no vote from a node that saw newer state, until it caught up or, after
+//! [`super::follower::STALE_VOTE_TIMEOUTS`] without any scheduler, the newer state is
+//! taken as lost with the scheduler that made it.
+
+use super::lease::Lease;
+use super::outbox::Outbox;
+use super::terms::next_term;
+use super::{candidate_key, Epoch};
+use crate::message::{Command, Message};
+use crate::node::{server_rank_to_id, worker_rank_to_id, Node};
+use crate::protocol::membership::Membership;
+use bytes::Bytes;
+use std::collections::BTreeSet;
+
+/// The election's clock settings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Timing {
+    /// `PS_HEARTBEAT_TIMEOUT`: a node that heard nothing from its scheduler this long
+    /// may vote; a standby that heard nothing from the active one this long campaigns.
+    pub timeout_ms: u64,
+    /// `PS_HEARTBEAT_INTERVAL`: beats between candidates, and the lease's margin.
+    pub beat_ms: u64,
+}
+
+impl Timing {
+    /// How long an echo keeps the lease: a heartbeat interval less than the vote
+    /// timeout (room for the clocks' drift over one timeout).
+    pub fn lease_ms(&self) -> u64 {
+        self.timeout_ms.saturating_sub(self.beat_ms)
+    }
+
+    /// A standby heard within this is waited for before the active scheduler's
+    /// messages leave (longer than the lease: an active scheduler cut off from its
+    /// standbys loses its lease before it stops waiting for them).
+    pub fn standby_live_ms(&self) -> u64 {
+        self.timeout_ms + self.beat_ms
+    }
+}
+
+/// The node ids that vote: the servers and workers the cluster is configured with.
+pub fn voters(num_servers: usize, num_workers: usize) -> BTreeSet<i32> {
+    (0..num_servers)
+        .map(server_rank_to_id)
+        .chain((0..num_workers).map(worker_rank_to_id))
+        .collect()
+}
+
+/// True for a scheduler message that acts (its receivers act on a decision): held
+/// until its state is safe and the lease holds. Heartbeats, acknowledgements and the
+/// candidates' own messages are not acts.
+pub fn is_act(msg: &Message) -> bool {
+    match msg.meta.control.cmd {
+        Command::Empty | Command::AddNode | Command::NodeDead => true,
+        Command::Barrier | Command::Leave => !msg.meta.request,
+        _ => false,
+    }
+}
+
+/// What the van must do after an event.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Out {
+    /// Send this message (already stamped) to its receiver: a candidate key or a node.
+    Send(Message),
+    /// Open a link to this node (a campaign reaches every node).
+    Connect(Node),
+    /// This candidate is now the active scheduler under `epoch`: adopt the node table
+    /// `core` and the application state `app`, announce the table.
+    TakeOver {
+        /// The new epoch.
+        epoch: Epoch,
+        /// The node table held (`SchedulerCore::export`), possibly empty.
+        core: Bytes,
+        /// The application's state held, possibly empty.
+        app: Bytes,
+    },
+    /// This active scheduler heard of a better epoch: it is a standby now; what it
+    /// held back is dropped.
+    StepDown(Epoch),
+    /// The lease holds again after a spell without it: nodes silent meanwhile were not
+    /// heard because this scheduler could not hear a majority, so their silence
+    /// starts afresh.
+    Resumed,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Role {
+    Standby,
+    Campaign {
+        epoch: Epoch,
+        sent_ms: u64,
+        grants: BTreeSet<i32>,
+    },
+    Active,
+}
+
+/// A scheduler candidate's failover state under the embedded election.
+#[derive(Clone, Debug)]
+pub struct Candidacy {
+    me: usize,
+    n: usize,
+    timing: Timing,
+    voters: BTreeSet<i32>,
+    role: Role,
+    epoch: Epoch,
+    state_epoch: Epoch,
+    seq: u64,
+    core: Bytes,
+    app: Bytes,
+    last_heard_ms: u64,
+    known_term: u64,
+    seen_seq: u64,
+    lease: Lease,
+    grace_until_ms: u64,
+    had_lease: bool,
+    lease_lost_ms: u64,
+    outbox: Outbox<Message>,
+    next_beat_ms: u64,
+}
+
+impl Candidacy {
+    /// Candidate `me` of `n`, active at start (under its first own term) unless
+    /// `standby`, with `voters` (see [`voters`]), at `now_ms`.
+    pub fn new(me: usize, n: usize, standby: bool, voters: BTreeSet<i32>, timing: Timing, now_ms: u64) -> Candidacy {
+        let n = n.max(1);
+        let epoch = if standby {
+            Epoch::default()
+        } else {
+            Epoch {
+                term: next_term(me, 0, n),
+                candidate: me as u32,
+            }
+        };
+        Candidacy {
+            me,
+            n,
+            timing,
+            role: if standby { Role::Standby } else { Role::Active },
+            epoch,
+            state_epoch: epoch,
+            seq: 0,
+            core: Bytes::new(),
+            app: Bytes::new(),
+            last_heard_ms: now_ms,
+            known_term: epoch.term,
+            seen_seq: 0,
+            lease: Lease::new(voters.clone(), timing.lease_ms()),
+            voters,
+            grace_until_ms: 0,
+            had_lease: true,
+            lease_lost_ms: now_ms,
+            outbox: Outbox::new((0..n).filter(|&i| i != me), timing.standby_live_ms(), now_ms),
+            next_beat_ms: now_ms,
+        }
+    }
+
+    /// True while this candidate is the active scheduler (with or without its lease).
+    pub fn is_active(&self) -> bool {
+        self.role == Role::Active
+    }
+
+    /// True while campaigning.
+    pub fn is_campaigning(&self) -> bool {
+        matches!(self.role, Role::Campaign { .. })
+    }
+
+    /// The epoch followed (this candidate's own while active).
+    pub fn epoch(&self) -> Epoch {
+        self.epoch
+    }
+
+    /// This candidate's index.
+    pub fn me(&self) -> usize {
+        self.me
+    }
+
+    /// The state sequence held.
+    pub fn seq(&self) -> u64 {
+        self.seq
+    }
+
+    /// The epoch the state held was made under: with [`Candidacy::seq`], what orders
+    /// two candidates' states (sequences of different epochs do not compare).
+    pub fn state_epoch(&self) -> Epoch {
+        self.state_epoch
+    }
+
+    /// The node table held (own when active, followed when not).
+    pub fn core(&self) -> &Bytes {
+        &self.core
+    }
+
+    /// The application state held.
+    pub fn app(&self) -> &Bytes {
+        &self.app
+    }
+
+    fn formed(&self) -> bool {
+        !self.core.is_empty()
+    }
+
+    /// True while this candidate may act: active, and (with standbys and a formed
+    /// cluster) holding its lease.
+    pub fn may_act(&self, now_ms: u64) -> bool {
+        self.is_active() && (self.n == 1 || !self.formed() || now_ms < self.grace_until_ms || self.lease.holds(now_ms))
+    }
+
+    /// The newest state every live standby holds: what a message may depend on.
+    pub fn committed(&self, now_ms: u64) -> u64 {
+        self.outbox.committed(self.seq, now_ms)
+    }
+
+    /// Stamps a message this scheduler sends: the epoch it follows (its own when
+    /// active), its index, its state sequence and its clock.
+    pub fn stamp(&self, msg: &mut Message, now_ms: u64) {
+        let c = &mut msg.meta.control;
+        c.term = self.epoch.term;
+        c.candidate = self.epoch.candidate;
+        c.origin = self.me as u32;
+        c.seq = self.seq;
+        c.lease_ms = now_ms;
+    }
+
+    /// A message this scheduler sends to a node, stamped: `Some` to send now; `None`
+    /// when it is held (an act whose state is not on every live standby yet, or
+    /// without the lease: it leaves through [`Candidacy::tick`] or an ack) or dropped
+    /// (an act of a candidate that is not active). Non-acts leave at once, stamped
+    /// with the committed state only.
+    pub fn outgoing(&mut self, mut msg: Message, now_ms: u64) -> Option<Message> {
+        self.stamp(&mut msg, now_ms);
+        if self.n <= 1 {
+            return Some(msg);
+        }
+        if !is_act(&msg) {
+            msg.meta.control.seq = self.committed(now_ms);
+            return Some(msg);
+        }
+        if !self.is_active() {
+            return None;
+        }
+        let seq = self.seq;
+        if !self.outbox.waiting() && seq <= self.committed(now_ms) && self.may_act(now_ms) {
+            return Some(msg);
+        }
+        self.outbox.hold(seq, msg);
+        None
+    }
+
+    fn release(&mut self, now_ms: u64) -> Vec<Out> {
+        if !self.may_act(now_ms) {
+            return Vec::new();
+        }
+        let committed = self.committed(now_ms);
+        self.outbox
+            .release(committed)
+            .into_iter()
+            .map(|mut m| {
+                m.meta.control.lease_ms = now_ms;
+                Out::Send(m)
+            })
+            .collect()
+    }
+
+    /// Active only: the state changed (the node table `core`, the application's
+    /// `app`; `None` keeps that part). It is streamed to the standbys (the returned
+    /// messages); what is decided on it waits for their acknowledgements. Fails on a
+    /// candidate that is not active.
+    pub fn replicate(&mut self, core: Option<Bytes>, app: Option<Bytes>, now_ms: u64) -> Result<Vec<Out>, String> {
+        if !self.is_active() {
+            return Err(format!("this scheduler is not active ({} is)", self.epoch));
+        }
+        if let Some(c) = core {
+            if !self.formed() && !c.is_empty() {
+                // the cluster just formed: no other candidate can win before every node
+                // took its table and a vote timeout passed, so the lease starts now
+                self.grace_until_ms = now_ms + self.timing.lease_ms();
+            }
+            self.core = c;
+        }
+        if let Some(a) = app {
+            self.app = a;
+        }
+        self.seq += 1;
+        self.state_epoch = self.epoch;
+        if self.n <= 1 {
+            return Ok(Vec::new());
+        }
+        Ok(self.others().map(|p| Out::Send(self.sync_msg(p, now_ms))).collect())
+    }
+
+    fn others(&self) -> impl Iterator<Item = usize> {
+        let me = self.me;
+        (0..self.n).filter(move |&i| i != me)
+    }
+
+    fn sync_msg(&self, to: usize, now_ms: u64) -> Message {
+        let mut m = Message::control(candidate_key(to), Command::Sync);
+        let c = &mut m.meta.control;
+        c.term = self.state_epoch.term;
+        c.candidate = self.state_epoch.candidate;
+        c.origin = self.me as u32;
+        c.seq = self.seq;
+        c.lease_ms = now_ms;
+        m.data = vec![self.core.clone(), self.app.clone()];
+        m
+    }
+
+    fn peer_beat(&self, to: usize, ask: bool, now_ms: u64) -> Message {
+        let mut m = Message::control(candidate_key(to), Command::PeerBeat);
+        self.stamp(&mut m, now_ms);
+        m.meta.request = ask;
+        m
+    }
+
+    /// Follows `from`, heard from candidate `origin`, if it is newer; an active or
+    /// campaigning candidate that hears a newer epoch than its own stands aside.
+    fn follow(&mut self, from: Epoch, origin: Option<usize>, now_ms: u64) -> Vec<Out> {
+        self.known_term = self.known_term.max(from.term);
+        let mut out = Vec::new();
+        let mine = match &self.role {
+            Role::Campaign { epoch, .. } => *epoch,
+            _ => self.epoch,
+        };
+        if from > mine {
+            if self.is_active() {
+                let dropped = self.outbox.clear();
+                log::debug!("stepping down before {from}: {dropped} held messages dropped");
+                out.push(Out::StepDown(from));
+            }
+            self.role = Role::Standby;
+            self.epoch = from;
+            self.last_heard_ms = now_ms;
+        } else if from > self.epoch && !self.is_active() {
+            self.epoch = from;
+        }
+        if from == self.epoch && origin == Some(from.candidate as usize) && !self.is_active() {
+            self.last_heard_ms = now_ms;
+        }
+        out
+    }
+
+    /// A `Sync` or `PeerBeat` from another candidate.
+    pub fn on_peer(&mut self, msg: &Message, now_ms: u64) -> Vec<Out> {
+        let c = &msg.meta.control;
+        let from = Epoch {
+            term: c.term,
+            candidate: c.candidate,
+        };
+        let origin = c.origin as usize;
+        if origin == self.me || origin >= self.n {
+            return Vec::new();
+        }
+        let mut out = Vec::new();
+        match c.cmd {
+            Command::Sync => {
+                // `from` is the epoch the state was made under; the sender may be a
+                // standby passing it on
+                let heard = (origin == from.candidate as usize).then_some(origin);
+                out.extend(self.follow(from, heard, now_ms));
+                let newer = from > self.state_epoch || (from == self.state_epoch && c.seq > self.seq);
+                if !self.is_active() && newer && from <= self.epoch {
+                    self.state_epoch = from;
+                    self.seq = c.seq;
+                    self.core = msg.data.first().cloned().unwrap_or_default();
+                    self.app = msg.data.get(1).cloned().unwrap_or_default();
+                }
+                out.push(Out::Send(self.peer_beat(origin, false, now_ms)));
+            }
+            Command::PeerBeat => {
+                out.extend(self.follow(from, Some(origin), now_ms));
+                if self.is_active() && from == self.epoch {
+                    self.outbox.on_ack(origin, c.seq, now_ms);
+                    out.extend(self.release(now_ms));
+                }
+                if msg.meta.request {
+                    out.push(Out::Send(self.sync_msg(origin, now_ms)));
+                }
+                if !self.is_active() && from == self.epoch && c.seq > self.seq {
+                    // a standby behind another one: catch up from it
+                    out.push(Out::Send(self.peer_beat(origin, true, now_ms)));
+                }
+            }
+            _ => {}
+        }
+        out
+    }
+
+    /// A heartbeat from node `id` (`alive`: its process is the one the table holds and
+    /// not declared dead) that follows `epoch`, saw state `seen_seq`, and took a
+    /// message sent at `echo_ms` from the scheduler it follows.
+    pub fn on_heartbeat(
+        &mut self,
+        id: i32,
+        alive: bool,
+        epoch: Epoch,
+        seen_seq: u64,
+        echo_ms: u64,
+        now_ms: u64,
+    ) -> Vec<Out> {
+        self.seen_seq = self.seen_seq.max(seen_seq);
+        let out = self.follow(epoch, None, now_ms);
+        if self.is_active() && epoch == self.epoch && alive {
+            self.lease.on_echo(id, echo_ms);
+        }
+        out
+    }
+
+    /// Node `id`'s answer to this candidate's campaign.
+    pub fn on_vote(&mut self, id: i32, granted: bool, epoch: Epoch, seen_seq: u64, now_ms: u64) -> Vec<Out> {
+        self.seen_seq = self.seen_seq.max(seen_seq);
+        self.known_term = self.known_term.max(epoch.term);
+        let need = self.lease.need();
+        let won = match &mut self.role {
+            Role::Campaign { epoch: e, grants, .. } if granted && epoch == *e => {
+                if self.voters.contains(&id) {
+                    grants.insert(id);
+                }
+                grants.len() >= need
+            }
+            _ => false,
+        };
+        if won {
+            self.win(now_ms)
+        } else {
+            Vec::new()
+        }
+    }
+
+    fn win(&mut self, now_ms: u64) -> Vec<Out> {
+        let Role::Campaign { epoch, sent_ms, grants } = std::mem::replace(&mut self.role, Role::Active) else {
+            return Vec::new();
+        };
+        self.epoch = epoch;
+        self.lease.clear();
+        for g in grants {
+            // a node that voted takes no other scheduler before the timeout after this
+            self.lease.on_echo(g, sent_ms);
+        }
+        self.had_lease = true;
+        self.outbox = Outbox::new(self.others(), self.timing.standby_live_ms(), now_ms);
+        // nodes saw up to `seen_seq`: the states from here on are newer than anything
+        // any earlier active scheduler told them
+        self.seq = self.seq.max(self.seen_seq) + 1;
+        self.state_epoch = epoch;
+        let mut out = vec![Out::TakeOver {
+            epoch,
+            core: self.core.clone(),
+            app: self.app.clone(),
+        }];
+        let others: Vec<usize> = self.others().collect();
+        for p in others {
+            out.push(Out::Send(self.sync_msg(p, now_ms)));
+            out.push(Out::Send(self.peer_beat(p, false, now_ms)));
+        }
+        out
+    }
+
+    /// How long this standby waits, beyond the timeout, before it campaigns: standbys
+    /// further from the lost active one in the candidate order wait longer, so the
+    /// nearest one normally wins and the others follow it.
+    fn extra_wait_ms(&self) -> u64 {
+        let rank = (self.me + self.n - self.epoch.candidate as usize % self.n) % self.n;
+        rank.saturating_sub(1) as u64 * self.timing.timeout_ms / 2
+    }
+
+    fn campaign(&mut self, now_ms: u64) -> Vec<Out> {
+        let above = match &self.role {
+            Role::Campaign { epoch, .. } => epoch.term.max(self.known_term),
+            _ => self.known_term.max(self.epoch.term),
+        };
+        let epoch = Epoch {
+            term: next_term(self.me, above, self.n),
+            candidate: self.me as u32,
+        };
+        self.known_term = epoch.term;
+        if self.is_active() {
+            let dropped = self.outbox.clear();
+            log::debug!("campaigning for {epoch}: {dropped} held messages dropped");
+        }
+        self.role = Role::Campaign {
+            epoch,
+            sent_ms: now_ms,
+            grants: BTreeSet::new(),
+        };
+        let Ok(table) = bincode::deserialize::<Membership>(&self.core) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for node in table.table().into_iter().filter(|n| self.voters.contains(&n.id)) {
+            let mut m = Message::control(node.id, Command::Campaign);
+            let c = &mut m.meta.control;
+            c.term = epoch.term;
+            c.candidate = epoch.candidate;
+            c.origin = self.me as u32;
+            c.seq = self.seq;
+            c.lease_ms = now_ms;
+            out.push(Out::Connect(node));
+            out.push(Out::Send(m));
+        }
+        out
+    }
+
+    /// The periodic step (every few ms): beats to the other candidates and the state
+    /// to standbys behind; held messages released; the lease watched; campaigns
+    /// started, repeated or won.
+    pub fn tick(&mut self, now_ms: u64) -> Vec<Out> {
+        let mut out = Vec::new();
+        if self.n <= 1 {
+            return out;
+        }
+        if now_ms >= self.next_beat_ms {
+            self.next_beat_ms = now_ms + self.timing.beat_ms.max(1);
+            let others: Vec<usize> = self.others().collect();
+            for p in others {
+                out.push(Out::Send(self.peer_beat(p, false, now_ms)));
+            }
+            if self.is_active() {
+                for p in self.outbox.behind(self.seq) {
+                    out.push(Out::Send(self.sync_msg(p, now_ms)));
+                }
+            }
+        }
+        let timeout = self.timing.timeout_ms;
+        if timeout == 0 {
+            out.extend(self.release(now_ms));
+            return out;
+        }
+        match &self.role {
+            Role::Active => {
+                if self.may_act(now_ms) {
+                    if !self.had_lease {
+                        self.had_lease = true;
+                        out.push(Out::Resumed);
+                    }
+                    out.extend(self.release(now_ms));
+                } else {
+                    if self.had_lease {
+                        self.had_lease = false;
+                        self.lease_lost_ms = now_ms;
+                        log::warn!(
+                            "the active scheduler ({}) has not heard a majority of the nodes within its lease: it stops acting",
+                            self.epoch
+                        );
+                    }
+                    if now_ms.saturating_sub(self.lease_lost_ms) > timeout {
+                        out.extend(self.campaign(now_ms));
+                    }
+                }
+            }
+            Role::Standby => {
+                if self.formed() && now_ms.saturating_sub(self.last_heard_ms) > timeout + self.extra_wait_ms() {
+                    out.extend(self.campaign(now_ms));
+                }
+            }
+            Role::Campaign { sent_ms, .. } => {
+                if now_ms.saturating_sub(*sent_ms) > timeout {
+                    out.extend(self.campaign(now_ms));
+                }
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+#[path = "candidacy_tests.rs"]
+mod tests;

@@ -1,0 +1,287 @@
+use super::*;
+use crate::failover::{Follower, Heard};
+use crate::node::Role as NodeRole;
+
+const T: Timing = Timing {
+    timeout_ms: 1000,
+    beat_ms: 200,
+};
+
+fn e(term: u64, candidate: u32) -> Epoch {
+    Epoch { term, candidate }
+}
+
+/// Servers 8, 10 and workers 9, 11, 13: five voters.
+fn five() -> BTreeSet<i32> {
+    voters(2, 3)
+}
+
+/// A formed node table of the five voters, as `SchedulerCore::export` makes it.
+fn table() -> Bytes {
+    let sched = Node {
+        role: NodeRole::Scheduler,
+        id: 1,
+        hostname: "s".into(),
+        port: 1,
+        is_recovery: false,
+        incarnation: 1,
+    };
+    let mut m = Membership::new(2, 3, sched);
+    for (i, role) in [
+        NodeRole::Server,
+        NodeRole::Server,
+        NodeRole::Worker,
+        NodeRole::Worker,
+        NodeRole::Worker,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        m.add_node(Node {
+            role,
+            id: crate::node::EMPTY_ID,
+            hostname: "h".into(),
+            port: 10 + i as u16,
+            is_recovery: false,
+            incarnation: 100 + i as u64,
+        });
+    }
+    assert!(m.is_ready());
+    Bytes::from(bincode::serialize(&m).unwrap())
+}
+
+fn data(to: i32) -> Message {
+    let mut m = Message::default();
+    m.meta.recver = to;
+    m
+}
+
+fn sent(out: &[Out]) -> Vec<Message> {
+    out.iter()
+        .filter_map(|o| match o {
+            Out::Send(m) => Some(m.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The active candidate 0 of two, with a formed table, and its standby candidate 1
+/// holding it.
+fn pair() -> (Candidacy, Candidacy) {
+    let mut a = Candidacy::new(0, 2, false, five(), T, 0);
+    let mut b = Candidacy::new(1, 2, true, five(), T, 0);
+    assert_eq!(a.epoch(), e(1, 0));
+    let syncs = sent(&a.replicate(Some(table()), None, 10).unwrap());
+    assert_eq!(syncs.len(), 1);
+    let acks = sent(&b.on_peer(&syncs[0], 11));
+    assert_eq!(b.seq(), 1);
+    assert_eq!(b.epoch(), e(1, 0));
+    for m in acks {
+        a.on_peer(&m, 12);
+    }
+    assert_eq!(a.committed(12), 1);
+    (a, b)
+}
+
+#[test]
+fn acts_wait_for_the_standby_and_the_lease_others_leave_at_once() {
+    let (mut a, mut b) = pair();
+    // in the grace after forming, an act whose state the standby holds leaves
+    assert!(a.outgoing(data(9), 20).is_some());
+    // a new state: the reply waits for the standby's ack
+    let syncs = sent(&a.replicate(None, Some(Bytes::from_static(b"q")), 30).unwrap());
+    assert!(a.outgoing(data(9), 31).is_none());
+    // a heartbeat reply leaves, stamped with the committed state only
+    let mut hb = data(11);
+    hb.meta.control.cmd = Command::Heartbeat;
+    let hb = a.outgoing(hb, 32).unwrap();
+    assert_eq!((hb.meta.control.seq, hb.meta.control.lease_ms), (1, 32));
+    let ack = sent(&b.on_peer(&syncs[0], 33));
+    let out = a.on_peer(&ack[0], 34);
+    let released = sent(&out);
+    assert_eq!(released.len(), 1);
+    assert_eq!(released[0].meta.control.seq, 2);
+    assert_eq!(released[0].meta.control.lease_ms, 34, "stamped when it leaves");
+    // a standby never acts
+    assert!(b.outgoing(data(9), 35).is_none());
+}
+
+#[test]
+fn the_lease_needs_a_majority_of_fresh_echoes() {
+    let (mut a, _) = pair();
+    // the grace after forming ends at 10 + 800
+    assert!(a.may_act(809));
+    assert!(!a.may_act(810));
+    for id in [8, 9] {
+        a.on_heartbeat(id, true, e(1, 0), 1, 700, 750);
+    }
+    assert!(!a.may_act(811), "two of five");
+    // an echo from a node following another epoch, or declared dead, does not count
+    a.on_heartbeat(10, false, e(1, 0), 1, 700, 760);
+    assert!(!a.may_act(811));
+    a.on_heartbeat(10, true, e(1, 0), 1, 700, 760);
+    assert!(a.may_act(811) && a.may_act(1499) && !a.may_act(1500));
+    // a lost lease holds acts back; regained, they leave and liveness restarts
+    let out = a.tick(1500);
+    assert!(!out.contains(&Out::Resumed));
+    assert!(a.outgoing(data(9), 1501).is_none());
+    for id in [8, 9, 10] {
+        a.on_heartbeat(id, true, e(1, 0), 1, 1600, 1650);
+    }
+    let out = a.tick(1700);
+    assert!(out.contains(&Out::Resumed));
+    assert_eq!(sent(&out).iter().filter(|m| m.meta.recver == 9).count(), 1);
+}
+
+/// Nodes of the five voters following term 1, last hearing it at `heard`.
+fn nodes(heard: u64) -> Vec<(i32, Follower)> {
+    five()
+        .into_iter()
+        .map(|id| {
+            let mut f = Follower::new(0, 2, T.timeout_ms, 0);
+            assert!(matches!(f.on_message(e(1, 0), 1, heard, heard), Heard::Switched { .. }));
+            (id, f)
+        })
+        .collect()
+}
+
+/// Delivers `out`'s campaigns to `nodes` at `now` and their votes back to `c`.
+fn elect(c: &mut Candidacy, out: &[Out], nodes: &mut [(i32, Follower)], now: u64) -> Vec<Out> {
+    let mut result = Vec::new();
+    for m in sent(out)
+        .into_iter()
+        .filter(|m| m.meta.control.cmd == Command::Campaign)
+    {
+        let Some((id, f)) = nodes.iter_mut().find(|(id, _)| *id == m.meta.recver) else {
+            continue;
+        };
+        let ctl = &m.meta.control;
+        let b = f.on_campaign(
+            Epoch {
+                term: ctl.term,
+                candidate: ctl.candidate,
+            },
+            ctl.seq,
+            ctl.lease_ms,
+            now,
+        );
+        result.extend(c.on_vote(*id, b.granted, b.epoch, b.seen_seq, now));
+    }
+    result
+}
+
+#[test]
+fn a_standby_takes_over_with_a_majority_only_after_the_old_lease() {
+    let (mut a, mut b) = pair();
+    // the active echoed by everyone at 500, then cut off with no node
+    for id in five() {
+        a.on_heartbeat(id, true, e(1, 0), 1, 500, 520);
+    }
+    assert!(a.may_act(1299) && !a.may_act(1300));
+    let mut ns = nodes(500);
+    // the standby last heard the active at 12: campaigns after the timeout
+    assert!(sent(&b.tick(1000))
+        .iter()
+        .all(|m| m.meta.control.cmd != Command::Campaign));
+    let out = b.tick(1013);
+    assert!(b.is_campaigning());
+    assert_eq!(out.iter().filter(|o| matches!(o, Out::Connect(_))).count(), 5);
+    // the nodes heard the active at 500: no vote before 1500
+    assert!(elect(&mut b, &out, &mut ns, 1013).is_empty());
+    assert!(!b.is_active());
+    // the campaign is repeated a timeout later, for its next term, and wins
+    assert!(sent(&b.tick(2013))
+        .iter()
+        .all(|m| m.meta.control.cmd != Command::Campaign));
+    let out = b.tick(2014);
+    let won = elect(&mut b, &out, &mut ns, 2014);
+    assert!(b.is_active() && b.epoch() == e(4, 1), "{:?}", b.epoch());
+    assert!(matches!(won[0], Out::TakeOver { epoch, .. } if epoch == e(4, 1)));
+    assert!(b.may_act(2015), "the votes are its lease");
+    assert!(!a.may_act(1300), "the old one stopped acting long before");
+    // the old active hears the new epoch: steps down, its held acts dropped
+    a.outgoing(data(9), 2015);
+    let beat = sent(&b.tick(2300))
+        .into_iter()
+        .find(|m| m.meta.control.cmd == Command::PeerBeat)
+        .unwrap();
+    let out = a.on_peer(&beat, 2101);
+    assert_eq!(out[0], Out::StepDown(e(4, 1)));
+    assert!(!a.is_active());
+    assert!(a.outgoing(data(9), 2102).is_none());
+}
+
+#[test]
+fn an_active_without_its_lease_runs_again_for_a_newer_term() {
+    let (mut a, _) = pair();
+    let mut ns = nodes(100);
+    // no echo: the lease ends with the grace at 810 (seen at the tick of 900); a
+    // timeout later it campaigns
+    a.tick(900);
+    assert!(a.is_active());
+    a.tick(1900);
+    assert!(a.is_active());
+    let out = a.tick(1901);
+    assert!(a.is_campaigning());
+    let won = elect(&mut a, &out, &mut ns, 1901);
+    assert!(
+        matches!(won[0], Out::TakeOver { epoch, .. } if epoch == e(3, 0)),
+        "{won:?}"
+    );
+}
+
+#[test]
+fn a_node_that_saw_newer_state_votes_for_the_candidate_holding_it() {
+    let (mut a, mut b) = pair();
+    // state 2 reaches the standby, state 3 does not (it is silent past its timeout)
+    let s2 = sent(&a.replicate(None, Some(Bytes::from_static(b"2")), 20).unwrap());
+    b.on_peer(&s2[0], 21);
+    let mut ns = nodes(100);
+    for (_, f) in ns.iter_mut() {
+        f.on_message(e(1, 0), 3, 2000, 2000);
+    }
+    // the standby campaigns with state 2: refused by nodes that saw 3
+    let out = b.tick(3500);
+    assert!(elect(&mut b, &out, &mut ns, 3500).is_empty());
+    // caught up from a candidate holding 3 (here the old active, now reachable)
+    a.replicate(None, Some(Bytes::from_static(b"3")), 3600).unwrap();
+    let ask = b.peer_beat(0, true, 3600);
+    let sync = sent(&a.on_peer(&ask, 3601))
+        .into_iter()
+        .find(|m| m.meta.control.cmd == Command::Sync)
+        .unwrap();
+    b.on_peer(&sync, 3602);
+    assert_eq!((b.seq(), b.app().as_ref()), (3, &b"3"[..]));
+    let out = b.tick(4600);
+    let won = elect(&mut b, &out, &mut ns, 4600);
+    assert!(matches!(won[0], Out::TakeOver { .. }), "{won:?}");
+    assert!(b.seq() > 3);
+}
+
+#[test]
+fn a_standby_behind_another_catches_up_from_it() {
+    let mut c1 = Candidacy::new(1, 3, true, five(), T, 0);
+    let mut c2 = Candidacy::new(2, 3, true, five(), T, 0);
+    let mut a = Candidacy::new(0, 3, false, five(), T, 0);
+    let syncs = sent(&a.replicate(Some(table()), None, 10).unwrap());
+    let to1 = syncs.iter().find(|m| m.meta.recver == candidate_key(1)).unwrap();
+    c1.on_peer(to1, 11);
+    // c2 missed it; c1's beat tells it c1 holds newer state: c2 asks, c1 answers
+    let beat = c1.peer_beat(2, false, 20);
+    let ask = sent(&c2.on_peer(&beat, 21));
+    assert!(ask[0].meta.request);
+    let answer = sent(&c1.on_peer(&ask[0], 22));
+    let sync = answer.iter().find(|m| m.meta.control.cmd == Command::Sync).unwrap();
+    c2.on_peer(sync, 23);
+    assert_eq!(c2.seq(), 1);
+    assert_eq!(c2.core(), &table());
+}
+
+#[test]
+fn one_candidate_acts_without_lease_or_standbys() {
+    let mut a = Candidacy::new(0, 1, false, five(), T, 0);
+    a.replicate(Some(table()), None, 0).unwrap();
+    assert!(a.may_act(u64::MAX / 2));
+    assert!(a.outgoing(data(9), 10_000).is_some());
+    assert!(a.tick(20_000).is_empty());
+}

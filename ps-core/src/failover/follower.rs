@@ -1,0 +1,232 @@
+//! A node's side of the embedded election: which scheduler it follows (the best epoch
+//! heard), when it took the active one's last message (its lease echo), the newest
+//! state sequence it saw, and its vote. A node votes for a candidate only when it has
+//! heard nothing from the scheduler it follows for the vote timeout, for a newer
+//! epoch owned by that candidate, and (unless it has been without a scheduler far
+//! longer) only for one holding every state the node saw; voting, it follows the
+//! candidate's epoch at once, fencing every older scheduler. So a node that took a
+//! message sent at `t` by the active scheduler votes for no one before `t` plus the
+//! timeout, which is what the active scheduler's lease ([`super::Lease`]) counts on.
+
+use super::terms::owner;
+use super::{Epoch, Heard};
+
+/// A vote: granted or not, the epoch the node follows afterwards and the newest
+/// state sequence it has seen.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ballot {
+    /// The vote is for the candidate that asked.
+    pub granted: bool,
+    /// The epoch the node follows after answering.
+    pub epoch: Epoch,
+    /// The newest state sequence the node saw from an active scheduler.
+    pub seen_seq: u64,
+}
+
+/// The node side of failover.
+#[derive(Clone, Debug)]
+pub struct Follower {
+    n: usize,
+    timeout_ms: u64,
+    epoch: Epoch,
+    /// The epoch followed before a vote (the active one is not heard yet).
+    voted_from: Option<Epoch>,
+    last_heard_ms: u64,
+    seen_seq: u64,
+    echo_ms: u64,
+}
+
+/// A node votes for a candidate that holds less than it has seen only after this many
+/// vote timeouts without any scheduler: every candidate holding the newest state is
+/// then taken as lost for good (its state is lost with it, see the operations guide),
+/// and waiting longer would stall the cluster forever. Long enough that a partition
+/// or a restart never passes for a loss.
+pub const STALE_VOTE_TIMEOUTS: u64 = 30;
+
+impl Follower {
+    /// A node of a cluster with `n` scheduler candidates that expects candidate
+    /// `first` to be active (epoch term 0 until it is heard), losing it after
+    /// `timeout_ms` of silence (0 = never lost, never votes), at `now_ms`.
+    pub fn new(first: usize, n: usize, timeout_ms: u64, now_ms: u64) -> Follower {
+        Follower {
+            n: n.max(1),
+            timeout_ms,
+            epoch: Epoch {
+                term: 0,
+                candidate: first as u32,
+            },
+            voted_from: None,
+            last_heard_ms: now_ms,
+            seen_seq: 0,
+            echo_ms: 0,
+        }
+    }
+
+    /// A message from scheduler epoch `from`, stamped with state sequence `seq` and
+    /// sent at `sent_ms` (the scheduler's clock), at `now_ms`.
+    pub fn on_message(&mut self, from: Epoch, seq: u64, sent_ms: u64, now_ms: u64) -> Heard {
+        let out = if from == self.epoch {
+            match self.voted_from.take() {
+                // the first word of the candidate this node voted for: it won
+                Some(old) => Heard::Switched { from: old },
+                None => Heard::Current,
+            }
+        } else if from > self.epoch {
+            let old = self.voted_from.take().unwrap_or(self.epoch);
+            self.epoch = from;
+            self.echo_ms = 0;
+            Heard::Switched { from: old }
+        } else {
+            return Heard::Fenced;
+        };
+        self.last_heard_ms = now_ms;
+        self.seen_seq = self.seen_seq.max(seq);
+        self.echo_ms = self.echo_ms.max(sent_ms);
+        out
+    }
+
+    /// A candidate asks for this node's vote as the active scheduler of `want`,
+    /// holding state `seq`, in a message sent at `sent_ms`; at `now_ms`.
+    pub fn on_campaign(&mut self, want: Epoch, seq: u64, sent_ms: u64, now_ms: u64) -> Ballot {
+        let silence = self.silence_ms(now_ms);
+        let fresh = seq >= self.seen_seq || silence > self.timeout_ms.saturating_mul(STALE_VOTE_TIMEOUTS);
+        let granted = self.timeout_ms > 0
+            && want > self.epoch
+            && want.term > self.epoch.term
+            && owner(want.term, self.n) == want.candidate as usize
+            && silence > self.timeout_ms
+            && fresh;
+        if granted {
+            self.voted_from.get_or_insert(self.epoch);
+            self.epoch = want;
+            self.last_heard_ms = now_ms;
+            self.echo_ms = sent_ms;
+        }
+        Ballot {
+            granted,
+            epoch: self.epoch,
+            seen_seq: self.seen_seq,
+        }
+    }
+
+    /// The epoch followed (or voted for).
+    pub fn epoch(&self) -> Epoch {
+        self.epoch
+    }
+
+    /// Index of the candidate followed.
+    pub fn active(&self) -> usize {
+        self.epoch.candidate as usize
+    }
+
+    /// The newest state sequence number seen from an active scheduler.
+    pub fn seen_seq(&self) -> u64 {
+        self.seen_seq
+    }
+
+    /// The send time of the newest message taken from the scheduler followed: the
+    /// lease echo its heartbeats carry.
+    pub fn echo_ms(&self) -> u64 {
+        self.echo_ms
+    }
+
+    /// Milliseconds since the scheduler followed was last heard (or voted for).
+    pub fn silence_ms(&self, now_ms: u64) -> u64 {
+        now_ms.saturating_sub(self.last_heard_ms)
+    }
+
+    /// True when the scheduler followed has been silent for longer than the timeout.
+    pub fn lost(&self, now_ms: u64) -> bool {
+        self.timeout_ms > 0 && self.silence_ms(now_ms) > self.timeout_ms
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn e(term: u64, candidate: u32) -> Epoch {
+        Epoch { term, candidate }
+    }
+
+    /// A node of a 2-candidate cluster that follows term 1 and saw state 5 at 100.
+    fn node() -> Follower {
+        let mut f = Follower::new(0, 2, 1000, 0);
+        assert_eq!(f.on_message(e(1, 0), 5, 90, 100), Heard::Switched { from: e(0, 0) });
+        f
+    }
+
+    #[test]
+    fn follows_the_best_epoch_and_echoes_its_send_times() {
+        let mut f = node();
+        assert_eq!(f.echo_ms(), 90);
+        assert_eq!(f.on_message(e(1, 0), 4, 80, 120), Heard::Current);
+        assert_eq!(f.echo_ms(), 90, "an older send time does not move the echo back");
+        assert_eq!(f.seen_seq(), 5);
+        assert_eq!(f.on_message(e(0, 1), 9, 500, 130), Heard::Fenced);
+        assert_eq!((f.seen_seq(), f.echo_ms()), (5, 90));
+        assert!(
+            !f.lost(1120) && f.lost(1121),
+            "silent for the timeout after the last message"
+        );
+    }
+
+    #[test]
+    fn votes_only_when_the_active_is_lost_and_only_once_per_term() {
+        let mut f = node();
+        // the active was heard 900 ms ago: no vote
+        let b = f.on_campaign(e(2, 1), 5, 1000, 1000);
+        assert!(!b.granted);
+        assert_eq!(b.epoch, e(1, 0));
+        // lost: the vote goes to candidate 1 for term 2, and the node follows it
+        let b = f.on_campaign(e(2, 1), 5, 1150, 1200);
+        assert_eq!(
+            b,
+            Ballot {
+                granted: true,
+                epoch: e(2, 1),
+                seen_seq: 5
+            }
+        );
+        assert_eq!(f.echo_ms(), 1150);
+        // the old active is fenced from now on
+        assert_eq!(f.on_message(e(1, 0), 6, 1210, 1210), Heard::Fenced);
+        // no second vote before the timeout passes again, not even for a newer term
+        assert!(!f.on_campaign(e(3, 0), 9, 1300, 1300).granted);
+        // the winner's first message switches the node to it
+        assert_eq!(f.on_message(e(2, 1), 6, 1400, 1400), Heard::Switched { from: e(1, 0) });
+        assert_eq!(f.on_message(e(2, 1), 7, 1410, 1410), Heard::Current);
+    }
+
+    #[test]
+    fn a_term_belongs_to_one_candidate_and_must_be_newer() {
+        let mut f = node();
+        assert!(
+            !f.on_campaign(e(3, 1), 5, 2000, 2000).granted,
+            "term 3 is candidate 0's"
+        );
+        assert!(!f.on_campaign(e(1, 1), 5, 2000, 2000).granted, "not newer");
+        assert!(
+            f.on_campaign(e(3, 0), 5, 2000, 2000).granted,
+            "the old active may run again"
+        );
+    }
+
+    #[test]
+    fn a_candidate_missing_state_the_node_saw_waits_for_the_stale_timeout() {
+        let mut f = node();
+        assert!(!f.on_campaign(e(2, 1), 4, 2000, 2000).granted);
+        assert!(!f.on_campaign(e(2, 1), 4, 30_100, 30_100).granted);
+        assert!(
+            f.on_campaign(e(2, 1), 4, 30_101, 30_101).granted,
+            "thirty timeouts without a scheduler"
+        );
+    }
+
+    #[test]
+    fn zero_timeout_never_loses_nor_votes() {
+        let mut f = Follower::new(0, 2, 0, 0);
+        assert!(!f.lost(u64::MAX));
+        assert!(!f.on_campaign(e(2, 1), 0, 10, u64::MAX).granted);
+    }
+}

@@ -1,0 +1,139 @@
+//! What the active scheduler says waits until the state it depends on is safe: each
+//! message the active scheduler sends to the nodes is stamped with the state sequence
+//! it was decided on, and leaves only once every standby heard within the standby
+//! timeout acknowledged that state (so a standby taking over holds everything a node
+//! was told) and the scheduler holds its lease. Messages leave in the order they were
+//! decided. Pure: messages are of type `M`, times in ms.
+
+use std::collections::{BTreeMap, VecDeque};
+
+#[derive(Clone, Copy, Debug)]
+struct Standby {
+    acked: u64,
+    heard_ms: u64,
+}
+
+/// The active scheduler's standbys and held messages.
+#[derive(Clone, Debug)]
+pub struct Outbox<M> {
+    live_ms: u64,
+    standbys: BTreeMap<usize, Standby>,
+    held: VecDeque<(u64, M)>,
+}
+
+impl<M> Outbox<M> {
+    /// Standbys `peers` (candidate indices), heard at `now_ms`; a standby silent for
+    /// longer than `live_ms` is not waited for (it catches up when heard again).
+    pub fn new(peers: impl IntoIterator<Item = usize>, live_ms: u64, now_ms: u64) -> Outbox<M> {
+        Outbox {
+            live_ms,
+            standbys: peers
+                .into_iter()
+                .map(|p| {
+                    (
+                        p,
+                        Standby {
+                            acked: 0,
+                            heard_ms: now_ms,
+                        },
+                    )
+                })
+                .collect(),
+            held: VecDeque::new(),
+        }
+    }
+
+    /// Standby `peer` holds the state up to `seq` (an ack or a beat) at `now_ms`.
+    /// Unknown peers are ignored.
+    pub fn on_ack(&mut self, peer: usize, seq: u64, now_ms: u64) {
+        if let Some(s) = self.standbys.get_mut(&peer) {
+            s.acked = s.acked.max(seq);
+            s.heard_ms = s.heard_ms.max(now_ms);
+        }
+    }
+
+    /// The newest state every live standby holds, given that this scheduler holds
+    /// `seq`: what a message may depend on to leave.
+    pub fn committed(&self, seq: u64, now_ms: u64) -> u64 {
+        self.standbys
+            .values()
+            .filter(|s| now_ms.saturating_sub(s.heard_ms) <= self.live_ms)
+            .map(|s| s.acked.min(seq))
+            .min()
+            .unwrap_or(seq)
+    }
+
+    /// Standbys not known to hold `seq`: sent the whole state again.
+    pub fn behind(&self, seq: u64) -> Vec<usize> {
+        self.standbys
+            .iter()
+            .filter(|(_, s)| s.acked < seq)
+            .map(|(&p, _)| p)
+            .collect()
+    }
+
+    /// Queues `msg`, decided on state `seq`.
+    pub fn hold(&mut self, seq: u64, msg: M) {
+        self.held.push_back((seq, msg));
+    }
+
+    /// True while messages wait.
+    pub fn waiting(&self) -> bool {
+        !self.held.is_empty()
+    }
+
+    /// The held messages whose state is `committed` now, in order (a message waits
+    /// behind an earlier one still held).
+    pub fn release(&mut self, committed: u64) -> Vec<M> {
+        let mut out = Vec::new();
+        while self.held.front().is_some_and(|(seq, _)| *seq <= committed) {
+            out.push(self.held.pop_front().expect("checked").1);
+        }
+        out
+    }
+
+    /// Drops every held message (this scheduler stepped down: they must not leave).
+    pub fn clear(&mut self) -> usize {
+        let n = self.held.len();
+        self.held.clear();
+        n
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_leave_once_every_live_standby_holds_their_state() {
+        let mut o: Outbox<&str> = Outbox::new([1, 2], 1000, 0);
+        assert_eq!(o.committed(3, 0), 0);
+        o.hold(1, "a");
+        o.hold(2, "b");
+        o.hold(1, "c");
+        assert!(o.release(o.committed(2, 10)).is_empty());
+        o.on_ack(1, 2, 10);
+        o.on_ack(2, 1, 10);
+        o.on_ack(9, 5, 10);
+        assert_eq!(o.committed(2, 10), 1);
+        assert_eq!(o.release(1), vec!["a"], "c waits behind b");
+        o.on_ack(2, 2, 20);
+        assert_eq!(o.release(o.committed(2, 20)), vec!["b", "c"]);
+        assert!(!o.waiting());
+        assert_eq!(o.behind(3), vec![1, 2]);
+    }
+
+    #[test]
+    fn a_silent_standby_is_not_waited_for_and_clear_drops_everything() {
+        let mut o: Outbox<&str> = Outbox::new([1, 2], 1000, 0);
+        o.on_ack(1, 4, 500);
+        o.hold(4, "x");
+        assert_eq!(o.committed(4, 1000), 0, "standby 2 was heard at 0: still live");
+        assert_eq!(o.committed(4, 1001), 4, "standby 2 is silent past the timeout");
+        assert_eq!(o.release(o.committed(4, 1001)), vec!["x"]);
+        o.hold(5, "y");
+        assert_eq!(o.clear(), 1);
+        let none: Outbox<&str> = Outbox::new([], 1000, 0);
+        assert_eq!(none.committed(7, 0), 7, "no standbys: everything is committed");
+    }
+}

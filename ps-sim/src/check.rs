@@ -1,0 +1,259 @@
+//! The invariants, checked after every step:
+//! - at most one scheduler acts in any term, and once a term acted no older term acts
+//!   again (no two schedulers' acts overlap in time);
+//! - every push a worker saw answered is in every serving copy of its key range, and
+//!   each copy's value is exactly the sum of the pushes it applied, each once;
+//! - the master's current pass holds each of its tasks exactly once (todo, pending,
+//!   done or failed): none lost, none twice;
+//! - after the faults stop, the job finishes with every task done once (or given up)
+//!   and every node holding the active scheduler's node table.
+
+use crate::server::PushKey;
+use crate::world::{Effects, Proc, World};
+use ps_core::kv::replication::Chain;
+use ps_core::node::{id_to_rank, server_rank_to_id};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// A broken invariant.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Violation {
+    /// When (simulated ms).
+    pub at_ms: u64,
+    /// What.
+    pub what: String,
+}
+
+/// What the invariants remember between steps.
+#[derive(Default)]
+pub struct Checker {
+    /// The process that acted in each term: (slot, incarnation).
+    owners: BTreeMap<u64, (usize, u64)>,
+    /// The newest term that acted: (term, when, slot).
+    newest: Option<(u64, u64, usize)>,
+    /// Every push a worker saw answered, with its value.
+    acked: BTreeMap<PushKey, i64>,
+    /// Every range had a serving copy once (the cluster formed).
+    formed: bool,
+    /// Why the run went beyond the fault model the invariants assume, if it did.
+    pub beyond: Option<String>,
+}
+
+fn fail<T>(at_ms: u64, what: String) -> Result<T, Violation> {
+    Err(Violation { at_ms, what })
+}
+
+impl Checker {
+    /// Takes what a step did.
+    pub fn on_effects(&mut self, fx: Effects, now: u64) -> Result<(), Violation> {
+        for (slot, inc, act) in fx.acts {
+            match self.owners.get(&act.term) {
+                Some(&(s, i)) if (s, i) != (slot, inc) => {
+                    return fail(
+                        now,
+                        format!(
+                            "two schedulers acted in term {}: slot {s} and slot {slot} ({})",
+                            act.term, act.what
+                        ),
+                    )
+                }
+                Some(_) => {}
+                None => {
+                    self.owners.insert(act.term, (slot, inc));
+                }
+            }
+            match self.newest {
+                Some((t, at, s)) if act.term < t => {
+                    return fail(
+                        now,
+                        format!(
+                            "scheduler slot {slot} acted in term {} ({}) after slot {s} acted in the newer term {t} at {at} ms",
+                            act.term, act.what
+                        ),
+                    )
+                }
+                Some((t, _, _)) if act.term == t => {}
+                _ => self.newest = Some((act.term, now, slot)),
+            }
+        }
+        for (key, v) in fx.acked {
+            self.acked.insert(key, v);
+        }
+        Ok(())
+    }
+
+    /// The state invariants at `w.now`.
+    pub fn check(&mut self, w: &World) -> Result<(), Violation> {
+        self.check_servers(w)?;
+        self.check_queues(w)
+    }
+
+    fn check_servers(&mut self, w: &World) -> Result<(), Violation> {
+        let now = w.now;
+        let chain = Chain::new(w.cfg.servers, w.cfg.replicas);
+        // the newest scheduler state (the candidate holding the highest sequence) says
+        // which servers were declared dead (they are evicted when they hear it) and
+        // which process holds each id
+        let table = w.newest_table();
+        let (dead, holders): (BTreeSet<i32>, BTreeMap<i32, u64>) = match &table {
+            Some(m) => (
+                m.dead().clone(),
+                m.table().into_iter().map(|n| (n.id, n.incarnation)).collect(),
+            ),
+            None => (BTreeSet::new(), BTreeMap::new()),
+        };
+        let mut by_range: BTreeMap<i32, Vec<(PushKey, i64)>> = BTreeMap::new();
+        for (k, v) in &self.acked {
+            by_range.entry(k.4).or_default().push((*k, *v));
+        }
+        // copies held by a running process that is not copying them any more
+        let mut live_copies: BTreeMap<usize, usize> = (0..w.cfg.servers).map(|r| (r, 0)).collect();
+        for s in &w.slots {
+            let Some(Proc::Server(x)) = &s.proc else { continue };
+            if let Some(e) = &x.double_apply {
+                return fail(now, e.clone());
+            }
+            let Some(rank) = x.rank() else { continue };
+            if !x.catching_up() {
+                for r in chain.ranges_of(rank) {
+                    *live_copies.entry(r).or_default() += 1;
+                }
+            }
+            for (r, st) in &x.ranges {
+                let sum: i64 = st.applied.values().sum();
+                if sum != st.value {
+                    return fail(
+                        now,
+                        format!(
+                            "server {rank}'s copy of range {r} is {} but its pushes sum to {sum}",
+                            st.value
+                        ),
+                    );
+                }
+            }
+            let id = server_rank_to_id(rank);
+            let serving = !x.catching_up()
+                && !dead.contains(&id)
+                && holders.get(&id).is_none_or(|&inc| inc == x.node.host.me.incarnation);
+            if !serving {
+                continue;
+            }
+            for r in chain.ranges_of(rank) {
+                let st = x.ranges.get(&r);
+                for (k, v) in by_range.get(&(r as i32)).into_iter().flatten() {
+                    if st.and_then(|st| st.applied.get(k)) != Some(v) {
+                        return fail(
+                            now,
+                            format!(
+                                "push {k:?} of {v} was answered to worker {}, but server {rank}'s copy of range {r} does not hold it",
+                                k.0
+                            ),
+                        );
+                    }
+                }
+            }
+            let _ = id_to_rank(id);
+        }
+        let uncovered: Vec<usize> = live_copies.iter().filter(|(_, &n)| n == 0).map(|(&r, _)| r).collect();
+        if uncovered.is_empty() {
+            self.formed = true;
+        } else if self.formed && self.beyond.is_none() {
+            // more than `replicas` copies of a range were out at once: its pushes may be
+            // lost by design, which the sums invariant does not cover
+            self.beyond = Some(format!("at {now} ms no running server held ranges {uncovered:?}"));
+        }
+        Ok(())
+    }
+
+    fn check_queues(&self, w: &World) -> Result<(), Violation> {
+        for s in &w.slots {
+            let Some(Proc::Sched(x)) = &s.proc else { continue };
+            let Some(m) = &x.master else { continue };
+            let q = m.queues();
+            if q.dataset.is_none() {
+                continue;
+            }
+            let n = q.template.len() as u64;
+            let mut seen = BTreeSet::new();
+            let ids = q
+                .todo
+                .iter()
+                .chain(q.pending.values())
+                .chain(q.done.iter())
+                .chain(q.failed.iter())
+                .map(|e| e.task.id);
+            for id in ids {
+                if !seen.insert(id) {
+                    return fail(
+                        w.now,
+                        format!("task {id} is twice in the master's queues (slot {})", x.host.slot),
+                    );
+                }
+            }
+            let want: BTreeSet<u64> = (q.epoch * n..(q.epoch + 1) * n).collect();
+            if seen != want {
+                let lost: Vec<_> = want.difference(&seen).collect();
+                let extra: Vec<_> = seen.difference(&want).collect();
+                return fail(
+                    w.now,
+                    format!(
+                        "the master of slot {} lost tasks {lost:?} of pass {} (foreign: {extra:?})",
+                        x.host.slot,
+                        q.epoch + 1
+                    ),
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// After the faults: true once the job finished everywhere; an error if it
+    /// finished wrongly (tasks not each done once, tables that disagree).
+    pub fn finished(&self, w: &World) -> Result<bool, Violation> {
+        if (0..w.slots.len()).any(|s| !w.up(s)) {
+            return Ok(false);
+        }
+        let Some(a) = w.active() else { return Ok(false) };
+        let Some(m) = &a.master else { return Ok(false) };
+        if !a.finished || !m.complete() {
+            return Ok(false);
+        }
+        for s in &w.slots {
+            let done = match &s.proc {
+                Some(Proc::Server(x)) => x.finished,
+                Some(Proc::Worker(x)) => x.finished(),
+                _ => true,
+            };
+            if !done {
+                return Ok(false);
+            }
+        }
+        let q = m.queues();
+        let total = w.cfg.tasks as u64 * w.cfg.passes;
+        if q.total_done + q.given_up.len() as u64 != total {
+            return fail(
+                w.now,
+                format!(
+                    "the job finished with {} tasks done and {} given up, not {total}",
+                    q.total_done,
+                    q.given_up.len()
+                ),
+            );
+        }
+        let table: BTreeMap<i32, u64> = a.table().into_iter().map(|n| (n.id, n.incarnation)).collect();
+        for s in &w.slots {
+            let (who, t) = match &s.proc {
+                Some(Proc::Server(x)) => (x.node.host.me.id, x.node.table()),
+                Some(Proc::Worker(x)) => (x.node.host.me.id, x.node.table()),
+                _ => continue,
+            };
+            let mine: BTreeMap<i32, u64> = t.iter().map(|n| (n.id, n.incarnation)).collect();
+            if mine != table {
+                return fail(
+                    w.now,
+                    format!("the job finished, but node {who}'s table {mine:?} differs from the scheduler's {table:?}"),
+                );
+            }
+        }
+        Ok(true)
+    }
+}

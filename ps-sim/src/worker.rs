@@ -1,0 +1,338 @@
+//! A simulated worker training through the master's task queues: it asks the master
+//! for a task (again when the scheduler changes or after the attempt time, as
+//! `MasterClient` does), computes for a while, pushes the task's value to every key
+//! range's first live holder (the same request to the next holder when that one
+//! dies, as `KVWorker` reroutes), and reports the task finished once every range
+//! answered. At the end it waits in the final barrier.
+
+use crate::node::{NodeEvent, NodeShell};
+use crate::rng::SimRng;
+use crate::server::{PushKey, KV_APP};
+use bytes::Bytes;
+use ps_apps::master::{MasterRequest, MasterResponse, Task};
+use ps_apps::train::coordinator::{decode, encode, MASTER_APP, MASTER_HEAD};
+use ps_core::kv::replication::copy_wire::OP_REJOINED;
+use ps_core::kv::replication::{dead_server_ranks, Chain};
+use ps_core::message::{Message, Meta};
+use ps_core::node::{server_rank_to_id, ALL_GROUP, SCHEDULER};
+
+/// A master request waits this long for its answer before it is sent again (as
+/// `master_client::ATTEMPT`).
+pub const ATTEMPT_MS: u64 = 5_000;
+
+struct Call {
+    ts: i32,
+    body: Bytes,
+    sent_ms: u64,
+    scheduler: u64,
+}
+
+#[derive(Clone, Copy)]
+struct Part {
+    range: usize,
+    ts: i32,
+    target: i32,
+    answered: bool,
+}
+
+enum Phase {
+    /// Waiting for the table and the start barrier.
+    Starting,
+    /// A master request is out.
+    Asking,
+    /// Told to wait: ask again at this time.
+    Idle { until: u64, finished: Option<u64> },
+    /// Training on a task until this time.
+    Computing { task: Task, until: u64 },
+    /// Pushing the task's value.
+    Pushing { task: Task, parts: Vec<Part> },
+    /// In the final barrier.
+    Finalizing,
+    /// Released from the final barrier.
+    Done,
+}
+
+/// A worker process.
+pub struct Worker {
+    /// Van and postoffice.
+    pub node: NodeShell,
+    chain: Chain,
+    servers: usize,
+    phase: Phase,
+    joined: bool,
+    call: Option<Call>,
+    /// Pushes answered since the world last looked: (push, value).
+    pub acked: Vec<(PushKey, i64)>,
+    /// Tasks this process finished (reported to the master), in order.
+    pub trained: Vec<u64>,
+}
+
+/// The value a task pushes to every range.
+pub fn task_value(task: u64) -> i64 {
+    task as i64 + 1
+}
+
+impl Worker {
+    /// A worker over `node` in a cluster of `servers` servers with `replicas` copies.
+    pub fn new(node: NodeShell, servers: usize, replicas: usize) -> Worker {
+        Worker {
+            node,
+            chain: Chain::new(servers, replicas),
+            servers,
+            phase: Phase::Starting,
+            joined: false,
+            call: None,
+            acked: Vec::new(),
+            trained: Vec::new(),
+        }
+    }
+
+    /// The phase, for reports.
+    pub fn phase_name(&self) -> &'static str {
+        match self.phase {
+            Phase::Starting => "starting",
+            Phase::Asking => "asking the master",
+            Phase::Idle { .. } => "told to wait",
+            Phase::Computing { .. } => "computing",
+            Phase::Pushing { .. } => "pushing",
+            Phase::Finalizing => "in the final barrier",
+            Phase::Done => "done",
+        }
+    }
+
+    /// True once released from the final barrier.
+    pub fn finished(&self) -> bool {
+        matches!(self.phase, Phase::Done)
+    }
+
+    fn ask(&mut self, req: MasterRequest, now: u64) {
+        let body = encode(&req);
+        let ts = self.node.host.next_ts();
+        self.call = Some(Call {
+            ts,
+            body: body.clone(),
+            sent_ms: now,
+            scheduler: self.node.scheduler_incarnation(),
+        });
+        self.send_call(now);
+        self.phase = Phase::Asking;
+    }
+
+    fn send_call(&mut self, now: u64) {
+        let Some(c) = &self.call else { return };
+        let msg = Message {
+            meta: Meta {
+                head: MASTER_HEAD,
+                app_id: MASTER_APP,
+                customer_id: 0,
+                timestamp: c.ts,
+                recver: SCHEDULER,
+                request: true,
+                simple_app: true,
+                ..Default::default()
+            },
+            data: vec![c.body.clone()],
+        };
+        self.node.send(msg, now);
+    }
+
+    fn target(&self, range: usize) -> i32 {
+        let dead = dead_server_ranks(&self.node.unavailable());
+        server_rank_to_id(self.chain.primary(range, &dead).unwrap_or(range))
+    }
+
+    fn push(&mut self, part: &Part, value: i64, now: u64) {
+        let msg = Message {
+            meta: Meta {
+                app_id: KV_APP,
+                customer_id: 0,
+                timestamp: part.ts,
+                recver: part.target,
+                request: true,
+                push: true,
+                range: part.range as i32,
+                ..Default::default()
+            },
+            data: vec![Bytes::copy_from_slice(&value.to_le_bytes())],
+        };
+        self.node.send(msg, now);
+    }
+
+    /// Events from the van.
+    pub fn on_events(&mut self, events: Vec<NodeEvent>, rng: &mut SimRng, now: u64) {
+        for ev in events {
+            match ev {
+                NodeEvent::Table => {
+                    if matches!(self.phase, Phase::Starting) && !self.joined {
+                        // the first table: the start barrier (a replacement skips it)
+                        self.joined = true;
+                        if self.node.host.me.is_recovery {
+                            self.ask(
+                                MasterRequest::GetTask {
+                                    finished: None,
+                                    report: None,
+                                },
+                                now,
+                            );
+                        } else {
+                            self.node.barrier(ALL_GROUP, now);
+                        }
+                    }
+                    self.reroute(now);
+                }
+                NodeEvent::Dead(_) => self.reroute(now),
+                NodeEvent::Released(_) => match self.phase {
+                    Phase::Starting => self.ask(
+                        MasterRequest::GetTask {
+                            finished: None,
+                            report: None,
+                        },
+                        now,
+                    ),
+                    Phase::Finalizing => self.phase = Phase::Done,
+                    _ => {}
+                },
+                NodeEvent::Data(m) => self.on_data(m, rng, now),
+            }
+        }
+    }
+
+    fn on_data(&mut self, msg: Message, rng: &mut SimRng, now: u64) {
+        if msg.meta.request {
+            if msg.meta.app_id == KV_APP && msg.meta.head == OP_REJOINED {
+                // a replacement server holds its ranges again (as KVWorker hears it)
+                self.node.catching_up.remove(&msg.meta.sender);
+                self.reroute(now);
+            }
+            return;
+        }
+        if msg.meta.app_id == MASTER_APP {
+            let Some(c) = &self.call else { return };
+            if c.ts != msg.meta.timestamp || !matches!(self.phase, Phase::Asking) {
+                return;
+            }
+            self.call = None;
+            let Some(Ok(resp)) = msg.data.first().map(|b| decode::<MasterResponse>(b)) else {
+                return;
+            };
+            match resp {
+                MasterResponse::Task(task) => {
+                    let until = now + rng.between(100, 500);
+                    self.phase = Phase::Computing { task, until };
+                }
+                MasterResponse::NoMoreTasks => {
+                    self.phase = Phase::Finalizing;
+                    self.node.barrier(ALL_GROUP, now);
+                }
+                _ => {
+                    self.phase = Phase::Idle {
+                        until: now + 100,
+                        finished: None,
+                    }
+                }
+            }
+            return;
+        }
+        if msg.meta.app_id == KV_APP && msg.meta.push {
+            let Phase::Pushing { task, parts } = &mut self.phase else {
+                return;
+            };
+            let Some(p) = parts
+                .iter_mut()
+                .find(|p| p.ts == msg.meta.timestamp && p.range as i32 == msg.meta.range)
+            else {
+                return;
+            };
+            if p.answered {
+                return;
+            }
+            p.answered = true;
+            let key = (
+                self.node.host.me.id,
+                self.node.host.me.incarnation,
+                0,
+                p.ts,
+                p.range as i32,
+            );
+            self.acked.push((key, task_value(task.id)));
+            if parts.iter().all(|p| p.answered) {
+                let id = task.id;
+                self.trained.push(id);
+                self.ask(
+                    MasterRequest::GetTask {
+                        finished: Some(id),
+                        report: None,
+                    },
+                    now,
+                );
+            }
+        }
+    }
+
+    /// Unanswered pushes whose server is no longer available go to the range's next
+    /// live holder (the same request: the holders apply it once).
+    fn reroute(&mut self, now: u64) {
+        let unavailable = self.node.unavailable();
+        let targets: Vec<i32> = (0..self.servers).map(|r| self.target(r)).collect();
+        let Phase::Pushing { task, parts } = &mut self.phase else {
+            return;
+        };
+        let value = task_value(task.id);
+        let mut again = Vec::new();
+        for p in parts.iter_mut().filter(|p| !p.answered) {
+            if unavailable.contains(&p.target) && targets[p.range] != p.target {
+                p.target = targets[p.range];
+                again.push(Part { ..*p });
+            }
+        }
+        for p in again {
+            self.push(&p, value, now);
+        }
+    }
+
+    /// Timers: a finished computation starts the pushes; a wait ends; a master
+    /// request is sent again when the scheduler changed or it went unanswered.
+    pub fn tick(&mut self, now: u64) {
+        match &self.phase {
+            Phase::Computing { task, until } if now >= *until => {
+                let task = task.clone();
+                let mut parts = Vec::new();
+                for range in 0..self.servers {
+                    let ts = self.node.host.next_ts();
+                    parts.push(Part {
+                        range,
+                        ts,
+                        target: self.target(range),
+                        answered: false,
+                    });
+                }
+                let value = task_value(task.id);
+                for p in &parts {
+                    self.push(p, value, now);
+                }
+                self.phase = Phase::Pushing { task, parts };
+            }
+            Phase::Idle { until, finished } if now >= *until => {
+                let finished = *finished;
+                self.ask(MasterRequest::GetTask { finished, report: None }, now);
+            }
+            Phase::Asking => {
+                let inc = self.node.scheduler_incarnation();
+                let again = self
+                    .call
+                    .as_ref()
+                    .is_some_and(|c| c.scheduler != inc || now.saturating_sub(c.sent_ms) >= ATTEMPT_MS);
+                if again {
+                    let ts = self.node.host.next_ts();
+                    if let Some(c) = self.call.as_mut() {
+                        c.ts = ts;
+                        c.sent_ms = now;
+                        c.scheduler = inc;
+                    }
+                    self.send_call(now);
+                }
+            }
+            _ => {}
+        }
+    }
+}
