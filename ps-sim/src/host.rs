@@ -3,7 +3,7 @@
 //! ([`Peers`]) and the node table. Sending only queues the message in the host's
 //! outbox; the world hands the outbox to the network after each step.
 
-use ps_core::message::{Command, Control, Message, Meta};
+use ps_core::message::{Command, Control, Message};
 use ps_core::node::{Node, Role, EMPTY_ID};
 use ps_core::protocol::peers::{Admit, Peers};
 use ps_core::protocol::resender::{needs_ack, signature, Incoming, Resender};
@@ -25,21 +25,6 @@ pub struct Outgoing {
     pub msg: Message,
     /// A resend of a message sent before (not a new decision of its sender).
     pub resend: bool,
-}
-
-/// A control message with no payload, for `recver`.
-pub fn control(recver: i32, cmd: Command) -> Message {
-    Message {
-        meta: Meta {
-            recver,
-            control: Control {
-                cmd,
-                ..Default::default()
-            },
-            ..Default::default()
-        },
-        data: Vec::new(),
-    }
 }
 
 /// The slot of the process at `node`'s address.
@@ -135,7 +120,7 @@ impl Host {
         if msg.meta.sender == EMPTY_ID {
             return;
         }
-        let mut a = control(msg.meta.sender, Command::Ack);
+        let mut a = Message::control(msg.meta.sender, Command::Ack);
         a.meta.recver_incarnation = msg.meta.incarnation;
         a.meta.control.msg_sig = sig;
         a.meta.timestamp = self.next_ts();

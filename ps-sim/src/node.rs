@@ -4,7 +4,7 @@
 //! death notices, the dead and catching-up sets, and barriers (asked again when the
 //! scheduler changes). The decisions are ps-core's; this is the van's wiring.
 
-use crate::host::{control, Host};
+use crate::host::Host;
 use ps_core::failover::{candidate_key, Epoch, Follower, Heard};
 use ps_core::message::{Command, Control, Message, Meta};
 use ps_core::node::{Node, Role, EMPTY_ID, SCHEDULER};
@@ -26,7 +26,7 @@ pub enum NodeEvent {
 
 /// An ADD_NODE carrying only its state sequence (its nodes are filled in).
 fn msg_meta_only(seq: u64) -> Message {
-    let mut m = control(SCHEDULER, Command::AddNode);
+    let mut m = Message::control(SCHEDULER, Command::AddNode);
     m.meta.control.seq = seq;
     m
 }
@@ -127,7 +127,7 @@ impl NodeShell {
     }
 
     fn add_node(&mut self, now: u64) -> Message {
-        let mut m = control(SCHEDULER, Command::AddNode);
+        let mut m = Message::control(SCHEDULER, Command::AddNode);
         m.meta.control.nodes = vec![self.host.me.clone()];
         m.meta.timestamp = self.host.next_ts();
         let _ = now;
@@ -160,7 +160,7 @@ impl NodeShell {
                 self.send_to_schedulers(m, now);
             }
         }
-        let mut m = control(SCHEDULER, Command::Heartbeat);
+        let mut m = Message::control(SCHEDULER, Command::Heartbeat);
         m.meta.timestamp = self.host.next_ts();
         self.send_to_schedulers(m, now);
     }
@@ -172,7 +172,7 @@ impl NodeShell {
     }
 
     fn send_barrier(&mut self, group: i32, now: u64) {
-        let mut m = control(SCHEDULER, Command::Barrier);
+        let mut m = Message::control(SCHEDULER, Command::Barrier);
         m.meta.request = true;
         m.meta.timestamp = self.host.next_ts();
         m.meta.control.barrier_group = group;
@@ -238,7 +238,7 @@ impl NodeShell {
             return;
         }
         let b = self.view.on_campaign(want, c.seq, c.lease_ms, now);
-        let mut v = control(candidate_key(c.origin as usize), Command::Vote);
+        let mut v = Message::control(candidate_key(c.origin as usize), Command::Vote);
         v.meta.control.granted = b.granted;
         v.meta.control.term = b.epoch.term;
         v.meta.control.candidate = b.epoch.candidate;

@@ -4,7 +4,7 @@
 //! master ([`Master`]) while active, whose every change is saved through a store that
 //! replicates it to the standbys before the reply may leave.
 
-use crate::host::{control, slot_of, Host};
+use crate::host::{slot_of, Host};
 use bytes::Bytes;
 use parking_lot::Mutex;
 use ps_apps::master::{decode_queues, encode_queues, Chunk, Master, MasterConfig, MasterRequest, Store};
@@ -300,7 +300,7 @@ impl Scheduler {
                 Action::Reject { node, reason } => {
                     let key = -1 - node.port as i32;
                     self.host.connect(key, slot_of(&node));
-                    let mut m = control(key, Command::AddNode);
+                    let mut m = Message::control(key, Command::AddNode);
                     m.meta.control.reason = reason;
                     // for the refused process only, not a later one at its address
                     m.meta.recver_incarnation = node.incarnation;
@@ -309,7 +309,7 @@ impl Scheduler {
                 Action::Welcome(n) => {
                     let key = -70_000 - n.port as i32;
                     self.host.connect(key, slot_of(&n));
-                    let mut m = control(key, Command::Heartbeat);
+                    let mut m = Message::control(key, Command::Heartbeat);
                     m.meta.timestamp = self.host.next_ts();
                     self.send(m, now);
                 }
@@ -356,7 +356,7 @@ impl Scheduler {
     }
 
     fn barrier(&mut self, now: u64) {
-        let mut m = control(SCHEDULER, Command::Barrier);
+        let mut m = Message::control(SCHEDULER, Command::Barrier);
         m.meta.request = true;
         m.meta.timestamp = self.host.next_ts();
         m.meta.control.barrier_group = ALL_GROUP;
