@@ -76,6 +76,9 @@ pub struct Security {
     pub limits: Limits,
     /// `PS_HTTP_OPEN_READS` (default 0): with a secret, HTTP reads (GET) need no token.
     pub http_open_reads: bool,
+    /// `PS_TLS_CA`, `PS_TLS_CERT`, `PS_TLS_KEY`: certificates (they win over the
+    /// secret for the links; the secret, if also set, then only gives the HTTP token).
+    pub tls: Option<crate::tls::TlsFiles>,
 }
 
 fn get<'a>(vars: &'a HashMap<String, String>, var: &str) -> Option<&'a str> {
@@ -131,11 +134,14 @@ impl Security {
             Some("1") => true,
             Some(v) => return Err(err("PS_HTTP_OPEN_READS", format!("'{v}' is not 0 or 1"))),
         };
+        let tls = crate::tls::settings::from_vars(|v| get(vars, v).map(str::to_string), |p| std::fs::read(p))
+            .map_err(|(var, reason)| err(var, reason))?;
         let s = Security {
             secret,
             encrypt,
             limits,
             http_open_reads,
+            tls,
         };
         Ok(s)
     }
@@ -152,6 +158,12 @@ impl Security {
         if self.limits.max_message_bytes < 4096 {
             return Err(err("PS_MAX_MESSAGE_BYTES", "must be at least 4096"));
         }
+        if self.tls.is_some() && van_type != "tcp" {
+            return Err(err(
+                "PS_TLS_CA",
+                format!("the {van_type} van has no TLS; set DMLC_PS_VAN_TYPE=tcp to use certificates"),
+            ));
+        }
         if let Some(s) = &self.secret {
             if van_type != "tcp" {
                 let var = match s.source {
@@ -165,6 +177,40 @@ impl Security {
             }
         }
         Ok(())
+    }
+
+    /// Whether links are secured (certificates or a cluster secret).
+    pub fn is_on(&self) -> bool {
+        self.tls.is_some() || self.secret.is_some()
+    }
+
+    /// The credentials of a node joining as `role`: from the certificate files, whose
+    /// certificate must name the role, else derived from the cluster secret; None on
+    /// an open cluster. Errors name the variable.
+    pub fn credentials(&self, role: crate::tls::CertRole) -> Result<Option<crate::tls::Credentials>, ConfigError> {
+        if let Some(files) = &self.tls {
+            let c = files.credentials().map_err(|(var, reason)| err(var, reason))?;
+            c.require(role).map_err(|e| {
+                err(
+                    "PS_TLS_CERT",
+                    format!("'{}': {e}", files.identity.as_ref().map_or("", |i| i.0 .0.as_str())),
+                )
+            })?;
+            return Ok(Some(c));
+        }
+        match &self.secret {
+            Some(s) => crate::tls::Credentials::from_secret(s, role)
+                .map(Some)
+                .map_err(|e| err(self.secret_var(), e.to_string())),
+            None => Ok(None),
+        }
+    }
+
+    fn secret_var(&self) -> &'static str {
+        match self.secret.as_ref().map(|s| s.source) {
+            Some(secret::SecretSource::Env) => "PS_SECRET",
+            _ => "PS_SECRET_FILE",
+        }
     }
 
     /// Logs once where the cluster stands: open, or the secret's source (warning when
