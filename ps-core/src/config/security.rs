@@ -1,4 +1,4 @@
-//! The security part of the node's configuration: the cluster secret, encryption and
+//! The security part of the node's configuration: certificates or the cluster secret and
 //! the resource limits against a hostile or buggy peer, read once from `PS_*`
 //! variables and validated.
 
@@ -65,13 +65,11 @@ impl Limits {
     }
 }
 
-/// The cluster secret, encryption and limits.
+/// Certificates, the cluster secret and limits.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct Security {
     /// The cluster secret (`PS_SECRET_FILE` wins over `PS_SECRET`); None: open.
     pub secret: Option<Secret>,
-    /// `PS_ENCRYPT` (default 1): with a secret, the TCP van encrypts every link.
-    pub encrypt: bool,
     /// Resource limits.
     pub limits: Limits,
     /// `PS_HTTP_OPEN_READS` (default 0): with a secret, HTTP reads (GET) need no token.
@@ -102,11 +100,6 @@ impl Security {
             std::fs::read(p)
         })
         .map_err(|(var, reason)| err(var, reason))?;
-        let encrypt = match get(vars, "PS_ENCRYPT") {
-            None | Some("1") => true,
-            Some("0") => false,
-            Some(v) => return Err(err("PS_ENCRYPT", format!("'{v}' is not 0 or 1"))),
-        };
         let d = Limits::default();
         let timeout = match get(vars, "PS_HANDSHAKE_TIMEOUT") {
             None => d.handshake_timeout,
@@ -138,7 +131,6 @@ impl Security {
             .map_err(|(var, reason)| err(var, reason))?;
         let s = Security {
             secret,
-            encrypt,
             limits,
             http_open_reads,
             tls,
@@ -213,24 +205,22 @@ impl Security {
         }
     }
 
-    /// Logs once where the cluster stands: open, or the secret's source (warning when
-    /// it came from the environment) and whether links are encrypted.
+    /// Logs once where the cluster stands: open, or how links are secured (and a
+    /// warning when the secret came from the environment).
     pub fn log_once(&self) {
-        match &self.secret {
-            None => {
-                log::info!("no cluster secret (PS_SECRET_FILE): the cluster is open to anyone who can reach its ports")
+        if let Some(s) = &self.secret {
+            if s.source == secret::SecretSource::Env {
+                log::warn!("the cluster secret comes from PS_SECRET (visible in the process environment); prefer PS_SECRET_FILE");
             }
-            Some(s) => {
-                if s.source == secret::SecretSource::Env {
-                    log::warn!("the cluster secret comes from PS_SECRET (visible in the process environment); prefer PS_SECRET_FILE");
-                }
-                let enc = if self.encrypt {
-                    "encrypted"
-                } else {
-                    "not encrypted (PS_ENCRYPT=0)"
-                };
-                log::info!("cluster secret set: connections are authenticated, links {enc}");
+        }
+        match (&self.tls, &self.secret) {
+            (None, None) => {
+                log::info!("no security (PS_TLS_* or PS_SECRET_FILE): the cluster is open to anyone who can reach its ports")
             }
+            (Some(_), _) => log::info!("links run TLS 1.3 with the certificates of PS_TLS_CA/PS_TLS_CERT"),
+            (None, Some(_)) => log::info!(
+                "links run TLS 1.3 with a CA derived from the cluster secret (every holder of the secret may take any role)"
+            ),
         }
     }
 }
@@ -246,23 +236,17 @@ mod tests {
     #[test]
     fn defaults_and_overrides() {
         let s = Security::from_vars(&vars(&[])).unwrap();
-        assert_eq!(
-            s,
-            Security {
-                encrypt: true,
-                ..Default::default()
-            }
-        );
+        assert_eq!(s, Security::default());
+        assert!(!s.is_on());
         s.validate("zmq").unwrap();
         let s = Security::from_vars(&vars(&[
             ("PS_SECRET", "0123456789abcdef"),
-            ("PS_ENCRYPT", "0"),
             ("PS_MAX_KEYS", "10"),
             ("PS_MAX_FRAMES", "3"),
             ("PS_HANDSHAKE_TIMEOUT", "0.5"),
         ]))
         .unwrap();
-        assert!(s.secret.is_some() && !s.encrypt);
+        assert!(s.secret.is_some() && s.is_on());
         assert_eq!((s.limits.max_keys, s.limits.max_frames), (10, 3));
         assert_eq!(s.limits.handshake_timeout, Duration::from_millis(500));
         s.validate("tcp").unwrap();
@@ -292,7 +276,7 @@ mod tests {
         for (var, val) in [
             ("PS_MAX_KEYS", "0"),
             ("PS_MAX_MESSAGE_BYTES", "lots"),
-            ("PS_ENCRYPT", "yes"),
+            ("PS_TLS_CA", "/nonexistent/ca.pem"),
             ("PS_HANDSHAKE_TIMEOUT", "-1"),
             ("PS_SECRET", "short"),
             ("PS_SECRET_FILE", "/nonexistent/psrs-secret"),
