@@ -15,12 +15,12 @@ fn limits(timeout_ms: u64) -> Limits {
     }
 }
 
-/// Accepts one connection on `l` with `guard` in a thread; returns what it read (the
-/// roles and the bytes up to the end of the stream) or the failure.
-fn accept_one(
-    l: TcpListener,
-    guard: Arc<Guard>,
-) -> std::thread::JoinHandle<Result<(Option<Roles>, Vec<u8>), HandshakeFailure>> {
+/// What the accepting side saw: the dialer's roles and the bytes up to the end of the
+/// stream, or the failure.
+type Accepted = Result<(Option<Roles>, Vec<u8>), HandshakeFailure>;
+
+/// Accepts one connection on `l` with `guard` in a thread.
+fn accept_one(l: TcpListener, guard: Arc<Guard>) -> std::thread::JoinHandle<Accepted> {
     std::thread::spawn(move || {
         let (tcp, peer) = l.accept().unwrap();
         let permit = guard.admit(peer).unwrap();
@@ -63,7 +63,7 @@ fn a_dialer_of_another_cluster_is_refused_and_told() {
         .err()
         .expect("refused");
     assert_eq!(e.kind(), io::ErrorKind::PermissionDenied, "{e}");
-    let why = server.join().unwrap().err().expect("refused");
+    let why = server.join().unwrap().expect_err("refused");
     assert!(why.counts_against_peer(), "{why}");
 }
 
@@ -74,7 +74,7 @@ fn a_plaintext_peer_is_refused_with_one_line() {
     let server = accept_one(l, Guard::new(&limits(5000), creds(1, CertRole::Server)));
     let mut plain = TcpStream::connect(addr).unwrap();
     plain.write_all(b"PSRS\x01\0\0\0\x04\0\0\0\0\0\0\0meta").unwrap();
-    let why = server.join().unwrap().err().expect("refused");
+    let why = server.join().unwrap().expect_err("refused");
     assert!(why.to_string().contains("not a TLS handshake"), "{why}");
     assert!(why.counts_against_peer());
 }
@@ -95,7 +95,7 @@ fn a_slow_handshake_is_cut_at_the_deadline_whatever_it_trickles() {
             std::thread::sleep(Duration::from_millis(50));
         }
     });
-    let why = server.join().unwrap().err().expect("timed out");
+    let why = server.join().unwrap().expect_err("timed out");
     assert!(matches!(why, HandshakeFailure::Silent(_)), "{why}");
     assert!(start.elapsed() < Duration::from_millis(1500), "{:?}", start.elapsed());
     writer.join().unwrap();
