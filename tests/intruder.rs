@@ -7,6 +7,8 @@
 //! nothing but (for the stolen certificate) the link's confirmation; the job's sums
 //! stay exact; the logs say what was refused. `openssl s_client` is a real foreign TLS
 //! client: it gets in with a client certificate and is refused with another CA's.
+//! And `psrs job` reaches the jobs API (HTTPS) with the cluster's client certificate
+//! only.
 
 mod common;
 
@@ -103,6 +105,26 @@ fn over_tls(s: TcpStream, creds: &Credentials, payload: &[u8]) -> Result<Vec<u8>
             Err(_) => return Ok(got),
         }
     }
+}
+
+/// `psrs certs init --dir DIR`: a CA and a certificate per role.
+fn certs_init(dir: &Path) {
+    let st = Process::new(common::psrs_bin())
+        .args(["certs", "init", "--dir"])
+        .arg(dir)
+        .status()
+        .unwrap();
+    assert!(st.success(), "psrs certs init --dir {}", dir.display());
+}
+
+/// The variables giving a process the certificate `name` of the CA in `dir`.
+fn tls_vars(dir: &Path, name: &str) -> [(&'static str, String); 3] {
+    let p = |f: String| dir.join(f).display().to_string();
+    [
+        ("PS_TLS_CA", p("ca.pem".into())),
+        ("PS_TLS_CERT", p(format!("{name}.pem"))),
+        ("PS_TLS_KEY", p(format!("{name}-key.pem"))),
+    ]
 }
 
 fn load(dir: &Path, name: &str) -> Credentials {
@@ -283,21 +305,8 @@ fn an_intruder_gets_nothing_and_the_sums_stay_exact() {
         LIMIT,
     );
     let certs = c.dir().join("certs");
-    let st = Process::new(common::psrs_bin())
-        .args(["certs", "init", "--dir"])
-        .arg(&certs)
-        .status()
-        .unwrap();
-    assert!(st.success());
-    let files = |role: &str| {
-        let p = |f: String| certs.join(f).display().to_string();
-        [
-            ("PS_TLS_CA", p("ca.pem".into())),
-            ("PS_TLS_CERT", p(format!("{role}.pem"))),
-            ("PS_TLS_KEY", p(format!("{role}-key.pem"))),
-        ]
-    };
-    let env = |role: &str| files(role);
+    certs_init(&certs);
+    let env = |role: &str| tls_vars(&certs, role);
     let args = ["kv-test", "--keys", "1000", "--repeat", "30"];
     let e = env("scheduler");
     c.spawn_with(
@@ -394,12 +403,148 @@ fn openssl_is_a_foreign_client(port: u16, certs: &Path) {
         String::from_utf8_lossy(&ok.stderr)
     );
     let other = certs.join("other");
-    let st = Process::new(common::psrs_bin())
-        .args(["certs", "init", "--dir"])
-        .arg(&other)
-        .status()
-        .unwrap();
-    assert!(st.success());
+    certs_init(&other);
     let bad = run(&other.join("client.pem"), &other.join("client-key.pem"));
     assert!(bad.stdout.is_empty(), "another CA's certificate got {:?}", bad.stdout);
+}
+
+/// `psrs job` against a jobs cluster with certificates, whose API therefore speaks
+/// HTTPS: with the cluster's CA and client certificate, submit, list, status and wait
+/// work and the job writes its model under `--outputs-dir`. Refused, and nothing
+/// submitted: no credentials (the server's certificate is of an unknown CA), plain
+/// HTTP, the CA but no client certificate, a stolen worker certificate, another CA's
+/// client certificate; and with the right certificate, an output outside
+/// `--outputs-dir` or an input outside `--data-dir` (whose contents the error does not
+/// echo).
+#[test]
+fn psrs_job_over_https_needs_the_clusters_client_certificate() {
+    use common::jobs::{blobs, train_args, ENV};
+    let addr = format!("127.0.0.1:{}", free_port());
+    let mut env = ENV.to_vec();
+    env.push(("DMLC_PS_VAN_TYPE", "tcp"));
+    let mut c = Cluster::new(1, 2, &[], &env, LIMIT);
+    let dir = c.dir().to_path_buf();
+    let (certs, data, outputs) = (dir.join("certs"), dir.join("data"), dir.join("outputs"));
+    certs_init(&certs);
+    std::fs::create_dir_all(&data).unwrap();
+    std::fs::create_dir_all(&outputs).unwrap();
+    let (train, test) = (data.join("train.rio"), data.join("test.rio"));
+    blobs(&train, 1000, 100, 7);
+    blobs(&test, 200, 50, 11);
+    let s = |p: &Path| p.display().to_string();
+    let (work, data_s, outputs_s) = (s(&dir.join("work")), s(&data), s(&outputs));
+    let args = [
+        "cluster",
+        "--stats-addr",
+        &addr,
+        "--work-dir",
+        &work,
+        "--data-dir",
+        &data_s,
+        "--outputs-dir",
+        &outputs_s,
+    ];
+    for role in ["scheduler", "server", "worker", "worker"] {
+        let v = tls_vars(&certs, role);
+        let v: Vec<(&str, &str)> = v.iter().map(|(k, x)| (*k, x.as_str())).collect();
+        c.spawn_with(role, &args, &v);
+    }
+    let https = format!("https://{addr}");
+    // `psrs job` with the variables `vars` (and nothing of the test's own environment)
+    let job = |api: &str, vars: &[(&str, String)], a: &[&str]| -> Result<String, String> {
+        let mut p = Process::new(common::psrs_bin());
+        p.arg("job").args(a).env("PSRS_API", api);
+        for v in [
+            "PS_TLS_CA",
+            "PS_TLS_CERT",
+            "PS_TLS_KEY",
+            "PS_SECRET_FILE",
+            "PS_SECRET",
+            "PSRS_API_TOKEN",
+        ] {
+            p.env_remove(v);
+        }
+        p.envs(vars.iter().map(|(k, v)| (k, v)));
+        let out = p.output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+        if out.status.success() {
+            Ok(text)
+        } else {
+            Err(text)
+        }
+    };
+    let client = tls_vars(&certs, "client").to_vec();
+    let up = Instant::now();
+    while job(&https, &client, &["list"]).is_err() {
+        assert!(
+            up.elapsed() < Duration::from_secs(60),
+            "the API never came up\n{}",
+            c.dump()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let (train_s, test_s) = (s(&train), s(&test));
+    let model = outputs.join("m.model");
+    let model_s = s(&model);
+    let submit = |vars: &[(&str, String)], extra: &[&str]| {
+        let a = [&["submit"][..], &train_args(&train_s, &test_s, "softmax", "2"), extra].concat();
+        job(&https, vars, &a)
+    };
+
+    // refused without the cluster's credentials
+    let other = dir.join("other");
+    certs_init(&other);
+    let ca_only = vec![client[0].clone()];
+    // trusts the cluster's CA, presents a client certificate of another CA
+    let mut foreign = tls_vars(&other, "client").to_vec();
+    foreign[0] = client[0].clone();
+    let refusals = [
+        ("no credentials", job(&https, &[], &["list"])),
+        ("plain HTTP", job(&format!("http://{addr}"), &[], &["list"])),
+        ("the CA but no certificate", job(&https, &ca_only, &["list"])),
+        ("the CA but no certificate, submit", submit(&ca_only, &[])),
+        ("a stolen worker certificate", submit(&tls_vars(&certs, "worker"), &[])),
+        ("another CA's client certificate", submit(&foreign, &[])),
+    ];
+    for (what, r) in &refusals {
+        assert!(r.is_err(), "{what}: accepted: {r:?}");
+    }
+    for (what, r) in &refusals[2..5] {
+        let e = r.as_ref().unwrap_err();
+        assert!(e.contains("401") && e.contains("client certificate"), "{what}: {e}");
+    }
+
+    // refused with the certificate: paths outside --outputs-dir / --data-dir
+    let evil = dir.join("evil.bin");
+    let e = submit(&client, &["--out", &s(&evil)]).unwrap_err();
+    assert!(e.contains("--outputs-dir"), "{e}");
+    assert!(!evil.exists());
+    let secret = dir.join("secret.txt");
+    std::fs::write(&secret, "root:x:0:0:do-not-echo").unwrap();
+    let e = job(
+        &https,
+        &client,
+        &[&["submit"][..], &train_args(&s(&secret), &test_s, "softmax", "2")].concat(),
+    )
+    .unwrap_err();
+    assert!(
+        e.contains("--data-dir") && !e.contains("do-not-echo") && !e.contains("root:x"),
+        "{e}"
+    );
+
+    // accepted with the cluster's client certificate
+    let id = submit(&client, &["--out", &model_s]).unwrap_or_else(|e| panic!("{e}\n{}", c.dump()));
+    let id = id.trim().to_string();
+    let status: serde_json::Value = serde_json::from_str(&job(&https, &client, &["status", &id]).unwrap()).unwrap();
+    assert_eq!(status["id"], id.as_str(), "{status}");
+    let list = job(&https, &client, &["list"]).unwrap();
+    assert_eq!(
+        list.lines().filter(|l| !l.trim().is_empty()).count(),
+        1,
+        "only the accepted job: {list}"
+    );
+    assert!(list.contains(&id), "{list}");
+    job(&https, &client, &["wait", &id, "--timeout-s", "100"]).unwrap_or_else(|e| panic!("{e}\n{}", c.dump()));
+    assert!(model.is_file(), "the model under --outputs-dir");
+    c.kill_all();
 }

@@ -243,10 +243,23 @@ fn relay(conn: ServerConnection, sock: TcpStream, local: UnixStream) -> io::Resu
     result
 }
 
-/// Client → local server.
+/// Client → local server. Records that came with the client's last handshake message
+/// (a request sent at once) are already decrypted in `conn`: they go first.
 fn forward(conn: &Mutex<ServerConnection>, mut sock: &TcpStream, mut local: &UnixStream) -> io::Result<()> {
     let mut buf = vec![0u8; 16 * 1024];
     let mut plain = Vec::new();
+    {
+        let mut c = conn.lock();
+        let state = c
+            .process_new_packets()
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
+        let mut chunk = vec![0u8; state.plaintext_bytes_to_read()];
+        c.reader().read_exact(&mut chunk)?;
+        local.write_all(&chunk)?;
+        if state.peer_has_closed() {
+            return Ok(());
+        }
+    }
     loop {
         let n = match sock.read(&mut buf) {
             Ok(0) => return Ok(()),

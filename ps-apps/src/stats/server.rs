@@ -342,4 +342,33 @@ mod tests {
             Credentials::from_secret(&Secret::new(vec![4; 32], SecretSource::File).unwrap(), CertRole::Client).unwrap();
         assert!(get_tls(srv.addr(), "/stats.json", other.trust(), None, Some(&token)).is_err());
     }
+
+    #[test]
+    fn a_request_sent_with_the_last_handshake_message_is_answered() {
+        let secret = Secret::new(vec![5; 32], SecretSource::File).unwrap();
+        let sec = Security {
+            secret: Some(secret.clone()),
+            ..Default::default()
+        };
+        let provider: Provider = Arc::new(Snapshot::default);
+        let srv = StatsServer::start(
+            "127.0.0.1:0",
+            provider,
+            HttpSecurity::from_security(&sec, false).unwrap(),
+        )
+        .unwrap();
+        let client = Credentials::from_secret(&secret, CertRole::Client).unwrap();
+        let cfg = client.trust().http_client_config(Some(&client)).unwrap();
+        let mut conn = rustls::ClientConnection::new(cfg, ps_core::tls::server_name("127.0.0.1")).unwrap();
+        // written before the handshake: rustls sends it in one flight with its Finished
+        conn.writer()
+            .write_all(b"GET /stats.json HTTP/1.0\r\nHost: x\r\n\r\n")
+            .unwrap();
+        let tcp = std::net::TcpStream::connect(srv.addr()).unwrap();
+        tcp.set_read_timeout(Some(std::time::Duration::from_secs(10))).unwrap();
+        let mut s = rustls::StreamOwned::new(conn, tcp);
+        let mut out = String::new();
+        let r = s.read_to_string(&mut out);
+        assert!(out.contains(" 200 "), "{r:?}: {out}");
+    }
 }
