@@ -305,10 +305,12 @@ impl InferSpec {
             }
         }
         if let Some(m) = &self.model {
-            return crate::model::load(Path::new(m)).map(|(m, _)| Some(m)).map_err(|e| match e {
-                crate::model::ModelFileError::Io { ref source, .. } => format!("\"model\": '{m}': {source}"),
-                _ => unusable("model", m, "psrs model file", "", &e),
-            });
+            return crate::model::load(Path::new(m))
+                .map(|(m, _)| Some(m))
+                .map_err(|e| match e {
+                    crate::model::ModelFileError::Io { ref source, .. } => format!("\"model\": '{m}': {source}"),
+                    _ => unusable("model", m, "psrs model file", "", &e),
+                });
         }
         if let Some(t) = &self.torch {
             let mut magic = [0u8; 4];
@@ -410,7 +412,11 @@ impl JobSpec {
     pub fn check_files(&self) -> Result<Option<Model>, String> {
         match self {
             JobSpec::Train(t) => {
-                let files = t.train.iter().map(|p| ("train", p)).chain(t.test.iter().map(|p| ("test", p)));
+                let files = t
+                    .train
+                    .iter()
+                    .map(|p| ("train", p))
+                    .chain(t.test.iter().map(|p| ("test", p)));
                 for (field, f) in files {
                     check_recordio(field, f)?;
                 }
