@@ -43,8 +43,8 @@ pub struct Args {
     /// job's output (scheduler; default: the work dir). With standby schedulers on other
     /// hosts, give a directory every scheduler candidate reaches (a shared file system):
     /// a standby that takes over joins the batches the old active one saved there.
-    /// Also confines jobs' outputs (`out`) to this directory (a path with `..` or
-    /// leading out through a symbolic link is refused).
+    /// With --data-dir, jobs' outputs (`out`) must also be inside it (a path with `..`
+    /// or leading out through a symbolic link is refused).
     #[arg(long)]
     outputs_dir: Option<PathBuf>,
     /// The Python interpreter of the workers' runners (inference jobs with `--torch` or
@@ -54,9 +54,10 @@ pub struct Args {
     /// Threads each worker's runner gives torch (`torch.set_num_threads`; worker).
     #[arg(long, default_value_t = 1)]
     runner_threads: usize,
-    /// Confine jobs' inputs (datasets, models) to this directory (and --outputs-dir).
-    /// Required, with --outputs-dir, when --stats-addr is beyond loopback.
-    #[arg(long)]
+    /// Confine jobs' inputs (datasets, models) to this directory (and --outputs-dir),
+    /// and their outputs to --outputs-dir (needed with it). Required when --stats-addr
+    /// is beyond loopback.
+    #[arg(long, requires = "outputs_dir")]
     data_dir: Option<PathBuf>,
     /// Allow --stats-addr beyond loopback without security (no certificates, no
     /// cluster secret): anyone who reaches it can submit jobs.

@@ -1,6 +1,6 @@
-//! Where a submitted job's files may be. With `psrs cluster --data-dir D`, a job reads
-//! only files under D (or under the outputs directory, e.g. a model a training job
-//! wrote); with `--outputs-dir O`, it writes only under O. A path with `..` is refused,
+//! Where a submitted job's files may be. With `psrs cluster --data-dir D --outputs-dir
+//! O`, a job reads only files under D or O (e.g. a model a training job wrote) and
+//! writes only under O; without `--data-dir` nothing is confined. A path with `..` is refused,
 //! and so is one that leads out through a symbolic link (checked on the resolved path
 //! of the file, or of its nearest existing directory for an output not written yet).
 //! Object-store URLs (`s3://`, `http://`, `https://`) are not files and are exempt. A
@@ -54,12 +54,19 @@ impl Dir {
 }
 
 impl JobPaths {
-    /// Confines inputs to `data` (and `outputs`) and outputs to `outputs`, each when
-    /// given; the directories must exist.
+    /// Confines inputs to `data` (and `outputs`) and outputs to `outputs` when `data`
+    /// is given (`psrs cluster --data-dir`, which needs `--outputs-dir`); without it
+    /// nothing is confined (`--outputs-dir` alone only says where inference batches
+    /// go). `data` must exist; `outputs` is made if missing.
     pub fn new(data: Option<&Path>, outputs: Option<&Path>) -> Result<JobPaths, String> {
+        let Some(data) = data else {
+            return Ok(JobPaths::default());
+        };
+        let outputs = outputs.ok_or("--data-dir needs --outputs-dir (where jobs may write)")?;
+        std::fs::create_dir_all(outputs).map_err(|e| format!("--outputs-dir '{}': {e}", outputs.display()))?;
         Ok(JobPaths {
-            data: data.map(|d| Dir::new("--data-dir", d)).transpose()?,
-            outputs: outputs.map(|o| Dir::new("--outputs-dir", o)).transpose()?,
+            data: Some(Dir::new("--data-dir", data)?),
+            outputs: Some(Dir::new("--outputs-dir", outputs)?),
         })
     }
 
@@ -210,10 +217,21 @@ mod tests {
         JobPaths::default()
             .check(&train("/anywhere/a.rio", "/anywhere/evil.bin"))
             .unwrap();
-        let e = JobPaths::new(Some(Path::new("/nonexistent/psrs-data")), None).unwrap_err();
+        let t = tempfile::tempdir().unwrap();
+        // --outputs-dir alone confines nothing
+        let alone = JobPaths::new(None, Some(&t.path().join("batches"))).unwrap();
+        alone.check(&train("/anywhere/a.rio", "/anywhere/evil.bin")).unwrap();
+        let e = JobPaths::new(Some(t.path()), None).unwrap_err();
+        assert!(e.contains("--outputs-dir"), "{e}");
+        let made = t.path().join("outputs/new");
+        let e = JobPaths::new(Some(Path::new("/nonexistent/psrs-data")), Some(&made)).unwrap_err();
         assert!(e.contains("--data-dir"), "{e}");
+        JobPaths::new(Some(t.path()), Some(&made)).unwrap();
+        assert!(made.is_dir(), "--outputs-dir made");
         let f = tempfile::NamedTempFile::new().unwrap();
-        let e = JobPaths::new(None, Some(f.path())).unwrap_err();
+        let e = JobPaths::new(Some(t.path()), Some(f.path())).unwrap_err();
+        assert!(e.contains("--outputs-dir"), "{e}");
+        let e = JobPaths::new(Some(f.path()), Some(&made)).unwrap_err();
         assert!(e.contains("not a directory"), "{e}");
     }
 }
