@@ -310,20 +310,25 @@ mod tests {
         assert!(get(lo, "/stats.json").contains(" 200 "));
     }
 
-    #[test]
-    fn a_secured_server_speaks_https_to_a_token_or_a_client_certificate() {
-        let secret = Secret::new(vec![3; 32], SecretSource::File).unwrap();
+    /// A server on loopback secured by `secret` (HTTPS).
+    fn secured(secret: &Secret) -> StatsServer {
         let sec = Security {
             secret: Some(secret.clone()),
             ..Default::default()
         };
         let provider: Provider = Arc::new(Snapshot::default);
-        let srv = StatsServer::start(
+        StatsServer::start(
             "127.0.0.1:0",
             provider,
             HttpSecurity::from_security(&sec, false).unwrap(),
         )
-        .unwrap();
+        .unwrap()
+    }
+
+    #[test]
+    fn a_secured_server_speaks_https_to_a_token_or_a_client_certificate() {
+        let secret = Secret::new(vec![3; 32], SecretSource::File).unwrap();
+        let srv = secured(&secret);
         assert_eq!(srv.scheme(), "https");
         let client = Credentials::from_secret(&secret, CertRole::Client).unwrap();
         let worker = Credentials::from_secret(&secret, CertRole::Worker).unwrap();
@@ -346,17 +351,7 @@ mod tests {
     #[test]
     fn a_request_sent_with_the_last_handshake_message_is_answered() {
         let secret = Secret::new(vec![5; 32], SecretSource::File).unwrap();
-        let sec = Security {
-            secret: Some(secret.clone()),
-            ..Default::default()
-        };
-        let provider: Provider = Arc::new(Snapshot::default);
-        let srv = StatsServer::start(
-            "127.0.0.1:0",
-            provider,
-            HttpSecurity::from_security(&sec, false).unwrap(),
-        )
-        .unwrap();
+        let srv = secured(&secret);
         let client = Credentials::from_secret(&secret, CertRole::Client).unwrap();
         let cfg = client.trust().http_client_config(Some(&client)).unwrap();
         let mut conn = rustls::ClientConnection::new(cfg, ps_core::tls::server_name("127.0.0.1")).unwrap();
