@@ -56,9 +56,11 @@ fi
 # the failover sweep are logic above the transport and run once (CI's time budget).
 step "ZMQ van"
 DMLC_PS_VAN_TYPE=zmq cargo test $F --test cluster --test failure --test kv
-# The multi-process KV, cluster and 64-node launcher tests again with a cluster secret (authenticated,
-# encrypted TCP links; the tests' cluster helper hands PSRS_TEST_SECRET to every node).
-step "TCP van with a secret"
+# The multi-process KV, cluster and 64-node launcher tests again with a cluster secret: every
+# link runs mutual TLS 1.3 with certificates each node issues itself from a CA derived from
+# the secret (the tests' cluster helper hands PSRS_TEST_SECRET to every node as its
+# PS_SECRET_FILE). tests/intruder runs a cluster with `psrs certs` certificates.
+step "TCP van with TLS (a cluster secret)"
 DMLC_PS_VAN_TYPE=tcp PSRS_TEST_SECRET=ci-cluster-secret-0123456789 cargo test $F --test kv --test cluster \
   --test launcher
 

@@ -28,6 +28,8 @@ pub fn init(role: &str, level: log::LevelFilter) {
     let role = role.to_string();
     let mut b = env_logger::Builder::new();
     b.filter_level(level);
+    // rustls narrates every handshake at debug; psrs logs what matters about a link
+    b.filter_module("rustls", level.min(log::LevelFilter::Warn));
     if let Ok(spec) = std::env::var("RUST_LOG") {
         b.parse_filters(&spec);
     }

@@ -33,6 +33,8 @@ enum Cmd {
     Cluster(commands::cluster::Args),
     /// Submit, list, watch and cancel a cluster's jobs.
     Job(commands::job::Args),
+    /// Make the cluster's CA and certificates (mutual TLS between nodes).
+    Certs(commands::certs::Args),
     /// Convert libsvm / CSV / IDX files to RecordIO.
     Convert(commands::convert::Args),
     /// Evaluate a saved model on a RecordIO dataset.
@@ -52,6 +54,7 @@ fn main() -> ExitCode {
         Cmd::Train(a) => commands::train::run(a),
         Cmd::Cluster(a) => commands::cluster::run(a),
         Cmd::Job(a) => commands::job::run(a),
+        Cmd::Certs(a) => commands::certs::run(a),
         Cmd::Convert(a) => commands::convert::run(a),
         Cmd::Eval(a) => commands::eval::run(a),
         Cmd::Simulate(a) => return commands::simulate::main(a),

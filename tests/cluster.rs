@@ -137,8 +137,8 @@ fn malformed_input_is_dropped_and_nodes_keep_working() {
         "{}",
         c.dump()
     );
-    // the TCP van refuses garbage at the connection's handshake, before any message
-    let dropped = |e: &str| e.contains("dropped a malformed message") || e.contains("not a psrs handshake");
+    // the TCP van with security refuses garbage at the TLS handshake, before any message
+    let dropped = |e: &str| e.contains("dropped a malformed message") || e.contains("not a TLS handshake");
     let sched_err = c.procs[0].stderr();
     assert!(dropped(&sched_err), "{sched_err}");
     assert!(dropped(&c.procs[1].stderr()));

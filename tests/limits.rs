@@ -3,7 +3,8 @@
 //! exceeds each limit against the server — a message above PS_MAX_MESSAGE_BYTES, one
 //! with more frames than PS_MAX_FRAMES, a push of more keys than PS_MAX_KEYS, more
 //! messages for an unregistered customer than PS_MAX_HELD_MESSAGES, more connections
-//! than PS_MAX_CONNS_PER_PEER, and a silent connection (PS_HANDSHAKE_TIMEOUT). The
+//! than PS_MAX_CONNS_PER_PEER (a silent TLS dialer, PS_HANDSHAKE_TIMEOUT, is in
+//! tests/intruder.rs: this cluster is open, its links have no handshake). The
 //! server logs each refusal with its reason and keeps serving: the job's sums stay
 //! exact. On the TCP van and (what applies: size, frames, keys, held) the ZMQ van,
 //! whose frame above the size limit libzmq drops with the connection, unlogged.
@@ -15,7 +16,7 @@ use ps_core::message::{Message, Meta};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::Command as Process;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const LIMIT: Duration = Duration::from_secs(120);
 const HELD: usize = 20;
@@ -72,8 +73,10 @@ fn hostile_messages() -> Vec<Vec<Vec<u8>>> {
     out
 }
 
+/// What an open link starts with: nothing (messages follow at once; a secured link
+/// starts with TLS, see tests/intruder.rs).
 fn open_hello() -> Vec<u8> {
-    ps_core::auth::handshake::Initiator::new(None, true, [3; 32]).1.to_vec()
+    Vec::new()
 }
 
 fn closed_within(s: &mut TcpStream, t: Duration) -> bool {
@@ -140,14 +143,8 @@ fn hostile_process() {
         .count();
     assert!(refused >= 2, "only {refused} of {} connections refused", held.len());
     drop(held);
-    // silence: closed after the handshake timeout
-    let mut quiet = TcpStream::connect(&addr).unwrap();
-    let t = Instant::now();
-    assert!(
-        closed_within(&mut quiet, Duration::from_secs(10)),
-        "a silent connection stayed open"
-    );
-    println!("hostile: silent connection closed after {:?}", t.elapsed());
+    // (an open link has no handshake to time out; a silent TLS dialer is closed after
+    // PS_HANDSHAKE_TIMEOUT: tests/intruder.rs)
     drop(s);
     println!("hostile: tcp limits enforced");
 }
@@ -165,8 +162,8 @@ fn run(van: &str) {
         ("PS_MAX_CONNS_PER_PEER", conns.as_str()),
         ("PS_HANDSHAKE_TIMEOUT", "1"),
         // an open cluster even under PSRS_TEST_SECRET (an empty PS_SECRET_FILE is
-        // unset): the hostile process speaks the open handshake, and a secret would
-        // refuse it before any limit (tests/intruder.rs covers that)
+        // unset): the hostile process speaks plain TCP, and TLS would refuse it
+        // before any limit (tests/intruder.rs covers that)
         ("PS_SECRET_FILE", ""),
     ];
     let mut c = Cluster::new(1, 1, &args, &env, LIMIT);
@@ -199,7 +196,6 @@ fn run(van: &str) {
         reasons.extend([
             "message is above the 200000-byte limit (PS_MAX_MESSAGE_BYTES)",
             "connections open (PS_MAX_CONNS_PER_PEER)",
-            "silent for 1s (PS_HANDSHAKE_TIMEOUT)",
         ]);
     }
     for why in reasons {

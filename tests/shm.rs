@@ -94,8 +94,8 @@ fn ps_shm_0_sends_everything_over_tcp() {
 }
 
 #[test]
-fn encrypted_clusters_use_it_and_a_full_region_falls_back_to_tcp() {
-    let env = [("PS_SECRET", "a-cluster-secret-of-some-length"), ("PS_ENCRYPT", "1")];
+fn tls_clusters_use_it_and_a_full_region_falls_back_to_tcp() {
+    let env = [("PS_SECRET", "a-cluster-secret-of-some-length")];
     let c = run(1 << 18, &env);
     assert!(traffic(&c, "shm sent ") >= 2 * 5, "{}", c.dump());
     // a region smaller than one value: everything falls back to TCP, nothing is lost

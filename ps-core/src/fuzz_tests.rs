@@ -12,16 +12,25 @@ type Replay = fn(&[u8]);
 
 #[test]
 fn kept_fuzz_inputs_replay_without_panic() {
-    let targets: [(&str, Replay); 4] = [
+    let targets: [(&str, Replay); 3] = [
         ("message_decoder", fuzzing::message_decoder),
         ("tcp_frame_reader", fuzzing::tcp_frame_reader),
-        ("sealed_reader", fuzzing::sealed_reader),
-        ("handshake", |b| {
-            assert!(!fuzzing::handshake(b), "a forged proof was accepted")
+        ("tls_accept", |b| {
+            assert!(!fuzzing::tls_accept(b), "a handshake without a certificate completed")
         }),
     ];
     for (target, run) in targets {
         fuzzing::replay_kept(target, run);
+    }
+}
+
+#[test]
+fn a_real_client_hello_alone_does_not_complete_a_handshake() {
+    let hello = fuzzing::client_hello();
+    assert_eq!(&hello[..2], &[0x16, 0x03], "a TLS handshake record");
+    assert!(!fuzzing::tls_accept(&hello));
+    if let Ok(dir) = std::env::var("PSRS_WRITE_TLS_SEED") {
+        std::fs::write(std::path::Path::new(&dir).join("client_hello"), &hello).unwrap();
     }
 }
 
@@ -50,8 +59,18 @@ proptest! {
     }
 
     #[test]
-    fn sealed_reader_and_handshake(bytes in proptest::collection::vec(any::<u8>(), 0..600)) {
-        fuzzing::sealed_reader(&bytes);
-        prop_assert!(!fuzzing::handshake(&bytes));
+    fn tls_accept_garbage(bytes in proptest::collection::vec(any::<u8>(), 0..600)) {
+        prop_assert!(!fuzzing::tls_accept(&bytes));
+    }
+
+    #[test]
+    fn tls_accept_a_mutated_client_hello(flips in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 0..8), cut in any::<prop::sample::Index>()) {
+        let mut hello = fuzzing::client_hello();
+        for (i, x) in flips {
+            let i = i.index(hello.len());
+            hello[i] ^= x;
+        }
+        hello.truncate(cut.index(hello.len() + 1));
+        prop_assert!(!fuzzing::tls_accept(&hello));
     }
 }

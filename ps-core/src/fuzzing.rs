@@ -3,13 +3,12 @@
 //! result. The contract under test is the one every decoder has: any input gives a
 //! value or an error, never a panic, a hang or an allocation beyond the limits.
 
-use crate::auth::handshake::{AfterHello, Responder, HELLO_LEN, PROOF_LEN};
 use crate::auth::{Secret, SecretSource};
 use crate::config::Limits;
 use crate::message::Message;
-use crate::van::tcp::guard::SealedReader;
+use crate::tls::{CertRole, Credentials};
 use bytes::Bytes;
-use std::io::Read;
+use std::sync::OnceLock;
 
 /// Splits `data` into frames: each frame is a one-byte length (0..=255) followed by
 /// that many bytes (fewer at the end of the input). Lets a fuzzer shape frame counts and
@@ -48,29 +47,56 @@ pub fn tcp_frame_reader(data: &[u8]) {
     }
 }
 
-/// The sealed-record reader (encrypted TCP links) over a byte stream, with a fixed key.
-pub fn sealed_reader(data: &[u8]) {
-    let mut out = Vec::new();
-    let _ = SealedReader::new(data, &[1; 32]).read_to_end(&mut out);
+/// Credentials of a fixed test cluster (made once: issuing costs a key generation).
+fn test_creds(role: CertRole) -> &'static Credentials {
+    static SERVER: OnceLock<Credentials> = OnceLock::new();
+    static WORKER: OnceLock<Credentials> = OnceLock::new();
+    let cell = if role == CertRole::Server { &SERVER } else { &WORKER };
+    cell.get_or_init(|| {
+        let secret = Secret::new(vec![2; 32], SecretSource::File).expect("a 32-byte secret is valid");
+        Credentials::from_secret(&secret, role).expect("test credentials")
+    })
 }
 
-/// The responder's side of the handshake: the first [`HELLO_LEN`] bytes as a HELLO, the
-/// next [`PROOF_LEN`] as a PROOF. Returns `true` if the forged proof was accepted (which
-/// a fuzzer must never see: the proof needs the secret).
-pub fn handshake(data: &[u8]) -> bool {
-    let Some(hello) = data.get(..HELLO_LEN) else {
+/// The first bytes a psrs node sends when it dials a secured node (its TLS
+/// ClientHello): a starting point for [`tls_accept`]'s inputs.
+pub fn client_hello() -> Vec<u8> {
+    let creds = test_creds(CertRole::Worker);
+    let mut c = rustls::ClientConnection::new(creds.client_config(), crate::tls::server_name("127.0.0.1"))
+        .expect("a client connection");
+    let mut out = Vec::new();
+    while c.wants_write() {
+        c.write_tls(&mut out).expect("writes to a Vec");
+    }
+    out
+}
+
+/// The accepting side of a secured link (a TLS 1.3 server requiring a client
+/// certificate of the cluster's CA) fed `data` as everything the dialer sends.
+/// Returns `true` if the handshake completed (which a fuzzer must never see: it needs
+/// a certificate and key of the cluster's CA).
+pub fn tls_accept(data: &[u8]) -> bool {
+    let creds = test_creds(CertRole::Server);
+    let Ok(mut s) = rustls::ServerConnection::new(creds.server_config()) else {
         return false;
     };
-    let secret = Secret::new(vec![2; 32], SecretSource::File).expect("a 32-byte secret is valid");
-    let hello: [u8; HELLO_LEN] = hello.try_into().expect("HELLO_LEN bytes");
-    let Ok(AfterHello::Challenge { pending, .. }) = Responder::new(Some(&secret), true).on_hello(&hello, [0; 32])
-    else {
-        return false;
-    };
-    let Some(proof) = data.get(HELLO_LEN..HELLO_LEN + PROOF_LEN) else {
-        return false;
-    };
-    pending.on_proof(proof.try_into().expect("PROOF_LEN bytes")).is_ok()
+    let mut rest = data;
+    while !rest.is_empty() {
+        match s.read_tls(&mut rest) {
+            Ok(0) | Err(_) => return false,
+            Ok(_) => {}
+        }
+        if s.process_new_packets().is_err() {
+            return false;
+        }
+        let mut sink = Vec::new();
+        while s.wants_write() {
+            if s.write_tls(&mut sink).is_err() {
+                return false;
+            }
+        }
+    }
+    !s.is_handshaking()
 }
 
 /// The inputs kept for a fuzz target, in file-name order: the minimized corpus under

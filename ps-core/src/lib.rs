@@ -18,6 +18,7 @@ pub mod node;
 pub mod postoffice;
 pub mod protocol;
 pub mod simple_app;
+pub mod tls;
 pub mod van;
 
 #[cfg(test)]

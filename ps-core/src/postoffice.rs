@@ -87,8 +87,14 @@ impl Postoffice {
     /// process may run several postoffices, e.g. in tests).
     pub fn new(cfg: Config) -> Result<Arc<Postoffice>, String> {
         cfg.validate().map_err(|e| e.to_string())?;
-        let transport =
-            crate::van::factory::create(&cfg.van_type, &cfg.security, cfg.spin, &cfg.shm, cfg.local_socket)?;
+        let transport = crate::van::factory::create(
+            &cfg.van_type,
+            cfg.role,
+            &cfg.security,
+            cfg.spin,
+            &cfg.shm,
+            cfg.local_socket,
+        )?;
         cfg.security.log_once();
         Ok(Postoffice::with_transport(cfg, transport))
     }

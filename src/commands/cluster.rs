@@ -43,6 +43,8 @@ pub struct Args {
     /// job's output (scheduler; default: the work dir). With standby schedulers on other
     /// hosts, give a directory every scheduler candidate reaches (a shared file system):
     /// a standby that takes over joins the batches the old active one saved there.
+    /// With --data-dir, jobs' outputs (`out`) must also be inside it (a path with `..`
+    /// or leading out through a symbolic link is refused).
     #[arg(long)]
     outputs_dir: Option<PathBuf>,
     /// The Python interpreter of the workers' runners (inference jobs with `--torch` or
@@ -52,6 +54,31 @@ pub struct Args {
     /// Threads each worker's runner gives torch (`torch.set_num_threads`; worker).
     #[arg(long, default_value_t = 1)]
     runner_threads: usize,
+    /// Confine jobs' inputs (datasets, models) to this directory (and --outputs-dir),
+    /// and their outputs to --outputs-dir (needed with it). Required when --stats-addr
+    /// is beyond loopback.
+    #[arg(long, requires = "outputs_dir")]
+    data_dir: Option<PathBuf>,
+    /// Allow --stats-addr beyond loopback without security (no certificates, no
+    /// cluster secret): anyone who reaches it can submit jobs.
+    #[arg(long)]
+    insecure: bool,
+}
+
+/// An API listening beyond loopback needs its jobs' paths confined.
+fn check_paths_confined(a: &Args) -> Result<(), String> {
+    use std::net::ToSocketAddrs;
+    let addr = ps_apps::stats::bind_addr(&a.stats_addr);
+    let beyond = addr
+        .to_socket_addrs()
+        .map_err(|e| format!("--stats-addr {addr}: {e}"))?
+        .any(|s| !s.ip().is_loopback());
+    if beyond && (a.data_dir.is_none() || a.outputs_dir.is_none()) {
+        return Err(format!(
+            "--stats-addr {addr} is beyond loopback: give --data-dir and --outputs-dir (jobs may then read and write only there)"
+        ));
+    }
+    Ok(())
 }
 
 /// Runs this node's role of the cluster until it is killed.
@@ -61,7 +88,11 @@ pub fn run(a: Args) -> Result<(), String> {
         threads: a.runner_threads,
     };
     runner.validate()?;
-    let po = super::start_node()?;
+    let cfg = super::read_config()?;
+    if cfg.role == Role::Scheduler {
+        check_paths_confined(&a)?;
+    }
+    let po = super::join(cfg)?;
     std::fs::create_dir_all(&a.work_dir).map_err(|e| format!("{}: {e}", a.work_dir.display()))?;
     match po.role() {
         Role::Scheduler => {
@@ -85,9 +116,10 @@ pub fn run(a: Args) -> Result<(), String> {
                 },
                 realloc_every_ms: a.realloc_ms.max(100),
                 num_servers: po.num_servers(),
+                paths: ps_apps::jobs::paths::JobPaths::new(a.data_dir.as_deref(), a.outputs_dir.as_deref())?,
             };
             let sched = JobScheduler::new(cfg, stores, now_ms())?;
-            let _svc = JobService::start(&po, sched, &a.stats_addr)?;
+            let _svc = JobService::start(&po, sched, &a.stats_addr, a.insecure)?;
             loop {
                 std::thread::sleep(std::time::Duration::from_secs(3600));
             }

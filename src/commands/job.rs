@@ -122,20 +122,55 @@ impl InferArgs {
     }
 }
 
-/// The bearer token for a cluster with a secret: `PSRS_API_TOKEN`, else derived from
-/// the cluster secret (`PS_SECRET_FILE` / `PS_SECRET`, as the nodes read it).
-fn token() -> Result<Option<String>, String> {
-    let vars: std::collections::HashMap<String, String> = std::env::vars().collect();
-    if let Some(t) = vars.get("PSRS_API_TOKEN").filter(|t| !t.trim().is_empty()) {
-        return Ok(Some(t.trim().to_string()));
-    }
-    let sec = ps_core::config::Security::from_vars(&vars).map_err(|e| e.to_string())?;
-    Ok(sec.secret.map(|s| s.http_token()))
+/// How `psrs job` reaches the API: with security on (certificates or a cluster secret
+/// in the environment, as the nodes read them) over HTTPS, the server checked against
+/// the cluster's CA, presenting a client certificate (`PS_TLS_CERT`/`PS_TLS_KEY`, or
+/// one issued from the secret); and the bearer token `PSRS_API_TOKEN`, else the one
+/// derived from the secret.
+struct Client {
+    agent: ureq::Agent,
+    token: Option<String>,
+    https: bool,
 }
 
-fn request(token: &Option<String>, method: &str, url: &str, body: Option<&str>) -> Result<Value, String> {
-    let mut req = ureq::request(method, url).timeout(Duration::from_secs(30));
-    if let Some(t) = token {
+fn client() -> Result<Client, String> {
+    let vars: std::collections::HashMap<String, String> = std::env::vars().collect();
+    let sec = ps_core::config::Security::from_vars(&vars).map_err(|e| e.to_string())?;
+    let mut token = sec.secret.as_ref().map(|s| s.http_token());
+    if let Some(t) = vars.get("PSRS_API_TOKEN").filter(|t| !t.trim().is_empty()) {
+        token = Some(t.trim().to_string());
+    }
+    let tls = match (&sec.tls, &sec.secret) {
+        (Some(files), _) => {
+            let trust = files.trust().map_err(|(var, e)| format!("{var}: {e}"))?;
+            let id = match files.identity {
+                Some(_) => Some(files.credentials().map_err(|(var, e)| format!("{var}: {e}"))?),
+                None => None,
+            };
+            Some(trust.http_client_config(id.as_ref()).map_err(|e| e.to_string())?)
+        }
+        (None, Some(secret)) => {
+            let id = ps_core::tls::Credentials::from_secret(secret, ps_core::tls::CertRole::Client)
+                .map_err(|e| e.to_string())?;
+            Some(id.trust().http_client_config(Some(&id)).map_err(|e| e.to_string())?)
+        }
+        (None, None) => None,
+    };
+    let https = tls.is_some();
+    let mut b = ureq::AgentBuilder::new().timeout(Duration::from_secs(30));
+    if let Some(cfg) = tls {
+        b = b.tls_config(cfg);
+    }
+    Ok(Client {
+        agent: b.build(),
+        token,
+        https,
+    })
+}
+
+fn request(c: &Client, method: &str, url: &str, body: Option<&str>) -> Result<Value, String> {
+    let mut req = c.agent.request(method, url);
+    if let Some(t) = &c.token {
         req = req.set("Authorization", &format!("Bearer {t}"));
     }
     let resp = match body {
@@ -178,12 +213,14 @@ fn line(j: &Value) -> String {
 
 /// Runs the client.
 pub fn run(a: Args) -> Result<(), String> {
-    let token = token()?;
+    let c = client()?;
     let base = a.api.trim_end_matches('/').to_string();
-    let base = if base.contains("://") {
-        base
-    } else {
-        format!("http://{base}")
+    let scheme = if c.https { "https" } else { "http" };
+    let base = match base.split_once("://") {
+        // with security the API speaks HTTPS only
+        Some(("http", rest)) if c.https => format!("https://{rest}"),
+        Some(_) => base,
+        None => format!("{scheme}://{base}"),
     };
     match a.cmd {
         Cmd::Submit(s) => {
@@ -195,11 +232,11 @@ pub fn run(a: Args) -> Result<(), String> {
                 }
                 Submit::Infer(i) => i.body(),
             };
-            let j = request(&token, "POST", &format!("{base}/jobs"), Some(&body.to_string()))?;
+            let j = request(&c, "POST", &format!("{base}/jobs"), Some(&body.to_string()))?;
             emit(j["id"].as_str().unwrap_or("?"));
         }
         Cmd::List => {
-            for j in request(&token, "GET", &format!("{base}/jobs"), None)?
+            for j in request(&c, "GET", &format!("{base}/jobs"), None)?
                 .as_array()
                 .into_iter()
                 .flatten()
@@ -208,14 +245,14 @@ pub fn run(a: Args) -> Result<(), String> {
             }
         }
         Cmd::Status { id } => {
-            let j = request(&token, "GET", &format!("{base}/jobs/{id}"), None)?;
+            let j = request(&c, "GET", &format!("{base}/jobs/{id}"), None)?;
             emit(&serde_json::to_string_pretty(&j).map_err(|e| e.to_string())?);
         }
-        Cmd::Cancel { id } => emit(&line(&request(&token, "DELETE", &format!("{base}/jobs/{id}"), None)?)),
+        Cmd::Cancel { id } => emit(&line(&request(&c, "DELETE", &format!("{base}/jobs/{id}"), None)?)),
         Cmd::Wait { id, timeout_s } => {
             let start = Instant::now();
             loop {
-                let j = request(&token, "GET", &format!("{base}/jobs/{id}"), None)?;
+                let j = request(&c, "GET", &format!("{base}/jobs/{id}"), None)?;
                 match j["state"].as_str() {
                     Some("done") => {
                         emit(&line(&j));

@@ -2,6 +2,7 @@
 
 pub mod barrier;
 pub mod bench;
+pub mod certs;
 pub mod cluster;
 pub mod connection;
 pub mod convert;

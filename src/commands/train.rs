@@ -114,6 +114,10 @@ pub struct Args {
     /// Serve live statistics on this address (scheduler), e.g. 127.0.0.1:8080.
     #[arg(long)]
     stats_addr: Option<String>,
+    /// Allow --stats-addr beyond loopback without security (no certificates, no
+    /// cluster secret): anyone who reaches it can read the statistics.
+    #[arg(long)]
+    insecure: bool,
     /// etcd endpoints for the master's state instead of a local file (needs the `etcd` feature).
     #[arg(long, value_delimiter = ',')]
     etcd: Vec<String>,
@@ -301,6 +305,7 @@ pub fn run(a: Args) -> Result<(), String> {
                 format!("{} on {}", model.name(), a.train.join(",")),
                 CoordinatorOptions {
                     progress_every: Duration::from_secs_f64(a.progress_secs),
+                    http_insecure: a.insecure,
                 },
             )?;
             po.finalize(true);

@@ -17,6 +17,7 @@ pub mod history;
 pub mod inputs;
 pub mod outputs;
 pub mod page;
+pub mod paths;
 pub mod rate;
 pub mod scheduler;
 pub mod server;

@@ -42,6 +42,8 @@ pub struct SchedulerConfig {
     pub realloc_every_ms: u64,
     /// Servers in the cluster (a training job starts once all of them hold it).
     pub num_servers: usize,
+    /// Where jobs' files may be (`--data-dir`, `--outputs-dir`).
+    pub paths: super::paths::JobPaths,
 }
 
 /// An active job's runtime state.
@@ -158,10 +160,12 @@ impl JobScheduler {
 
     /// Accepts a job (the JSON of `POST /jobs`): checks it and its files, indexes its
     /// dataset into a new queue, saves both, then reallocates. The error is one line:
-    /// [`JobsError::BadRequest`] for the request's fault, [`JobsError::Internal`] when
+    /// [`JobsError::BadRequest`] for the request's fault (a path outside the
+    /// directories jobs are confined to among them), [`JobsError::Internal`] when
     /// saving failed.
     pub fn submit(&mut self, body: &str, now_ms: u64) -> Result<JobView, JobsError> {
         let spec = JobSpec::from_json(body).map_err(JobsError::BadRequest)?;
+        self.cfg.paths.check(&spec).map_err(JobsError::BadRequest)?;
         let model = spec.check_files().map_err(JobsError::BadRequest)?;
         if let JobSpec::Infer(i) = &spec {
             let parent = std::path::Path::new(&i.out)

@@ -38,6 +38,7 @@ fn dataset(dir: &Path, n: usize) -> String {
 fn sched(dir: &Path, stores: &Stores, servers: usize) -> JobScheduler {
     let cfg = SchedulerConfig {
         outputs_dir: dir.to_path_buf(),
+        paths: Default::default(),
         mode: FairMode::Local,
         realloc_every_ms: 1000,
         num_servers: servers,

@@ -31,8 +31,14 @@ pub struct JobService {
 }
 
 impl JobService {
-    /// Serves `sched` on this (scheduler) node, the API on `http_addr`.
-    pub fn start(po: &Arc<Postoffice>, mut sched: JobScheduler, http_addr: &str) -> Result<JobService, String> {
+    /// Serves `sched` on this (scheduler) node, the API on `http_addr` (HTTPS with
+    /// security on; `insecure`: allowed beyond loopback without security).
+    pub fn start(
+        po: &Arc<Postoffice>,
+        mut sched: JobScheduler,
+        http_addr: &str,
+        insecure: bool,
+    ) -> Result<JobService, String> {
         let (epoch, _) = po.van().scheduler_epoch();
         let what = format!("scheduler #{} active (term {})", epoch.candidate, epoch.term.max(1));
         sched.note(now_ms(), super::history::EventKind::Takeover, what);
@@ -84,14 +90,10 @@ impl JobService {
                 format!("cluster: {n} active job(s)"),
             )
         });
-        let http = StatsServer::start_with_api(
-            http_addr,
-            provider,
-            Some(api),
-            crate::stats::Access::from_security(&po.config().security),
-        )?;
-        log::info!("jobs API and dashboard at http://{}/", http.addr());
-        println!("api: http://{}/", http.addr());
+        let sec = crate::stats::HttpSecurity::from_security(&po.config().security, insecure)?;
+        let http = StatsServer::start_with_api(http_addr, provider, Some(api), sec)?;
+        log::info!("jobs API and dashboard at {}://{}/", http.scheme(), http.addr());
+        println!("api: {}://{}/", http.scheme(), http.addr());
         Ok(JobService {
             _app: app,
             http,

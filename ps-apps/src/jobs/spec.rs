@@ -301,14 +301,16 @@ impl InferSpec {
             super::directory::list_directory(Path::new(&self.data[0]))?;
         } else {
             for f in &self.data {
-                recordio::index(Path::new(f)).map_err(|e| e.to_string())?;
+                check_recordio("data", f)?;
             }
         }
         if let Some(m) = &self.model {
-            // the error names the file already
             return crate::model::load(Path::new(m))
                 .map(|(m, _)| Some(m))
-                .map_err(|e| e.to_string());
+                .map_err(|e| match e {
+                    crate::model::ModelFileError::Io { ref source, .. } => format!("\"model\": '{m}': {source}"),
+                    _ => unusable("model", m, "psrs model file", "", &e),
+                });
         }
         if let Some(t) = &self.torch {
             let mut magic = [0u8; 4];
@@ -403,12 +405,20 @@ impl JobSpec {
     /// Reads what the job needs before it is accepted: every dataset file's index (or
     /// the dataset directory's listing) and, for training, the model's sizes (the input
     /// width from the first example unless `dim` is given); for inference, the model
-    /// file. Returns the model, None for a model a Python runner runs.
+    /// file. Returns the model, None for a model a Python runner runs. An error names
+    /// the field and the path only, never what the file holds (a detail such as a wrong
+    /// magic number quotes its bytes, and the file may be anyone's): the detail goes to
+    /// the scheduler's log.
     pub fn check_files(&self) -> Result<Option<Model>, String> {
         match self {
             JobSpec::Train(t) => {
-                for f in t.train.iter().chain(t.test.iter()) {
-                    recordio::index(Path::new(f)).map_err(|e| e.to_string())?;
+                let files = t
+                    .train
+                    .iter()
+                    .map(|p| ("train", p))
+                    .chain(t.test.iter().map(|p| ("test", p)));
+                for (field, f) in files {
+                    check_recordio(field, f)?;
                 }
                 t.resolve_model().map(Some)
             }
@@ -417,13 +427,37 @@ impl JobSpec {
     }
 }
 
+/// Checks that `f` (the job's field `field`) is a readable RecordIO file.
+fn check_recordio(field: &str, f: &str) -> Result<(), String> {
+    recordio::index(Path::new(f))
+        .map(|_| ())
+        .map_err(|e| unusable(field, f, "RecordIO file", &e.reason, &e))
+}
+
+/// The one-line answer for a job file that cannot be used: I/O failures (no such
+/// file, no permission: `reason` starts with "cannot open") say so; anything else
+/// is "not a readable WHAT", the detail logged.
+fn unusable(field: &str, path: &str, what: &str, reason: &str, detail: &dyn std::fmt::Display) -> String {
+    if let Some(io) = reason.strip_prefix("cannot open: ") {
+        return format!("\"{field}\": '{path}': {io}");
+    }
+    log::warn!("job refused: \"{field}\": {detail}");
+    format!("\"{field}\": '{path}' is not a readable {what} (the scheduler's log says why)")
+}
+
 fn first_example(path: &str) -> Result<Example, String> {
     let p = Path::new(path);
-    // RecordIO errors name the file already
-    let idx = recordio::index(p).map_err(|e| e.to_string())?;
-    let c = idx.first().ok_or_else(|| format!("{path} holds no records"))?;
-    let rec = recordio::read_chunk(p, c).map_err(|e| e.to_string())?;
-    Example::decode(rec.first().ok_or_else(|| format!("{path} holds no records"))?)
+    let bad = |detail: &dyn std::fmt::Display| unusable("train", path, "RecordIO dataset", "", detail);
+    let idx = recordio::index(p).map_err(|e| unusable("train", path, "RecordIO file", &e.reason, &e))?;
+    let c = idx
+        .first()
+        .ok_or_else(|| format!("\"train\": '{path}' holds no records"))?;
+    let rec = recordio::read_chunk(p, c).map_err(|e| bad(&e))?;
+    Example::decode(
+        rec.first()
+            .ok_or_else(|| format!("\"train\": '{path}' holds no records"))?,
+    )
+    .map_err(|e| bad(&e))
 }
 
 impl TrainSpec {
@@ -582,5 +616,33 @@ mod tests {
         assert!(i.reads_directory());
         assert_eq!((i.batch, i.task_timeout_ms, i.max_retries), (16, 60_000, 3));
         assert_eq!(i.model_name(), "python m:f");
+    }
+
+    #[test]
+    fn errors_about_files_never_quote_them() {
+        let t = tempfile::tempdir().unwrap();
+        let f = t.path().join("passwd");
+        std::fs::write(&f, "root:x:0:0:root:/root:/bin/bash\n").unwrap();
+        let p = f.display().to_string();
+        for body in [
+            serde_json::json!({"kind": "train", "train": p}),
+            serde_json::json!({"kind": "infer", "model": p, "data": p, "out": "x.csv"}),
+        ] {
+            let e = JobSpec::from_json(&body.to_string())
+                .unwrap()
+                .check_files()
+                .unwrap_err();
+            assert!(e.contains(&p) && e.contains("is not a readable"), "{e}");
+            assert!(
+                !e.contains("root") && !e.contains("0x746f6f72") && !e.contains("6f72"),
+                "{e}"
+            );
+        }
+        let missing = t.path().join("nope.rio").display().to_string();
+        let e = JobSpec::from_json(&serde_json::json!({"kind": "train", "train": missing}).to_string())
+            .unwrap()
+            .check_files()
+            .unwrap_err();
+        assert!(e.contains("No such file"), "{e}");
     }
 }

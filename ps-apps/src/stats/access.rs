@@ -1,20 +1,30 @@
-//! Who may use the scheduler's HTTP port (statistics, dashboard, jobs API), as a pure
-//! check of (method, `Authorization` header). Without a cluster secret everything is
-//! open, as before. With one, every request needs `Authorization: Bearer TOKEN`, the
-//! token derived from the secret (`Secret::http_token`); `PS_HTTP_OPEN_READS=1` opens
-//! GET/HEAD (reads) to everyone, state-changing calls still need the token.
+//! Who may use the scheduler's HTTP port (statistics, dashboard, jobs API), as pure
+//! checks. Without security (no certificates, no cluster secret) everything is open,
+//! and only on loopback unless the user passes `--insecure`. With security the port
+//! speaks HTTPS (see [`super::https`]) and every request needs either a client
+//! certificate of the cluster's CA naming the role `client` or `scheduler`, or
+//! `Authorization: Bearer TOKEN`, the token derived from the cluster secret
+//! (`Secret::http_token`; none without a secret: certificates only).
+//! `PS_HTTP_OPEN_READS=1` opens GET/HEAD (reads) to everyone.
 
 use ps_core::config::Security;
+use ps_core::tls::CertRole;
+use std::net::SocketAddr;
+use std::sync::Arc;
 
 /// The access policy of one HTTP server.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Access {
     token: Option<String>,
     open_reads: bool,
+    /// Security is on: a certificate or the token is needed.
+    secured: bool,
+    /// `--insecure`: listening beyond loopback without security is allowed.
+    insecure: bool,
 }
 
 impl Access {
-    /// Everything allowed (no cluster secret).
+    /// Everything allowed (no security), on loopback only.
     pub fn open() -> Access {
         Access::default()
     }
@@ -24,21 +34,41 @@ impl Access {
         Access {
             token: sec.secret.as_ref().map(|s| s.http_token()),
             open_reads: sec.http_open_reads,
+            secured: sec.is_on(),
+            insecure: false,
         }
     }
 
-    /// Checks a request; the error is the one-line reason for a 401.
-    pub fn check(&self, method: &str, authorization: Option<&str>) -> Result<(), &'static str> {
-        let Some(token) = &self.token else {
+    /// The same policy, allowing (`yes`) an open server beyond loopback (`--insecure`).
+    pub fn insecure(mut self, yes: bool) -> Access {
+        self.insecure = yes;
+        self
+    }
+
+    /// Whether security is on (the server speaks HTTPS).
+    pub fn secured(&self) -> bool {
+        self.secured
+    }
+
+    /// Checks a request; `certified` says the caller presented a certificate of the
+    /// cluster's CA naming `client` or `scheduler`. The error is the one-line reason
+    /// for a 401.
+    pub fn check(&self, method: &str, authorization: Option<&str>, certified: bool) -> Result<(), &'static str> {
+        if !self.secured || certified {
             return Ok(());
-        };
+        }
         if self.open_reads && matches!(method, "GET" | "HEAD") {
             return Ok(());
         }
+        let Some(token) = &self.token else {
+            return Err("this cluster needs a client certificate (psrs certs issue --role client; `psrs job` sends PS_TLS_CERT)");
+        };
         let given = authorization
             .and_then(|a| a.trim().strip_prefix("Bearer "))
             .map(str::trim)
-            .ok_or("this cluster has a secret: send Authorization: Bearer TOKEN (`psrs job` does)")?;
+            .ok_or(
+                "this cluster needs a client certificate or Authorization: Bearer TOKEN (`psrs job` sends either)",
+            )?;
         // constant time over the token's length
         let same =
             given.len() == token.len() && given.bytes().zip(token.bytes()).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0;
@@ -47,6 +77,64 @@ impl Access {
         } else {
             Err("wrong bearer token")
         }
+    }
+
+    /// Whether the server may listen on `addr`: loopback always; beyond it only with
+    /// security, or with `--insecure`. The error is one line naming both ways out.
+    pub fn check_listen(&self, addr: SocketAddr) -> Result<(), String> {
+        if addr.ip().is_loopback() || self.secured {
+            return Ok(());
+        }
+        if self.insecure {
+            log::warn!("the HTTP API listens on {addr} without security (--insecure): anyone who reaches it can submit jobs and read and write files as this user");
+            return Ok(());
+        }
+        Err(format!(
+            "refusing to serve the HTTP API on {addr} without security: anyone who reaches it could run jobs as this user; set PS_TLS_CA/PS_TLS_CERT/PS_TLS_KEY or PS_SECRET_FILE, listen on 127.0.0.1, or pass --insecure"
+        ))
+    }
+}
+
+/// Whether a client certificate naming `roles` may use the API.
+pub fn certified(roles: &ps_core::tls::Roles) -> bool {
+    roles.has(CertRole::Client) || roles.has(CertRole::Scheduler)
+}
+
+/// How an HTTP server is guarded: the access policy and, with security on, the
+/// HTTPS configuration (this node's certificate; client certificates asked for).
+#[derive(Clone, Debug)]
+pub struct HttpSecurity {
+    /// Who may call.
+    pub access: Access,
+    /// The HTTPS configuration; None: plain HTTP.
+    pub tls: Option<Arc<rustls::ServerConfig>>,
+    /// How long an HTTPS handshake may take (`PS_HANDSHAKE_TIMEOUT`).
+    pub handshake_timeout: std::time::Duration,
+}
+
+impl HttpSecurity {
+    /// Plain HTTP, open, loopback only.
+    pub fn open() -> HttpSecurity {
+        HttpSecurity {
+            access: Access::open(),
+            tls: None,
+            handshake_timeout: ps_core::config::Limits::default().handshake_timeout,
+        }
+    }
+
+    /// The guard of a scheduler with these settings; `insecure` as
+    /// [`Access::insecure`]. With security on, the scheduler's credentials serve HTTPS.
+    pub fn from_security(sec: &Security, insecure: bool) -> Result<HttpSecurity, String> {
+        let access = Access::from_security(sec).insecure(insecure);
+        let tls = match sec.credentials(CertRole::Scheduler).map_err(|e| e.to_string())? {
+            Some(c) => Some(c.http_server_config().map_err(|e| e.to_string())?),
+            None => None,
+        };
+        Ok(HttpSecurity {
+            access,
+            tls,
+            handshake_timeout: sec.limits.handshake_timeout,
+        })
     }
 }
 
@@ -77,25 +165,55 @@ mod tests {
     }
 
     #[test]
-    fn open_without_a_secret() {
-        assert_eq!(Access::open().check("POST", None), Ok(()));
+    fn open_without_security() {
+        assert_eq!(Access::open().check("POST", None, false), Ok(()));
         assert_eq!(
-            Access::from_security(&Security::default()).check("DELETE", None),
+            Access::from_security(&Security::default()).check("DELETE", None, false),
             Ok(())
         );
     }
 
     #[test]
-    fn a_secret_needs_the_token_and_reads_can_be_opened() {
+    fn a_secret_needs_the_token_or_a_certificate_and_reads_can_be_opened() {
         let (a, token) = secured(false);
-        assert!(a.check("GET", None).is_err());
-        assert!(a.check("POST", Some("Bearer nope")).is_err());
-        assert!(a.check("POST", Some(&token)).is_err(), "the Bearer scheme is required");
-        assert_eq!(a.check("POST", Some(&format!("Bearer {token}"))), Ok(()));
+        assert!(a.check("GET", None, false).is_err());
+        assert!(a.check("POST", Some("Bearer nope"), false).is_err());
+        assert!(
+            a.check("POST", Some(&token), false).is_err(),
+            "the Bearer scheme is required"
+        );
+        assert_eq!(a.check("POST", Some(&format!("Bearer {token}")), false), Ok(()));
+        assert_eq!(a.check("POST", None, true), Ok(()), "a client certificate is enough");
         let (a, token) = secured(true);
-        assert_eq!(a.check("GET", None), Ok(()));
-        assert!(a.check("DELETE", None).is_err());
-        assert_eq!(a.check("DELETE", Some(&format!("Bearer {token}"))), Ok(()));
+        assert_eq!(a.check("GET", None, false), Ok(()));
+        assert!(a.check("DELETE", None, false).is_err());
+        assert_eq!(a.check("DELETE", Some(&format!("Bearer {token}")), false), Ok(()));
+    }
+
+    #[test]
+    fn certificates_without_a_secret_have_no_token() {
+        let a = Access {
+            secured: true,
+            ..Access::default()
+        };
+        let e = a.check("GET", Some("Bearer anything"), false).unwrap_err();
+        assert!(e.contains("client certificate"), "{e}");
+        assert_eq!(a.check("GET", None, true), Ok(()));
+        use ps_core::tls::{CertRole as R, Roles};
+        assert!(certified(&Roles(vec![R::Client])) && certified(&Roles(vec![R::Scheduler])));
+        assert!(!certified(&Roles(vec![R::Worker])) && !certified(&Roles(vec![R::Server])));
+    }
+
+    #[test]
+    fn beyond_loopback_needs_security_or_insecure() {
+        let any: SocketAddr = "0.0.0.0:8080".parse().unwrap();
+        let lo: SocketAddr = "127.0.0.1:8080".parse().unwrap();
+        assert_eq!(Access::open().check_listen(lo), Ok(()));
+        let e = Access::open().check_listen(any).unwrap_err();
+        assert!(e.contains("--insecure") && e.contains("0.0.0.0:8080"), "{e}");
+        assert_eq!(Access::open().insecure(true).check_listen(any), Ok(()));
+        assert_eq!(secured(false).0.check_listen(any), Ok(()));
+        assert_eq!(Access::open().check_listen("[::1]:80".parse().unwrap()), Ok(()));
     }
 
     #[test]

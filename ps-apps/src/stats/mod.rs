@@ -4,12 +4,13 @@
 mod access;
 mod cluster;
 mod dashboard;
+pub mod https;
 mod node_view;
 mod prometheus;
 mod server;
 mod snapshot;
 
-pub use access::{bind_addr, Access};
+pub use access::{bind_addr, Access, HttpSecurity};
 pub use cluster::{node_stats, nodes, traffic};
 pub use node_view::base_snapshot;
 pub use prometheus::to_prometheus;

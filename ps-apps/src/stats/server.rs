@@ -1,9 +1,13 @@
-//! The HTTP server: a tiny_http thread answering from a snapshot provider.
+//! The HTTP server: tiny_http threads answering from a snapshot provider, on the
+//! address itself (plain HTTP, no security) or behind the HTTPS front
+//! ([`super::https`]).
 
-use super::access::Access;
+use super::access::{Access, HttpSecurity};
 use super::dashboard;
 use super::prometheus::to_prometheus;
 use super::snapshot::Snapshot;
+use std::net::ToSocketAddrs;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -26,51 +30,79 @@ const MAX_BODY: u64 = 1 << 20;
 pub struct StatsServer {
     addr: std::net::SocketAddr,
     stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
+    threads: Vec<JoinHandle<()>>,
+    /// The HTTPS front and the private directory of its Unix sockets.
+    front: Option<(super::https::Front, PathBuf)>,
+}
+
+/// What answers a request.
+struct Handler {
+    provider: Provider,
+    api: Option<Api>,
+    access: Access,
 }
 
 impl StatsServer {
     /// Serves on `addr` (e.g. `127.0.0.1:0` for any free port; a bare port binds
-    /// 127.0.0.1): `/stats.json`, `/metrics` and `/` (dashboard), to requests `access`
-    /// allows (others get 401, logged).
-    pub fn start(addr: &str, provider: Provider, access: Access) -> Result<StatsServer, String> {
-        StatsServer::start_with_api(addr, provider, None, access)
+    /// 127.0.0.1): `/stats.json`, `/metrics` and `/` (dashboard), to requests `sec`
+    /// allows (others get 401, logged); HTTPS when `sec` has a TLS configuration.
+    pub fn start(addr: &str, provider: Provider, sec: HttpSecurity) -> Result<StatsServer, String> {
+        StatsServer::start_with_api(addr, provider, None, sec)
     }
 
     /// Like [`StatsServer::start`], with `api` consulted first for every request.
+    /// Fails before binding when the address is beyond loopback and `sec` allows
+    /// that neither by security nor by `--insecure` ([`Access::check_listen`]).
     pub fn start_with_api(
         addr: &str,
         provider: Provider,
         api: Option<Api>,
-        access: Access,
+        sec: HttpSecurity,
     ) -> Result<StatsServer, String> {
         let addr = &super::access::bind_addr(addr);
-        let server = tiny_http::Server::http(addr).map_err(|e| format!("cannot serve statistics on {addr}: {e}"))?;
-        let bound = server
-            .server_addr()
-            .to_ip()
-            .ok_or_else(|| "statistics server has no IP address".to_string())?;
+        let cannot = |e: &dyn std::fmt::Display| format!("cannot serve statistics on {addr}: {e}");
+        for a in addr.to_socket_addrs().map_err(|e| cannot(&e))? {
+            sec.access.check_listen(a)?;
+        }
+        let handler = Arc::new(Handler {
+            provider,
+            api,
+            access: sec.access.clone(),
+        });
         let stop = Arc::new(AtomicBool::new(false));
-        let s2 = Arc::clone(&stop);
-        let thread = std::thread::Builder::new()
-            .name("stats-http".into())
-            .spawn(move || {
-                while !s2.load(Ordering::Relaxed) {
-                    match server.recv_timeout(Duration::from_millis(100)) {
-                        Ok(Some(req)) => match allowed(&req, &access) {
-                            Ok(()) => respond(req, &provider, api.as_ref()),
-                            Err(why) => refuse(req, why),
-                        },
-                        Ok(None) => {}
-                        Err(e) => log::warn!("statistics server: {e}"),
-                    }
-                }
-            })
-            .map_err(|e| e.to_string())?;
+        let Some(cfg) = sec.tls else {
+            let server = tiny_http::Server::http(addr).map_err(|e| cannot(&e))?;
+            let bound = server
+                .server_addr()
+                .to_ip()
+                .ok_or_else(|| "statistics server has no IP address".to_string())?;
+            let t = serve(server, Arc::clone(&handler), false, Arc::clone(&stop))?;
+            return Ok(StatsServer {
+                addr: bound,
+                stop,
+                threads: vec![t],
+                front: None,
+            });
+        };
+        let listener = std::net::TcpListener::bind(addr).map_err(|e| cannot(&e))?;
+        let bound = listener.local_addr().map_err(|e| cannot(&e))?;
+        let dir = private_dir().map_err(|e| cannot(&e))?;
+        let backends = super::https::Backends {
+            certified: dir.join("certified"),
+            anonymous: dir.join("anonymous"),
+        };
+        let mut threads = Vec::new();
+        for (path, certified) in [(&backends.certified, true), (&backends.anonymous, false)] {
+            let server = tiny_http::Server::http_unix(path).map_err(|e| cannot(&e))?;
+            threads.push(serve(server, Arc::clone(&handler), certified, Arc::clone(&stop))?);
+        }
+        let front =
+            super::https::Front::start(listener, cfg, backends, sec.handshake_timeout).map_err(|e| cannot(&e))?;
         Ok(StatsServer {
             addr: bound,
             stop,
-            thread: Some(thread),
+            threads,
+            front: Some((front, dir)),
         })
     }
 
@@ -78,19 +110,73 @@ impl StatsServer {
     pub fn addr(&self) -> std::net::SocketAddr {
         self.addr
     }
+
+    /// `https` with security on, else `http`.
+    pub fn scheme(&self) -> &'static str {
+        if self.front.is_some() {
+            "https"
+        } else {
+            "http"
+        }
+    }
 }
 
-fn allowed(req: &tiny_http::Request, access: &Access) -> Result<(), &'static str> {
+/// A new directory only this user can enter, for the HTTPS front's Unix sockets.
+fn private_dir() -> std::io::Result<PathBuf> {
+    use std::os::unix::fs::DirBuilderExt;
+    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    let name = format!(
+        "psrs-https-{}-{}-{nanos:x}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    );
+    let dir = std::env::temp_dir().join(name);
+    std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
+    Ok(dir)
+}
+
+/// Answers `server`'s requests until `stop`; `certified` says how its callers came in.
+fn serve(
+    server: tiny_http::Server,
+    handler: Arc<Handler>,
+    certified: bool,
+    stop: Arc<AtomicBool>,
+) -> Result<JoinHandle<()>, String> {
+    std::thread::Builder::new()
+        .name("stats-http".into())
+        .spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                match server.recv_timeout(Duration::from_millis(100)) {
+                    Ok(Some(req)) => match allowed(&req, &handler.access, certified) {
+                        Ok(()) => respond(req, &handler.provider, handler.api.as_ref()),
+                        Err(why) => refuse(req, why),
+                    },
+                    Ok(None) => {}
+                    Err(e) => log::warn!("statistics server: {e}"),
+                }
+            }
+        })
+        .map_err(|e| e.to_string())
+}
+
+fn allowed(req: &tiny_http::Request, access: &Access, certified: bool) -> Result<(), &'static str> {
     let auth = req
         .headers()
         .iter()
         .find(|h| h.field.equiv("Authorization"))
         .map(|h| h.value.as_str());
-    access.check(req.method().as_str(), auth)
+    access.check(req.method().as_str(), auth, certified)
 }
 
 fn refuse(req: tiny_http::Request, why: &str) {
-    let from = req.remote_addr().map(|a| a.to_string()).unwrap_or_default();
+    let from = req
+        .remote_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_else(|| "an HTTPS caller".into());
     log::warn!("HTTP {} {} from {from} refused: {why}", req.method(), req.url());
     let body = format!("{}\n", serde_json::json!({ "error": why }));
     let resp = tiny_http::Response::from_string(body)
@@ -143,8 +229,12 @@ fn respond(mut req: tiny_http::Request, provider: &Provider, api: Option<&Api>) 
 impl Drop for StatsServer {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
+        for t in self.threads.drain(..) {
             let _ = t.join();
+        }
+        if let Some((front, dir)) = self.front.take() {
+            drop(front);
+            let _ = std::fs::remove_dir_all(dir);
         }
     }
 }
@@ -152,6 +242,9 @@ impl Drop for StatsServer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ps_core::auth::{Secret, SecretSource};
+    use ps_core::config::Security;
+    use ps_core::tls::{CertRole, Credentials};
     use std::io::{Read, Write};
 
     fn get(addr: std::net::SocketAddr, path: &str) -> String {
@@ -162,6 +255,28 @@ mod tests {
         out
     }
 
+    /// A GET over TLS trusting `trust`'s CA, with `id` as the client certificate and
+    /// `token` as the bearer token; Err is the TLS or I/O error.
+    fn get_tls(
+        addr: std::net::SocketAddr,
+        path: &str,
+        trust: &ps_core::tls::Trust,
+        id: Option<&Credentials>,
+        token: Option<&str>,
+    ) -> std::io::Result<String> {
+        let cfg = trust.http_client_config(id).unwrap();
+        let conn = rustls::ClientConnection::new(cfg, ps_core::tls::server_name("127.0.0.1")).unwrap();
+        let tcp = std::net::TcpStream::connect(addr)?;
+        let mut s = rustls::StreamOwned::new(conn, tcp);
+        let auth = token
+            .map(|t| format!("Authorization: Bearer {t}\r\n"))
+            .unwrap_or_default();
+        write!(s, "GET {path} HTTP/1.0\r\nHost: x\r\n{auth}\r\n")?;
+        let mut out = String::new();
+        s.read_to_string(&mut out)?;
+        Ok(out)
+    }
+
     #[test]
     fn serves_json_metrics_and_dashboard() {
         let provider: Provider = Arc::new(|| Snapshot {
@@ -169,7 +284,8 @@ mod tests {
             uptime_s: 1.0,
             ..Default::default()
         });
-        let srv = StatsServer::start("127.0.0.1:0", provider, Access::open()).unwrap();
+        let srv = StatsServer::start("127.0.0.1:0", provider, HttpSecurity::open()).unwrap();
+        assert_eq!(srv.scheme(), "http");
         let json = get(srv.addr(), "/stats.json");
         assert!(json.starts_with("HTTP/1.") && json.contains(" 200 "), "{json}");
         let body = json.split("\r\n\r\n").nth(1).unwrap();
@@ -181,26 +297,73 @@ mod tests {
     }
 
     #[test]
-    fn a_secured_server_answers_401_without_the_token() {
-        use ps_core::auth::{Secret, SecretSource};
-        use ps_core::config::Security;
-        let secret = Secret::new(vec![3; 32], SecretSource::File).unwrap();
+    fn an_open_server_beyond_loopback_needs_insecure() {
+        let provider: Provider = Arc::new(Snapshot::default);
+        let e = StatsServer::start("0.0.0.0:0", Arc::clone(&provider), HttpSecurity::open())
+            .err()
+            .expect("refused");
+        assert!(e.contains("--insecure") && e.contains("0.0.0.0"), "{e}");
+        let mut sec = HttpSecurity::open();
+        sec.access = sec.access.insecure(true);
+        let srv = StatsServer::start("0.0.0.0:0", provider, sec).unwrap();
+        let lo = std::net::SocketAddr::from(([127, 0, 0, 1], srv.addr().port()));
+        assert!(get(lo, "/stats.json").contains(" 200 "));
+    }
+
+    /// A server on loopback secured by `secret` (HTTPS).
+    fn secured(secret: &Secret) -> StatsServer {
         let sec = Security {
             secret: Some(secret.clone()),
             ..Default::default()
         };
         let provider: Provider = Arc::new(Snapshot::default);
-        let srv = StatsServer::start("127.0.0.1:0", provider, Access::from_security(&sec)).unwrap();
-        assert!(get(srv.addr(), "/stats.json").contains(" 401 "));
-        let mut s = std::net::TcpStream::connect(srv.addr()).unwrap();
-        write!(
-            s,
-            "GET /stats.json HTTP/1.0\r\nHost: x\r\nAuthorization: Bearer {}\r\n\r\n",
-            secret.http_token()
+        StatsServer::start(
+            "127.0.0.1:0",
+            provider,
+            HttpSecurity::from_security(&sec, false).unwrap(),
         )
-        .unwrap();
+        .unwrap()
+    }
+
+    #[test]
+    fn a_secured_server_speaks_https_to_a_token_or_a_client_certificate() {
+        let secret = Secret::new(vec![3; 32], SecretSource::File).unwrap();
+        let srv = secured(&secret);
+        assert_eq!(srv.scheme(), "https");
+        let client = Credentials::from_secret(&secret, CertRole::Client).unwrap();
+        let worker = Credentials::from_secret(&secret, CertRole::Worker).unwrap();
+        let trust = client.trust().clone();
+        let token = secret.http_token();
+        let ok = |r: std::io::Result<String>| r.unwrap().contains(" 200 ");
+        assert!(ok(get_tls(srv.addr(), "/stats.json", &trust, None, Some(&token))));
+        assert!(ok(get_tls(srv.addr(), "/stats.json", &trust, Some(&client), None)));
+        let r = get_tls(srv.addr(), "/stats.json", &trust, None, None).unwrap();
+        assert!(r.contains(" 401 "), "{r}");
+        let r = get_tls(srv.addr(), "/stats.json", &trust, Some(&worker), None).unwrap();
+        assert!(r.contains(" 401 "), "a worker's certificate is not a client's: {r}");
+        // plain HTTP gets no answer, and a client trusting another CA refuses the server
+        assert!(!get(srv.addr(), "/stats.json").contains("HTTP/1."));
+        let other =
+            Credentials::from_secret(&Secret::new(vec![4; 32], SecretSource::File).unwrap(), CertRole::Client).unwrap();
+        assert!(get_tls(srv.addr(), "/stats.json", other.trust(), None, Some(&token)).is_err());
+    }
+
+    #[test]
+    fn a_request_sent_with_the_last_handshake_message_is_answered() {
+        let secret = Secret::new(vec![5; 32], SecretSource::File).unwrap();
+        let srv = secured(&secret);
+        let client = Credentials::from_secret(&secret, CertRole::Client).unwrap();
+        let cfg = client.trust().http_client_config(Some(&client)).unwrap();
+        let mut conn = rustls::ClientConnection::new(cfg, ps_core::tls::server_name("127.0.0.1")).unwrap();
+        // written before the handshake: rustls sends it in one flight with its Finished
+        conn.writer()
+            .write_all(b"GET /stats.json HTTP/1.0\r\nHost: x\r\n\r\n")
+            .unwrap();
+        let tcp = std::net::TcpStream::connect(srv.addr()).unwrap();
+        tcp.set_read_timeout(Some(std::time::Duration::from_secs(10))).unwrap();
+        let mut s = rustls::StreamOwned::new(conn, tcp);
         let mut out = String::new();
-        s.read_to_string(&mut out).unwrap();
-        assert!(out.contains(" 200 "), "{out}");
+        let r = s.read_to_string(&mut out);
+        assert!(out.contains(" 200 "), "{r:?}: {out}");
     }
 }

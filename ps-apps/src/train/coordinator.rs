@@ -44,12 +44,15 @@ pub struct CoordinatorOptions {
     /// Off a terminal, at most one `progress:` line this often (0: one per finished
     /// task); the line completing the job is always logged.
     pub progress_every: Duration,
+    /// `--insecure`: the statistics server may listen beyond loopback without security.
+    pub http_insecure: bool,
 }
 
 impl Default for CoordinatorOptions {
     fn default() -> Self {
         CoordinatorOptions {
             progress_every: Duration::from_secs(5),
+            http_insecure: false,
         }
     }
 }
@@ -181,18 +184,19 @@ impl Coordinator {
         let stats = match stats_addr {
             None => None,
             Some(addr) => {
-                let access = crate::stats::Access::from_security(&po.config().security);
+                let sec = crate::stats::HttpSecurity::from_security(&po.config().security, opts.http_insecure)?;
                 let (po, m, p) = (Arc::clone(po), Arc::clone(&master), Arc::clone(&progress));
                 let srv = StatsServer::start(
                     addr,
                     Arc::new(move || snapshot(&po, &m.lock().snapshot(), &p.lock(), epoch, &job)),
-                    access,
+                    sec,
                 )?;
                 log::info!(
-                    "statistics at http://{}/ (JSON /stats.json, Prometheus /metrics)",
+                    "statistics at {}://{}/ (JSON /stats.json, Prometheus /metrics)",
+                    srv.scheme(),
                     srv.addr()
                 );
-                println!("stats: http://{}/", srv.addr());
+                println!("stats: {}://{}/", srv.scheme(), srv.addr());
                 Some(srv)
             }
         };

@@ -1,7 +1,8 @@
 //! The door of a node's listening socket, as a pure struct (time is passed in as
-//! milliseconds): connections per peer address, and a rate limit on failed
-//! handshakes — an address that failed `max_failures` times within `window_ms` is
-//! refused for `ban_ms`. Only a handshake that went wrong through the peer's fault
+//! milliseconds): connections per peer address, handshakes in progress per address
+//! (a peer holding many slow handshakes open cannot take every slot), and a rate limit
+//! on failed handshakes — an address that failed `max_failures` times within
+//! `window_ms` is refused for `ban_ms`. Only a handshake that went wrong through the peer's fault
 //! counts ([`HandshakeFailure::counts_against_peer`]): a peer that closed or reset
 //! the connection mid-handshake (an honest node that gave up waiting, a port probe)
 //! is not an authentication failure. Counting those once banned 127.0.0.1 for 10 s
@@ -10,8 +11,6 @@
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::net::IpAddr;
-
-use super::handshake::Refusal;
 
 /// Why a connection was refused at the door; `Display` is one line.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -23,6 +22,8 @@ pub enum GateRefusal {
     },
     /// The address already holds the most connections allowed.
     TooManyConnections(usize),
+    /// The address already has the most handshakes in progress allowed.
+    TooManyHandshakes(usize),
 }
 
 impl fmt::Display for GateRefusal {
@@ -34,6 +35,9 @@ impl fmt::Display for GateRefusal {
             ),
             GateRefusal::TooManyConnections(n) => {
                 write!(f, "it already has {n} connections open (PS_MAX_CONNS_PER_PEER)")
+            }
+            GateRefusal::TooManyHandshakes(n) => {
+                write!(f, "it already has {n} handshakes in progress")
             }
         }
     }
@@ -49,8 +53,9 @@ pub enum HandshakeFailure {
     CutShort(String),
     /// The peer said nothing for the handshake timeout while holding the connection.
     Silent(std::time::Duration),
-    /// The peer's bytes were refused: not psrs, wrong secret, replayed, mismatch.
-    Refused(Refusal),
+    /// The peer's bytes were refused: not TLS, a certificate of another CA, expired,
+    /// without a role (the reason, one line).
+    Refused(String),
     /// This side could not set up the socket.
     Local(String),
 }
@@ -79,6 +84,8 @@ impl fmt::Display for HandshakeFailure {
 /// Connection counts and failure history per peer address.
 pub struct Gate {
     max_conns: usize,
+    max_handshakes: usize,
+    handshaking: HashMap<IpAddr, usize>,
     max_failures: usize,
     window_ms: u64,
     ban_ms: u64,
@@ -90,12 +97,18 @@ pub struct Gate {
 /// Addresses remembered before old entries are pruned.
 const PRUNE_AT: usize = 4096;
 
+/// Handshakes in progress at once from one address (every node of a host shares its
+/// address, and a starting cluster opens many links at once).
+pub const MAX_HANDSHAKES_PER_PEER: usize = 256;
+
 impl Gate {
     /// A gate allowing `max_conns` connections per address and `max_failures` failed
     /// handshakes per `window_ms` before a `ban_ms` ban.
     pub fn new(max_conns: usize, max_failures: usize, window_ms: u64, ban_ms: u64) -> Gate {
         Gate {
             max_conns,
+            max_handshakes: MAX_HANDSHAKES_PER_PEER,
+            handshaking: HashMap::new(),
             max_failures,
             window_ms,
             ban_ms,
@@ -122,6 +135,27 @@ impl Gate {
         }
         *n += 1;
         Ok(())
+    }
+
+    /// A handshake from `ip` starts: admitted (counted until [`Gate::handshake_done`])
+    /// unless the address has [`MAX_HANDSHAKES_PER_PEER`] in progress.
+    pub fn handshake_started(&mut self, ip: IpAddr) -> Result<(), GateRefusal> {
+        let n = self.handshaking.entry(ip).or_insert(0);
+        if *n >= self.max_handshakes {
+            return Err(GateRefusal::TooManyHandshakes(*n));
+        }
+        *n += 1;
+        Ok(())
+    }
+
+    /// A handshake from `ip` ended (either way).
+    pub fn handshake_done(&mut self, ip: IpAddr) {
+        if let Some(n) = self.handshaking.get_mut(&ip) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                self.handshaking.remove(&ip);
+            }
+        }
     }
 
     /// A connection admitted from `ip` closed.
@@ -169,7 +203,9 @@ impl Gate {
 mod tests {
     use super::*;
 
-    const BAD: HandshakeFailure = HandshakeFailure::Refused(Refusal::BadProof);
+    fn bad() -> HandshakeFailure {
+        HandshakeFailure::Refused("a certificate of another CA".into())
+    }
 
     fn ip(last: u8) -> IpAddr {
         IpAddr::from([127, 0, 0, last])
@@ -189,9 +225,22 @@ mod tests {
         assert_eq!(g.admit(ip(1), 100), Ok(()));
         let silent = HandshakeFailure::Silent(std::time::Duration::from_secs(10));
         assert!(!g.failed(ip(1), &silent, 200));
-        assert!(!g.failed(ip(1), &BAD, 300));
-        assert!(g.failed(ip(1), &HandshakeFailure::Refused(Refusal::NotPsrs), 400));
+        assert!(!g.failed(ip(1), &bad(), 300));
+        assert!(g.failed(ip(1), &HandshakeFailure::Refused("not TLS".into()), 400));
         assert!(g.admit(ip(1), 500).is_err(), "refusals and silence do count");
+    }
+
+    #[test]
+    fn handshakes_in_progress_are_limited_per_address() {
+        let mut g = Gate::new(1024, 3, 1000, 5000);
+        g.max_handshakes = 2;
+        assert_eq!(g.handshake_started(ip(1)), Ok(()));
+        assert_eq!(g.handshake_started(ip(1)), Ok(()));
+        assert_eq!(g.handshake_started(ip(1)), Err(GateRefusal::TooManyHandshakes(2)));
+        assert_eq!(g.handshake_started(ip(2)), Ok(()), "other addresses are not affected");
+        g.handshake_done(ip(1));
+        assert_eq!(g.handshake_started(ip(1)), Ok(()));
+        g.handshake_done(ip(9)); // never started: ignored
     }
 
     #[test]
@@ -210,25 +259,25 @@ mod tests {
     #[test]
     fn repeated_failures_ban_the_address_for_a_while() {
         let mut g = Gate::new(100, 3, 1000, 5000);
-        assert!(!g.failed(ip(1), &BAD, 0));
-        assert!(!g.failed(ip(1), &BAD, 100));
+        assert!(!g.failed(ip(1), &bad(), 0));
+        assert!(!g.failed(ip(1), &bad(), 100));
         // an old failure left the window: still two
-        assert!(!g.failed(ip(1), &BAD, 1050));
-        assert!(g.failed(ip(1), &BAD, 1060)); // three within 1000 ms
+        assert!(!g.failed(ip(1), &bad(), 1050));
+        assert!(g.failed(ip(1), &bad(), 1060)); // three within 1000 ms
         assert_eq!(
             g.admit(ip(1), 2000),
             Err(GateRefusal::RateLimited { remaining_ms: 4060 })
         );
         assert_eq!(g.admit(ip(2), 2000), Ok(()), "other addresses are not affected");
         assert_eq!(g.admit(ip(1), 6060), Ok(()), "the ban ends");
-        assert!(!g.failed(ip(1), &BAD, 6100), "the count starts again");
+        assert!(!g.failed(ip(1), &bad(), 6100), "the count starts again");
     }
 
     #[test]
     fn memory_stays_bounded_under_many_addresses() {
         let mut g = Gate::new(1, 2, 10, 10);
         for i in 0..20_000u32 {
-            g.failed(IpAddr::from(i.to_be_bytes()), &BAD, u64::from(i) * 100);
+            g.failed(IpAddr::from(i.to_be_bytes()), &bad(), u64::from(i) * 100);
         }
         assert!(g.failures.len() <= PRUNE_AT + 1);
     }

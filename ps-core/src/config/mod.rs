@@ -260,6 +260,7 @@ impl Config {
             ));
         }
         self.security.validate(&self.van_type)?;
+        self.security.credentials(crate::tls::CertRole::of_node(self.role))?;
         if self.spin > MAX_SPIN {
             return Err(err(
                 "PS_SPIN_US",

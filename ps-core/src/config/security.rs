@@ -1,4 +1,4 @@
-//! The security part of the node's configuration: the cluster secret, encryption and
+//! The security part of the node's configuration: certificates or the cluster secret and
 //! the resource limits against a hostile or buggy peer, read once from `PS_*`
 //! variables and validated.
 
@@ -65,17 +65,18 @@ impl Limits {
     }
 }
 
-/// The cluster secret, encryption and limits.
+/// Certificates, the cluster secret and limits.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct Security {
     /// The cluster secret (`PS_SECRET_FILE` wins over `PS_SECRET`); None: open.
     pub secret: Option<Secret>,
-    /// `PS_ENCRYPT` (default 1): with a secret, the TCP van encrypts every link.
-    pub encrypt: bool,
     /// Resource limits.
     pub limits: Limits,
     /// `PS_HTTP_OPEN_READS` (default 0): with a secret, HTTP reads (GET) need no token.
     pub http_open_reads: bool,
+    /// `PS_TLS_CA`, `PS_TLS_CERT`, `PS_TLS_KEY`: certificates (they win over the
+    /// secret for the links; the secret, if also set, then only gives the HTTP token).
+    pub tls: Option<crate::tls::TlsFiles>,
 }
 
 fn get<'a>(vars: &'a HashMap<String, String>, var: &str) -> Option<&'a str> {
@@ -99,11 +100,6 @@ impl Security {
             std::fs::read(p)
         })
         .map_err(|(var, reason)| err(var, reason))?;
-        let encrypt = match get(vars, "PS_ENCRYPT") {
-            None | Some("1") => true,
-            Some("0") => false,
-            Some(v) => return Err(err("PS_ENCRYPT", format!("'{v}' is not 0 or 1"))),
-        };
         let d = Limits::default();
         let timeout = match get(vars, "PS_HANDSHAKE_TIMEOUT") {
             None => d.handshake_timeout,
@@ -131,11 +127,13 @@ impl Security {
             Some("1") => true,
             Some(v) => return Err(err("PS_HTTP_OPEN_READS", format!("'{v}' is not 0 or 1"))),
         };
+        let tls = crate::tls::settings::from_vars(|v| get(vars, v).map(str::to_string), |p| std::fs::read(p))
+            .map_err(|(var, reason)| err(var, reason))?;
         let s = Security {
             secret,
-            encrypt,
             limits,
             http_open_reads,
+            tls,
         };
         Ok(s)
     }
@@ -152,6 +150,12 @@ impl Security {
         if self.limits.max_message_bytes < 4096 {
             return Err(err("PS_MAX_MESSAGE_BYTES", "must be at least 4096"));
         }
+        if self.tls.is_some() && van_type != "tcp" {
+            return Err(err(
+                "PS_TLS_CA",
+                format!("the {van_type} van has no TLS; set DMLC_PS_VAN_TYPE=tcp to use certificates"),
+            ));
+        }
         if let Some(s) = &self.secret {
             if van_type != "tcp" {
                 let var = match s.source {
@@ -167,24 +171,56 @@ impl Security {
         Ok(())
     }
 
-    /// Logs once where the cluster stands: open, or the secret's source (warning when
-    /// it came from the environment) and whether links are encrypted.
-    pub fn log_once(&self) {
+    /// Whether links are secured (certificates or a cluster secret).
+    pub fn is_on(&self) -> bool {
+        self.tls.is_some() || self.secret.is_some()
+    }
+
+    /// The credentials of a node joining as `role`: from the certificate files, whose
+    /// certificate must name the role, else derived from the cluster secret; None on
+    /// an open cluster. Errors name the variable.
+    pub fn credentials(&self, role: crate::tls::CertRole) -> Result<Option<crate::tls::Credentials>, ConfigError> {
+        if let Some(files) = &self.tls {
+            let c = files.credentials().map_err(|(var, reason)| err(var, reason))?;
+            c.require(role).map_err(|e| {
+                err(
+                    "PS_TLS_CERT",
+                    format!("'{}': {e}", files.identity.as_ref().map_or("", |i| i.0 .0.as_str())),
+                )
+            })?;
+            return Ok(Some(c));
+        }
         match &self.secret {
-            None => {
-                log::info!("no cluster secret (PS_SECRET_FILE): the cluster is open to anyone who can reach its ports")
+            Some(s) => crate::tls::Credentials::from_secret(s, role)
+                .map(Some)
+                .map_err(|e| err(self.secret_var(), e.to_string())),
+            None => Ok(None),
+        }
+    }
+
+    fn secret_var(&self) -> &'static str {
+        match self.secret.as_ref().map(|s| s.source) {
+            Some(secret::SecretSource::Env) => "PS_SECRET",
+            _ => "PS_SECRET_FILE",
+        }
+    }
+
+    /// Logs once where the cluster stands: open, or how links are secured (and a
+    /// warning when the secret came from the environment).
+    pub fn log_once(&self) {
+        if let Some(s) = &self.secret {
+            if s.source == secret::SecretSource::Env {
+                log::warn!("the cluster secret comes from PS_SECRET (visible in the process environment); prefer PS_SECRET_FILE");
             }
-            Some(s) => {
-                if s.source == secret::SecretSource::Env {
-                    log::warn!("the cluster secret comes from PS_SECRET (visible in the process environment); prefer PS_SECRET_FILE");
-                }
-                let enc = if self.encrypt {
-                    "encrypted"
-                } else {
-                    "not encrypted (PS_ENCRYPT=0)"
-                };
-                log::info!("cluster secret set: connections are authenticated, links {enc}");
+        }
+        match (&self.tls, &self.secret) {
+            (None, None) => {
+                log::info!("no security (PS_TLS_* or PS_SECRET_FILE): the cluster is open to anyone who can reach its ports")
             }
+            (Some(_), _) => log::info!("links run TLS 1.3 with the certificates of PS_TLS_CA/PS_TLS_CERT"),
+            (None, Some(_)) => log::info!(
+                "links run TLS 1.3 with a CA derived from the cluster secret (every holder of the secret may take any role)"
+            ),
         }
     }
 }
@@ -200,23 +236,17 @@ mod tests {
     #[test]
     fn defaults_and_overrides() {
         let s = Security::from_vars(&vars(&[])).unwrap();
-        assert_eq!(
-            s,
-            Security {
-                encrypt: true,
-                ..Default::default()
-            }
-        );
+        assert_eq!(s, Security::default());
+        assert!(!s.is_on());
         s.validate("zmq").unwrap();
         let s = Security::from_vars(&vars(&[
             ("PS_SECRET", "0123456789abcdef"),
-            ("PS_ENCRYPT", "0"),
             ("PS_MAX_KEYS", "10"),
             ("PS_MAX_FRAMES", "3"),
             ("PS_HANDSHAKE_TIMEOUT", "0.5"),
         ]))
         .unwrap();
-        assert!(s.secret.is_some() && !s.encrypt);
+        assert!(s.secret.is_some() && s.is_on());
         assert_eq!((s.limits.max_keys, s.limits.max_frames), (10, 3));
         assert_eq!(s.limits.handshake_timeout, Duration::from_millis(500));
         s.validate("tcp").unwrap();
@@ -246,7 +276,7 @@ mod tests {
         for (var, val) in [
             ("PS_MAX_KEYS", "0"),
             ("PS_MAX_MESSAGE_BYTES", "lots"),
-            ("PS_ENCRYPT", "yes"),
+            ("PS_TLS_CA", "/nonexistent/ca.pem"),
             ("PS_HANDSHAKE_TIMEOUT", "-1"),
             ("PS_SECRET", "short"),
             ("PS_SECRET_FILE", "/nonexistent/psrs-secret"),

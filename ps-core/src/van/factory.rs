@@ -5,7 +5,8 @@ use super::transport::Transport;
 use super::zmq_transport::ZmqTransport;
 use std::sync::Arc;
 
-/// Makes the transport named by `DMLC_PS_VAN_TYPE`, with the security settings `sec`
+/// Makes the transport named by `DMLC_PS_VAN_TYPE` for a node of `role`, with the
+/// security settings `sec` (the TCP van's TLS credentials are made for the role)
 /// (the ZMQ van takes only the limits: the configuration refuses a secret with it) and
 /// the TCP van's reader threads spinning up to `spin` before they block (`PS_SPIN_US`;
 /// the configuration refuses it with the ZMQ van, whose I/O thread is libzmq's), and
@@ -14,6 +15,7 @@ use std::sync::Arc;
 /// `local_socket` (`PS_LOCAL_SOCKET`; the ZMQ van always uses TCP).
 pub fn create(
     kind: &str,
+    role: crate::node::Role,
     sec: &crate::config::Security,
     spin: std::time::Duration,
     shm: &crate::config::ShmConfig,
@@ -22,10 +24,14 @@ pub fn create(
     match kind {
         "zmq" => Ok(Arc::new(ZmqTransport::with_limits(&sec.limits))),
         "tcp" => Ok(Arc::new(
-            TcpTransport::with_security(sec)
-                .with_spin(spin)
-                .with_shm(shm)
-                .with_local_socket(local_socket),
+            TcpTransport::with_security(
+                sec,
+                sec.credentials(crate::tls::CertRole::of_node(role))
+                    .map_err(|e| e.to_string())?,
+            )
+            .with_spin(spin)
+            .with_shm(shm)
+            .with_local_socket(local_socket),
         )),
         other => Err(format!("DMLC_PS_VAN_TYPE: unknown van type '{other}' (zmq or tcp)")),
     }

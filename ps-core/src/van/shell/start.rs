@@ -20,6 +20,9 @@ const LOG_EVERY_MS: u64 = 5_000;
 /// scheduler cannot connect back to it.
 pub const UNREACHABLE_AFTER_MS: u64 = 6_000;
 
+/// Joins refused for this node's credentials after which the node gives up.
+const CREDENTIAL_TRIES: u32 = 3;
+
 /// The connection key under which the scheduler reaches a node that has no id yet
 /// (negative, below the keys of refusals, stable for one process).
 pub(super) fn welcome_key(n: &Node) -> i32 {
@@ -67,6 +70,7 @@ impl Van {
         let expected = (self.cfg.num_servers, self.cfg.num_workers);
         let mut watch = JoinWatch::new(self.now_ms(), LOG_EVERY_MS, UNREACHABLE_AFTER_MS);
         let mut backoff = JoinBackoff::default();
+        let mut refused = 0;
         loop {
             let mut wait = Duration::from_secs(1);
             if self.sched.is_none() {
@@ -74,7 +78,20 @@ impl Van {
                 m.meta.control.nodes = vec![self.my_node()];
                 m.meta.timestamp = self.next_timestamp();
                 let reached = match self.send(m.clone()) {
-                    Ok(_) => true,
+                    Ok(_) => {
+                        refused = 0;
+                        true
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+                        // TLS: the scheduler refused this node's credentials (or they
+                        // refused the scheduler's): retrying will not change that
+                        refused += 1;
+                        if refused >= CREDENTIAL_TRIES {
+                            return Err(format!("cannot join the scheduler at {scheduler}: {e}"));
+                        }
+                        log::warn!("{e}");
+                        false
+                    }
                     Err(e) => {
                         // the scheduler may simply not be up yet
                         log::debug!("cannot send ADD_NODE to the scheduler: {e}");

@@ -1,10 +1,11 @@
 //! Two TCP transports in one process on this host: their link is a Unix socket
 //! ([`super::stream`]) unless either side has `PS_LOCAL_SOCKET` off, with or without a
-//! cluster secret, and the same messages arrive either way.
+//! cluster secret (TLS), and the same messages arrive either way.
 
 use super::transport::TcpTransport;
 use crate::auth::{Secret, SecretSource};
 use crate::config::Security;
+use crate::tls::CertRole;
 use crate::van::transport::Transport;
 use bytes::Bytes;
 use crossbeam_channel::{unbounded, Receiver};
@@ -19,9 +20,13 @@ fn security(secret: bool) -> Security {
     }
 }
 
+fn creds(sec: &Security, role: CertRole) -> Option<crate::tls::Credentials> {
+    sec.credentials(role).unwrap()
+}
+
 /// A started receiving transport bound on `host`: its port and what it receives.
 fn receiver(sec: &Security, local: bool, host: &str) -> (TcpTransport, u16, Receiver<Vec<Bytes>>) {
-    let t = TcpTransport::with_security(sec).with_local_socket(local);
+    let t = TcpTransport::with_security(sec, creds(sec, CertRole::Server)).with_local_socket(local);
     let port = t.bind(host, 0).unwrap();
     let (tx, rx) = unbounded();
     t.start(Arc::new(move |f| tx.send(f).unwrap())).unwrap();
@@ -31,7 +36,7 @@ fn receiver(sec: &Security, local: bool, host: &str) -> (TcpTransport, u16, Rece
 /// Sends a small and a large message from a new transport to `port` on 127.0.0.1 and
 /// checks they arrive whole and in order; returns the sender (still open).
 fn exchange(sec: &Security, local: bool, port: u16, rx: &Receiver<Vec<Bytes>>) -> TcpTransport {
-    let tx = TcpTransport::with_security(sec).with_local_socket(local);
+    let tx = TcpTransport::with_security(sec, creds(sec, CertRole::Worker)).with_local_socket(local);
     tx.connect(1, "127.0.0.1", port).unwrap();
     let big: Bytes = (0..300_000u32).map(|i| (i % 251) as u8).collect::<Vec<u8>>().into();
     tx.send(1, vec![Bytes::from_static(b"small")]).unwrap();

@@ -3,7 +3,8 @@
 //! written by the sending thread ([`link`], [`wire`]; what the socket did not take is
 //! finished by the drain thread, [`drain`]), one reader thread per incoming connection
 //! ([`accept`], [`read`], optionally spinning before it sleeps, [`spin_read`]). Every
-//! connection is admitted at the door ([`guard`]: authentication and sealed records),
+//! connection is admitted at the door ([`guard`]: TLS 1.3 with the cluster's
+//! certificates when security is on; roles enforced on what a peer registers, [`screen`]),
 //! and large frames to a co-located peer may go through shared memory ([`shm`]).
 
 mod accept;
@@ -15,6 +16,7 @@ mod link;
 #[cfg(test)]
 mod local_socket_tests;
 mod read;
+mod screen;
 pub mod shm;
 pub mod spin_read;
 pub mod stream;

@@ -1,5 +1,6 @@
 //! The TCP van's reading side: one reader thread per accepted connection, which runs
-//! the handshake, answers a shared-memory offer, parses messages from a buffered read
+//! the handshake, answers a shared-memory offer (inside TLS when on), drops what the
+//! peer's certificate does not allow ([`super::screen`]), parses messages from a buffered read
 //! (many per `read`) and hands each to the van; its handlers' sends are corked until
 //! its buffer runs dry ([`super::cork`]).
 
@@ -22,26 +23,47 @@ use std::time::Duration;
 
 /// Reads one message; `Ok(None)` at a clean end of stream.
 pub(crate) fn read_message(r: &mut impl FrameRead, limits: &Limits) -> io::Result<Option<Vec<Bytes>>> {
-    read_message_shm(r, limits, &mut ShmReceiver::none())
+    let mut shm = ShmReceiver::none();
+    loop {
+        match read_message_shm(r, limits, &mut shm)? {
+            Step::Message(m) => return Ok(Some(m)),
+            Step::End => return Ok(None),
+            Step::Answer(_) => {}
+        }
+    }
 }
 
-/// Reads one message, answering a shared-memory offer and resolving descriptor frames
+/// What the next read brought.
+enum Step {
+    /// A message.
+    Message(Vec<Bytes>),
+    /// A shared-memory offer, decided: send this byte back on the link.
+    Answer(u8),
+    /// The clean end of the stream.
+    End,
+}
+
+/// Reads one message, deciding a shared-memory offer and resolving descriptor frames
 /// through `shm` on the way; a message with a bad descriptor is dropped (logged by
 /// `shm`) and the next one read.
-fn read_message_shm(r: &mut impl FrameRead, limits: &Limits, shm: &mut ShmReceiver) -> io::Result<Option<Vec<Bytes>>> {
+fn read_message_shm(r: &mut impl FrameRead, limits: &Limits, shm: &mut ShmReceiver) -> io::Result<Step> {
     loop {
         let mut head = [0u8; 8];
         match r.read_exact(&mut head) {
             Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(Step::End),
             Err(e) => return Err(e),
         }
         let bad = |why: String| io::Error::new(io::ErrorKind::InvalidData, why);
         let magic = u32::from_le_bytes(head[..4].try_into().expect("4 bytes"));
         let n = u32::from_le_bytes(head[4..].try_into().expect("4 bytes"));
         if magic == shm::wire::OFFER_MAGIC {
-            shm.on_offer(r, n)?;
-            continue;
+            return Ok(Step::Answer(shm.on_offer(r, n)?));
+        }
+        if head[0] == 0x16 && head[1] == 0x03 {
+            return Err(bad(
+                "a TLS client: the peer has security on (PS_TLS_* or PS_SECRET_FILE) and this node has not".into(),
+            ));
         }
         if magic != MAGIC {
             return Err(bad(format!("not a psrs stream (magic {magic:#x})")));
@@ -61,7 +83,7 @@ fn read_message_shm(r: &mut impl FrameRead, limits: &Limits, shm: &mut ShmReceiv
             frames.push(Bytes::from(r.read_frame(len as usize)?));
         }
         if shm.resolve(&mut frames, marks) {
-            return Ok(Some(frames));
+            return Ok(Step::Message(frames));
         }
     }
 }
@@ -95,8 +117,8 @@ pub(super) fn read_all(stream: Stream, ctx: Serve) {
     } = ctx;
     let Ok(addr) = stream.peer_addr() else { return };
     let peer = addr.to_string();
-    let mut shm = shm.incoming(stream.try_clone().ok(), addr);
-    let mut r: Incoming = match guard.accept_spinning(stream, addr, permit, spin) {
+    let mut shm = shm.incoming(addr);
+    let mut r: Incoming = match guard.accept(stream, addr, permit, spin) {
         Ok(r) => r,
         Err(e) if !e.counts_against_peer() => {
             // a probe, or a peer that gave up: not worth a warning
@@ -109,15 +131,30 @@ pub(super) fn read_all(stream: Stream, ctx: Serve) {
         }
     };
     let limits = guard.limits().clone();
+    // a peer whose certificate names the scheduler may send anything
+    let roles = r.roles().filter(|r| !r.has(crate::tls::CertRole::Scheduler)).cloned();
     // the handlers' sends are written when the buffer runs dry (SpinRead flushes)
     cork::begin();
     while !stop.load(Ordering::Relaxed) {
         match read_message_shm(&mut r, &limits, &mut shm) {
-            Ok(Some(frames)) => {
+            Ok(Step::Message(frames)) => {
+                if let Some(why) = roles
+                    .as_ref()
+                    .and_then(|roles| super::screen::screen(roles, &frames).err())
+                {
+                    log::warn!("dropped a message from {peer}: {why}");
+                    continue;
+                }
                 deliver(frames);
                 cork::flush_if_due(); // a full queue is written outside the handler
             }
-            Ok(None) => break,
+            Ok(Step::Answer(byte)) => {
+                if let Err(e) = r.reply(&[byte]) {
+                    log::debug!("shared-memory answer to {peer} not sent: {e}");
+                    break;
+                }
+            }
+            Ok(Step::End) => break,
             Err(e) => {
                 if !stop.load(Ordering::Relaxed) && e.kind() != io::ErrorKind::ConnectionReset {
                     log::warn!("dropped a malformed message from {peer} and closed the connection: {e}");

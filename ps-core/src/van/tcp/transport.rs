@@ -57,14 +57,14 @@ pub struct TcpTransport {
 impl TcpTransport {
     /// A transport with nothing bound, for an open cluster with the default limits.
     pub fn new() -> TcpTransport {
-        TcpTransport::with_security(&Security::default())
+        TcpTransport::with_security(&Security::default(), None)
     }
 
-    /// A transport with nothing bound that authenticates (and, with a secret and
-    /// `encrypt`, seals) every connection and enforces `sec`'s limits.
-    pub fn with_security(sec: &Security) -> TcpTransport {
+    /// A transport with nothing bound that enforces `sec`'s limits and, with
+    /// credentials (see [`Security::credentials`]), runs TLS on every link.
+    pub fn with_security(sec: &Security, creds: Option<crate::tls::Credentials>) -> TcpTransport {
         TcpTransport {
-            guard: Guard::new(sec),
+            guard: Guard::new(&sec.limits, creds),
             listener: Mutex::new(None),
             local_listener: Mutex::new(None),
             local_socket: true,
@@ -294,7 +294,8 @@ mod tests {
         };
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = l.local_addr().unwrap().port();
-        let t = TcpTransport::with_security(&sec);
+        let creds = sec.credentials(crate::tls::CertRole::Worker).unwrap();
+        let t = TcpTransport::with_security(&sec, creds);
         t.connect(1, "127.0.0.1", port).unwrap();
         assert!(t.is_connected(1));
         l.set_nonblocking(true).unwrap();

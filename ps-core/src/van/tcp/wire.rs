@@ -170,10 +170,10 @@ mod tests {
     fn pair() -> (Wire, TcpStream) {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let tcp = TcpStream::connect(l.local_addr().unwrap()).unwrap();
-        let (mut peer, _) = l.accept().unwrap();
-        let out = Guard::new(&Security::default()).connect(tcp, "test").unwrap();
-        let mut hello = vec![0u8; crate::auth::handshake::HELLO_LEN];
-        peer.read_exact(&mut hello).unwrap();
+        let (peer, _) = l.accept().unwrap();
+        let out = Guard::new(&Security::default().limits, None)
+            .connect(tcp, "test")
+            .unwrap();
         (Wire::new(out), peer)
     }
 

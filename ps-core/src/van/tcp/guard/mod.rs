@@ -1,40 +1,46 @@
-//! The TCP van's door: the shell around [`crate::auth`]. Every connection starts with
-//! the handshake ([`crate::auth::handshake`]) before any message: the opening side
-//! runs [`Guard::connect`], the accepting side [`Guard::admit`] (connections per
-//! address, failed-handshake rate limit) then [`Guard::accept`]. A connection that
-//! fails is closed at once and logged with the peer's address; nothing it sent reaches
-//! the van. A peer silent for `PS_HANDSHAKE_TIMEOUT` is timed out.
+//! The TCP van's door: every link of a node with security on (certificates or a
+//! cluster secret, see [`crate::tls`]) runs TLS 1.3 with rustls before any message,
+//! both sides authenticated by certificates of the cluster's CA. The dialing side
+//! runs [`Guard::connect`]; the accepting side [`Guard::admit`] (connections per
+//! address, failed-handshake rate limit) then [`Guard::accept`] (handshakes in
+//! progress per address, all within `PS_HANDSHAKE_TIMEOUT`), and confirms the link
+//! with one byte inside TLS ([`tls_io::ACCEPTED`]), so a dialer whose certificate was
+//! refused learns it ([`io::ErrorKind::PermissionDenied`]). A connection that fails is
+//! closed at once and logged with the peer's address; nothing it sent reaches the van.
+//! Without security, links are plain TCP (no handshake).
 
-mod sealed_io;
+mod tls_io;
 
 use super::spin_read::{FrameRead, SpinRead};
 use super::stream::Stream;
 use crate::auth::gate::{Gate, HandshakeFailure};
-use crate::auth::handshake::{AfterHello, Initiator, Refusal, Responder, CHALLENGE_LEN, HELLO_LEN, PROOF_LEN};
-use crate::config::{Limits, Security};
+use crate::config::Limits;
+use crate::tls::{peer, Credentials, Roles};
 use bytes::Bytes;
 use parking_lot::Mutex;
-pub use sealed_io::{SealedReader, SealedWriter};
+use rustls::{ClientConnection, Connection, ServerConnection};
 use std::io::{self, BufReader, IoSlice, Read, Write};
 use std::net::{IpAddr, Shutdown, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tls_io::Failed;
 
 const FAIL_WINDOW_MS: u64 = 10_000;
 const BAN_MS: u64 = 10_000;
 
-/// The handshake and admission policy of one node.
+/// The TLS credentials and admission policy of one node.
 pub struct Guard {
-    sec: Security,
+    limits: Limits,
+    creds: Option<Credentials>,
     gate: Mutex<Gate>,
     epoch: Instant,
 }
 
-/// An outgoing link: plain or sealed. Sealing happens in memory ([`Outgoing::encode`]),
-/// so the transport can hand the socket the sealed bytes without blocking.
+/// An outgoing link: plain, or TLS. Sealing happens in memory ([`Outgoing::encode`]),
+/// so the transport can hand the socket the ciphertext without blocking.
 pub struct Outgoing {
     tcp: Stream,
-    sealed: Option<SealedWriter<Vec<u8>>>,
+    tls: Option<ClientConnection>,
 }
 
 /// An admitted incoming connection; its slot at the door is freed when dropped.
@@ -49,27 +55,70 @@ impl Drop for Permit {
     }
 }
 
-/// An authenticated incoming link: read messages from it.
+/// A connection's handshake slot at the door, freed when dropped.
+struct Handshaking<'a>(&'a Guard, IpAddr);
+
+impl Drop for Handshaking<'_> {
+    fn drop(&mut self) {
+        self.0.gate.lock().handshake_done(self.1);
+    }
+}
+
+/// An incoming link, authenticated when security is on: read messages from it.
 pub struct Incoming {
-    reader: Box<dyn FrameRead + Send>,
+    reader: BufReader<SpinRead>,
+    /// The socket's reverse direction (the shared-memory answer).
+    back: Stream,
+    tls: Option<ServerConnection>,
+    roles: Option<Roles>,
     _permit: Permit,
 }
 
 impl Read for Incoming {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        self.reader.read(buf)
+        match &mut self.tls {
+            Some(conn) => tls_io::read_plain(conn, &mut self.reader, buf),
+            None => self.reader.read(buf),
+        }
     }
 }
 
 impl FrameRead for Incoming {
     fn read_frame(&mut self, len: usize) -> io::Result<Vec<u8>> {
-        self.reader.read_frame(len)
+        if self.tls.is_none() {
+            // a plain link reads large frames straight from the socket
+            return self.reader.read_frame(len);
+        }
+        let mut buf = Vec::with_capacity(len);
+        self.take(len as u64).read_to_end(&mut buf)?;
+        if buf.len() != len {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "connection closed mid-message",
+            ));
+        }
+        Ok(buf)
+    }
+}
+
+impl Incoming {
+    /// The roles the peer's certificate names (None: no security).
+    pub fn roles(&self) -> Option<&Roles> {
+        self.roles.as_ref()
+    }
+
+    /// Sends `bytes` back to the dialer (inside TLS when on): the answer to a
+    /// shared-memory offer.
+    pub fn reply(&mut self, bytes: &[u8]) -> io::Result<()> {
+        match &mut self.tls {
+            Some(conn) => tls_io::write_plain(conn, &mut self.back, bytes),
+            None => self.back.write_all(bytes),
+        }
     }
 }
 
 impl Outgoing {
-    /// The socket under the link: the shared-memory offer's one-byte answer comes
-    /// back on its reverse direction, unsealed (see [`crate::van::tcp::shm`]).
+    /// The socket under the link.
     pub fn stream(&self) -> &Stream {
         &self.tcp
     }
@@ -80,58 +129,78 @@ impl Outgoing {
     }
 
     /// The bytes to put on the socket for `bufs`, a batch of whole messages: the bufs
-    /// themselves on a plain link, their sealed records (the last one closed at the
-    /// batch's end) on a sealed one.
+    /// themselves on a plain link, their TLS records on a secured one.
     pub fn encode(&mut self, bufs: Vec<Bytes>) -> io::Result<Vec<Bytes>> {
-        let Some(s) = &mut self.sealed else {
-            return Ok(bufs);
-        };
-        for b in &bufs {
-            s.write_all(b)?;
+        match &mut self.tls {
+            Some(conn) => Ok(vec![tls_io::seal(conn, &bufs)?]),
+            None => Ok(bufs),
         }
-        s.flush()?;
-        Ok(vec![Bytes::from(std::mem::take(s.get_mut()))])
+    }
+
+    /// Reads the peer's one-byte answer within `timeout` (inside TLS when on): the
+    /// answer to a shared-memory offer.
+    pub fn read_answer(&mut self, timeout: Duration) -> io::Result<u8> {
+        let deadline = Instant::now() + timeout;
+        let got = match &mut self.tls {
+            Some(conn) => tls_io::read_byte(conn, &mut self.tcp, deadline).map_err(|f| match f {
+                Failed::Io(e) => e,
+                other => io::Error::other(format!("{other:?}")),
+            }),
+            None => {
+                self.tcp.set_read_timeout(Some(timeout))?;
+                let mut b = [0u8; 1];
+                self.tcp.read_exact(&mut b).map(|()| b[0])
+            }
+        };
+        self.tcp.set_read_timeout(None)?;
+        got
     }
 }
 
 /// Blocking writes (the shared-memory offer, tests): written to the socket at once,
-/// sealed first on a sealed link.
+/// sealed first on a TLS link.
 impl Write for Outgoing {
     fn write(&mut self, b: &[u8]) -> io::Result<usize> {
-        match &mut self.sealed {
-            Some(s) => s.write(b),
-            None => self.tcp.write(b),
+        self.write_all(b).map(|()| b.len())
+    }
+    fn write_all(&mut self, b: &[u8]) -> io::Result<()> {
+        let bytes = self.encode(vec![Bytes::copy_from_slice(b)])?;
+        for x in bytes {
+            self.tcp.write_all(&x)?;
         }
+        Ok(())
     }
     fn write_vectored(&mut self, b: &[IoSlice<'_>]) -> io::Result<usize> {
-        match &mut self.sealed {
-            Some(s) => s.write_vectored(b),
-            None => self.tcp.write_vectored(b),
+        let n = b.iter().map(|s| s.len()).sum();
+        let bytes = self.encode(b.iter().map(|s| Bytes::copy_from_slice(s)).collect())?;
+        for x in bytes {
+            self.tcp.write_all(&x)?;
         }
+        Ok(n)
     }
     fn flush(&mut self) -> io::Result<()> {
-        if let Some(s) = &mut self.sealed {
-            s.flush()?;
-            let sealed = std::mem::take(s.get_mut());
-            self.tcp.write_all(&sealed)?;
-        }
         self.tcp.flush()
     }
 }
 
-fn refused(e: impl std::fmt::Display) -> io::Error {
-    io::Error::new(io::ErrorKind::PermissionDenied, e.to_string())
+fn refused_us(addr: &str, why: impl std::fmt::Display) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::PermissionDenied,
+        format!(
+            "{addr} refused this node's certificate ({why}): check PS_TLS_CA/PS_TLS_CERT/PS_TLS_KEY or PS_SECRET_FILE"
+        ),
+    )
 }
 
 impl Guard {
-    /// A guard for this node's security settings.
-    pub fn new(sec: &Security) -> Arc<Guard> {
-        let l = &sec.limits;
+    /// A guard with these limits and credentials (None: no security, plain links).
+    pub fn new(limits: &Limits, creds: Option<Credentials>) -> Arc<Guard> {
         Arc::new(Guard {
-            sec: sec.clone(),
+            limits: limits.clone(),
+            creds,
             gate: Mutex::new(Gate::new(
-                l.max_conns_per_peer,
-                l.max_auth_failures,
+                limits.max_conns_per_peer,
+                limits.max_auth_failures,
                 FAIL_WINDOW_MS,
                 BAN_MS,
             )),
@@ -141,36 +210,59 @@ impl Guard {
 
     /// The resource limits.
     pub fn limits(&self) -> &Limits {
-        &self.sec.limits
+        &self.limits
     }
 
     fn now(&self) -> u64 {
         self.epoch.elapsed().as_millis() as u64
     }
 
-    /// Runs the opening side of the handshake on a freshly connected `tcp` to `addr`.
+    /// Runs the dialing side's TLS handshake on a freshly connected `tcp` to `addr`
+    /// and waits for the peer to confirm the link. An error of kind
+    /// `PermissionDenied` means the peer refused this node's credentials.
     pub fn connect(&self, tcp: impl Into<Stream>, addr: &str) -> io::Result<Outgoing> {
         let mut tcp = tcp.into();
-        let (init, hello) = Initiator::new(self.sec.secret.as_ref(), self.sec.encrypt, rand::random());
-        tcp.write_all(&hello)?;
-        if init.mode() == crate::auth::handshake::Mode::Open {
-            return Ok(Outgoing { tcp, sealed: None });
+        let Some(creds) = &self.creds else {
+            return Ok(Outgoing { tcp, tls: None });
+        };
+        let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h);
+        let conn =
+            ClientConnection::new(creds.client_config(), crate::tls::server_name(host)).map_err(io::Error::other)?;
+        let mut conn = Connection::Client(conn);
+        let deadline = Instant::now() + self.limits.handshake_timeout;
+        let failed = |f: Failed| {
+            match f {
+            Failed::RefusedUs(a) => refused_us(addr, format!("{a:?}")),
+            Failed::Refused(why) => {
+                log::warn!("refused the node at {addr}: {why}");
+                io::Error::new(io::ErrorKind::PermissionDenied, format!("{addr}: {why}"))
+            }
+            Failed::Silent => io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("{addr} did not complete the TLS handshake within {:?}", self.limits.handshake_timeout),
+            ),
+            Failed::Closed(e) => io::Error::new(
+                io::ErrorKind::ConnectionAborted,
+                format!("{addr} closed the connection during the TLS handshake ({e}): is it a psrs node with security on and the same CA?"),
+            ),
+            Failed::Io(e) => e,
         }
-        tcp.set_read_timeout(Some(self.sec.limits.handshake_timeout))?;
-        let mut challenge = [0u8; CHALLENGE_LEN];
-        tcp.read_exact(&mut challenge).map_err(|e| {
-            refused(format!(
-                "{addr} did not complete the handshake ({e}): is it a psrs node with the same cluster secret?"
-            ))
-        })?;
-        let (proof, key) = init.on_challenge(&challenge).map_err(|r| {
-            log::warn!("refused the node at {addr}: {r}");
-            refused(format!("{addr}: {r}"))
-        })?;
-        tcp.write_all(&proof)?;
+        };
+        tls_io::handshake(&mut conn, &mut tcp, deadline).map_err(failed)?;
+        let Connection::Client(mut conn) = conn else {
+            unreachable!("a client connection")
+        };
+        conn.set_buffer_limit(None);
+        match tls_io::read_byte(&mut conn, &mut tcp, deadline) {
+            Ok(tls_io::ACCEPTED) => {}
+            Ok(b) => return Err(io::Error::other(format!("{addr}: unexpected confirmation byte {b}"))),
+            // closed right after the handshake: it refused the certificate it checked last
+            Err(Failed::Closed(_)) => return Err(refused_us(addr, "the link was closed")),
+            Err(f) => return Err(failed(f)),
+        }
         tcp.set_read_timeout(None)?;
-        let sealed = key.map(|k| SealedWriter::new(Vec::new(), &k));
-        Ok(Outgoing { tcp, sealed })
+        tcp.set_write_timeout(None)?;
+        Ok(Outgoing { tcp, tls: Some(conn) })
     }
 
     /// Admits a new connection from `peer` at the door, or says why not (logged).
@@ -185,36 +277,36 @@ impl Guard {
         }
     }
 
-    /// Runs the accepting side of the handshake on `tcp` from `peer`; a failure is
-    /// closed at once and counted against the address when it is the peer's doing
-    /// ([`HandshakeFailure::counts_against_peer`]).
+    /// Runs the accepting side's handshake on `tcp` from `peer`; the link's reads then
+    /// spin up to `spin` before they block (`PS_SPIN_US`, see
+    /// [`crate::van::tcp::spin_read`]). A failure is closed at once and counted against
+    /// the address when it is the peer's doing ([`HandshakeFailure::counts_against_peer`]).
     pub fn accept(
-        &self,
-        tcp: impl Into<Stream>,
-        peer: SocketAddr,
-        permit: Permit,
-    ) -> Result<Incoming, HandshakeFailure> {
-        self.accept_spinning(tcp.into(), peer, permit, Duration::ZERO)
-    }
-
-    /// Like [`Guard::accept`]; the link's reads then spin up to `spin` before they
-    /// block (`PS_SPIN_US`, see [`crate::van::tcp::spin_read`]).
-    pub fn accept_spinning(
         &self,
         mut tcp: Stream,
         peer: SocketAddr,
         permit: Permit,
         spin: Duration,
     ) -> Result<Incoming, HandshakeFailure> {
-        match self.respond(&mut tcp) {
-            Ok(key) => {
-                let tcp = SpinRead::new(tcp, spin);
-                let reader: Box<dyn FrameRead + Send> = match key {
-                    Some(k) => Box::new(SealedReader::new(BufReader::with_capacity(1 << 16, tcp), &k)),
-                    None => Box::new(BufReader::with_capacity(1 << 16, tcp)),
-                };
+        let back = tcp.try_clone().map_err(|e| HandshakeFailure::Local(e.to_string()))?;
+        let Some(creds) = &self.creds else {
+            return Ok(Incoming {
+                reader: BufReader::with_capacity(1 << 16, SpinRead::new(tcp, spin)),
+                back,
+                tls: None,
+                roles: None,
+                _permit: permit,
+            });
+        };
+        match self.respond(creds, &mut tcp, peer) {
+            Ok((conn, roles)) => {
+                let _ = tcp.set_read_timeout(None);
+                let _ = tcp.set_write_timeout(None);
                 Ok(Incoming {
-                    reader,
+                    reader: BufReader::with_capacity(1 << 16, SpinRead::new(tcp, spin)),
+                    back,
+                    tls: Some(conn),
+                    roles: Some(roles),
                     _permit: permit,
                 })
             }
@@ -224,7 +316,7 @@ impl Guard {
                     log::warn!(
                         "rate-limiting {}: {} failed handshakes within {} s; refused for {} s",
                         peer.ip(),
-                        self.sec.limits.max_auth_failures,
+                        self.limits.max_auth_failures,
                         FAIL_WINDOW_MS / 1000,
                         BAN_MS / 1000
                     );
@@ -234,40 +326,67 @@ impl Guard {
         }
     }
 
-    /// The handshake's session key (None: open cluster).
-    fn respond(&self, tcp: &mut Stream) -> Result<Option<[u8; 32]>, HandshakeFailure> {
-        let t = self.sec.limits.handshake_timeout;
-        let setup = |e: io::Error| HandshakeFailure::Local(e.to_string());
-        tcp.set_read_timeout(Some(t)).map_err(setup)?;
-        tcp.set_write_timeout(Some(t)).map_err(setup)?;
-        let io_failure = |e: io::Error| match e.kind() {
-            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => HandshakeFailure::Silent(t),
-            _ => HandshakeFailure::CutShort(e.to_string()),
+    /// The server side of the handshake, its confirmation, and the dialer's roles.
+    fn respond(
+        &self,
+        creds: &Credentials,
+        tcp: &mut Stream,
+        peer: SocketAddr,
+    ) -> Result<(ServerConnection, Roles), HandshakeFailure> {
+        let _slot = {
+            let mut g = self.gate.lock();
+            g.handshake_started(peer.ip())
+                .map_err(|e| HandshakeFailure::Refused(e.to_string()))?;
+            Handshaking(self, peer.ip())
         };
-        let mut hello = [0u8; HELLO_LEN];
-        let first = tcp.read(&mut hello).map_err(io_failure)?;
-        if first == 0 {
-            return Err(HandshakeFailure::Closed);
-        }
-        if !Responder::could_be_hello(&hello[..first]) {
-            return Err(HandshakeFailure::Refused(Refusal::NotPsrs));
-        }
-        tcp.read_exact(&mut hello[first..]).map_err(io_failure)?;
-        let responder = Responder::new(self.sec.secret.as_ref(), self.sec.encrypt);
-        let key = match responder
-            .on_hello(&hello, rand::random())
-            .map_err(HandshakeFailure::Refused)?
-        {
-            AfterHello::Open => None,
-            AfterHello::Challenge { reply, pending } => {
-                tcp.write_all(&reply).map_err(io_failure)?;
-                let mut proof = [0u8; PROOF_LEN];
-                tcp.read_exact(&mut proof).map_err(io_failure)?;
-                pending.on_proof(&proof).map_err(HandshakeFailure::Refused)?
+        let mut first = [0u8; 1];
+        let t = self.limits.handshake_timeout;
+        tcp.set_read_timeout(Some(t))
+            .map_err(|e| HandshakeFailure::Local(e.to_string()))?;
+        match tcp.peek(&mut first) {
+            Ok(0) => return Err(HandshakeFailure::Closed),
+            Ok(_) if first[0] != 0x16 => {
+                return Err(HandshakeFailure::Refused(
+                    "not a TLS handshake (a node without security? every node needs PS_TLS_* or PS_SECRET_FILE)".into(),
+                ))
             }
+            Ok(_) => {}
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+                return Err(HandshakeFailure::Silent(t))
+            }
+            Err(e) => return Err(HandshakeFailure::CutShort(e.to_string())),
+        }
+        let conn = ServerConnection::new(creds.server_config()).map_err(|e| HandshakeFailure::Local(e.to_string()))?;
+        let mut conn = Connection::Server(conn);
+        let deadline = Instant::now() + t;
+        tls_io::handshake(&mut conn, tcp, deadline).map_err(|f| match f {
+            Failed::Refused(why) => HandshakeFailure::Refused(format!("TLS handshake refused: {why}")),
+            Failed::RefusedUs(a) => {
+                HandshakeFailure::Refused(format!("the peer refused this node's certificate ({a:?})"))
+            }
+            Failed::Silent => HandshakeFailure::Silent(t),
+            Failed::Closed(e) => HandshakeFailure::CutShort(e),
+            Failed::Io(e) => HandshakeFailure::CutShort(e.to_string()),
+        })?;
+        let Connection::Server(mut conn) = conn else {
+            unreachable!("a server connection")
         };
-        tcp.set_read_timeout(None).map_err(setup)?;
-        tcp.set_write_timeout(None).map_err(setup)?;
-        Ok(key)
+        let roles = conn
+            .peer_certificates()
+            .and_then(|c| c.first())
+            .map(peer::roles)
+            .transpose()
+            .map_err(|e| HandshakeFailure::Refused(e.to_string()))?
+            .unwrap_or_default();
+        if roles.0.is_empty() {
+            return Err(HandshakeFailure::Refused("its certificate names no psrs role".into()));
+        }
+        tls_io::write_plain(&mut conn, tcp, &[tls_io::ACCEPTED])
+            .map_err(|e| HandshakeFailure::CutShort(e.to_string()))?;
+        Ok((conn, roles))
     }
 }
+
+#[cfg(test)]
+#[path = "tests.rs"]
+mod tests;

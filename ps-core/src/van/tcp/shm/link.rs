@@ -11,7 +11,7 @@ use super::wire::{Descriptor, Layout, Offer, ACCEPT, REFUSE};
 use crate::config::ShmConfig;
 use crate::van::stats::ShmStats;
 use crate::van::tcp::guard::Outgoing;
-use crate::van::tcp::stream::{is_local, Stream};
+use crate::van::tcp::stream::is_local;
 use bytes::Bytes;
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
@@ -119,14 +119,10 @@ impl Shm {
         crate::van::cork::wake_now(); // waiting for the answer may block
         out.write_all(&offer.encode())?;
         out.flush()?;
-        let mut tcp = out.stream();
-        tcp.set_read_timeout(Some(ANSWER_TIMEOUT))?;
-        let mut answer = [REFUSE];
-        let got = tcp.read_exact(&mut answer);
-        tcp.set_read_timeout(None)?;
-        got?;
+        // the answer comes back on the link's reverse direction, inside TLS when on
+        let answer = out.read_answer(ANSWER_TIMEOUT)?;
         drop(fd); // the peer opened its own descriptor, or refused
-        Ok((answer[0] == ACCEPT).then(|| ShmSender {
+        Ok((answer == ACCEPT).then(|| ShmSender {
             alloc: SpanAllocator::new(layout.data_len, layout.slots),
             region,
             min_bytes: self.cfg.min_bytes,
@@ -134,12 +130,10 @@ impl Shm {
         }))
     }
 
-    /// The receiving state of a new incoming link from `peer`; `answer` writes the
-    /// one-byte answer to an offer (the accepted socket's reverse direction).
-    pub fn incoming(self: &Arc<Self>, answer: Option<Stream>, peer: SocketAddr) -> ShmReceiver {
+    /// The receiving state of a new incoming link from `peer`.
+    pub fn incoming(self: &Arc<Self>, peer: SocketAddr) -> ShmReceiver {
         ShmReceiver {
             shm: Arc::clone(self),
-            answer,
             peer,
             region: None,
             offered: false,
@@ -205,7 +199,6 @@ impl ShmSender {
 /// The receiving side of one incoming link: answers the offer, resolves descriptors.
 pub struct ShmReceiver {
     shm: Arc<Shm>,
-    answer: Option<Stream>,
     peer: SocketAddr,
     region: Option<Arc<Region>>,
     offered: bool,
@@ -214,13 +207,14 @@ pub struct ShmReceiver {
 impl ShmReceiver {
     /// A receiver that refuses offers and has no region (plain TCP reads).
     pub fn none() -> ShmReceiver {
-        Shm::off().incoming(None, SocketAddr::from(([0, 0, 0, 0], 0)))
+        Shm::off().incoming(SocketAddr::from(([0, 0, 0, 0], 0)))
     }
 
     /// Reads an offer's body of `body_len` bytes from `r` (its magic and length were
-    /// read) and answers it: accept after mapping the region, refuse otherwise. An
-    /// oversized body is an error (the connection is closed).
-    pub fn on_offer(&mut self, r: &mut impl Read, body_len: u32) -> io::Result<()> {
+    /// read) and decides: accept after mapping the region, refuse otherwise. Returns
+    /// the one-byte answer, which the caller sends back on the link (inside TLS when
+    /// on). An oversized body is an error (the connection is closed).
+    pub fn on_offer(&mut self, r: &mut impl Read, body_len: u32) -> io::Result<u8> {
         if body_len > MAX_OFFER_BODY {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
@@ -243,10 +237,7 @@ impl ShmReceiver {
                 REFUSE
             }
         };
-        if let Some(a) = &mut self.answer {
-            a.write_all(&[byte])?;
-        }
-        Ok(())
+        Ok(byte)
     }
 
     fn consider(&self, body: &[u8]) -> Result<Region, String> {

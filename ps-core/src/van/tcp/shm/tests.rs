@@ -11,7 +11,7 @@ use crate::van::tcp::transport::TcpTransport;
 use crate::van::transport::Transport;
 use bytes::Bytes;
 use crossbeam_channel::{unbounded, Receiver};
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::TcpStream;
 use std::os::fd::AsRawFd;
 use std::sync::atomic::Ordering::Relaxed;
@@ -123,15 +123,13 @@ fn write_raw(s: &mut impl Write, frames: &[&[u8]], marked: &[usize]) {
 /// A peer that handshakes and offers `offer` (with its own region's token unless
 /// changed); returns the link and the answer byte.
 fn offer(port: u16, offer: &Offer) -> (crate::van::tcp::guard::Outgoing, u8) {
-    let guard = Guard::new(&Security::default());
+    let guard = Guard::new(&Security::default().limits, None);
     let tcp = TcpStream::connect(("127.0.0.1", port)).unwrap();
     let mut out = guard.connect(tcp, "test").unwrap();
     out.write_all(&offer.encode()).unwrap();
     out.flush().unwrap();
-    let mut answer = [9u8];
-    out.stream().set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    out.stream().read_exact(&mut answer).unwrap();
-    (out, answer[0])
+    let answer = out.read_answer(Duration::from_secs(10)).unwrap();
+    (out, answer)
 }
 
 #[test]
@@ -199,7 +197,7 @@ fn hostile_descriptors_are_dropped_and_the_link_goes_on() {
     assert_eq!(recv(&rx), vec![Bytes::from_static(b"plain")]);
     assert_eq!(get(&b_stats.bad_messages), bad.len() as u64 + 1);
     // a marked frame on a link without a region, and a second offer
-    let guard = Guard::new(&Security::default());
+    let guard = Guard::new(&Security::default().limits, None);
     let mut plain = guard
         .connect(TcpStream::connect(("127.0.0.1", port)).unwrap(), "test")
         .unwrap();
@@ -209,9 +207,8 @@ fn hostile_descriptors_are_dropped_and_the_link_goes_on() {
     assert_eq!(get(&b_stats.bad_messages), bad.len() as u64 + 2);
     out.write_all(&mine.encode()).unwrap();
     out.flush().unwrap();
-    let mut again = [9u8];
-    out.stream().read_exact(&mut again).unwrap();
-    assert_eq!(again[0], REFUSE, "one offer per link");
+    let again = out.read_answer(Duration::from_secs(10)).unwrap();
+    assert_eq!(again, REFUSE, "one offer per link");
     assert!(rx.try_recv().is_err());
     drop(fd);
     b.close();

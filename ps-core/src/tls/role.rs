@@ -1,0 +1,137 @@
+//! The role a certificate names. A psrs certificate carries its role as a subject
+//! alternative name URI, `psrs://role/NAME` (NAME one of `scheduler`, `server`,
+//! `worker`, `client`), so any CA can issue one (cert-manager: `uris:`; OpenSSL:
+//! `subjectAltName = URI:psrs://role/worker`). A node may join only as a role its
+//! certificate names; `client` is for the HTTP API's users (`psrs job`).
+
+use crate::node::Role;
+use std::fmt;
+
+/// The prefix of a role URI.
+pub const ROLE_URI_PREFIX: &str = "psrs://role/";
+
+/// A role a certificate can name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum CertRole {
+    /// May join as the scheduler (or a standby scheduler), and serve the HTTP API.
+    Scheduler,
+    /// May join as a server.
+    Server,
+    /// May join as a worker.
+    Worker,
+    /// May use the HTTP API (submit and manage jobs); never joins the cluster.
+    Client,
+}
+
+impl CertRole {
+    /// Every role, in the order `psrs certs init` issues them.
+    pub const ALL: [CertRole; 4] = [
+        CertRole::Scheduler,
+        CertRole::Server,
+        CertRole::Worker,
+        CertRole::Client,
+    ];
+
+    /// The role's name (`worker`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            CertRole::Scheduler => "scheduler",
+            CertRole::Server => "server",
+            CertRole::Worker => "worker",
+            CertRole::Client => "client",
+        }
+    }
+
+    /// Parses a role's name.
+    pub fn parse(s: &str) -> Option<CertRole> {
+        CertRole::ALL.into_iter().find(|r| r.name() == s)
+    }
+
+    /// The SAN URI naming this role (`psrs://role/worker`).
+    pub fn uri(self) -> String {
+        format!("{ROLE_URI_PREFIX}{}", self.name())
+    }
+
+    /// The role a SAN URI names: None for a URI that is not a psrs role URI (a
+    /// certificate may carry other URIs too), an error for `psrs://role/` followed by
+    /// an unknown name.
+    pub fn from_uri(uri: &str) -> Result<Option<CertRole>, String> {
+        match uri.strip_prefix(ROLE_URI_PREFIX) {
+            None => Ok(None),
+            Some(name) => CertRole::parse(name)
+                .map(Some)
+                .ok_or_else(|| format!("unknown psrs role '{name}' in the certificate URI '{uri}'")),
+        }
+    }
+
+    /// The certificate role that lets a node join as `role`.
+    pub fn of_node(role: Role) -> CertRole {
+        match role {
+            Role::Scheduler => CertRole::Scheduler,
+            Role::Server => CertRole::Server,
+            Role::Worker => CertRole::Worker,
+        }
+    }
+}
+
+impl fmt::Display for CertRole {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The roles one certificate names (most name one).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Roles(pub Vec<CertRole>);
+
+impl Roles {
+    /// Whether these roles let a node join as `role`.
+    pub fn admit(&self, role: Role) -> bool {
+        self.0.contains(&CertRole::of_node(role))
+    }
+
+    /// Whether one of them is `role`.
+    pub fn has(&self, role: CertRole) -> bool {
+        self.0.contains(&role)
+    }
+}
+
+impl fmt::Display for Roles {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0.is_empty() {
+            return f.write_str("no psrs role");
+        }
+        let names: Vec<&str> = self.0.iter().map(|r| r.name()).collect();
+        f.write_str(&names.join(","))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uris_round_trip_and_foreign_uris_are_ignored() {
+        for r in CertRole::ALL {
+            assert_eq!(CertRole::from_uri(&r.uri()), Ok(Some(r)));
+            assert_eq!(CertRole::parse(r.name()), Some(r));
+        }
+        assert_eq!(CertRole::from_uri("spiffe://cluster/ns/x"), Ok(None));
+        assert!(CertRole::from_uri("psrs://role/admin").unwrap_err().contains("admin"));
+        assert_eq!(CertRole::parse("Worker"), None);
+    }
+
+    #[test]
+    fn a_role_admits_only_its_own_node_role() {
+        let w = Roles(vec![CertRole::Worker]);
+        assert!(w.admit(Role::Worker));
+        assert!(!w.admit(Role::Server));
+        assert!(!w.admit(Role::Scheduler));
+        assert!(!Roles(vec![CertRole::Client]).admit(Role::Worker));
+        assert_eq!(
+            Roles(vec![CertRole::Server, CertRole::Worker]).to_string(),
+            "server,worker"
+        );
+        assert_eq!(Roles::default().to_string(), "no psrs role");
+    }
+}

@@ -1,0 +1,155 @@
+//! rustls over the van's own socket I/O: the handshakes, run blocking within a
+//! deadline (a peer sending a byte at a time does not extend it); sealing a batch of
+//! messages into TLS records in memory, so the link hands the socket ciphertext
+//! without blocking ([`super::super::wire`]); and reading plaintext from a connection
+//! through a buffered socket.
+
+use super::super::stream::Stream;
+use bytes::Bytes;
+use rustls::{AlertDescription, ClientConnection, Connection, ServerConnection};
+use std::io::{self, IoSlice, Read, Write};
+use std::time::{Duration, Instant};
+
+/// The byte the accepting side sends, inside TLS, once it has verified the dialer's
+/// certificate: the dialer knows its credentials were accepted (in TLS 1.3 the
+/// client's handshake ends before the server has checked its certificate).
+pub const ACCEPTED: u8 = 1;
+
+/// How a handshake failed.
+#[derive(Debug)]
+pub enum Failed {
+    /// The peer's bytes or certificate were refused (one line).
+    Refused(String),
+    /// The peer refused ours (the alert it sent).
+    RefusedUs(AlertDescription),
+    /// The deadline passed.
+    Silent,
+    /// The peer closed or reset the connection.
+    Closed(String),
+    /// A local socket error.
+    Io(io::Error),
+}
+
+fn deadline_left(deadline: Instant) -> Option<Duration> {
+    deadline.checked_duration_since(Instant::now()).filter(|d| !d.is_zero())
+}
+
+fn io_failed(e: io::Error) -> Failed {
+    match e.kind() {
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => Failed::Silent,
+        io::ErrorKind::UnexpectedEof | io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe => {
+            Failed::Closed(e.to_string())
+        }
+        _ => Failed::Io(e),
+    }
+}
+
+fn tls_failed(e: rustls::Error) -> Failed {
+    match e {
+        rustls::Error::AlertReceived(a) => Failed::RefusedUs(a),
+        other => Failed::Refused(other.to_string()),
+    }
+}
+
+/// Runs `conn`'s handshake on the blocking `tcp` until it completes or `deadline`.
+pub fn handshake(conn: &mut Connection, tcp: &mut Stream, deadline: Instant) -> Result<(), Failed> {
+    while conn.is_handshaking() || conn.wants_write() {
+        let left = deadline_left(deadline).ok_or(Failed::Silent)?;
+        tcp.set_read_timeout(Some(left)).map_err(Failed::Io)?;
+        tcp.set_write_timeout(Some(left)).map_err(Failed::Io)?;
+        if conn.wants_write() {
+            conn.write_tls(tcp).map_err(io_failed)?;
+            continue;
+        }
+        match conn.read_tls(tcp).map_err(io_failed)? {
+            0 => return Err(Failed::Closed("closed during the TLS handshake".into())),
+            _ => {
+                if let Err(e) = conn.process_new_packets() {
+                    // the alert rustls queued tells the peer why
+                    let _ = conn.write_tls(tcp);
+                    return Err(tls_failed(e));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Reads one plaintext byte from `conn` within `deadline` (the dialer waiting for
+/// [`ACCEPTED`], or a shared-memory offer's answer).
+pub fn read_byte(conn: &mut ClientConnection, tcp: &mut Stream, deadline: Instant) -> Result<u8, Failed> {
+    let mut b = [0u8; 1];
+    loop {
+        match conn.reader().read(&mut b) {
+            Ok(1) => return Ok(b[0]),
+            Ok(_) => return Err(Failed::Closed("the peer ended the TLS session".into())),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            Err(e) => return Err(io_failed(e)),
+        }
+        let left = deadline_left(deadline).ok_or(Failed::Silent)?;
+        tcp.set_read_timeout(Some(left)).map_err(Failed::Io)?;
+        if conn.read_tls(tcp).map_err(io_failed)? == 0 {
+            return Err(Failed::Closed("closed before confirming the link".into()));
+        }
+        conn.process_new_packets().map_err(tls_failed)?;
+    }
+}
+
+/// Seals `bufs` (whole messages) into TLS records; returns the ciphertext.
+pub fn seal(conn: &mut ClientConnection, bufs: &[Bytes]) -> io::Result<Bytes> {
+    let total: usize = bufs.iter().map(Bytes::len).sum();
+    let mut slices: Vec<IoSlice<'_>> = bufs.iter().filter(|b| !b.is_empty()).map(|b| IoSlice::new(b)).collect();
+    let mut rest = &mut slices[..];
+    while !rest.is_empty() {
+        let n = conn.writer().write_vectored(rest)?;
+        if n == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::WriteZero,
+                "the TLS connection takes no more",
+            ));
+        }
+        IoSlice::advance_slices(&mut rest, n);
+    }
+    // a record per 16 KiB, 22 bytes of header and tag each
+    let mut out = Vec::with_capacity(total + (total / 16384 + 1) * 22);
+    while conn.wants_write() {
+        conn.write_tls(&mut out)?;
+    }
+    Ok(Bytes::from(out))
+}
+
+/// Reads plaintext from `conn`, feeding it from `from` (a buffered socket) when it
+/// has none; 0 at the end of the session.
+pub fn read_plain(conn: &mut ServerConnection, from: &mut impl Read, out: &mut [u8]) -> io::Result<usize> {
+    if out.is_empty() {
+        return Ok(0);
+    }
+    loop {
+        match conn.reader().read(out) {
+            Ok(n) => return Ok(n),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            Err(e) => return Err(e),
+        }
+        if conn.read_tls(from)? == 0 {
+            // the reader now says whether the session was closed properly
+            conn.process_new_packets()
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
+            return match conn.reader().read(out) {
+                Ok(n) => Ok(n),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(0),
+                Err(e) => Err(e),
+            };
+        }
+        conn.process_new_packets()
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
+    }
+}
+
+/// Writes `bytes` inside TLS on the blocking `tcp` (the shared-memory answer).
+pub fn write_plain(conn: &mut ServerConnection, tcp: &mut Stream, bytes: &[u8]) -> io::Result<()> {
+    conn.writer().write_all(bytes)?;
+    while conn.wants_write() {
+        conn.write_tls(tcp)?;
+    }
+    Ok(())
+}
