@@ -186,10 +186,10 @@ fn tcp_transport_replacement_and_garbage() {
     assert_eq!(wait_started(&mut c, r), victim);
     c.wait_success();
     assert_eq!(c.all_stdout().matches("simple-app ok").count(), 2, "{}", c.dump());
-    // the TCP van refuses a connection whose first bytes are no psrs handshake
+    // the TCP van drops a connection whose first bytes are not a psrs stream
     let log = c.procs[0].stderr();
     assert!(
-        log.contains("refused a connection from 127.0.0.1") && log.contains("handshake"),
+        log.contains("dropped a malformed message from 127.0.0.1") && log.contains("not a psrs stream"),
         "{}",
         c.dump()
     );
