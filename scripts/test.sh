@@ -26,7 +26,8 @@ if [ ! -x target/tools/bin/s3s-fs ]; then
   cargo install --quiet --locked s3s-fs@0.14.1 --features binary --root target/tools
 fi
 step "workspace tests"
-cargo test --workspace $F
+# every test binary runs even after one fails, so one run shows every failure
+cargo test --workspace $F --no-fail-fast
 
 # The deterministic simulator: whole clusters under a seeded network and clock with
 # partitions, losses and crashes, invariants checked after every step (a failing seed

@@ -435,10 +435,14 @@ fn check_recordio(field: &str, f: &str) -> Result<(), String> {
 }
 
 /// The one-line answer for a job file that cannot be used: I/O failures (no such
-/// file, no permission: `reason` starts with "cannot open") say so; anything else
-/// is "not a readable WHAT", the detail logged.
+/// file, no permission: `reason` starts with "cannot open"; an object storage's
+/// missing object: "not found") say so; anything else is "not a readable WHAT", the
+/// detail logged.
 fn unusable(field: &str, path: &str, what: &str, reason: &str, detail: &dyn std::fmt::Display) -> String {
-    if let Some(io) = reason.strip_prefix("cannot open: ") {
+    let io = reason
+        .strip_prefix("cannot open: ")
+        .or((reason == "not found").then_some(reason));
+    if let Some(io) = io {
         return format!("\"{field}\": '{path}': {io}");
     }
     log::warn!("job refused: \"{field}\": {detail}");
