@@ -151,6 +151,9 @@ def slow_waits(kv, keys):
     # with the GIL held through the wait, the thread could not have run at all
     check(ran >= 10, f"another thread ran {ran} times during a {SLOW} s wait")
     print(f"another thread ran during a wait ({ran} times)", flush=True)
+    # Python keeps SIGINT ignored when it started so (a background job of a
+    # non-interactive shell): Ctrl-C's usual handler, whatever launched this node
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     ts = kv.pull(keys, cmd=8)
     timer = threading.Timer(0.2, lambda: os.kill(os.getpid(), signal.SIGINT))
     timer.start()
