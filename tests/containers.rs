@@ -214,7 +214,19 @@ fn a_jobs_cluster_in_containers_runs_a_job_submitted_through_the_api() {
     blobs(&train, 2000, 100, 1);
     blobs(&test, 500, 100, 2);
     let work = dir.path().join("work").display().to_string();
-    let args = ["cluster", "--stats-addr", "0.0.0.0:8080", "--work-dir", &work];
+    // an API beyond loopback confines jobs' files to named directories
+    let data = dir.path().display().to_string();
+    let args = [
+        "cluster",
+        "--stats-addr",
+        "0.0.0.0:8080",
+        "--work-dir",
+        &work,
+        "--data-dir",
+        &data,
+        "--outputs-dir",
+        &data,
+    ];
     image();
     let mut pod = Pod::new();
     pod.run("scheduler", "scheduler", (1, 2), dir.path(), &args);
