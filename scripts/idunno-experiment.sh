@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# IDunno's experiment (seed 002) on a psrs jobs cluster: ResNet-50 (batch 4) over random
+# IDunno's experiment on a psrs jobs cluster: ResNet-50 (batch 4) over random
 # 224x224 JPEGs and ALBERT-base (batch 8) over random sentences, both run by the workers'
 # Python runners (scripts/idunno/idunno_resnet.py, idunno_albert.py: random weights,
 # nothing downloaded), on 10 workers and three scheduler candidates, in local then global

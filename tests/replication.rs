@@ -101,7 +101,7 @@ fn kv_sums_exact_after_a_server_is_killed_under_message_loss() {
     kill_a_server_mid_pushes_with(2, 80, &loss);
 }
 
-/// A replacement server copies its ranges from live replicas and rejoins the chains:
+/// A replacement server copies its ranges from live replicas and rejoins as a holder:
 /// after it announced so, a second server (another one) is killed, and every sum is
 /// still exact (the replacement's copy of one range is then the only one).
 #[test]
@@ -131,7 +131,7 @@ fn replace_then_kill_another(servers: usize, replicas: &str) {
     c.wait_for_output(0, "the death report", |s| s.contains("declared dead"));
     let t = Instant::now();
     let r = c.spawn("server");
-    c.wait_for_output(r, "the rejoin", |s| s.contains("rejoining the chains"));
+    c.wait_for_output(r, "the rejoin", |s| s.contains("rejoining as a holder"));
     println!("replacement rejoined {:?} after it started", t.elapsed());
     // the catch-up really happened while pushes were going on: one copy per range held
     let log = c.procs[r].stderr();

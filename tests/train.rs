@@ -83,7 +83,7 @@ fn run_replicated(
     }
     if replace {
         let r = c.spawn("server");
-        c.wait_for_output(r, "the rejoin", |s| s.contains("rejoining the chains"));
+        c.wait_for_output(r, "the rejoin", |s| s.contains("rejoining as a holder"));
         let before = progress_lines(&c, 0);
         c.kill(3);
         wait_progress(&mut c, 0, before + 2);

@@ -357,7 +357,7 @@ impl Postoffice {
     /// Server `id`, a replacement, copied its ranges and serves them again.
     pub fn mark_rejoined(&self, id: i32) {
         if self.catching_up.write().remove(&id) {
-            log::info!("server {id} rejoined its replication chains");
+            log::info!("server {id} rejoined as a holder of its key ranges");
         }
     }
 

@@ -10,7 +10,7 @@
 
 use crate::server::PushKey;
 use crate::world::{Effects, Proc, World};
-use ps_core::kv::replication::Chain;
+use ps_core::kv::replication::Holders;
 use ps_core::node::{id_to_rank, server_rank_to_id};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -89,7 +89,7 @@ impl Checker {
 
     fn check_servers(&mut self, w: &World) -> Result<(), Violation> {
         let now = w.now;
-        let chain = Chain::new(w.cfg.servers, w.cfg.replicas);
+        let ring = Holders::new(w.cfg.servers, w.cfg.replicas);
         // the newest scheduler state (the candidate holding the highest sequence) says
         // which servers were declared dead (they are evicted when they hear it) and
         // which process holds each id
@@ -114,7 +114,7 @@ impl Checker {
             }
             let Some(rank) = x.rank() else { continue };
             if !x.catching_up() {
-                for r in chain.ranges_of(rank) {
+                for r in ring.ranges_of(rank) {
                     *live_copies.entry(r).or_default() += 1;
                 }
             }
@@ -137,7 +137,7 @@ impl Checker {
             if !serving {
                 continue;
             }
-            for r in chain.ranges_of(rank) {
+            for r in ring.ranges_of(rank) {
                 let st = x.ranges.get(&r);
                 for (k, v) in by_range.get(&(r as i32)).into_iter().flatten() {
                     if st.and_then(|st| st.applied.get(k)) != Some(v) {

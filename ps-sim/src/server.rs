@@ -11,7 +11,7 @@ use ps_core::kv::replication::acks::AckTable;
 use ps_core::kv::replication::catchup::{CatchUp, Fetch, Joiners};
 use ps_core::kv::replication::copy_wire::{CopyHead, OP_COPY, OP_FETCH, OP_REJOINED};
 use ps_core::kv::replication::wire::ForwardHead;
-use ps_core::kv::replication::{dead_server_ranks, Chain, DedupWindow, Outcome, RequestId};
+use ps_core::kv::replication::{dead_server_ranks, DedupWindow, Holders, Outcome, RequestId};
 use ps_core::kv::replication::{DEDUP_CAP, DEDUP_WINDOW_MS, FORWARD_CUSTOMER};
 use ps_core::message::{Message, Meta};
 use ps_core::node::{id_to_rank, server_rank_to_id, ALL_GROUP};
@@ -53,7 +53,7 @@ pub struct ServerBugs {
 pub struct Server {
     /// Van and postoffice.
     pub node: NodeShell,
-    chain: Chain,
+    holders: Holders,
     servers: usize,
     /// The ranges this server holds (by range), once it knows its rank.
     pub ranges: BTreeMap<usize, RangeState>,
@@ -86,7 +86,7 @@ impl Server {
     pub fn new(node: NodeShell, servers: usize, replicas: usize, bugs: ServerBugs) -> Server {
         Server {
             node,
-            chain: Chain::new(servers, replicas),
+            holders: Holders::new(servers, replicas),
             servers,
             ranges: BTreeMap::new(),
             dedup: DedupWindow::new(DEDUP_WINDOW_MS, DEDUP_CAP),
@@ -159,11 +159,11 @@ impl Server {
             // a table after the first one: nothing to start
             return;
         }
-        for r in self.chain.ranges_of(me) {
+        for r in self.holders.ranges_of(me) {
             self.ranges.insert(r, RangeState::default());
         }
         if self.node.host.me.is_recovery {
-            let (c, fetches) = CatchUp::new(self.chain, me, &self.unavailable(), now);
+            let (c, fetches) = CatchUp::new(self.holders, me, &self.unavailable(), now);
             self.catchup = Some(c);
             for f in fetches {
                 self.ask(f, now);
@@ -206,7 +206,7 @@ impl Server {
         let me = self.rank();
         usize::try_from(range)
             .ok()
-            .is_some_and(|r| me.is_some_and(|m| self.chain.holds(m, r)) && r < self.servers)
+            .is_some_and(|r| me.is_some_and(|m| self.holders.holds(m, r)) && r < self.servers)
     }
 
     /// Applies push `id` of `v` unless applied already; the outcome to answer with.
@@ -258,7 +258,7 @@ impl Server {
         let out = self.apply(id, v, now);
         let answer = self.answer(m, out);
         let me = self.rank().expect("holds a range");
-        let others = self.chain.others(id.range as usize, me, &self.unavailable());
+        let others = self.holders.others(id.range as usize, me, &self.unavailable());
         let others = self.joiners.targets(id.range as usize, me, others);
         if self.bugs.early_ack {
             self.send(answer.clone(), now);

@@ -12,7 +12,7 @@ use bytes::Bytes;
 use ps_apps::master::{MasterRequest, MasterResponse, Task};
 use ps_apps::train::coordinator::{decode, encode, MASTER_APP, MASTER_HEAD};
 use ps_core::kv::replication::copy_wire::OP_REJOINED;
-use ps_core::kv::replication::{dead_server_ranks, Chain};
+use ps_core::kv::replication::{dead_server_ranks, Holders};
 use ps_core::message::{Message, Meta};
 use ps_core::node::{server_rank_to_id, ALL_GROUP, SCHEDULER};
 
@@ -56,7 +56,7 @@ enum Phase {
 pub struct Worker {
     /// Van and postoffice.
     pub node: NodeShell,
-    chain: Chain,
+    holders: Holders,
     servers: usize,
     phase: Phase,
     joined: bool,
@@ -77,7 +77,7 @@ impl Worker {
     pub fn new(node: NodeShell, servers: usize, replicas: usize) -> Worker {
         Worker {
             node,
-            chain: Chain::new(servers, replicas),
+            holders: Holders::new(servers, replicas),
             servers,
             phase: Phase::Starting,
             joined: false,
@@ -138,7 +138,7 @@ impl Worker {
 
     fn target(&self, range: usize) -> i32 {
         let dead = dead_server_ranks(&self.node.unavailable());
-        server_rank_to_id(self.chain.primary(range, &dead).unwrap_or(range))
+        server_rank_to_id(self.holders.primary(range, &dead).unwrap_or(range))
     }
 
     fn push(&mut self, part: &Part, value: i64, now: u64) {

@@ -30,7 +30,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 
-# IDunno's figures (seed 002): 10 workers, ResNet-50 batch 4, ALBERT batch 8.
+# IDunno's published figures: 10 workers, ResNet-50 batch 4, ALBERT batch 8.
 IDUNNO = {
     "resnet_spq": 2.56,
     "albert_spq": 1.88,

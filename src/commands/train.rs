@@ -3,10 +3,9 @@
 //! train.
 
 use clap::{Args as ClapArgs, ValueEnum};
-use ps_apps::jobs::{ModelKind, TrainSpec, UpdateRule};
+use ps_apps::jobs::{TrainSpec, UpdateRule};
 use ps_apps::master::{FileStore, Master, MasterConfig, ReplicatedStore, Store};
-use ps_apps::model::Model;
-use ps_apps::recordio::{self, Example, Features};
+use ps_apps::model::{first_example, Model, ModelKind, ModelOptions};
 use ps_apps::train::coordinator::{Coordinator, CoordinatorOptions};
 use ps_apps::train::kv_exchange::KvExchange;
 use ps_apps::train::layout::Layout;
@@ -16,21 +15,10 @@ use ps_apps::train::versions::{Mode, EVERY_LIVE_WORKER};
 use ps_apps::train::worker::{self, WorkerOptions};
 use ps_core::kv::KVWorker;
 use ps_core::Role;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
-
-/// Model kinds.
-#[derive(Clone, Copy, ValueEnum, PartialEq)]
-pub enum Kind {
-    /// Softmax regression.
-    Softmax,
-    /// One hidden ReLU layer.
-    Mlp,
-    /// Binary logistic regression on sparse features.
-    Logreg,
-}
 
 /// Update rules.
 #[derive(Clone, Copy, ValueEnum, PartialEq)]
@@ -52,9 +40,10 @@ pub struct Args {
     /// Held-out RecordIO file: worker 0 reports accuracy on it after every pass.
     #[arg(long)]
     test: Option<PathBuf>,
-    /// The model.
-    #[arg(long, value_enum, default_value = "softmax")]
-    model: Kind,
+    /// The model: softmax (softmax regression), mlp (one hidden ReLU layer), logreg
+    /// (binary logistic regression on sparse features).
+    #[arg(long, default_value = "softmax", value_parser = model_kind())]
+    model: ModelKind,
     /// Hidden units of the MLP.
     #[arg(long, default_value_t = 128)]
     hidden: usize,
@@ -135,6 +124,12 @@ pub struct Args {
 
 const KV_APP: i32 = 0;
 
+/// `--model`'s parser: one of [`ModelKind::NAMES`] (listed in `--help`).
+fn model_kind() -> impl clap::builder::TypedValueParser<Value = ModelKind> {
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(ModelKind::NAMES).map(|s| s.parse::<ModelKind>().expect("a listed name"))
+}
+
 impl Args {
     /// These options as a cluster's training job (`psrs job submit train`); the
     /// cluster-level ones (`--work-dir`, `--stats-addr`, `--etcd`) are not part of it.
@@ -142,11 +137,7 @@ impl Args {
         TrainSpec {
             train: self.train.clone(),
             test: self.test.as_ref().map(|p| p.display().to_string()),
-            model: match self.model {
-                Kind::Softmax => ModelKind::Softmax,
-                Kind::Mlp => ModelKind::Mlp,
-                Kind::Logreg => ModelKind::Logreg,
-            },
+            model: self.model,
             hidden: self.hidden,
             classes: self.classes,
             dim: self.dim,
@@ -174,36 +165,14 @@ impl Args {
     }
 }
 
-fn first_example(path: &str) -> Result<Example, String> {
-    let p = Path::new(path);
-    let idx = recordio::index(p).map_err(|e| e.to_string())?;
-    let c = idx.first().ok_or_else(|| format!("{path} holds no records"))?;
-    let rec = recordio::read_chunk(p, c).map_err(|e| e.to_string())?;
-    Example::decode(rec.first().ok_or_else(|| format!("{path} holds no records"))?)
-}
-
 fn model(a: &Args) -> Result<Model, String> {
-    let dim = match a.dim {
-        Some(d) => d,
-        None => match first_example(&a.train[0])?.features {
-            Features::Dense(v) => v.len(),
-            Features::Sparse { .. } => return Err("--dim is required for sparse data".into()),
-        },
-    };
-    let m = match a.model {
-        Kind::Softmax => Model::Softmax {
-            dim,
-            classes: a.classes,
-        },
-        Kind::Mlp => Model::Mlp {
-            dim,
-            hidden: a.hidden,
-            classes: a.classes,
-        },
-        Kind::Logreg => Model::LogReg { dim },
-    };
-    m.validate()?;
-    Ok(m)
+    ModelOptions {
+        kind: a.model,
+        dim: a.dim,
+        hidden: a.hidden,
+        classes: a.classes,
+    }
+    .build(|| first_example(&a.train[0]), "--dim")
 }
 
 /// What a worker can check before joining: the held-out set's first example fits the

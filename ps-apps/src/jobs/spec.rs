@@ -4,23 +4,12 @@
 //! Unknown fields are refused, so a misspelt option is an error and not a silent
 //! default.
 
-use crate::model::Model;
+pub use crate::model::ModelKind;
+use crate::model::{Model, ModelOptions};
 use crate::pyrunner::UserModel;
-use crate::recordio::{self, Example, Features};
+use crate::recordio::{self, Example};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
-
-/// Model architectures a training job can train.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ModelKind {
-    /// Softmax regression.
-    Softmax,
-    /// One hidden ReLU layer.
-    Mlp,
-    /// Binary logistic regression on sparse features.
-    Logreg,
-}
 
 /// Update rules of a training job.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -449,6 +438,8 @@ fn unusable(field: &str, path: &str, what: &str, reason: &str, detail: &dyn std:
     format!("\"{field}\": '{path}' is not a readable {what} (the scheduler's log says why)")
 }
 
+/// The first example of a training file, its errors as the job's one-line answers
+/// (file contents never echoed).
 fn first_example(path: &str) -> Result<Example, String> {
     let p = Path::new(path);
     let bad = |detail: &dyn std::fmt::Display| unusable("train", path, "RecordIO dataset", "", detail);
@@ -468,27 +459,13 @@ impl TrainSpec {
     /// The model this job trains (the input width read from the first example of the
     /// first training file unless `dim` is set); validated.
     pub fn resolve_model(&self) -> Result<Model, String> {
-        let dim = match self.dim {
-            Some(d) => d,
-            None => match first_example(&self.train[0])?.features {
-                Features::Dense(v) => v.len(),
-                Features::Sparse { .. } => return Err("\"dim\" is required for sparse data".into()),
-            },
-        };
-        let m = match self.model {
-            ModelKind::Softmax => Model::Softmax {
-                dim,
-                classes: self.classes,
-            },
-            ModelKind::Mlp => Model::Mlp {
-                dim,
-                hidden: self.hidden,
-                classes: self.classes,
-            },
-            ModelKind::Logreg => Model::LogReg { dim },
-        };
-        m.validate()?;
-        Ok(m)
+        ModelOptions {
+            kind: self.model,
+            dim: self.dim,
+            hidden: self.hidden,
+            classes: self.classes,
+        }
+        .build(|| first_example(&self.train[0]), "\"dim\"")
     }
 }
 

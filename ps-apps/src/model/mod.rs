@@ -7,6 +7,8 @@
 //!   and gradient of a minibatch, prediction, touched keys).
 //! - [`SoftmaxRegression`], [`Mlp`], [`LogisticRegression`]: the models.
 //! - [`Model`]: the architecture as configured and saved; dispatches to the above.
+//! - [`ModelOptions`] / [`ModelKind`]: the one way from a user's options to a
+//!   [`Model`], for `psrs train` and the jobs cluster.
 //! - [`Sgd`]: the optimizer, applied per key range on the servers.
 //! - [`save`] / [`load`]: model files.
 //! - [`Learner`]: what the training loop asks of a model; [`metrics`]: evaluation
@@ -27,6 +29,7 @@ mod math;
 pub mod metrics;
 mod mlp;
 mod optim;
+pub mod options;
 mod softmax;
 
 pub use file::{decode, encode, load, save, ModelFileError};
@@ -37,6 +40,7 @@ pub use learner::Learner;
 pub use logreg::LogisticRegression;
 pub use mlp::Mlp;
 pub use optim::Sgd;
+pub use options::{first_example, ModelKind, ModelOptions};
 pub use softmax::SoftmaxRegression;
 
 #[cfg(test)]

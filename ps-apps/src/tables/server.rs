@@ -19,7 +19,7 @@ use crate::train::versions::Versioned;
 use bincode::Options;
 use bytes::Bytes;
 use parking_lot::Mutex;
-use ps_core::kv::replication::{Chain, RangeCopy};
+use ps_core::kv::replication::{Holders, RangeCopy};
 use ps_core::kv::{KVMeta, KVPairs, KVResponder, KVServer, KeyRange, KvError, SArray};
 use ps_core::node::id_role;
 use ps_core::{Postoffice, Role};
@@ -286,9 +286,9 @@ impl TableServer {
     pub fn start(po: &Arc<Postoffice>, app_id: i32, opts: TableServerOptions) -> Result<TableServer, String> {
         let rank = po.my_rank();
         let space = KeySpace::new(po.num_servers())?;
-        let chain = Chain::new(po.num_servers(), po.config().replicas);
+        let holders = Holders::new(po.num_servers(), po.config().replicas);
         let mut ranges = BTreeMap::new();
-        for r in chain.ranges_of(rank) {
+        for r in holders.ranges_of(rank) {
             let mut rs = RangeState::default();
             if let (Some(dir), true) = (&opts.checkpoint_dir, po.is_recovery() && r == rank) {
                 if let Some(shard) = checkpoint::load_file::<TableShard>(&checkpoint_path(dir, rank))? {
@@ -310,7 +310,7 @@ impl TableServer {
             space,
             opts,
             rank,
-            replicated: chain.replicas() > 0,
+            replicated: holders.replicas() > 0,
             po: Arc::clone(po),
             epoch: Instant::now(),
         });

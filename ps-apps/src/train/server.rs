@@ -14,7 +14,7 @@ use super::shard::{PushOutcome, Sgd, Shard};
 use super::versions::Mode;
 use super::versions::Versioned;
 use parking_lot::Mutex;
-use ps_core::kv::replication::Chain;
+use ps_core::kv::replication::Holders;
 use ps_core::kv::{KVMeta, KVPairs, KVResponder, KVServer, KvError, SArray};
 use ps_core::node::id_role;
 use ps_core::{Postoffice, Role};
@@ -103,10 +103,10 @@ impl TrainServer {
         opts: ServerOptions,
     ) -> Result<TrainServer, String> {
         let rank = po.my_rank();
-        let chain = Chain::new(po.num_servers(), po.config().replicas);
-        let replicated = chain.replicas() > 0;
+        let holders = Holders::new(po.num_servers(), po.config().replicas);
+        let replicated = holders.replicas() > 0;
         let mut ranges = BTreeMap::new();
-        for r in chain.ranges_of(rank) {
+        for r in holders.ranges_of(rank) {
             let restored = match (&opts.checkpoint_dir, po.is_recovery() && r == rank) {
                 (Some(dir), true) => checkpoint::load(dir, rank)?,
                 _ => None,

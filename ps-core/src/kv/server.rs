@@ -35,7 +35,7 @@ impl<V: Pod + Send + Sync + 'static> KVServer<V> {
 
     /// Like [`KVServer::new`], with `copy` giving (and installing) the state of a key
     /// range: with `PS_REPLICAS` > 0 a replacement server then copies its ranges from
-    /// live replicas and rejoins their chains (without `copy` it refuses to serve).
+    /// live replicas and rejoins as their holder (without `copy` it refuses to serve).
     pub fn with_copy(
         po: &Arc<Postoffice>,
         app_id: i32,

@@ -6,7 +6,7 @@ use super::key_cache::SentKeys;
 use super::lazy::{may_defer, LazyLinks};
 use super::pairs::{KVPairs, KvError};
 use super::range::{server_key_ranges, KeyRange};
-use super::replication::Chain;
+use super::replication::Holders;
 use super::reply::{Callback, ServerReply};
 use super::sarray::SArray;
 use super::worker_state::{finish, on_response, reroute, target, Pending, State};
@@ -55,7 +55,7 @@ pub struct KVWorker<V: Pod> {
     customer: Customer,
     po: Arc<Postoffice>,
     ranges: Vec<KeyRange>,
-    chain: Chain,
+    holders: Holders,
     state: State<V>,
     lazy: Arc<LazyLinks>,
 }
@@ -82,15 +82,15 @@ impl<V: Pod + Send + Sync> KVWorker<V> {
             // an answer came: what waited lazily behind it goes out
             lazy2.flush(po2.van());
         })?;
-        let chain = Chain::new(po.num_servers(), po.config().replicas);
+        let holders = Holders::new(po.num_servers(), po.config().replicas);
         let (weak, weak_po, weak_lazy) = (Arc::downgrade(&state), Arc::downgrade(po), Arc::downgrade(&lazy));
         po.on_node_dead(move |_| {
             let Some(po) = weak_po.upgrade() else { return };
             if let Some(lazy) = weak_lazy.upgrade() {
                 lazy.flush(po.van()); // whatever waited for a dead server's answer
             }
-            if let Some(st) = weak.upgrade().filter(|_| chain.replicas() > 0) {
-                reroute(&st, &po, &chain);
+            if let Some(st) = weak.upgrade().filter(|_| holders.replicas() > 0) {
+                reroute(&st, &po, &holders);
             }
         });
         Ok(KVWorker {
@@ -98,7 +98,7 @@ impl<V: Pod + Send + Sync> KVWorker<V> {
             customer,
             po: Arc::clone(po),
             ranges: server_key_ranges(po.num_servers()),
-            chain,
+            holders,
             state,
             lazy,
         })
@@ -170,7 +170,7 @@ impl<V: Pod + Send + Sync> KVWorker<V> {
                     app_id: self.customer.app_id(),
                     customer_id: self.customer.customer_id(),
                     timestamp: ts,
-                    recver: target(&self.chain, r, &self.po),
+                    recver: target(&self.holders, r, &self.po),
                     request: true,
                     push: req.push,
                     pull: req.pull,

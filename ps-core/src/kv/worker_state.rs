@@ -3,7 +3,7 @@
 
 use super::key_cache::SentKeys;
 use super::pairs::{KVPairs, KvError};
-use super::replication::{dead_server_ranks, Chain};
+use super::replication::{dead_server_ranks, Holders};
 use super::reply::{Callback, ServerReply};
 use super::request::STATUS_INVALID;
 use super::sarray::SArray;
@@ -42,18 +42,18 @@ pub(crate) type State<V> = Arc<Mutex<FxHashMap<i32, Pending<V>>>>;
 
 /// Where range `r`'s requests go: its first live holder (the server of rank `r`
 /// without replication, dead or not: its replacement gets what was parked).
-pub(crate) fn target(chain: &Chain, r: usize, po: &Postoffice) -> i32 {
-    if chain.replicas() == 0 {
+pub(crate) fn target(holders: &Holders, r: usize, po: &Postoffice) -> i32 {
+    if holders.replicas() == 0 {
         return server_rank_to_id(r);
     }
     let dead = dead_server_ranks(&po.unavailable_servers());
-    server_rank_to_id(chain.primary(r, &dead).unwrap_or(r))
+    server_rank_to_id(holders.primary(r, &dead).unwrap_or(r))
 }
 
 /// With replication: sends every unanswered part whose server died to the range's
 /// next live holder, with its full key list (that holder applies it unless it
 /// applied it already, forwarded by the dead one).
-pub(crate) fn reroute<V: Pod + Send + Sync>(state: &State<V>, po: &Postoffice, chain: &Chain) {
+pub(crate) fn reroute<V: Pod + Send + Sync>(state: &State<V>, po: &Postoffice, holders: &Holders) {
     let dead = dead_server_ranks(&po.unavailable_servers());
     let dead_ids: Vec<i32> = dead.iter().map(|&r| server_rank_to_id(r)).collect();
     let mut resend = Vec::new();
@@ -64,7 +64,7 @@ pub(crate) fn reroute<V: Pod + Send + Sync>(state: &State<V>, po: &Postoffice, c
                 if p.answered[r] || !dead_ids.contains(&p.sent_to[r]) {
                     continue;
                 }
-                let Some(next) = chain.primary(r, &dead) else {
+                let Some(next) = holders.primary(r, &dead) else {
                     log::warn!("request {ts}: every holder of key range {r} is dead");
                     continue;
                 };

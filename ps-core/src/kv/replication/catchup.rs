@@ -11,7 +11,7 @@
 //!
 //! Time is injected (milliseconds); `F` is a buffered forward.
 
-use super::chain::Chain;
+use super::holders::Holders;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// A copy to ask for: range `range` from server rank `from`.
@@ -40,7 +40,7 @@ enum Phase<F> {
 
 /// The newcomer's side: which ranges are still being copied, from whom.
 pub struct CatchUp<F> {
-    chain: Chain,
+    holders: Holders,
     me: usize,
     ranges: BTreeMap<usize, Phase<F>>,
     announced: bool,
@@ -49,11 +49,11 @@ pub struct CatchUp<F> {
 impl<F> CatchUp<F> {
     /// Starts catching up every range `me` holds; `unavailable` are the ranks dead or
     /// themselves catching up. Returns the copies to ask for.
-    pub fn new(chain: Chain, me: usize, unavailable: &BTreeSet<usize>, now_ms: u64) -> (CatchUp<F>, Vec<Fetch>) {
+    pub fn new(holders: Holders, me: usize, unavailable: &BTreeSet<usize>, now_ms: u64) -> (CatchUp<F>, Vec<Fetch>) {
         let mut c = CatchUp {
-            chain,
+            holders,
             me,
-            ranges: chain.ranges_of(me).into_iter().map(|r| (r, Phase::Lost)).collect(),
+            ranges: holders.ranges_of(me).into_iter().map(|r| (r, Phase::Lost)).collect(),
             announced: false,
         };
         let fetches = c.reassign(unavailable, now_ms, |_| true);
@@ -61,7 +61,7 @@ impl<F> CatchUp<F> {
     }
 
     fn source(&self, range: usize, unavailable: &BTreeSet<usize>) -> Option<usize> {
-        self.chain
+        self.holders
             .live_holders(range, unavailable)
             .into_iter()
             .find(|&r| r != self.me)
@@ -206,7 +206,7 @@ impl Joiners {
         self.rejoined.remove(&rank);
     }
 
-    /// Where a push of `range` is forwarded: `others` (the chain's live holders but
+    /// Where a push of `range` is forwarded: `others` (the range's live holders but
     /// this one) and the newcomers, once each, never `me`.
     pub fn targets(&self, range: usize, me: usize, others: Vec<usize>) -> Vec<usize> {
         let mut out = others;

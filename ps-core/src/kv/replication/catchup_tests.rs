@@ -7,11 +7,11 @@ fn set(v: &[usize]) -> BTreeSet<usize> {
 #[test]
 fn each_range_is_copied_from_its_first_other_live_holder() {
     // 3 servers, 1 replica: rank 1 holds ranges 1 (own, also on 2) and 0 (on 0)
-    let (c, fetches) = CatchUp::<u32>::new(Chain::new(3, 1), 1, &set(&[]), 0);
+    let (c, fetches) = CatchUp::<u32>::new(Holders::new(3, 1), 1, &set(&[]), 0);
     assert_eq!(fetches, vec![Fetch { range: 0, from: 0 }, Fetch { range: 1, from: 2 }]);
     assert!(!c.done());
-    // 4 servers, 2 replicas, rank 3 of range 2's chain [2, 3, 0] dead too
-    let (_, fetches) = CatchUp::<u32>::new(Chain::new(4, 2), 0, &set(&[2]), 0);
+    // 4 servers, 2 replicas, rank 3 of range 2's holders [2, 3, 0] dead too
+    let (_, fetches) = CatchUp::<u32>::new(Holders::new(4, 2), 0, &set(&[2]), 0);
     assert_eq!(
         fetches,
         vec![
@@ -24,7 +24,7 @@ fn each_range_is_copied_from_its_first_other_live_holder() {
 
 #[test]
 fn forwards_wait_for_the_copy_then_the_rejoin_is_announced_once() {
-    let (mut c, _) = CatchUp::<u32>::new(Chain::new(3, 1), 1, &set(&[]), 0);
+    let (mut c, _) = CatchUp::<u32>::new(Holders::new(3, 1), 1, &set(&[]), 0);
     assert_eq!(c.on_forward(1, 10), None);
     assert_eq!(c.on_forward(1, 11), None);
     // a copy from a rank not asked is dropped
@@ -47,7 +47,7 @@ fn forwards_wait_for_the_copy_then_the_rejoin_is_announced_once() {
 
 #[test]
 fn a_source_dying_mid_copy_is_replaced_and_a_range_with_no_copy_is_lost() {
-    let (mut c, _) = CatchUp::<u32>::new(Chain::new(4, 2), 0, &set(&[]), 0);
+    let (mut c, _) = CatchUp::<u32>::new(Holders::new(4, 2), 0, &set(&[]), 0);
     // range 0 from 1, range 3 from 3, range 2 from 2
     assert_eq!(c.on_forward(0, 7), None);
     let again = c.on_dead(&set(&[1]), 100);
@@ -64,7 +64,7 @@ fn a_source_dying_mid_copy_is_replaced_and_a_range_with_no_copy_is_lost() {
 
 #[test]
 fn unanswered_copies_are_asked_again() {
-    let (mut c, _) = CatchUp::<u32>::new(Chain::new(3, 1), 1, &set(&[]), 0);
+    let (mut c, _) = CatchUp::<u32>::new(Holders::new(3, 1), 1, &set(&[]), 0);
     assert_eq!(c.tick(FETCH_RETRY_MS - 1), vec![]);
     assert_eq!(c.on_copy(0, 0), Some(vec![]));
     assert_eq!(c.tick(FETCH_RETRY_MS), vec![Fetch { range: 1, from: 2 }]);

@@ -16,7 +16,7 @@ use std::time::Duration;
 /// Starts a replacement's catch-up: asks for every range's copy and runs a ticker
 /// that asks again when a copy does not come. Fails if a range has no live copy.
 pub(super) fn start<V: Pod + Send + Sync + 'static>(shared: &Arc<Shared<V>>) -> Result<(), String> {
-    let (c, fetches) = CatchUp::new(shared.chain, shared.me, &shared.dead(), shared.now_ms());
+    let (c, fetches) = CatchUp::new(shared.holders, shared.me, &shared.dead(), shared.now_ms());
     let lost = c.lost();
     if !lost.is_empty() {
         return Err(format!(
@@ -88,7 +88,7 @@ impl<V: Pod + Send + Sync> Shared<V> {
         let from = msg.meta.sender;
         let range = usize::try_from(msg.meta.range)
             .ok()
-            .filter(|&r| self.chain.holds(self.me, r));
+            .filter(|&r| self.holders.holds(self.me, r));
         let (Some(range), Some(rank)) = (range, id_to_rank(from)) else {
             return log::warn!("dropped a copy request from {from} for key range {}", msg.meta.range);
         };
@@ -197,7 +197,7 @@ impl<V: Pod + Send + Sync> Shared<V> {
 
     /// Tells every server and worker this server holds its ranges again.
     fn announce(&self) {
-        log::info!("server {}: every key range copied; rejoining the chains", self.me);
+        log::info!("server {}: every key range copied; rejoining as a holder", self.me);
         let me = self.po.my_id();
         for id in self.po.node_ids(SERVER_GROUP + WORKER_GROUP) {
             if id == me {
@@ -212,7 +212,7 @@ impl<V: Pod + Send + Sync> Shared<V> {
     /// After deaths: copies whose source died are asked of the next live holder;
     /// newcomers that died are no longer forwarded to.
     pub(super) fn catch_up_dead(&self) {
-        let gone = super::chain::dead_server_ranks(&self.po.dead_nodes());
+        let gone = super::holders::dead_server_ranks(&self.po.dead_nodes());
         self.joiners.lock().forget(&gone);
         let dead = self.dead();
         let mut cu = self.catchup.lock();

@@ -1,12 +1,12 @@
 //! The replica shell: a KV server's requests and its forwards from other replicas,
-//! over the pure chain / dedup / ack tables.
+//! over the pure holders / dedup / ack tables.
 
 use super::acks::AckTable;
 use super::catchup::Joiners;
-use super::chain::{dead_server_ranks, Chain};
 use super::copy_wire::{OP_COPY, OP_FETCH, OP_REJOINED};
 use super::dedup::{DedupWindow, Outcome, RequestId};
 use super::dedup::{DEDUP_CAP, DEDUP_WINDOW_MS};
+use super::holders::{dead_server_ranks, Holders};
 use super::range_copy::RangeCopy;
 use super::shared::{Applied, Shared};
 use super::wire::ForwardHead;
@@ -50,7 +50,7 @@ pub(crate) fn serve<V: Pod + Send + Sync + 'static>(
     let shared = Arc::new(Shared {
         po: Arc::clone(po),
         app_id,
-        chain: Chain::new(n, po.config().replicas),
+        holders: Holders::new(n, po.config().replicas),
         me: po.my_rank(),
         ranges: server_key_ranges(n),
         responder,
@@ -67,8 +67,8 @@ pub(crate) fn serve<V: Pod + Send + Sync + 'static>(
     log::info!(
         "server {} holds key ranges {:?} ({} replicas)",
         shared.me,
-        shared.chain.ranges_of(shared.me),
-        shared.chain.replicas()
+        shared.holders.ranges_of(shared.me),
+        shared.holders.replicas()
     );
     let s = Arc::clone(&shared);
     let mut known = KnownKeys::new(64);
@@ -115,7 +115,7 @@ impl<V: Pod + Send + Sync> Shared<V> {
     fn held(&self, range: i32) -> Result<KeyRange, KvError> {
         usize::try_from(range)
             .ok()
-            .filter(|&r| self.chain.holds(self.me, r))
+            .filter(|&r| self.holders.holds(self.me, r))
             .map(|r| self.ranges[r])
             .ok_or_else(|| KvError::Transport(format!("server {} does not hold key range {range}", self.me)))
     }
@@ -156,7 +156,7 @@ impl<V: Pod + Send + Sync> Shared<V> {
             );
             return;
         };
-        let others = self.chain.others(id.range as usize, self.me, &self.dead());
+        let others = self.holders.others(id.range as usize, self.me, &self.dead());
         let others = self.joiners.lock().targets(id.range as usize, self.me, others);
         if let Some(a) = self.acks.lock().add(id, others.iter().copied(), answer) {
             return self.send(a);

@@ -2,8 +2,8 @@
 
 use super::acks::AckTable;
 use super::catchup::{CatchUp, Joiners};
-use super::chain::Chain;
 use super::dedup::DedupWindow;
+use super::holders::Holders;
 use super::range_copy::RangeCopy;
 use crate::kv::range::KeyRange;
 use crate::kv::request::{KVResponder, ReqHandle};
@@ -28,7 +28,7 @@ pub(super) struct Applied<V: Pod> {
 pub(super) struct Shared<V: Pod> {
     pub(super) po: Arc<Postoffice>,
     pub(super) app_id: i32,
-    pub(super) chain: Chain,
+    pub(super) holders: Holders,
     pub(super) me: usize,
     pub(super) ranges: Vec<KeyRange>,
     pub(super) responder: KVResponder,

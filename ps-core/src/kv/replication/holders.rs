@@ -1,6 +1,7 @@
-//! Who holds which key range (pure). Server rank `r`'s range is held by the chain
-//! `r, r+1, …, r+k` (ranks mod n, the ring of the Parameter Server paper); the first
-//! live member of the chain is the range's primary, which workers talk to.
+//! Who holds which key range (pure). Server rank `r`'s range is held by the ranks
+//! `r, r+1, …, r+k` (mod n, the ring of the Parameter Server paper); the first live
+//! holder is the range's primary, which workers talk to and which forwards each push
+//! to every other live holder.
 
 use crate::node::{id_role, id_to_rank, Role};
 use std::collections::BTreeSet;
@@ -8,16 +9,16 @@ use std::collections::BTreeSet;
 /// The replication layout of `servers` servers with `replicas` copies besides the
 /// primary (clamped to `servers - 1`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Chain {
+pub struct Holders {
     servers: usize,
     replicas: usize,
 }
 
-impl Chain {
+impl Holders {
     /// The layout for `servers` servers and `replicas` extra copies of each range.
-    pub fn new(servers: usize, replicas: usize) -> Chain {
+    pub fn new(servers: usize, replicas: usize) -> Holders {
         let servers = servers.max(1);
-        Chain {
+        Holders {
             servers,
             replicas: replicas.min(servers - 1),
         }
@@ -45,7 +46,7 @@ impl Chain {
             .collect()
     }
 
-    /// The live holders of `range`, in chain order.
+    /// The live holders of `range`, in ring order.
     pub fn live_holders(&self, range: usize, dead: &BTreeSet<usize>) -> Vec<usize> {
         self.holders(range).into_iter().filter(|r| !dead.contains(r)).collect()
     }
@@ -82,14 +83,14 @@ mod tests {
     }
 
     #[test]
-    fn chains_wrap_around_the_ring() {
-        let c = Chain::new(3, 1);
+    fn holders_wrap_around_the_ring() {
+        let c = Holders::new(3, 1);
         assert_eq!(c.holders(0), vec![0, 1]);
         assert_eq!(c.holders(2), vec![2, 0]);
         assert_eq!(c.ranges_of(0), vec![0, 2]);
         assert!(c.holds(0, 2) && !c.holds(0, 1) && !c.holds(0, 3));
         // every range has k+1 distinct holders, and every rank holds k+1 ranges
-        let c = Chain::new(5, 2);
+        let c = Holders::new(5, 2);
         for r in 0..5 {
             assert_eq!(set(&c.holders(r)).len(), 3);
             for h in c.ranges_of(r) {
@@ -100,19 +101,19 @@ mod tests {
 
     #[test]
     fn no_replication_is_todays_layout() {
-        let c = Chain::new(4, 0);
+        let c = Holders::new(4, 0);
         for r in 0..4 {
             assert_eq!(c.holders(r), vec![r]);
             assert_eq!(c.primary(r, &set(&[])), Some(r));
             assert_eq!(c.primary(r, &set(&[r])), None);
         }
         // more replicas than other servers: clamped
-        assert_eq!(Chain::new(2, 5).replicas(), 1);
+        assert_eq!(Holders::new(2, 5).replicas(), 1);
     }
 
     #[test]
     fn the_next_live_holder_takes_over() {
-        let c = Chain::new(3, 1);
+        let c = Holders::new(3, 1);
         let dead = set(&[1]);
         assert_eq!(c.primary(0, &dead), Some(0));
         assert_eq!(c.primary(1, &dead), Some(2));
@@ -120,7 +121,7 @@ mod tests {
         assert_eq!(c.others(2, 2, &dead), vec![0]);
         // both copies of range 1 dead
         assert_eq!(c.primary(1, &set(&[1, 2])), None);
-        let c = Chain::new(4, 2);
+        let c = Holders::new(4, 2);
         assert_eq!(c.primary(3, &set(&[3, 0])), Some(1));
         assert_eq!(c.live_holders(3, &set(&[0])), vec![3, 1]);
     }
