@@ -548,3 +548,30 @@ fn psrs_job_over_https_needs_the_clusters_client_certificate() {
     assert!(model.is_file(), "the model under --outputs-dir");
     c.kill_all();
 }
+
+/// A node whose own credentials are refused (a cluster secret other than the
+/// scheduler's) stops after a few tries with a one-line error naming the scheduler and
+/// the variables to check, and a non-zero exit; the scheduler logs the refusal.
+#[test]
+fn a_node_with_another_secret_stops_with_one_line() {
+    let args = ["kv-test", "--keys", "10"];
+    let mut c = Cluster::new(1, 1, &args, &[("DMLC_PS_VAN_TYPE", "tcp")], LIMIT);
+    let (a, b) = (c.dir().join("a.secret"), c.dir().join("b.secret"));
+    std::fs::write(&a, "the-cluster-secret-of-this-cluster").unwrap();
+    std::fs::write(&b, "another-secret-of-another-cluster!").unwrap();
+    let (a, b) = (a.display().to_string(), b.display().to_string());
+    c.spawn_with("scheduler", &args, &[("PS_SECRET_FILE", &a)]);
+    let w = c.spawn_with("worker", &args, &[("PS_SECRET_FILE", &b)]);
+    let started = Instant::now();
+    c.wait_until("the worker to give up", |c| c.exited(w));
+    assert!(started.elapsed() < Duration::from_secs(60), "{}", c.dump());
+    assert_ne!(c.procs[w].status, Some(0), "{}", c.dump());
+    let err = c.procs[w].stderr();
+    let last = err.lines().last().unwrap_or_default().to_string();
+    assert!(
+        last.contains("cannot join the scheduler at") && last.contains("PS_SECRET_FILE"),
+        "one line naming the scheduler and the variables: {last}\n{}",
+        c.dump()
+    );
+    c.kill_all();
+}

@@ -235,7 +235,10 @@ impl Guard {
             Failed::RefusedUs(a) => refused_us(addr, format!("{a:?}")),
             Failed::Refused(why) => {
                 log::warn!("refused the node at {addr}: {why}");
-                io::Error::new(io::ErrorKind::PermissionDenied, format!("{addr}: {why}"))
+                io::Error::new(
+                    io::ErrorKind::PermissionDenied,
+                    format!("{addr}: {why}: this node does not trust it (check PS_TLS_CA or PS_SECRET_FILE)"),
+                )
             }
             Failed::Silent => io::Error::new(
                 io::ErrorKind::TimedOut,
