@@ -10,8 +10,9 @@
 # a test that cannot run here is listed as ignored, never as passed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# Each step's start is printed with the seconds since the script began (CI's budget).
-step() { echo "== scripts/test.sh: $* (at ${SECONDS} s)" >&2; }
+# Each step's start is printed with the seconds since the script began (CI's budget) and
+# the disk space left (CI's machine has less than a developer's).
+step() { echo "== scripts/test.sh: $* (at ${SECONDS} s, $(df -h --output=avail . | tail -1 | tr -d ' ') free)" >&2; }
 step "install-deps"
 scripts/install-deps.sh
 
@@ -67,17 +68,21 @@ DMLC_PS_VAN_TYPE=tcp PSRS_TEST_SECRET=ci-cluster-secret-0123456789 cargo test $F
 
 # The Python package: built with maturin (from PyPI) into a virtualenv, then its tests
 # (real clusters of Python and Rust nodes) with pytest; "no tests collected" (exit 5)
-# fails like any other failure. torch, torchvision, transformers and pillow (PyPI; torch
-# ~2.8 GB with its CUDA libraries, run on CPU) are for psrs.torch, the inference jobs'
-# Python runners and the IDunno experiment (scripts/idunno-experiment.sh).
+# fails like any other failure. scripts/install-python.sh installs torch, torchvision,
+# transformers and pillow (PyPI; torch with its CUDA libraries, run on CPU) for
+# psrs.torch, the inference jobs' Python runners and the IDunno experiment.
+# PSRS_CI_FREE_DISK=1 (set by .ci/run) frees what later steps do not need first.
 step "Python package"
-python3 -m venv target/py-venv
-target/py-venv/bin/pip install -q --upgrade pip
-target/py-venv/bin/pip install -q --no-cache-dir maturin numpy pytest kubernetes-validate torch torchvision transformers pillow
-# one wheel, installed here and put into the container image below
+if [ "${PSRS_CI_FREE_DISK:-0}" = 1 ]; then
+  # CI's fresh machine: the test binaries that already ran are dropped before torch
+  # (5.8 GB) comes in; cargo relinks any that a later step runs.
+  find target/debug/deps -maxdepth 1 -type f -perm -u+x ! -name '*.so' ! -name 'psrs-*' -delete
+fi
+scripts/install-python.sh target/py-venv
 rm -rf target/wheels
 target/py-venv/bin/pip wheel -q --no-deps -w target/wheels ./python
 target/py-venv/bin/pip install -q --force-reinstall --no-deps target/wheels/psrs-*.whl
+if [ "${PSRS_CI_FREE_DISK:-0}" = 1 ]; then rm -rf python/target; fi
 # the binary the workspace tests built (the test profile), not a second build of everything
 cargo build --quiet --profile test $F --bin psrs
 rc=0
