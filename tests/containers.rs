@@ -3,8 +3,9 @@
 //! network, finding the scheduler by its container name:
 //!
 //! - a training job: 1 scheduler + 2 servers + 2 workers, five containers;
-//! - a jobs cluster (1 scheduler + 1 server + 2 workers) with one training job
-//!   submitted through its HTTP API from this host;
+//! - a jobs cluster (1 scheduler + 1 server + 2 workers) secured by a cluster secret,
+//!   as deploy/k8s runs it, with one training job submitted through its HTTPS API from
+//!   this host (`psrs job` with the secret's client certificate);
 //! - the Python package imports inside the image.
 //!
 //! The image is built once per test run (`PSRS_IMAGE` names a ready one instead; the
@@ -91,6 +92,8 @@ fn image() -> &'static str {
 struct Pod {
     net: String,
     ids: Vec<(String, String)>,
+    /// More variables for every container (`NAME=value`).
+    env: Vec<String>,
 }
 
 impl Pod {
@@ -98,7 +101,11 @@ impl Pod {
         static SEQ: AtomicUsize = AtomicUsize::new(0);
         let net = format!("psrs-{}-{}", std::process::id(), SEQ.fetch_add(1, Ordering::Relaxed));
         ok(&["network", "create", &net]);
-        Pod { net, ids: Vec::new() }
+        Pod {
+            net,
+            ids: Vec::new(),
+            env: Vec::new(),
+        }
     }
 
     /// The container name of node `name`.
@@ -121,7 +128,7 @@ impl Pod {
             "PS_JOIN_TIMEOUT=60".into(),
         ];
         let mut a: Vec<&str> = vec!["run", "-d", "--name", &cname, "--network", &self.net, "-v", &vol];
-        for e in &env {
+        for e in env.iter().chain(&self.env) {
             a.extend(["-e", e]);
         }
         a.push(image());
@@ -213,8 +220,12 @@ fn a_jobs_cluster_in_containers_runs_a_job_submitted_through_the_api() {
     let test = dir.path().join("test.rio");
     blobs(&train, 2000, 100, 1);
     blobs(&test, 500, 100, 2);
+    // secured as deploy/k8s runs it: a cluster secret (every link mutual TLS, the API
+    // HTTPS), jobs' files confined to named directories
+    let secret = dir.path().join("secret");
+    std::fs::write(&secret, "a-cluster-secret-for-the-containers-test").unwrap();
+    let secret = secret.display().to_string();
     let work = dir.path().join("work").display().to_string();
-    // an API beyond loopback confines jobs' files to named directories
     let data = dir.path().display().to_string();
     let args = [
         "cluster",
@@ -229,25 +240,32 @@ fn a_jobs_cluster_in_containers_runs_a_job_submitted_through_the_api() {
     ];
     image();
     let mut pod = Pod::new();
+    pod.env.push(format!("PS_SECRET_FILE={secret}"));
     pod.run("scheduler", "scheduler", (1, 2), dir.path(), &args);
     pod.run("server0", "server", (1, 2), dir.path(), &args);
     pod.run("worker0", "worker", (1, 2), dir.path(), &args);
     pod.run("worker1", "worker", (1, 2), dir.path(), &args);
-    let api = Api(format!("http://{}:8080", pod.ip("scheduler")));
+    let api = Api(format!("https://{}:8080", pod.ip("scheduler")));
+    let env = [("PS_SECRET_FILE", secret.as_str())];
+    // plain HTTP is not served
+    assert!(Api(format!("http://{}:8080", pod.ip("scheduler")))
+        .run(&["list"])
+        .is_err());
     let t = Instant::now();
-    while !api.get("/jobs").is_array() {
+    while let Err(e) = api.run_env(&env, &["list"]) {
         assert!(
             t.elapsed() < Duration::from_secs(60),
-            "the jobs API never came up\n{}",
+            "the jobs API never came up: {e}\n{}",
             pod.logs()
         );
-        std::thread::sleep(Duration::from_millis(100));
+        std::thread::sleep(Duration::from_millis(200));
     }
     let (tr, te) = (train.display().to_string(), test.display().to_string());
-    let id = api.submit(&train_args(&tr, &te, "softmax", "2"));
+    let submit = [&["submit"][..], &train_args(&tr, &te, "softmax", "2")].concat();
+    let id = api.run_env(&env, &submit).unwrap().trim().to_string();
     let t = Instant::now();
     let job = loop {
-        let j = api.status(&id);
+        let j: serde_json::Value = serde_json::from_str(&api.run_env(&env, &["status", &id]).unwrap()).unwrap();
         if j["state"] == "done" {
             break j;
         }

@@ -575,3 +575,38 @@ fn a_node_with_another_secret_stops_with_one_line() {
     );
     c.kill_all();
 }
+
+/// A jobs cluster's HTTP API asked to listen beyond loopback without security, or with
+/// security but without its jobs' paths confined, is refused before the scheduler
+/// waits for any node: one line, a non-zero exit, no other node needed.
+#[test]
+fn an_api_beyond_loopback_is_refused_before_the_cluster_forms() {
+    let mut c = Cluster::new(1, 1, &[], &[("DMLC_PS_VAN_TYPE", "tcp")], LIMIT);
+    let secret = c.dir().join("cluster.secret");
+    std::fs::write(&secret, "the-cluster-secret-of-this-cluster").unwrap();
+    let secret = secret.display().to_string();
+    let stats = format!("0.0.0.0:{}", free_port());
+    let work = c.dir().join("work").display().to_string();
+    let data = c.dir().display().to_string();
+    let open = ["cluster", "--stats-addr", &stats, "--work-dir", &work];
+    let confined = [&open[..], &["--data-dir", &data, "--outputs-dir", &data]].concat();
+    type Case<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], &'a str);
+    let cases: [Case; 2] = [
+        (&confined, &[], "without security"),
+        (
+            &open,
+            &[("PS_SECRET_FILE", &secret)],
+            "give --data-dir and --outputs-dir",
+        ),
+    ];
+    for (args, env, says) in cases {
+        let s = c.spawn_with("scheduler", args, env);
+        // (after the cluster formed it would wait for nodes, then say they never came)
+        c.wait_until("the scheduler to refuse", |c| c.exited(s));
+        assert_ne!(c.procs[s].status, Some(0), "{}", c.dump());
+        let err = c.procs[s].stderr();
+        let last = err.lines().last().unwrap_or_default().to_string();
+        assert!(last.contains(says), "{says}: {last}\n{}", c.dump());
+    }
+    c.kill_all();
+}

@@ -2,9 +2,12 @@
 //! psrs reads, each role's workload sets its own DMLC_ROLE, the node counts match the
 //! workloads' sizes, the scheduler addresses are the scheduler pods' DNS names under
 //! the headless Service, one scheduler is a standby, the active one is probed on its
-//! statistics port. The ignored test (CI runs it with `--ignored`, after making the
+//! statistics port; the jobs cluster's active scheduler, run here with its manifest's
+//! arguments and variables, gets past every check of them. The ignored test (CI runs it with `--ignored`, after making the
 //! Python virtualenv) checks that the files are render.py's current output and valid
 //! against Kubernetes' API schemas (`kubernetes-validate`, from PyPI).
+
+mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -205,6 +208,84 @@ fn the_training_manifest_sets_what_psrs_reads_consistently() {
 #[test]
 fn the_cluster_manifest_sets_what_psrs_reads_consistently() {
     check("cluster.yaml", "Deployment");
+}
+
+/// The cluster manifest's active scheduler, run here as its pod would run it (its
+/// arguments and literal variables; each mounted volume a directory here, the secret a
+/// file in it, the addresses this host's): psrs accepts all of them and waits for the
+/// cluster's nodes, giving up after PS_JOIN_TIMEOUT with the line that says so. An
+/// option or variable it refuses, or an HTTP API beyond loopback without security or
+/// with unconfined job paths, stops it at once with another line.
+#[test]
+fn the_cluster_manifests_scheduler_accepts_its_arguments_and_variables() {
+    let docs = load("cluster.yaml");
+    let d = docs
+        .iter()
+        .find(|d| d["metadata"]["name"].as_str() == Some("psrs-scheduler-0"))
+        .expect("the active scheduler's Deployment");
+    let c = &pod_spec(d)["containers"][0];
+    let mut cluster = common::Cluster::new(0, 0, &[], &[], std::time::Duration::from_secs(60));
+    let here = cluster.dir().to_path_buf();
+    // every mounted path, mapped to a directory here named after its volume
+    let mounts: Vec<(String, PathBuf)> = c["volumeMounts"]
+        .as_vec()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            let dir = here.join(m["name"].as_str().unwrap());
+            std::fs::create_dir_all(&dir).unwrap();
+            (m["mountPath"].as_str().unwrap().to_string(), dir)
+        })
+        .collect();
+    let map = |v: &str| -> String {
+        for (path, dir) in &mounts {
+            if let Some(rest) = v.strip_prefix(path.as_str()) {
+                return format!("{}{rest}", dir.display());
+            }
+        }
+        v.to_string()
+    };
+    let stats = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let args: Vec<String> = c["args"]
+        .as_vec()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .map(|a| match a.rsplit_once(':') {
+            Some(("0.0.0.0", _)) => format!("0.0.0.0:{stats}"),
+            _ => map(a),
+        })
+        .collect();
+    let mut env: Vec<(String, String)> = Vec::new();
+    for (k, e) in env_of(d) {
+        let Some(v) = e["value"].as_str() else { continue }; // fieldRef: the pod's own
+        match k.as_str() {
+            // the addresses are this host's (the cluster helper's)
+            "DMLC_PS_ROOT_URI" | "DMLC_PS_ROOT_PORT" | "PS_SCHEDULERS" => {}
+            "PS_SECRET_FILE" => {
+                let f = map(v);
+                std::fs::write(&f, "the-secret-of-the-manifest-test-0123456789").unwrap();
+                env.push((k, f));
+            }
+            _ => env.push((k, map(v))),
+        }
+    }
+    env.push(("PS_JOIN_TIMEOUT".into(), "3".into()));
+    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+    let e: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let s = cluster.spawn_with("scheduler", &a, &e);
+    cluster.wait_until("the scheduler to give up waiting", |c| c.exited(s));
+    let err = cluster.procs[s].stderr();
+    let last = err.lines().last().unwrap_or_default();
+    assert!(
+        last.contains("registered within 3 s"),
+        "the manifest's scheduler stopped before waiting for its nodes ({args:?}, {env:?}): {last}\n{err}"
+    );
+    cluster.kill_all();
 }
 
 /// The Python that has kubernetes-validate: $PSRS_PYTHON, else target/py-venv's.

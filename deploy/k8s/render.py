@@ -24,6 +24,10 @@ valid against Kubernetes' API schemas):
   PS_SECRET_FILE); `--with-secret` adds one with a fresh random value. S3 credentials
   (AWS_* variables) come from the Secret `<name>-s3` when it exists.
 - Liveness: the active scheduler's statistics port (TCP).
+- cluster: jobs' local files are confined to the volume `data` at /data (`--data-dir
+  /data --outputs-dir /data/outputs`; an emptyDir here: give it a shared
+  PersistentVolumeClaim, ReadWriteMany, to keep outputs and let a standby scheduler join
+  the batches the active one saved); datasets and models may also be object-store URLs.
 """
 import argparse, secrets, sys
 
@@ -92,7 +96,7 @@ def pod(o, role, index=None, restart="OnFailure"):
         "volumeMounts": [
             {"name": "secret", "mountPath": "/etc/psrs", "readOnly": True},
             {"name": "work", "mountPath": "/work"},
-        ],
+        ] + ([{"name": "data", "mountPath": "/data"}] if o.variant == "cluster" else []),
     }
     if role == "scheduler":
         container["ports"] = [{"name": "ps", "containerPort": PS_PORT},
@@ -109,7 +113,7 @@ def pod(o, role, index=None, restart="OnFailure"):
         "volumes": [
             {"name": "secret", "secret": {"secretName": f"{o.name}-secret"}},
             {"name": "work", "emptyDir": {}},
-        ],
+        ] + ([{"name": "data", "emptyDir": {}}] if o.variant == "cluster" else []),
     }
     labels = {"app.kubernetes.io/name": "psrs", "app.kubernetes.io/instance": o.name, "role": role}
     if role == "scheduler":
@@ -172,7 +176,8 @@ def main():
     if o.variant == "cluster":
         if args:
             p.error("cluster takes no psrs arguments")
-        args = ["cluster", "--work-dir", "/work"]
+        # the API listens beyond loopback: jobs' files confined to /data
+        args = ["cluster", "--work-dir", "/work", "--data-dir", "/data", "--outputs-dir", "/data/outputs"]
     o.args = args or TRAIN_ARGS
     if o.servers < 1 or o.workers < 1:
         p.error("--servers and --workers must be at least 1")

@@ -65,15 +65,27 @@ pub struct Args {
     insecure: bool,
 }
 
-/// An API listening beyond loopback needs its jobs' paths confined.
-fn check_paths_confined(a: &Args) -> Result<(), String> {
+/// An API listening beyond loopback (`--stats-addr`) needs security (certificates or
+/// a cluster secret) or `--insecure`, and its jobs' paths confined (`--data-dir`,
+/// `--outputs-dir`). Checked before the scheduler joins, so a wrong deployment stops
+/// at once with one line instead of after the cluster has formed.
+fn check_api_exposure(a: &Args, secured: bool) -> Result<(), String> {
     use std::net::ToSocketAddrs;
     let addr = ps_apps::stats::bind_addr(&a.stats_addr);
-    let beyond = addr
+    let addrs: Vec<_> = addr
         .to_socket_addrs()
         .map_err(|e| format!("--stats-addr {addr}: {e}"))?
-        .any(|s| !s.ip().is_loopback());
-    if beyond && (a.data_dir.is_none() || a.outputs_dir.is_none()) {
+        .collect();
+    if addrs.iter().all(|s| s.ip().is_loopback()) {
+        return Ok(());
+    }
+    if !secured && !a.insecure {
+        // the same rule and one-line error as the HTTP server's when it binds
+        addrs
+            .iter()
+            .try_for_each(|s| ps_apps::stats::Access::open().check_listen(*s))?;
+    }
+    if a.data_dir.is_none() || a.outputs_dir.is_none() {
         return Err(format!(
             "--stats-addr {addr} is beyond loopback: give --data-dir and --outputs-dir (jobs may then read and write only there)"
         ));
@@ -90,7 +102,7 @@ pub fn run(a: Args) -> Result<(), String> {
     runner.validate()?;
     let cfg = super::read_config()?;
     if cfg.role == Role::Scheduler {
-        check_paths_confined(&a)?;
+        check_api_exposure(&a, cfg.security.is_on())?;
     }
     let po = super::join(cfg)?;
     std::fs::create_dir_all(&a.work_dir).map_err(|e| format!("{}: {e}", a.work_dir.display()))?;

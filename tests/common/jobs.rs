@@ -60,10 +60,16 @@ pub struct Api(pub String);
 
 impl Api {
     pub fn run(&self, args: &[&str]) -> Result<String, String> {
+        self.run_env(&[], args)
+    }
+    /// `psrs job ARGS` with more variables (a cluster secret: HTTPS with its client
+    /// certificate).
+    pub fn run_env(&self, env: &[(&str, &str)], args: &[&str]) -> Result<String, String> {
         let out = Command::new(psrs_bin())
             .arg("job")
             .args(args)
             .env("PSRS_API", &self.0)
+            .envs(env.iter().copied())
             .output()
             .unwrap();
         let text = String::from_utf8_lossy(&out.stdout).to_string();
