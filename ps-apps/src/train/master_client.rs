@@ -23,6 +23,10 @@ pub const ATTEMPT: Duration = Duration::from_secs(5);
 /// How often a waiting request checks whether the scheduler was replaced.
 const POLL: Duration = Duration::from_millis(50);
 
+/// How often the same reason for asking the master again is logged as a warning (the
+/// retries in between are logged at debug level).
+const WARN_EVERY: Duration = Duration::from_secs(10);
+
 /// Answers by request timestamp: present (None) while waited for.
 type Answers = Arc<Mutex<HashMap<i32, Option<Bytes>>>>;
 
@@ -68,6 +72,9 @@ impl MasterClient {
     /// [`MasterClient::call`] with the encoded request; returns the encoded answer.
     pub fn call_bytes(&self, body: Bytes, patience: Duration) -> Result<Bytes, String> {
         let start = Instant::now();
+        // a scheduler that stays unreachable is logged when the reason changes and then
+        // every WARN_EVERY, not at every retry (5 a second while it cannot be resolved)
+        let mut warned: Option<(String, Instant)> = None;
         loop {
             let scheduler = self.po.van().scheduler_incarnation();
             // The answer's slot must exist before the answer can arrive: the lock is held
@@ -99,7 +106,15 @@ impl MasterClient {
             if start.elapsed() >= patience {
                 return Err(format!("the scheduler did not answer for {patience:?}: {why}"));
             }
-            log::warn!("master: {why}; asking again");
+            match &warned {
+                Some((last, at)) if *last == why && at.elapsed() < WARN_EVERY => {
+                    log::debug!("master: {why}; asking again")
+                }
+                _ => {
+                    log::warn!("master: {why}; asking again");
+                    warned = Some((why, Instant::now()));
+                }
+            }
         }
     }
 
