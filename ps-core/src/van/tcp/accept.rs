@@ -6,18 +6,22 @@ use super::guard::Guard;
 use super::read::{serve, Serve};
 use super::shm::Shm;
 use super::stream::{self, Stream};
+use super::wire::wait_for;
 use crate::van::transport::Deliver;
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::io;
 use std::net::{SocketAddr, TcpListener};
+use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixListener;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-/// How long the loop sleeps when neither listener has a connection waiting.
+/// How long the loop waits for a connection before it looks at the stop flag again.
+/// It wakes as soon as a connection arrives: a dialer's TLS handshake waits for this
+/// loop, so a loop that slept instead added up to this much to every link opened.
 const IDLE: Duration = Duration::from_millis(10);
 
 /// What the accept loop hands each new connection's reader thread.
@@ -50,7 +54,17 @@ impl Acceptor {
             };
             match got {
                 Ok((s, from)) => self.take(s, from),
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => std::thread::sleep(IDLE),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    let fds = [Some(tcp.as_raw_fd()), local.as_ref().map(|u| u.as_raw_fd())];
+                    let fds: Vec<_> = fds.into_iter().flatten().collect();
+                    if let Err(e) = wait_for(&fds, libc::POLLIN, IDLE) {
+                        if e.kind() == io::ErrorKind::Interrupted {
+                            continue;
+                        }
+                        log::warn!("waiting for connections failed: {e}");
+                        std::thread::sleep(IDLE);
+                    }
+                }
                 Err(e) => {
                     log::warn!("accept failed: {e}");
                     std::thread::sleep(IDLE);

@@ -46,9 +46,10 @@ impl Wire {
         &mut self.conn
     }
 
-    /// True while bytes wait for the socket.
+    /// True while bytes wait for the socket (plain bytes here, or TLS records sealed
+    /// inside the connection).
     pub(super) fn pending(&self) -> bool {
-        !self.out.is_empty()
+        !self.out.is_empty() || self.conn.sealed_pending()
     }
 
     /// The socket, to wait until it is writable.
@@ -57,7 +58,8 @@ impl Wire {
     }
 
     /// Puts a batch of whole messages (headers and frames, in order) behind what
-    /// waits; sealed first on a sealed link.
+    /// waits; on a TLS link they are sealed into records that wait inside the
+    /// connection, and are written from there (no copy into a buffer of ours).
     pub(super) fn push(&mut self, bufs: Vec<Bytes>) -> io::Result<()> {
         self.out
             .extend(self.conn.encode(bufs)?.into_iter().filter(|b| !b.is_empty()));
@@ -68,12 +70,19 @@ impl Wire {
     /// any more, false when the socket is full. An error means the connection is
     /// broken (or took nothing for [`WRITE_STALL`]); drop it.
     pub(super) fn write_now(&mut self) -> io::Result<bool> {
-        while !self.out.is_empty() {
-            match send_some(self.fd(), &self.out) {
+        while self.pending() {
+            let fd = self.fd();
+            let sent = match self.out.is_empty() {
+                true => self.conn.write_sealed(&mut DontWait(fd)),
+                false => send_some(fd, self.out.iter().map(|b| &b[..])),
+            };
+            match sent {
                 Ok(0) => return Err(io::Error::new(io::ErrorKind::WriteZero, "connection closed")),
                 Ok(n) => {
                     self.full_since = None;
-                    self.advance(n);
+                    if !self.out.is_empty() {
+                        self.advance(n);
+                    }
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
@@ -112,11 +121,27 @@ impl Wire {
     }
 }
 
-/// One non-blocking vectored send of the first buffers of `out`.
-fn send_some(fd: RawFd, out: &VecDeque<Bytes>) -> io::Result<usize> {
+/// The socket `fd` as a writer that never blocks: a write the socket cannot take now
+/// fails with [`io::ErrorKind::WouldBlock`] (what rustls writes its records to).
+struct DontWait(RawFd);
+
+impl io::Write for DontWait {
+    fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+        send_some(self.0, std::iter::once(b))
+    }
+    fn write_vectored(&mut self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+        send_some(self.0, bufs.iter().map(|b| &b[..]))
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// One non-blocking vectored send of the first buffers of `out` (at most [`MAX_IOV`]).
+fn send_some<'a>(fd: RawFd, out: impl Iterator<Item = &'a [u8]>) -> io::Result<usize> {
     let mut iov = [const { MaybeUninit::<libc::iovec>::uninit() }; MAX_IOV];
     let mut n = 0;
-    for (slot, b) in iov.iter_mut().zip(out.iter()) {
+    for (slot, b) in iov.iter_mut().zip(out) {
         slot.write(libc::iovec {
             iov_base: b.as_ptr() as *mut libc::c_void,
             iov_len: b.len(),
@@ -124,12 +149,12 @@ fn send_some(fd: RawFd, out: &VecDeque<Bytes>) -> io::Result<usize> {
         n += 1;
     }
     // SAFETY: a zeroed msghdr is valid (no address, no control data); its first `n`
-    // iovecs are initialised and point into buffers `out` keeps alive for the call,
-    // which only reads them.
+    // iovecs are initialised and point into buffers borrowed for the call, which only
+    // reads them.
     let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
     msg.msg_iov = iov.as_mut_ptr().cast::<libc::iovec>();
     msg.msg_iovlen = n as _;
-    // SAFETY: `fd` is the open socket of the connection `out` belongs to; `msg` is valid.
+    // SAFETY: `fd` is the open socket of the connection; `msg` is valid.
     let sent = unsafe { libc::sendmsg(fd, &msg, libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL) };
     if sent < 0 {
         Err(io::Error::last_os_error())
@@ -141,14 +166,13 @@ fn send_some(fd: RawFd, out: &VecDeque<Bytes>) -> io::Result<usize> {
 /// Waits up to `timeout` (rounded up to a millisecond) until one of `fds` is writable
 /// (or broken): Ok(false) on timeout. An error is `poll`'s own (e.g. interrupted).
 pub(super) fn wait_writable(fds: &[RawFd], timeout: Duration) -> io::Result<bool> {
-    let mut polled: Vec<libc::pollfd> = fds
-        .iter()
-        .map(|&fd| libc::pollfd {
-            fd,
-            events: libc::POLLOUT,
-            revents: 0,
-        })
-        .collect();
+    wait_for(fds, libc::POLLOUT, timeout)
+}
+
+/// Waits until one of `fds` has one of `events` (`libc::POLLIN`, `libc::POLLOUT`) or
+/// `timeout` passes; false on timeout.
+pub(super) fn wait_for(fds: &[RawFd], events: libc::c_short, timeout: Duration) -> io::Result<bool> {
+    let mut polled: Vec<libc::pollfd> = fds.iter().map(|&fd| libc::pollfd { fd, events, revents: 0 }).collect();
     let ms = timeout.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32;
     // SAFETY: `polled` is a valid array of pollfds of its length.
     let r = unsafe { libc::poll(polled.as_mut_ptr(), polled.len() as libc::nfds_t, ms) };
@@ -200,6 +224,57 @@ mod tests {
         assert!(!w.pending());
         let got = reader.join().unwrap();
         assert_eq!(got, chunks.concat(), "every byte once, in order");
+    }
+
+    /// The same over TLS: the sealed records wait inside the connection, the writes
+    /// never block, and the receiver reads the frame back whole.
+    #[test]
+    fn a_full_socket_keeps_sealed_records_in_order_without_blocking() {
+        use crate::auth::{Secret, SecretSource};
+        use crate::tls::{CertRole, Credentials};
+        use crate::van::tcp::spin_read::FrameRead;
+        use crate::van::tcp::stream::Stream;
+        let creds = |role| {
+            let s = Secret::new(vec![3; 32], SecretSource::File).unwrap();
+            Some(Credentials::from_secret(&s, role).unwrap())
+        };
+        let limits = Security::default().limits;
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let server = Guard::new(&limits, creds(CertRole::Server));
+        let (go, wait) = std::sync::mpsc::channel::<()>();
+        let n = 64 * (256 << 10);
+        let reader = std::thread::spawn(move || {
+            let (tcp, peer) = l.accept().unwrap();
+            let permit = server.admit(peer).unwrap();
+            let mut inc = server.accept(Stream::from(tcp), peer, permit, Duration::ZERO).unwrap();
+            wait.recv().unwrap();
+            let frame = inc.read_frame(n).unwrap();
+            let e = inc.read_frame(1).expect_err("nothing after the frame");
+            assert_eq!(e.kind(), io::ErrorKind::UnexpectedEof, "{e}");
+            frame
+        });
+        let out = Guard::new(&limits, creds(CertRole::Worker))
+            .connect(TcpStream::connect(addr).unwrap(), "test")
+            .unwrap();
+        let mut w = Wire::new(out);
+        let chunks: Vec<Bytes> = (0..64u8).map(|i| Bytes::from(vec![i; 256 << 10])).collect();
+        w.push(chunks.clone()).unwrap();
+        let t = Instant::now();
+        assert!(!w.write_now().unwrap(), "16 MB do not fit in the socket's buffers");
+        assert!(w.pending());
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "write_now never waits for the peer"
+        );
+        go.send(()).unwrap();
+        while !w.write_now().unwrap() {
+            assert!(wait_writable(&[w.fd()], Duration::from_secs(10)).unwrap());
+        }
+        assert!(!w.pending());
+        w.shutdown(Shutdown::Write).unwrap();
+        let got = reader.join().unwrap();
+        assert!(got == chunks.concat(), "every byte once, in order");
     }
 
     #[test]

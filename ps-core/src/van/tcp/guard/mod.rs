@@ -37,7 +37,8 @@ pub struct Guard {
 }
 
 /// An outgoing link: plain, or TLS. Sealing happens in memory ([`Outgoing::encode`]),
-/// so the transport can hand the socket the ciphertext without blocking.
+/// so the transport can hand the socket the ciphertext without blocking
+/// ([`Outgoing::write_sealed`]).
 pub struct Outgoing {
     tcp: Stream,
     tls: Option<ClientConnection>,
@@ -85,19 +86,11 @@ impl Read for Incoming {
 
 impl FrameRead for Incoming {
     fn read_frame(&mut self, len: usize) -> io::Result<Vec<u8>> {
-        if self.tls.is_none() {
+        match &mut self.tls {
+            Some(conn) => tls_io::read_frame(conn, &mut self.reader, len),
             // a plain link reads large frames straight from the socket
-            return self.reader.read_frame(len);
+            None => self.reader.read_frame(len),
         }
-        let mut buf = Vec::with_capacity(len);
-        self.take(len as u64).read_to_end(&mut buf)?;
-        if buf.len() != len {
-            return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                "connection closed mid-message",
-            ));
-        }
-        Ok(buf)
     }
 }
 
@@ -129,11 +122,26 @@ impl Outgoing {
     }
 
     /// The bytes to put on the socket for `bufs`, a batch of whole messages: the bufs
-    /// themselves on a plain link, their TLS records on a secured one.
+    /// themselves on a plain link; on a TLS link none: they are sealed into records
+    /// that wait inside the connection for [`Outgoing::write_sealed`].
     pub fn encode(&mut self, bufs: Vec<Bytes>) -> io::Result<Vec<Bytes>> {
         match &mut self.tls {
-            Some(conn) => Ok(vec![tls_io::seal(conn, &bufs)?]),
+            Some(conn) => tls_io::seal(conn, &bufs).map(|()| Vec::new()),
             None => Ok(bufs),
+        }
+    }
+
+    /// True while sealed TLS records wait to be written.
+    pub fn sealed_pending(&self) -> bool {
+        self.tls.as_ref().is_some_and(|c| c.wants_write())
+    }
+
+    /// Writes waiting TLS records to `to` (the socket, never blocking): the bytes it
+    /// took, or its error (`WouldBlock` when full).
+    pub fn write_sealed(&mut self, to: &mut impl Write) -> io::Result<usize> {
+        match &mut self.tls {
+            Some(conn) => conn.write_tls(to),
+            None => Ok(0),
         }
     }
 
@@ -164,17 +172,18 @@ impl Write for Outgoing {
         self.write_all(b).map(|()| b.len())
     }
     fn write_all(&mut self, b: &[u8]) -> io::Result<()> {
-        let bytes = self.encode(vec![Bytes::copy_from_slice(b)])?;
-        for x in bytes {
-            self.tcp.write_all(&x)?;
-        }
-        Ok(())
+        self.write_vectored(&[IoSlice::new(b)]).map(|_| ())
     }
     fn write_vectored(&mut self, b: &[IoSlice<'_>]) -> io::Result<usize> {
         let n = b.iter().map(|s| s.len()).sum();
         let bytes = self.encode(b.iter().map(|s| Bytes::copy_from_slice(s)).collect())?;
         for x in bytes {
             self.tcp.write_all(&x)?;
+        }
+        if let Some(conn) = &mut self.tls {
+            while conn.wants_write() {
+                conn.write_tls(&mut self.tcp)?;
+            }
         }
         Ok(n)
     }

@@ -39,12 +39,16 @@ fn a_tls_link_carries_messages_and_names_the_dialers_role() {
     let dialer = Guard::new(&limits(5000), creds(1, CertRole::Worker));
     let mut out = dialer.connect(TcpStream::connect(&addr).unwrap(), &addr).unwrap();
     let big = Bytes::from(vec![7u8; 100_000]);
-    let sealed = out.encode(vec![Bytes::from_static(b"hello "), big.clone()]).unwrap();
-    assert_eq!(sealed.len(), 1);
-    assert!(!sealed[0].windows(6).any(|w| w == b"hello "), "encrypted on the wire");
-    for b in sealed {
-        out.stream().write_all(&b).unwrap();
+    let plain = out.encode(vec![Bytes::from_static(b"hello "), big.clone()]).unwrap();
+    assert!(plain.is_empty(), "sealed records wait inside the connection");
+    assert!(out.sealed_pending());
+    let mut sealed = Vec::new();
+    while out.sealed_pending() {
+        out.write_sealed(&mut sealed).unwrap();
     }
+    assert!(sealed.len() > 100_006, "records add headers and tags");
+    assert!(!sealed.windows(6).any(|w| w == b"hello "), "encrypted on the wire");
+    out.stream().write_all(&sealed).unwrap();
     out.shutdown(Shutdown::Write).unwrap();
     let (roles, got) = server.join().unwrap().unwrap();
     assert_eq!(roles, Some(Roles(vec![CertRole::Worker])));

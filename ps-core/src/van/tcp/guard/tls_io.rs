@@ -7,7 +7,7 @@
 use super::super::stream::Stream;
 use bytes::Bytes;
 use rustls::{AlertDescription, ClientConnection, Connection, ServerConnection};
-use std::io::{self, IoSlice, Read, Write};
+use std::io::{self, BufRead, IoSlice, Read, Write};
 use std::time::{Duration, Instant};
 
 /// The byte the accepting side sends, inside TLS, once it has verified the dialer's
@@ -95,9 +95,9 @@ pub fn read_byte(conn: &mut ClientConnection, tcp: &mut Stream, deadline: Instan
     }
 }
 
-/// Seals `bufs` (whole messages) into TLS records; returns the ciphertext.
-pub fn seal(conn: &mut ClientConnection, bufs: &[Bytes]) -> io::Result<Bytes> {
-    let total: usize = bufs.iter().map(Bytes::len).sum();
+/// Seals `bufs` (whole messages) into TLS records, which wait inside `conn` until
+/// written (`write_tls`).
+pub fn seal(conn: &mut ClientConnection, bufs: &[Bytes]) -> io::Result<()> {
     let mut slices: Vec<IoSlice<'_>> = bufs.iter().filter(|b| !b.is_empty()).map(|b| IoSlice::new(b)).collect();
     let mut rest = &mut slices[..];
     while !rest.is_empty() {
@@ -110,39 +110,59 @@ pub fn seal(conn: &mut ClientConnection, bufs: &[Bytes]) -> io::Result<Bytes> {
         }
         IoSlice::advance_slices(&mut rest, n);
     }
-    // a record per 16 KiB, 22 bytes of header and tag each
-    let mut out = Vec::with_capacity(total + (total / 16384 + 1) * 22);
-    while conn.wants_write() {
-        conn.write_tls(&mut out)?;
-    }
-    Ok(Bytes::from(out))
+    Ok(())
 }
 
-/// Reads plaintext from `conn`, feeding it from `from` (a buffered socket) when it
-/// has none; 0 at the end of the session.
-pub fn read_plain(conn: &mut ServerConnection, from: &mut impl Read, out: &mut [u8]) -> io::Result<usize> {
-    if out.is_empty() {
-        return Ok(0);
-    }
+/// Waits until `conn` holds plaintext, feeding it from `from` (a buffered socket):
+/// false at the end of the session (a clean close; an unclean one is an error).
+fn fill(conn: &mut ServerConnection, from: &mut impl Read) -> io::Result<bool> {
+    let bad = |e: rustls::Error| io::Error::new(io::ErrorKind::InvalidData, e.to_string());
     loop {
-        match conn.reader().read(out) {
-            Ok(n) => return Ok(n),
+        match conn.reader().fill_buf() {
+            Ok(b) => return Ok(!b.is_empty()),
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
             Err(e) => return Err(e),
         }
         if conn.read_tls(from)? == 0 {
             // the reader now says whether the session was closed properly
-            conn.process_new_packets()
-                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
-            return match conn.reader().read(out) {
-                Ok(n) => Ok(n),
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(0),
+            conn.process_new_packets().map_err(bad)?;
+            return match conn.reader().fill_buf() {
+                Ok(b) => Ok(!b.is_empty()),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(false),
                 Err(e) => Err(e),
             };
         }
-        conn.process_new_packets()
-            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
+        conn.process_new_packets().map_err(bad)?;
     }
+}
+
+/// Reads plaintext from `conn`, feeding it from `from` (a buffered socket) when it
+/// has none; 0 at the end of the session.
+pub fn read_plain(conn: &mut ServerConnection, from: &mut impl Read, out: &mut [u8]) -> io::Result<usize> {
+    if out.is_empty() || !fill(conn, from)? {
+        return Ok(0);
+    }
+    conn.reader().read(out)
+}
+
+/// Reads the next `len` bytes of plaintext into a new buffer, copied straight from
+/// the decrypted records (no zero-filling of the buffer first).
+pub fn read_frame(conn: &mut ServerConnection, from: &mut impl Read, len: usize) -> io::Result<Vec<u8>> {
+    let mut buf = Vec::with_capacity(len);
+    while buf.len() < len {
+        if !fill(conn, from)? {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "connection closed mid-message",
+            ));
+        }
+        let mut r = conn.reader();
+        let chunk = r.fill_buf()?;
+        let n = chunk.len().min(len - buf.len());
+        buf.extend_from_slice(&chunk[..n]);
+        r.consume(n);
+    }
+    Ok(buf)
 }
 
 /// Writes `bytes` inside TLS on the blocking `tcp` (the shared-memory answer).
