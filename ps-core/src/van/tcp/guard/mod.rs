@@ -36,7 +36,7 @@ pub struct Guard {
     epoch: Instant,
 }
 
-/// An outgoing link: plain, or TLS. Sealing happens in memory ([`Outgoing::encode`]),
+/// An outgoing link: plain, or TLS. Sealing happens in memory ([`Outgoing::seal`]),
 /// so the transport can hand the socket the ciphertext without blocking
 /// ([`Outgoing::write_sealed`]).
 pub struct Outgoing {
@@ -121,13 +121,17 @@ impl Outgoing {
         self.tcp.shutdown(how)
     }
 
-    /// The bytes to put on the socket for `bufs`, a batch of whole messages: the bufs
-    /// themselves on a plain link; on a TLS link none: they are sealed into records
-    /// that wait inside the connection for [`Outgoing::write_sealed`].
-    pub fn encode(&mut self, bufs: Vec<Bytes>) -> io::Result<Vec<Bytes>> {
+    /// Whether the link runs TLS.
+    pub fn is_tls(&self) -> bool {
+        self.tls.is_some()
+    }
+
+    /// Seals `bufs` (the next bytes of whole messages) into TLS records that wait
+    /// inside the connection for [`Outgoing::write_sealed`]; nothing on a plain link.
+    pub fn seal(&mut self, bufs: &[Bytes]) -> io::Result<()> {
         match &mut self.tls {
-            Some(conn) => tls_io::seal(conn, &bufs).map(|()| Vec::new()),
-            None => Ok(bufs),
+            Some(conn) => tls_io::seal(conn, bufs),
+            None => Ok(()),
         }
     }
 
@@ -176,13 +180,17 @@ impl Write for Outgoing {
     }
     fn write_vectored(&mut self, b: &[IoSlice<'_>]) -> io::Result<usize> {
         let n = b.iter().map(|s| s.len()).sum();
-        let bytes = self.encode(b.iter().map(|s| Bytes::copy_from_slice(s)).collect())?;
-        for x in bytes {
-            self.tcp.write_all(&x)?;
-        }
-        if let Some(conn) = &mut self.tls {
-            while conn.wants_write() {
-                conn.write_tls(&mut self.tcp)?;
+        match &mut self.tls {
+            Some(conn) => {
+                tls_io::seal(conn, &b.iter().map(|s| Bytes::copy_from_slice(s)).collect::<Vec<_>>())?;
+                while conn.wants_write() {
+                    conn.write_tls(&mut self.tcp)?;
+                }
+            }
+            None => {
+                for s in b {
+                    self.tcp.write_all(s)?;
+                }
             }
         }
         Ok(n)
