@@ -1,8 +1,8 @@
 //! rustls over the van's own socket I/O: the handshakes, run blocking within a
-//! deadline (a peer sending a byte at a time does not extend it); sealing a batch of
-//! messages into TLS records in memory, so the link hands the socket ciphertext
-//! without blocking ([`super::super::wire`]); and reading plaintext from a connection
-//! through a buffered socket.
+//! deadline (a peer sending a byte at a time does not extend it); sealing messages
+//! into TLS records kept in the connection, which the link hands the socket without
+//! blocking ([`super::super::wire`]); and reading plaintext (and whole frames, copied
+//! straight from the decrypted records) from a connection through a buffered socket.
 
 use super::super::stream::Stream;
 use bytes::Bytes;
