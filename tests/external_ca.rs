@@ -30,6 +30,27 @@ fn openssl(dir: &Path, args: &[&str]) {
     );
 }
 
+/// `openssl req [FIRST] -new` with a new P-256 key written to `key`, the request (or
+/// with `-x509` the certificate) to `out`, then `REST`.
+fn new_key_req(dir: &Path, first: &[&str], key: &str, out: &str, rest: &[&str]) {
+    let mut args = vec!["req"];
+    args.extend(first);
+    args.extend([
+        "-new",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-nodes",
+        "-keyout",
+        key,
+        "-out",
+        out,
+    ]);
+    args.extend(rest);
+    openssl(dir, &args);
+}
+
 /// A site CA: a self-signed P-256 certificate `ca.pem` with its key `ca-key.pem`.
 fn site_ca(dir: &Path) {
     std::fs::write(
@@ -39,28 +60,12 @@ fn site_ca(dir: &Path) {
          subjectKeyIdentifier = hash\n",
     )
     .unwrap();
-    openssl(
+    new_key_req(
         dir,
-        &[
-            "req",
-            "-x509",
-            "-new",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:P-256",
-            "-nodes",
-            "-keyout",
-            "ca-key.pem",
-            "-out",
-            "ca.pem",
-            "-days",
-            "30",
-            "-config",
-            "ca.cnf",
-            "-extensions",
-            "v3_ca",
-        ],
+        &["-x509"],
+        "ca-key.pem",
+        "ca.pem",
+        &["-days", "30", "-config", "ca.cnf", "-extensions", "v3_ca"],
     );
 }
 
@@ -82,24 +87,7 @@ fn issue(dir: &Path, name: &str, san: &str) {
         format!("{name}.ext"),
     );
     let subj = format!("/CN={name}");
-    openssl(
-        dir,
-        &[
-            "req",
-            "-new",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:P-256",
-            "-nodes",
-            "-keyout",
-            &key,
-            "-out",
-            &csr,
-            "-subj",
-            &subj,
-        ],
-    );
+    new_key_req(dir, &[], &key, &csr, &["-subj", &subj]);
     openssl(
         dir,
         &[
