@@ -298,7 +298,7 @@ impl InferSpec {
                 .map(|(m, _)| Some(m))
                 .map_err(|e| match e {
                     crate::model::ModelFileError::Io { ref source, .. } => format!("\"model\": '{m}': {source}"),
-                    _ => unusable("model", m, "psrs model file", "", &e),
+                    _ => unusable("model", m, "psrs model file", None, &e),
                 });
         }
         if let Some(t) = &self.torch {
@@ -420,18 +420,15 @@ impl JobSpec {
 fn check_recordio(field: &str, f: &str) -> Result<(), String> {
     recordio::index(Path::new(f))
         .map(|_| ())
-        .map_err(|e| unusable(field, f, "RecordIO file", &e.reason, &e))
+        .map_err(|e| unusable(field, f, "RecordIO file", e.unreachable(), &e))
 }
 
-/// The one-line answer for a job file that cannot be used: I/O failures (no such
-/// file, no permission: `reason` starts with "cannot open"; an object storage's
-/// missing object: "not found") say so; anything else is "not a readable WHAT", the
-/// detail logged.
-fn unusable(field: &str, path: &str, what: &str, reason: &str, detail: &dyn std::fmt::Display) -> String {
-    let io = reason
-        .strip_prefix("cannot open: ")
-        .or((reason == "not found").then_some(reason));
-    if let Some(io) = io {
+/// The one-line answer for a job file that cannot be used: a file that cannot be
+/// reached (`unreachable`: no such file, no permission, an object storage's missing
+/// object) says what the file system or store said; anything else is "not a readable
+/// WHAT", the detail logged.
+fn unusable(field: &str, path: &str, what: &str, unreachable: Option<&str>, detail: &dyn std::fmt::Display) -> String {
+    if let Some(io) = unreachable {
         return format!("\"{field}\": '{path}': {io}");
     }
     log::warn!("job refused: \"{field}\": {detail}");
@@ -442,8 +439,8 @@ fn unusable(field: &str, path: &str, what: &str, reason: &str, detail: &dyn std:
 /// (file contents never echoed).
 fn first_example(path: &str) -> Result<Example, String> {
     let p = Path::new(path);
-    let bad = |detail: &dyn std::fmt::Display| unusable("train", path, "RecordIO dataset", "", detail);
-    let idx = recordio::index(p).map_err(|e| unusable("train", path, "RecordIO file", &e.reason, &e))?;
+    let bad = |detail: &dyn std::fmt::Display| unusable("train", path, "RecordIO dataset", None, detail);
+    let idx = recordio::index(p).map_err(|e| unusable("train", path, "RecordIO file", e.unreachable(), &e))?;
     let c = idx
         .first()
         .ok_or_else(|| format!("\"train\": '{path}' holds no records"))?;

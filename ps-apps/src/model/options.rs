@@ -92,7 +92,7 @@ pub fn first_example(path: &str) -> Result<Example, String> {
     let idx = recordio::index(p).map_err(|e| e.to_string())?;
     let c = idx.first().ok_or_else(|| format!("{path} holds no records"))?;
     let rec = recordio::read_chunk(p, c).map_err(|e| e.to_string())?;
-    Example::decode(rec.first().ok_or_else(|| format!("{path} holds no records"))?)
+    Example::decode(rec.first().ok_or_else(|| format!("{path} holds no records"))?).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

@@ -1,6 +1,5 @@
 //! The chunk header, compression, and the errors of the format.
 
-use std::fmt;
 use std::io::{Read, Write};
 
 /// Magic number opening every chunk: PaddlePaddle RecordIO's `0x01020304`, stored
@@ -110,27 +109,62 @@ pub struct ChunkIndex {
     pub records: u32,
 }
 
-/// A RecordIO error, naming the file and (when known) the chunk.
-#[derive(Debug)]
+/// What kind of RecordIO failure an error is: callers decide how to report it (a
+/// path the user got wrong, a disk or network failure, a damaged file) by this kind,
+/// never by the wording of the message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RecordIoKind {
+    /// A local file could not be opened (no such file, no permission); `reason` is
+    /// what the operating system said.
+    Open,
+    /// A remote object does not exist (HTTP 404, S3 NoSuchKey/NoSuchBucket).
+    NotFound,
+    /// Reading failed after the file or object was opened (a disk, network or store
+    /// error).
+    Io,
+    /// The bytes are not a readable RecordIO file: a directory, a bad or truncated
+    /// header, a CRC mismatch, records that do not fit their chunk.
+    Corrupt,
+    /// The path is a URL psrs cannot read, or the object store's settings are invalid.
+    Location,
+}
+
+/// A RecordIO error, naming the file and (when known) the chunk. Its text is
+/// `PATH: [chunk N: ]REASON`, with `cannot open: ` before the reason of an
+/// [`RecordIoKind::Open`] error.
+#[derive(Debug, thiserror::Error)]
+#[error("{path}: {}{}{reason}", chunk_prefix(.chunk), open_prefix(.kind))]
 pub struct RecordIoError {
     /// The file.
     pub path: String,
     /// The chunk number, if the error is in one.
     pub chunk: Option<usize>,
+    /// The kind of failure.
+    pub kind: RecordIoKind,
     /// What is wrong.
     pub reason: String,
 }
 
-impl fmt::Display for RecordIoError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.chunk {
-            Some(c) => write!(f, "{}: chunk {c}: {}", self.path, self.reason),
-            None => write!(f, "{}: {}", self.path, self.reason),
-        }
+fn chunk_prefix(chunk: &Option<usize>) -> String {
+    chunk.map(|c| format!("chunk {c}: ")).unwrap_or_default()
+}
+
+fn open_prefix(kind: &RecordIoKind) -> &'static str {
+    if *kind == RecordIoKind::Open {
+        "cannot open: "
+    } else {
+        ""
     }
 }
 
-impl std::error::Error for RecordIoError {}
+impl RecordIoError {
+    /// What the file system or the store said when the file could not be reached at
+    /// all (a local file that cannot be opened, a remote object that does not exist),
+    /// or `None` when the file was reached but is damaged or failed midway.
+    pub fn unreachable(&self) -> Option<&str> {
+        matches!(self.kind, RecordIoKind::Open | RecordIoKind::NotFound).then_some(self.reason.as_str())
+    }
+}
 
 /// A decoded chunk header.
 pub(crate) struct Header {

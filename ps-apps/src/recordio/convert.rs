@@ -23,6 +23,21 @@ pub struct ConvertStats {
     pub classes: usize,
 }
 
+/// Why a conversion failed, by kind (its text names the file, and the line where
+/// there is one).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ConvertError {
+    /// Opening, reading or writing a file failed.
+    #[error("{0}")]
+    Io(String),
+    /// The input is not what its format says: a bad line or value, a bad IDX header,
+    /// images and labels that do not match.
+    #[error("{0}")]
+    BadInput(String),
+}
+
+use ConvertError::{BadInput, Io};
+
 struct Sink {
     w: Writer,
     stats: ConvertStats,
@@ -30,30 +45,30 @@ struct Sink {
 }
 
 impl Sink {
-    fn new(out: &Path, per_chunk: u32, c: Compressor) -> Result<Sink, String> {
+    fn new(out: &Path, per_chunk: u32, c: Compressor) -> Result<Sink, ConvertError> {
         Ok(Sink {
             w: Writer::create(out, c, per_chunk, 64 << 20)
-                .map_err(|e| format!("cannot create {}: {e}", out.display()))?,
+                .map_err(|e| Io(format!("cannot create {}: {e}", out.display())))?,
             stats: ConvertStats::default(),
             labels: Default::default(),
         })
     }
-    fn push(&mut self, e: &Example) -> Result<(), String> {
+    fn push(&mut self, e: &Example) -> Result<(), ConvertError> {
         self.stats.dim = self.stats.dim.max(e.dim());
         self.labels.insert(e.label as i64);
-        self.w.write(&e.encode()).map_err(|e| e.to_string())
+        self.w.write(&e.encode()).map_err(|e| Io(e.to_string()))
     }
-    fn finish(self) -> Result<ConvertStats, String> {
+    fn finish(self) -> Result<ConvertStats, ConvertError> {
         let mut s = self.stats;
         s.records = self.w.total_records;
         s.classes = self.labels.len();
-        s.chunks = self.w.finish().map_err(|e| e.to_string())?;
+        s.chunks = self.w.finish().map_err(|e| Io(e.to_string()))?;
         Ok(s)
     }
 }
 
-fn lines(input: &Path) -> Result<(impl Iterator<Item = std::io::Result<String>>, u64), String> {
-    let f = File::open(input).map_err(|e| format!("cannot open {}: {e}", input.display()))?;
+fn lines(input: &Path) -> Result<(impl Iterator<Item = std::io::Result<String>>, u64), ConvertError> {
+    let f = File::open(input).map_err(|e| Io(format!("cannot open {}: {e}", input.display())))?;
     let size = f.metadata().map(|m| m.len()).unwrap_or(0);
     Ok((BufReader::new(f).lines(), size))
 }
@@ -65,18 +80,18 @@ pub fn convert_libsvm(
     per_chunk: u32,
     c: Compressor,
     progress: Progress,
-) -> Result<ConvertStats, String> {
+) -> Result<ConvertStats, ConvertError> {
     let (it, size) = lines(input)?;
     let mut sink = Sink::new(out, per_chunk, c)?;
     let mut done = 0u64;
     for (n, line) in it.enumerate() {
-        let line = line.map_err(|e| format!("{}: {e}", input.display()))?;
+        let line = line.map_err(|e| Io(format!("{}: {e}", input.display())))?;
         done += line.len() as u64 + 1;
         let line = line.trim();
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
-        let bad = |what: &str| format!("{}:{}: {what}", input.display(), n + 1);
+        let bad = |what: &str| BadInput(format!("{}:{}: {what}", input.display(), n + 1));
         let mut parts = line.split_whitespace();
         let label: f32 = parts
             .next()
@@ -114,33 +129,33 @@ pub fn convert_csv(
     per_chunk: u32,
     c: Compressor,
     progress: Progress,
-) -> Result<ConvertStats, String> {
+) -> Result<ConvertStats, ConvertError> {
     let (it, size) = lines(input)?;
     let mut sink = Sink::new(out, per_chunk, c)?;
     let mut done = 0u64;
     let mut width = None;
     for (n, line) in it.enumerate() {
-        let line = line.map_err(|e| format!("{}: {e}", input.display()))?;
+        let line = line.map_err(|e| Io(format!("{}: {e}", input.display())))?;
         done += line.len() as u64 + 1;
         if (n == 0 && header) || line.trim().is_empty() {
             continue;
         }
-        let vals = csv_row(&line, n == 0).map_err(|e| format!("{}:{}: {e}", input.display(), n + 1))?;
+        let vals = csv_row(&line, n == 0).map_err(|e| BadInput(format!("{}:{}: {e}", input.display(), n + 1)))?;
         if vals.len() < 2 {
-            return Err(format!(
+            return Err(BadInput(format!(
                 "{}:{}: need a label and at least one feature",
                 input.display(),
                 n + 1
-            ));
+            )));
         }
         if *width.get_or_insert(vals.len()) != vals.len() {
-            return Err(format!(
+            return Err(BadInput(format!(
                 "{}:{}: {} columns, earlier rows have {}",
                 input.display(),
                 n + 1,
                 vals.len(),
                 width.unwrap_or(0)
-            ));
+            )));
         }
         sink.push(&Example {
             label: vals[0],
@@ -173,8 +188,8 @@ fn csv_row(line: &str, first: bool) -> Result<Vec<f32>, String> {
     Ok(out)
 }
 
-fn read_idx(path: &Path, want_dims: usize) -> Result<(Vec<usize>, Vec<u8>), String> {
-    let f = File::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+fn read_idx(path: &Path, want_dims: usize) -> Result<(Vec<usize>, Vec<u8>), ConvertError> {
+    let f = File::open(path).map_err(|e| Io(format!("cannot open {}: {e}", path.display())))?;
     let mut raw = Vec::new();
     let gz = path.extension().is_some_and(|e| e == "gz");
     let limit = 1u64 << 31;
@@ -183,8 +198,8 @@ fn read_idx(path: &Path, want_dims: usize) -> Result<(Vec<usize>, Vec<u8>), Stri
     } else {
         f.take(limit).read_to_end(&mut raw)
     }
-    .map_err(|e| format!("{}: {e}", path.display()))?;
-    let bad = |w: &str| format!("{}: not an IDX file: {w}", path.display());
+    .map_err(|e| Io(format!("{}: {e}", path.display())))?;
+    let bad = |w: &str| BadInput(format!("{}: not an IDX file: {w}", path.display()));
     if raw.len() < 4 || raw[0] != 0 || raw[1] != 0 || raw[2] != 0x08 {
         return Err(bad("bad magic (expected unsigned bytes)"));
     }
@@ -215,11 +230,11 @@ pub fn convert_idx(
     per_chunk: u32,
     c: Compressor,
     progress: Progress,
-) -> Result<ConvertStats, String> {
+) -> Result<ConvertStats, ConvertError> {
     let (idims, pixels) = read_idx(images, 3)?;
     let (ldims, labs) = read_idx(labels, 1)?;
     if idims[0] != ldims[0] {
-        return Err(format!("{} images but {} labels", idims[0], ldims[0]));
+        return Err(BadInput(format!("{} images but {} labels", idims[0], ldims[0])));
     }
     let dim = idims[1] * idims[2];
     let mut sink = Sink::new(out, per_chunk, c)?;

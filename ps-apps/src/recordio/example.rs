@@ -29,6 +29,11 @@ pub struct Example {
 /// Largest encoded example accepted.
 const MAX_EXAMPLE: u64 = 64 << 20;
 
+/// A record that is not an encoded [`Example`]: what is wrong with it.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("malformed example record: {0}")]
+pub struct MalformedExample(pub String);
+
 impl Example {
     /// The record bytes of this example (bincode with varint integers).
     pub fn encode(&self) -> Vec<u8> {
@@ -40,15 +45,15 @@ impl Example {
     /// Decodes a record (bincode, bounded to 64 MiB, no trailing bytes); a malformed
     /// one, or sparse indices and values of different lengths, is an error, never a
     /// panic.
-    pub fn decode(bytes: &[u8]) -> Result<Example, String> {
+    pub fn decode(bytes: &[u8]) -> Result<Example, MalformedExample> {
         let e: Example = bincode::DefaultOptions::new()
             .with_limit(MAX_EXAMPLE)
             .reject_trailing_bytes()
             .deserialize(bytes)
-            .map_err(|e| format!("malformed example record: {e}"))?;
+            .map_err(|e| MalformedExample(e.to_string()))?;
         if let Features::Sparse { idx, val } = &e.features {
             if idx.len() != val.len() {
-                return Err("malformed example record: sparse indices and values differ in length".into());
+                return Err(MalformedExample("sparse indices and values differ in length".into()));
             }
         }
         Ok(e)

@@ -32,10 +32,10 @@ mod scanner;
 mod writer;
 
 pub use chunk::{
-    ChunkIndex, Compressor, FileIndex, RecordIoError, LEGACY_MAGIC, MAGIC, MAX_CHUNK_BYTES, MAX_CHUNK_RECORDS,
+    ChunkIndex, Compressor, FileIndex, RecordIoError, RecordIoKind, LEGACY_MAGIC, MAGIC, MAX_CHUNK_BYTES, MAX_CHUNK_RECORDS,
 };
-pub use convert::{convert_csv, convert_idx, convert_libsvm, ConvertStats, Progress};
-pub use example::{Example, Features};
+pub use convert::{convert_csv, convert_idx, convert_libsvm, ConvertError, ConvertStats, Progress};
+pub use example::{Example, Features, MalformedExample};
 pub use progress::convert_with_progress;
 pub use reader::{index, index_stream, read_all, read_chunk, read_chunk_stream};
 pub use scanner::Scanner;

@@ -1,6 +1,6 @@
 //! A terminal progress bar for the converters.
 
-use super::convert::{ConvertStats, Progress};
+use super::convert::{ConvertError, ConvertStats, Progress};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::IsTerminal;
 
@@ -11,8 +11,8 @@ use std::io::IsTerminal;
 /// the conversion ends. Returns whatever `convert` returns.
 pub fn convert_with_progress(
     message: &str,
-    convert: impl FnOnce(Progress) -> Result<ConvertStats, String>,
-) -> Result<ConvertStats, String> {
+    convert: impl FnOnce(Progress) -> Result<ConvertStats, ConvertError>,
+) -> Result<ConvertStats, ConvertError> {
     let bar = ProgressBar::new(0);
     if !std::io::stderr().is_terminal() {
         bar.set_draw_target(ProgressDrawTarget::hidden());
@@ -45,7 +45,7 @@ mod tests {
         })
         .unwrap();
         assert_eq!((s.records, s.dim, s.classes), (2, 2, 2));
-        let e = convert_with_progress("x", |_| Err("boom".into())).unwrap_err();
-        assert_eq!(e, "boom");
+        let e = convert_with_progress("x", |_| Err(ConvertError::Io("boom".into()))).unwrap_err();
+        assert_eq!(e.to_string(), "boom");
     }
 }

@@ -2,8 +2,8 @@
 //! be an `s3://` or `http(s)://` URL (see [`crate::storage`]): the index then reads
 //! chunk headers by byte ranges, and a chunk is one range request for exactly its bytes.
 
-use super::chunk::{decode_header, split_records, ChunkIndex, FileIndex, RecordIoError, HEADER_LEN};
-use crate::storage::{Location, RangeGet, RangeReader, RemoteObject};
+use super::chunk::{decode_header, split_records, ChunkIndex, FileIndex, RecordIoError, RecordIoKind, HEADER_LEN};
+use crate::storage::{Location, RangeGet, RangeReader, RemoteObject, StorageError};
 use std::fs::File;
 use std::io::{Cursor, Read, Seek, SeekFrom};
 use std::path::Path;
@@ -12,12 +12,38 @@ use std::path::Path;
 /// chunks are small, the next ones.
 const INDEX_BLOCK: u64 = 64 << 10;
 
-fn err(path: &Path, chunk: Option<usize>, reason: impl Into<String>) -> RecordIoError {
+fn err(path: &Path, chunk: Option<usize>, (kind, reason): (RecordIoKind, String)) -> RecordIoError {
     RecordIoError {
         path: path.display().to_string(),
         chunk,
-        reason: reason.into(),
+        kind,
+        reason,
     }
+}
+
+/// A damaged file's reason.
+fn corrupt(reason: impl Into<String>) -> (RecordIoKind, String) {
+    (RecordIoKind::Corrupt, reason.into())
+}
+
+/// A failed read's reason.
+fn io(e: impl ToString) -> (RecordIoKind, String) {
+    (RecordIoKind::Io, e.to_string())
+}
+
+/// A failed open's reason.
+fn open(e: std::io::Error) -> (RecordIoKind, String) {
+    (RecordIoKind::Open, e.to_string())
+}
+
+/// A store's error as a kind and reason.
+fn stored(e: StorageError) -> (RecordIoKind, String) {
+    let kind = match e {
+        StorageError::NotFound { .. } => RecordIoKind::NotFound,
+        StorageError::BadLocation(_) | StorageError::Config(_) => RecordIoKind::Location,
+        StorageError::Io { .. } => RecordIoKind::Io,
+    };
+    (kind, e.reason())
 }
 
 /// Indexes `path` by reading chunk headers only (seeking past payloads): each chunk's
@@ -28,10 +54,10 @@ pub fn index(path: &Path) -> Result<FileIndex, RecordIoError> {
     if let Some(obj) = remote(path, true)? {
         return index_remote(&obj, path);
     }
-    let mut f = File::open(path).map_err(|e| err(path, None, format!("cannot open: {e}")))?;
-    let meta = f.metadata().map_err(|e| err(path, None, e.to_string()))?;
+    let mut f = File::open(path).map_err(|e| err(path, None, open(e)))?;
+    let meta = f.metadata().map_err(|e| err(path, None, io(e)))?;
     if meta.is_dir() {
-        return Err(err(path, None, "is a directory, not a RecordIO file"));
+        return Err(err(path, None, corrupt("is a directory, not a RecordIO file")));
     }
     index_stream(&mut f, meta.len(), path)
 }
@@ -44,13 +70,13 @@ pub fn index_stream(f: &mut (impl Read + Seek), size: u64, path: &Path) -> Resul
         let idx = out.len();
         let mut h = [0u8; HEADER_LEN];
         f.read_exact(&mut h).map_err(|e| err(path, Some(idx), read_error(e)))?;
-        let header = decode_header(&h).map_err(|e| err(path, Some(idx), e))?;
+        let header = decode_header(&h).map_err(|e| err(path, Some(idx), corrupt(e)))?;
         let end = offset + HEADER_LEN as u64 + header.len;
         if end > size {
             return Err(err(
                 path,
                 Some(idx),
-                format!("payload of {} bytes runs past the end of the file", header.len),
+                corrupt(format!("payload of {} bytes runs past the end of the file", header.len)),
             ));
         }
         out.push(ChunkIndex {
@@ -60,7 +86,7 @@ pub fn index_stream(f: &mut (impl Read + Seek), size: u64, path: &Path) -> Resul
             records: header.records,
         });
         f.seek(SeekFrom::Start(end))
-            .map_err(|e| err(path, Some(idx), e.to_string()))?;
+            .map_err(|e| err(path, Some(idx), io(e)))?;
         offset = end;
     }
     Ok(out)
@@ -72,7 +98,7 @@ pub fn read_chunk(path: &Path, c: &ChunkIndex) -> Result<Vec<Vec<u8>>, RecordIoE
     if let Some(obj) = remote(path, false)? {
         return read_chunk_remote(&obj, c, path);
     }
-    let mut f = File::open(path).map_err(|x| err(path, None, format!("cannot open: {x}")))?;
+    let mut f = File::open(path).map_err(|x| err(path, None, open(x)))?;
     read_chunk_stream(&mut f, c, path)
 }
 
@@ -82,32 +108,30 @@ pub fn read_chunk_stream(
     c: &ChunkIndex,
     path: &Path,
 ) -> Result<Vec<Vec<u8>>, RecordIoError> {
-    let e = |reason: String| err(path, Some(c.idx), reason);
-    f.seek(SeekFrom::Start(c.offset)).map_err(|x| e(x.to_string()))?;
+    let e = |reason: (RecordIoKind, String)| err(path, Some(c.idx), reason);
+    f.seek(SeekFrom::Start(c.offset)).map_err(|x| e(io(x)))?;
     let mut h = [0u8; HEADER_LEN];
     f.read_exact(&mut h).map_err(|x| e(read_error(x)))?;
-    let header = decode_header(&h).map_err(e)?;
+    let header = decode_header(&h).map_err(|x| e(corrupt(x)))?;
     let mut stored = Vec::with_capacity(header.len as usize);
-    f.take(header.len)
-        .read_to_end(&mut stored)
-        .map_err(|x| e(x.to_string()))?;
+    f.take(header.len).read_to_end(&mut stored).map_err(|x| e(io(x)))?;
     if stored.len() as u64 != header.len {
-        return Err(e("truncated chunk payload".into()));
+        return Err(e(corrupt("truncated chunk payload")));
     }
     if crc32fast::hash(&stored) != header.crc {
-        return Err(e("CRC mismatch: the chunk is corrupt".into()));
+        return Err(e(corrupt("CRC mismatch: the chunk is corrupt")));
     }
     let raw = header
         .compressor
         .decompress(&stored)
-        .map_err(|x| e(format!("cannot decompress: {x}")))?;
-    split_records(&raw, header.records).map_err(e)
+        .map_err(|x| e(corrupt(format!("cannot decompress: {x}"))))?;
+    split_records(&raw, header.records).map_err(|x| e(corrupt(x)))
 }
 
 /// The remote object `path` names (its size read by a HEAD request when `sized`), or
 /// `None` for a local path.
 fn remote(path: &Path, sized: bool) -> Result<Option<RemoteObject>, RecordIoError> {
-    let loc = Location::of_path(path).map_err(|e| err(path, None, e.reason))?;
+    let loc = Location::of_path(path).map_err(|e| err(path, None, stored(e.into())))?;
     if !loc.is_remote() {
         return Ok(None);
     }
@@ -116,7 +140,7 @@ fn remote(path: &Path, sized: bool) -> Result<Option<RemoteObject>, RecordIoErro
     } else {
         RemoteObject::without_size(&loc)
     };
-    obj.map(Some).map_err(|e| err(path, None, e.reason()))
+    obj.map(Some).map_err(|e| err(path, None, stored(e)))
 }
 
 /// [`index`] of a remote object: chunk headers read by ranges, payloads skipped.
@@ -127,18 +151,21 @@ fn index_remote(obj: &RemoteObject, path: &Path) -> Result<FileIndex, RecordIoEr
 /// [`read_chunk`] of a remote object: one range request for exactly the chunk's bytes.
 fn read_chunk_remote(obj: &RemoteObject, c: &ChunkIndex, path: &Path) -> Result<Vec<Vec<u8>>, RecordIoError> {
     let end = c.offset.saturating_add(HEADER_LEN as u64).saturating_add(c.len);
-    let bytes = obj.get(c.offset..end).map_err(|e| err(path, Some(c.idx), e.reason()))?;
+    let bytes = obj.get(c.offset..end).map_err(|e| err(path, Some(c.idx), stored(e)))?;
     let at_zero = ChunkIndex { offset: 0, ..c.clone() };
     read_chunk_stream(&mut Cursor::new(bytes), &at_zero, path)
 }
 
-/// A failed header read: the end of the data, or what the file or store said.
-fn read_error(e: std::io::Error) -> String {
-    if e.kind() == std::io::ErrorKind::UnexpectedEof {
-        "truncated chunk header".into()
-    } else {
-        crate::storage::error::one_line(&e.to_string())
-    }
+/// A failed header read: the end of the data (a damaged file), a store's missing
+/// object, or what the file or store said.
+fn read_error(e: std::io::Error) -> (RecordIoKind, String) {
+    let kind = match e.kind() {
+        std::io::ErrorKind::UnexpectedEof => return corrupt("truncated chunk header"),
+        std::io::ErrorKind::NotFound => RecordIoKind::NotFound,
+        std::io::ErrorKind::InvalidInput => RecordIoKind::Location,
+        _ => RecordIoKind::Io,
+    };
+    (kind, crate::storage::error::one_line(&e.to_string()))
 }
 
 /// Every record of `path`, in order, all in memory (see [`super::scanner::Scanner`] to stream).
@@ -159,6 +186,7 @@ pub fn read_all(path: &Path) -> Result<Vec<Vec<u8>>, RecordIoError> {
 #[cfg(test)]
 pub(super) mod tests {
     use super::super::chunk::Compressor;
+    use super::super::scanner::Scanner;
     use super::super::writer::Writer;
     use super::*;
 
@@ -210,5 +238,32 @@ pub(super) mod tests {
         assert!(e.ends_with("is a directory, not a RecordIO file"), "{e}");
         std::fs::write(&p, b"definitely not recordio, but long enough").unwrap();
         assert!(index(&p).unwrap_err().to_string().contains("bad magic"));
+    }
+
+    #[test]
+    fn errors_say_their_kind() {
+        let d = tempfile::tempdir().unwrap();
+        let missing = d.path().join("absent.rio");
+        let e = index(&missing).unwrap_err();
+        assert_eq!(e.kind, RecordIoKind::Open);
+        assert!(e.to_string().starts_with(&format!("{}: cannot open: ", missing.display())), "{e}");
+        assert_eq!(e.unreachable(), Some(e.reason.as_str()));
+        let p = write(d.path(), Compressor::None, 20);
+        let idx = index(&p).unwrap();
+        let mut bytes = std::fs::read(&p).unwrap();
+        bytes[idx[1].offset as usize + HEADER_LEN] ^= 1;
+        std::fs::write(&p, &bytes).unwrap();
+        let e = read_chunk(&p, &idx[1]).unwrap_err();
+        assert_eq!((e.kind, e.unreachable()), (RecordIoKind::Corrupt, None));
+        // a damaged file whose reason happens to read "not found" is still damaged
+        let e = RecordIoError {
+            path: "x".into(),
+            chunk: Some(0),
+            kind: RecordIoKind::Corrupt,
+            reason: "not found".into(),
+        };
+        assert_eq!((e.unreachable(), e.to_string().as_str()), (None, "x: chunk 0: not found"));
+        let e = Scanner::open(&missing).err().map(|e| e.kind);
+        assert_eq!(e, Some(RecordIoKind::Open));
     }
 }

@@ -1,6 +1,6 @@
 //! Streaming over every record of a RecordIO file, one chunk in memory at a time.
 
-use super::chunk::{decode_header, split_records, RecordIoError, HEADER_LEN};
+use super::chunk::{decode_header, split_records, RecordIoError, RecordIoKind, HEADER_LEN};
 use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{BufReader, Read};
@@ -24,7 +24,8 @@ impl Scanner {
         let f = File::open(path).map_err(|e| RecordIoError {
             path: path.display().to_string(),
             chunk: None,
-            reason: format!("cannot open: {e}"),
+            kind: RecordIoKind::Open,
+            reason: e.to_string(),
         })?;
         Ok(Scanner {
             path: path.to_path_buf(),
@@ -39,10 +40,16 @@ impl Scanner {
         self.chunk
     }
 
+    /// The current chunk is damaged.
     fn err(&self, reason: impl Into<String>) -> RecordIoError {
+        self.error(RecordIoKind::Corrupt, reason)
+    }
+
+    fn error(&self, kind: RecordIoKind, reason: impl Into<String>) -> RecordIoError {
         RecordIoError {
             path: self.path.display().to_string(),
             chunk: Some(self.chunk),
+            kind,
             reason: reason.into(),
         }
     }
@@ -57,14 +64,14 @@ impl Scanner {
                 Ok(0) => return Err(self.err("truncated chunk header")),
                 Ok(n) => got += n,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(self.err(e.to_string())),
+                Err(e) => return Err(self.error(RecordIoKind::Io, e.to_string())),
             }
         }
         let header = decode_header(&h).map_err(|e| self.err(e))?;
         let mut stored = Vec::with_capacity(header.len as usize);
         f.take(header.len)
             .read_to_end(&mut stored)
-            .map_err(|e| self.err(e.to_string()))?;
+            .map_err(|e| self.error(RecordIoKind::Io, e.to_string()))?;
         if stored.len() as u64 != header.len {
             return Err(self.err("truncated chunk payload"));
         }

@@ -94,7 +94,7 @@ pub fn read_examples(path: &Path) -> Result<Vec<Example>, String> {
     recordio::read_all(path)
         .map_err(|e| e.to_string())?
         .iter()
-        .map(|r| Example::decode(r))
+        .map(|r| Example::decode(r).map_err(|e| e.to_string()))
         .collect()
 }
 
