@@ -7,7 +7,9 @@
 use crate::host::{slot_of, Host};
 use bytes::Bytes;
 use parking_lot::Mutex;
-use ps_apps::master::{decode_queues, encode_queues, Chunk, Master, MasterConfig, MasterRequest, Store};
+use ps_apps::master::{
+    decode_queues, encode_queues, Chunk, Master, MasterConfig, MasterError, MasterRequest, Store, StoreError,
+};
 use ps_apps::recordio::ChunkIndex;
 use ps_apps::train::coordinator::{decode, encode, MASTER_APP};
 use ps_core::failover::{candidate_key, is_act, voters, Candidacy, Epoch, Out, Timing};
@@ -40,13 +42,13 @@ struct Cell {
 struct SimStore(Arc<Mutex<Cell>>);
 
 impl Store for SimStore {
-    fn load(&mut self) -> Result<Option<Vec<u8>>, String> {
+    fn load(&mut self) -> Result<Option<Vec<u8>>, StoreError> {
         Ok(self.0.lock().initial.clone())
     }
-    fn save(&mut self, state: &[u8]) -> Result<(), String> {
+    fn save(&mut self, state: &[u8]) -> Result<(), StoreError> {
         let mut c = self.0.lock();
         if !c.may_save {
-            return Err("this scheduler is not active".into());
+            return Err(StoreError("this scheduler is not active".into()));
         }
         c.saved = Some(state.to_vec());
         Ok(())
@@ -435,7 +437,7 @@ impl Scheduler {
         let alive = !(id_role(sender) == Some(Role::Worker) && self.dead.contains(&sender));
         let reply = with_store(&self.cell, &self.fo, || {
             let _ = master.sender_liveness(sender, alive);
-            Ok::<_, String>(master.handle(sender, req, now))
+            Ok::<_, MasterError>(master.handle(sender, req, now))
         });
         self.flush_master(now);
         let Ok(reply) = reply else { return };
@@ -470,7 +472,11 @@ impl Scheduler {
 }
 
 /// Runs `f` (a master call) with saves allowed only while active.
-fn with_store<T>(cell: &Arc<Mutex<Cell>>, fo: &Candidacy, f: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
+fn with_store<T>(
+    cell: &Arc<Mutex<Cell>>,
+    fo: &Candidacy,
+    f: impl FnOnce() -> Result<T, MasterError>,
+) -> Result<T, MasterError> {
     cell.lock().may_save = fo.is_active();
     let out = f();
     cell.lock().may_save = false;

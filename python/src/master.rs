@@ -24,7 +24,8 @@ pub fn coordinator(
     if po.role() != Role::Scheduler {
         return Err(cluster_err("the master runs on the scheduler node"));
     }
-    cfg.validate().map_err(pyo3::exceptions::PyValueError::new_err)?;
+    cfg.validate()
+        .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
     let store: Box<dyn Store> = match &work_dir {
         Some(d) => {
             std::fs::create_dir_all(d).map_err(|e| cluster_err(format!("{}: {e}", d.display())))?;
@@ -34,7 +35,7 @@ pub fn coordinator(
     };
     let job = job.to_string();
     py.detach(move || {
-        let m = RsMaster::new(cfg, store, 0)?;
+        let m = RsMaster::new(cfg, store, 0).map_err(|e| e.to_string())?;
         Coordinator::start(&po, m, stats_addr.as_deref(), job)
     })
     .map_err(cluster_err)

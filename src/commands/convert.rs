@@ -60,7 +60,9 @@ pub fn run(a: Args) -> Result<(), String> {
     };
     let s: ConvertStats = match a.format {
         Format::Libsvm => convert_libsvm(&a.input, &a.out, a.per_chunk, c, &mut progress).map_err(|e| e.to_string())?,
-        Format::Csv => convert_csv(&a.input, &a.out, a.header, a.per_chunk, c, &mut progress).map_err(|e| e.to_string())?,
+        Format::Csv => {
+            convert_csv(&a.input, &a.out, a.header, a.per_chunk, c, &mut progress).map_err(|e| e.to_string())?
+        }
         Format::Idx => {
             let labels = a.labels.as_ref().ok_or("--labels is required with --format idx")?;
             convert_idx(&a.input, labels, &a.out, a.per_chunk, c, &mut progress).map_err(|e| e.to_string())?

@@ -260,7 +260,7 @@ pub fn run(a: Args) -> Result<(), String> {
                 // standby schedulers get every change before the master acts on it
                 st = Box::new(ReplicatedStore::new(st, Arc::clone(po.van())));
             }
-            let master = Master::new(cfg, st, 0)?;
+            let master = Master::new(cfg, st, 0).map_err(|e| e.to_string())?;
             log::info!(
                 "training {} ({} parameters) for {} passes",
                 model.name(),

@@ -29,6 +29,7 @@ impl JobScheduler {
                     a.master
                         .task_failed_because(sender, task, why)
                         .map(|_| JobsResponse::Ok)
+                        .map_err(|e| e.to_string())
                 }
                 None => Ok(JobsResponse::Ok),
             },
@@ -69,7 +70,7 @@ impl JobScheduler {
         if let Some(r) = &f.rows {
             outputs::save_rows(&dir, f.task, r)?;
         }
-        if a.master.finish_task(f.task, now_ms)? {
+        if a.master.finish_task(f.task, now_ms).map_err(|e| e.to_string())? {
             let took = took.unwrap_or(0);
             a.rate.record(now_ms, took);
             a.tally
@@ -111,7 +112,7 @@ impl JobScheduler {
     fn requeue_lost(&mut self, worker: i32, now_ms: u64) -> Result<(), String> {
         for (num, a) in self.active.iter_mut() {
             if a.master.queues().pending.values().any(|e| e.worker == worker) {
-                let n = a.master.leaving(worker, None, now_ms)?;
+                let n = a.master.leaving(worker, None, now_ms).map_err(|e| e.to_string())?;
                 log::warn!(
                     "worker {worker} asked for work holding {n} task(s) of job j{num}: requeued (the reply was lost)"
                 );
@@ -189,7 +190,7 @@ impl JobScheduler {
                 });
             }
         }
-        let reply = a.master.get_task(worker, None, now_ms)?;
+        let reply = a.master.get_task(worker, None, now_ms).map_err(|e| e.to_string())?;
         self.passes_completed(num, now_ms)?;
         let task = match reply {
             Reply::Task(t) => t,

@@ -25,6 +25,18 @@ pub enum JobsError {
     Internal(String),
 }
 
+/// A master's error as the jobs API answers it: the dataset or the job's options are
+/// the request's fault (400), a store or codec failure the scheduler's (500).
+impl From<crate::master::MasterError> for JobsError {
+    fn from(e: crate::master::MasterError) -> JobsError {
+        use crate::master::MasterError as M;
+        match e {
+            M::Dataset(_) | M::Config(_) => JobsError::BadRequest(e.to_string()),
+            M::Corrupt(_) | M::Store(_) => JobsError::Internal(e.to_string()),
+        }
+    }
+}
+
 impl JobsError {
     /// The HTTP status of this kind of error.
     pub fn http_status(&self) -> u16 {
@@ -56,5 +68,18 @@ mod tests {
         assert_eq!(JobsError::BadRequest("x".into()).http_status(), 400);
         assert_eq!(JobsError::NoSuchJob("j9".into()).to_string(), "no job \"j9\"");
         assert_eq!(JobsError::NoSuchJob("j9".into()).http_status(), 404);
+    }
+
+    #[test]
+    fn a_masters_error_maps_by_its_kind() {
+        use crate::master::{MasterError, StoreError};
+        let store = JobsError::from(MasterError::Store(StoreError("cannot write /x: disk full".into())));
+        assert_eq!(
+            (store.http_status(), store.to_string().as_str()),
+            (500, "cannot write /x: disk full")
+        );
+        assert_eq!(JobsError::from(MasterError::Config("bad".into())).http_status(), 400);
+        let missing = crate::recordio::index(std::path::Path::new("/nonexistent/psrs/x.rio")).unwrap_err();
+        assert_eq!(JobsError::from(MasterError::Dataset(missing)).http_status(), 400);
     }
 }

@@ -116,13 +116,14 @@ impl JobScheduler {
     /// queues from its own store: nothing finished is redone), or starting empty.
     pub fn new(cfg: SchedulerConfig, stores: StoreFactory, now_ms: u64) -> Result<JobScheduler, String> {
         let mut table_store = stores("jobs");
-        let table = match table_store.load()? {
+        let table = match table_store.load().map_err(|e| e.to_string())? {
             Some(b) => JobTable::decode(&b)?,
             None => JobTable::default(),
         };
         let mut active = BTreeMap::new();
         for job in table.active() {
-            let master = Master::recover(stores(&store_name(job)), master_config(&job.spec), now_ms)?;
+            let master = Master::recover(stores(&store_name(job)), master_config(&job.spec), now_ms)
+                .map_err(|e| e.to_string())?;
             log::info!("resuming job {} ({:?})", job.id(), job.state);
             let mut a = Active::new(master);
             a.tally = Tally::resume(&job.figures);
@@ -152,7 +153,7 @@ impl JobScheduler {
         let mut copy = self.table.clone();
         let out = f(&mut copy)?;
         if copy != self.table {
-            self.table_store.save(&copy.encode())?;
+            self.table_store.save(&copy.encode()).map_err(|e| e.to_string())?;
             self.table = copy;
         }
         Ok(out)
@@ -178,18 +179,18 @@ impl JobScheduler {
         let mut preview = self.table.clone();
         let num = preview.submit(spec.clone(), model, now_ms);
         let job = preview.get(num).expect("just added").clone();
-        let mut master =
-            Master::new(master_config(&spec), (self.stores)(&store_name(&job)), now_ms).map_err(JobsError::Internal)?;
-        // the files were read a moment ago: failing now is the files' fault
+        let mut master = Master::new(master_config(&spec), (self.stores)(&store_name(&job)), now_ms)?;
+        // the files were read a moment ago: failing now is the files' fault (a
+        // dataset error is a bad request, a failed save the scheduler's)
         match &spec {
-            JobSpec::Train(t) => master.report_dataset(t.train.clone()),
+            JobSpec::Train(t) => master.report_dataset(t.train.clone())?,
             JobSpec::Infer(i) if i.reads_directory() => {
-                super::directory::list_directory(std::path::Path::new(&i.data[0]))
-                    .and_then(|files| master.report_chunks(i.data.clone(), super::directory::file_chunks(&files)))
+                let files = super::directory::list_directory(std::path::Path::new(&i.data[0]))
+                    .map_err(JobsError::BadRequest)?;
+                master.report_chunks(i.data.clone(), super::directory::file_chunks(&files))?
             }
-            JobSpec::Infer(i) => master.report_dataset(i.data.clone()),
-        }
-        .map_err(JobsError::BadRequest)?;
+            JobSpec::Infer(i) => master.report_dataset(i.data.clone())?,
+        };
         self.change(|t| {
             *t = preview;
             Ok(())

@@ -2,6 +2,7 @@
 //! Decoding is bounded, so corrupt or hostile bytes give an error, never a huge
 //! allocation or a panic.
 
+use super::error::MasterError;
 use super::queues::TaskQueues;
 use bincode::Options;
 use std::io::{Read, Write};
@@ -15,27 +16,27 @@ fn codec() -> impl Options {
 
 /// Serializes the queues (bincode, then gzip, as the seed's gob + gzip). Fails only
 /// if the state exceeds the 1 GiB limit that [`decode_queues`] would refuse.
-pub fn encode_queues(q: &TaskQueues) -> Result<Vec<u8>, String> {
+pub fn encode_queues(q: &TaskQueues) -> Result<Vec<u8>, MasterError> {
     let raw = codec()
         .serialize(q)
-        .map_err(|e| format!("cannot serialize the task queues: {e}"))?;
+        .map_err(|e| MasterError::Corrupt(format!("cannot serialize the task queues: {e}")))?;
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
-    gz.write_all(&raw).map_err(|e| e.to_string())?;
-    gz.finish().map_err(|e| e.to_string())
+    gz.write_all(&raw).map_err(|e| MasterError::Corrupt(e.to_string()))?;
+    gz.finish().map_err(|e| MasterError::Corrupt(e.to_string()))
 }
 
 /// Reads queues written by [`encode_queues`]. Corrupt bytes (bad gzip, bad bincode,
 /// trailing garbage, over 1 GiB) are an error saying the stored queues are corrupt.
-pub fn decode_queues(bytes: &[u8]) -> Result<TaskQueues, String> {
+pub fn decode_queues(bytes: &[u8]) -> Result<TaskQueues, MasterError> {
     let mut raw = Vec::new();
     flate2::read::GzDecoder::new(bytes)
         .take(MAX_STATE)
         .read_to_end(&mut raw)
-        .map_err(|e| format!("the stored task queues are corrupt: {e}"))?;
+        .map_err(|e| MasterError::Corrupt(format!("the stored task queues are corrupt: {e}")))?;
     codec()
         .reject_trailing_bytes()
         .deserialize(&raw)
-        .map_err(|e| format!("the stored task queues are corrupt: {e}"))
+        .map_err(|e| MasterError::Corrupt(format!("the stored task queues are corrupt: {e}")))
 }
 
 #[cfg(test)]
@@ -53,7 +54,8 @@ mod tests {
         assert_eq!(decode_queues(&bytes).unwrap(), q);
         for bad in [&b""[..], b"garbage", &bytes[..bytes.len() - 3]] {
             let e = decode_queues(bad).unwrap_err();
-            assert!(e.contains("stored task queues are corrupt"), "{e}");
+            assert!(matches!(e, super::MasterError::Corrupt(_)), "{e:?}");
+            assert!(e.to_string().contains("stored task queues are corrupt"), "{e}");
         }
         let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
         gz.write_all(&[0xff; 64]).unwrap();

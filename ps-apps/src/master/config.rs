@@ -1,5 +1,6 @@
 //! The master's settings.
 
+use super::error::MasterError;
 use serde::{Deserialize, Serialize};
 
 /// How the master cuts and times tasks.
@@ -31,18 +32,18 @@ impl Default for MasterConfig {
 
 impl MasterConfig {
     /// Checks the values; the error says which one is wrong.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), MasterError> {
         if self.chunks_per_task == 0 {
-            return Err("chunks per task must be at least 1".into());
+            return Err(MasterError::Config("chunks per task must be at least 1".into()));
         }
         if self.num_epochs == 0 {
-            return Err("the number of epochs must be at least 1".into());
+            return Err(MasterError::Config("the number of epochs must be at least 1".into()));
         }
         if self.timeout_multiplier.is_nan() || self.timeout_multiplier < 1.0 {
-            return Err("the timeout multiplier must be at least 1".into());
+            return Err(MasterError::Config("the timeout multiplier must be at least 1".into()));
         }
         if self.timeout_floor_ms == 0 {
-            return Err("the timeout floor must be above 0 ms".into());
+            return Err(MasterError::Config("the timeout floor must be above 0 ms".into()));
         }
         Ok(())
     }

@@ -10,6 +10,7 @@
 
 mod codec;
 mod config;
+mod error;
 #[cfg(feature = "etcd")]
 pub mod etcd_store;
 mod queues;
@@ -20,6 +21,7 @@ mod wire;
 
 pub use codec::{decode_queues, encode_queues};
 pub use config::MasterConfig;
+pub use error::{MasterError, StoreError};
 pub use queues::{Chunk, GivenUp, Reply, Task, TaskEntry, TaskQueues};
 pub use service::{index_dataset, Master};
 pub use store::{FileStore, MemStore, ReplicatedStore, Store};

@@ -4,6 +4,7 @@
 
 use super::codec::{decode_queues, encode_queues};
 use super::config::MasterConfig;
+use super::error::MasterError;
 use super::queues::{Chunk, Reply, TaskQueues};
 use super::store::Store;
 use super::wire::{MasterRequest, MasterResponse, QueueSnapshot};
@@ -24,7 +25,7 @@ pub struct Master {
 impl Master {
     /// A master resuming from `store` if it holds queues, else starting empty: see
     /// [`Master::recover`]. The configuration is validated first.
-    pub fn new(cfg: MasterConfig, store: Box<dyn Store>, now_ms: u64) -> Result<Master, String> {
+    pub fn new(cfg: MasterConfig, store: Box<dyn Store>, now_ms: u64) -> Result<Master, MasterError> {
         Master::recover(store, cfg, now_ms)
     }
 
@@ -32,7 +33,7 @@ impl Master {
     /// lost: pending tasks keep their workers and get fresh deadlines from `now_ms`, so
     /// workers that still hold them can finish them), or starts empty if the store is
     /// empty. Corrupt stored bytes or an invalid configuration are an error.
-    pub fn recover(mut store: Box<dyn Store>, cfg: MasterConfig, now_ms: u64) -> Result<Master, String> {
+    pub fn recover(mut store: Box<dyn Store>, cfg: MasterConfig, now_ms: u64) -> Result<Master, MasterError> {
         cfg.validate()?;
         let q = match store.load()? {
             Some(bytes) => {
@@ -89,7 +90,7 @@ impl Master {
     /// Applies `f` to a copy of the queues; if the copy differs it is saved to the
     /// store and only then adopted. On a failed save the copy is discarded (nothing
     /// changes) and the error is returned.
-    fn change<T>(&mut self, f: impl FnOnce(&mut TaskQueues, &MasterConfig) -> T) -> Result<T, String> {
+    fn change<T>(&mut self, f: impl FnOnce(&mut TaskQueues, &MasterConfig) -> T) -> Result<T, MasterError> {
         let mut copy = self.q.clone();
         let out = f(&mut copy, &self.cfg);
         if copy != self.q {
@@ -103,7 +104,7 @@ impl Master {
     /// with tasks of `chunks_per_task` chunks, in file and chunk order. Only the first
     /// report is honoured: later ones return `Ok(false)` without reading the files. An
     /// unreadable or corrupt file, or a failed save, is an error and changes nothing.
-    pub fn report_dataset(&mut self, paths: Vec<String>) -> Result<bool, String> {
+    pub fn report_dataset(&mut self, paths: Vec<String>) -> Result<bool, MasterError> {
         if self.q.dataset.is_some() {
             return Ok(false);
         }
@@ -114,7 +115,7 @@ impl Master {
     /// [`Master::report_dataset`] with the chunks already made (e.g. one per file of a
     /// directory dataset): todo is filled with tasks of `chunks_per_task` of them, in
     /// order. Only the first report is honoured.
-    pub fn report_chunks(&mut self, paths: Vec<String>, chunks: Vec<Chunk>) -> Result<bool, String> {
+    pub fn report_chunks(&mut self, paths: Vec<String>, chunks: Vec<Chunk>) -> Result<bool, MasterError> {
         if self.q.dataset.is_some() {
             return Ok(false);
         }
@@ -132,7 +133,7 @@ impl Master {
     /// A worker declared dead (a request it sent before dying, handled after its
     /// death) still gets its finished task counted, but is never handed a task: it
     /// gets `Wait`.
-    pub fn get_task(&mut self, worker: i32, finished: Option<u64>, now_ms: u64) -> Result<Reply, String> {
+    pub fn get_task(&mut self, worker: i32, finished: Option<u64>, now_ms: u64) -> Result<Reply, MasterError> {
         self.get_task_with(worker, finished, now_ms, false)
     }
 
@@ -142,7 +143,7 @@ impl Master {
     /// it never got (the scheduler died before sending it, or the reply was lost). It
     /// goes back to the front of todo at once, without counting a timeout, rather than
     /// wait for its deadline.
-    pub fn ask_for_task(&mut self, worker: i32, finished: Option<u64>, now_ms: u64) -> Result<Reply, String> {
+    pub fn ask_for_task(&mut self, worker: i32, finished: Option<u64>, now_ms: u64) -> Result<Reply, MasterError> {
         self.get_task_with(worker, finished, now_ms, true)
     }
 
@@ -152,7 +153,7 @@ impl Master {
         finished: Option<u64>,
         now_ms: u64,
         one_at_a_time: bool,
-    ) -> Result<Reply, String> {
+    ) -> Result<Reply, MasterError> {
         let dead = self.dead.contains(&worker);
         if dead {
             log::debug!("GetTask from dead worker {worker}: no task handed out");
@@ -176,7 +177,7 @@ impl Master {
     /// Records that `task` was finished at `now_ms` (see [`TaskQueues::finish`])
     /// without handing out another; returns whether it changed anything. Persisted
     /// before returning.
-    pub fn finish_task(&mut self, task: u64, now_ms: u64) -> Result<bool, String> {
+    pub fn finish_task(&mut self, task: u64, now_ms: u64) -> Result<bool, MasterError> {
         self.change(|q, _| q.finish(task, now_ms))
     }
 
@@ -185,7 +186,7 @@ impl Master {
     /// todo, no timeout counted); returns how many. It is handed nothing more (the
     /// goodbye reaching the node table marks it gone); a new worker may take its id.
     /// Persisted before returning.
-    pub fn leaving(&mut self, worker: i32, finished: Option<u64>, now_ms: u64) -> Result<usize, String> {
+    pub fn leaving(&mut self, worker: i32, finished: Option<u64>, now_ms: u64) -> Result<usize, MasterError> {
         self.change(|q, _| {
             if let Some(id) = finished {
                 q.finish(id, now_ms);
@@ -204,12 +205,12 @@ impl Master {
 
     /// `worker` could not train `task`: treated like a timeout (see
     /// [`TaskQueues::fail`]). Returns whether the report was taken (the worker held it).
-    pub fn task_failed(&mut self, worker: i32, task: u64) -> Result<bool, String> {
+    pub fn task_failed(&mut self, worker: i32, task: u64) -> Result<bool, MasterError> {
         self.change(|q, c| q.fail(worker, task, c))
     }
 
     /// [`Master::task_failed`] with the worker's reason, kept if the task is given up.
-    pub fn task_failed_because(&mut self, worker: i32, task: u64, why: &str) -> Result<bool, String> {
+    pub fn task_failed_because(&mut self, worker: i32, task: u64, why: &str) -> Result<bool, MasterError> {
         self.change(|q, c| q.fail_because(worker, task, why, c))
     }
 
@@ -239,14 +240,14 @@ impl Master {
         };
         result.unwrap_or_else(|e| {
             log::error!("master: {e}");
-            MasterResponse::Error(e)
+            MasterResponse::Error(e.to_string())
         })
     }
 
     /// Times out the pending tasks that are late at `now_ms` (see
     /// [`TaskQueues::late`]: back to todo with the count raised, or to failed above the
     /// threshold); returns their ids. Cheap when nothing is late (no copy, no save).
-    pub fn tick(&mut self, now_ms: u64) -> Result<Vec<u64>, String> {
+    pub fn tick(&mut self, now_ms: u64) -> Result<Vec<u64>, MasterError> {
         if self.q.late(now_ms, &self.cfg).is_empty() {
             return Ok(Vec::new());
         }
@@ -256,7 +257,7 @@ impl Master {
     /// `worker` was declared dead: it is handed no task from now on, and every task it
     /// holds is requeued at once, at the front of todo and without counting a timeout.
     /// Returns how many. Idempotent.
-    pub fn worker_dead(&mut self, worker: i32) -> Result<usize, String> {
+    pub fn worker_dead(&mut self, worker: i32) -> Result<usize, MasterError> {
         self.dead.insert(worker);
         if self.q.pending.values().all(|e| e.worker != worker) {
             return Ok(0);
@@ -292,7 +293,7 @@ impl Master {
     /// dead sender is treated as [`Master::worker_dead`] (its death may be handled
     /// after its last messages, or before), a live one whose id was declared dead is
     /// its replacement and may be handed tasks again.
-    pub fn sender_liveness(&mut self, worker: i32, alive: bool) -> Result<(), String> {
+    pub fn sender_liveness(&mut self, worker: i32, alive: bool) -> Result<(), MasterError> {
         if !alive {
             let n = self.worker_dead(worker)?;
             if n > 0 {
@@ -311,10 +312,10 @@ impl Master {
 }
 
 /// Indexes every file of the dataset into chunks, in file then chunk order.
-pub fn index_dataset(paths: &[String]) -> Result<Vec<Chunk>, String> {
+pub fn index_dataset(paths: &[String]) -> Result<Vec<Chunk>, MasterError> {
     let mut out = Vec::new();
     for p in paths {
-        for index in recordio::index(Path::new(p)).map_err(|e| e.to_string())? {
+        for index in recordio::index(Path::new(p))? {
             out.push(Chunk { path: p.clone(), index });
         }
     }

@@ -169,7 +169,10 @@ fn corrupt_state_and_missing_files_are_clear_errors() {
     let store = MemStore::default();
     *store.data.lock() = Some(b"garbage".to_vec());
     let e = Master::new(cfg(1), Box::new(store), 0).err().unwrap();
-    assert!(e.contains("corrupt"), "{e}");
+    assert!(
+        matches!(e, MasterError::Corrupt(_)) && e.to_string().contains("corrupt"),
+        "{e}"
+    );
     let mut m = Master::new(cfg(1), Box::new(MemStore::default()), 0).unwrap();
     let r = m.handle(
         9,

@@ -60,8 +60,8 @@ fn dead_and_stalled_workers_lose_no_records() {
     let paths = dataset(d.path(), 3, 40);
     let store = MemStore::default();
     let mut m = Master::new(cfg(2), Box::new(store.clone()), 0).unwrap();
-    assert_eq!(m.report_dataset(paths.clone()), Ok(true));
-    assert_eq!(m.report_dataset(vec!["ignored".into()]), Ok(false));
+    assert!(m.report_dataset(paths.clone()).unwrap());
+    assert!(!m.report_dataset(vec!["ignored".into()]).unwrap());
     let mut ledger = Ledger::new(2);
     let mut holding: [Option<u64>; 4] = [None; 4];
     let (mut now, mut done_workers) = (0u64, BTreeSet::new());
@@ -74,7 +74,7 @@ fn dead_and_stalled_workers_lose_no_records() {
             // worker 2 dies holding its third task; worker 3 stalls holding its second
             if (w == dead && round >= 2) || (w == stalled && round >= 1) {
                 if w == dead && round == 2 {
-                    assert_eq!(m.worker_dead(w as i32), Ok(1));
+                    assert_eq!(m.worker_dead(w as i32).unwrap(), 1);
                 }
                 continue;
             }
@@ -195,7 +195,7 @@ fn failure_reports_requeue_and_persist() {
     let Ok(Reply::Task(t)) = m.get_task(6, None, 5) else {
         panic!()
     };
-    assert_eq!(m.get_task(6, Some(t.id), 6), Ok(Reply::Wait));
+    assert_eq!(m.get_task(6, Some(t.id), 6).unwrap(), Reply::Wait);
     let before = m.queues().clone();
     *store.fail.lock() = true;
     assert!(m.tick(10_000).is_err());

@@ -1,5 +1,6 @@
 //! Where the master persists its queues: a `Store` takes the whole serialized state.
 
+use super::error::StoreError;
 use crate::storage::files::write_atomic;
 use parking_lot::Mutex;
 use std::path::PathBuf;
@@ -8,9 +9,9 @@ use std::sync::Arc;
 /// Durable storage of the master's queues.
 pub trait Store: Send {
     /// The last saved state, if any.
-    fn load(&mut self) -> Result<Option<Vec<u8>>, String>;
+    fn load(&mut self) -> Result<Option<Vec<u8>>, StoreError>;
     /// Saves `state`; when this returns Ok the state survives a crash.
-    fn save(&mut self, state: &[u8]) -> Result<(), String>;
+    fn save(&mut self, state: &[u8]) -> Result<(), StoreError>;
 }
 
 /// The default store: one local file, replaced atomically (temp file, fsync, rename).
@@ -26,15 +27,15 @@ impl FileStore {
 }
 
 impl Store for FileStore {
-    fn load(&mut self) -> Result<Option<Vec<u8>>, String> {
+    fn load(&mut self) -> Result<Option<Vec<u8>>, StoreError> {
         match std::fs::read(&self.path) {
             Ok(b) => Ok(Some(b)),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(format!("cannot read {}: {e}", self.path.display())),
+            Err(e) => Err(StoreError(format!("cannot read {}: {e}", self.path.display()))),
         }
     }
-    fn save(&mut self, state: &[u8]) -> Result<(), String> {
-        write_atomic(&self.path, state).map_err(|e| format!("cannot write {}: {e}", self.path.display()))
+    fn save(&mut self, state: &[u8]) -> Result<(), StoreError> {
+        write_atomic(&self.path, state).map_err(|e| StoreError(format!("cannot write {}: {e}", self.path.display())))
     }
 }
 
@@ -48,12 +49,12 @@ pub struct MemStore {
 }
 
 impl Store for MemStore {
-    fn load(&mut self) -> Result<Option<Vec<u8>>, String> {
+    fn load(&mut self) -> Result<Option<Vec<u8>>, StoreError> {
         Ok(self.data.lock().clone())
     }
-    fn save(&mut self, state: &[u8]) -> Result<(), String> {
+    fn save(&mut self, state: &[u8]) -> Result<(), StoreError> {
         if *self.fail.lock() {
-            return Err("the store is unavailable".into());
+            return Err(StoreError("the store is unavailable".into()));
         }
         *self.data.lock() = Some(state.to_vec());
         Ok(())
@@ -62,11 +63,11 @@ impl Store for MemStore {
 
 #[cfg(feature = "etcd")]
 impl Store for crate::master::etcd_store::EtcdStore {
-    fn load(&mut self) -> Result<Option<Vec<u8>>, String> {
-        crate::master::etcd_store::EtcdStore::load(self)
+    fn load(&mut self) -> Result<Option<Vec<u8>>, StoreError> {
+        crate::master::etcd_store::EtcdStore::load(self).map_err(StoreError)
     }
-    fn save(&mut self, state: &[u8]) -> Result<(), String> {
-        crate::master::etcd_store::EtcdStore::save(self, state)
+    fn save(&mut self, state: &[u8]) -> Result<(), StoreError> {
+        crate::master::etcd_store::EtcdStore::save(self, state).map_err(StoreError)
     }
 }
 
@@ -87,13 +88,13 @@ impl ReplicatedStore {
 }
 
 impl Store for ReplicatedStore {
-    fn load(&mut self) -> Result<Option<Vec<u8>>, String> {
+    fn load(&mut self) -> Result<Option<Vec<u8>>, StoreError> {
         match self.van.replicated_app_state() {
             Some(b) => Ok(Some(b.to_vec())),
             None => self.inner.load(),
         }
     }
-    fn save(&mut self, state: &[u8]) -> Result<(), String> {
+    fn save(&mut self, state: &[u8]) -> Result<(), StoreError> {
         self.van.replicate_app(bytes::Bytes::copy_from_slice(state))?;
         self.inner.save(state)
     }

@@ -6,6 +6,7 @@
 //! have it — before the inner store saves locally. A standby that took over builds
 //! its set from the state it received, so every named store loads what was replicated.
 
+use super::error::StoreError;
 use super::store::Store;
 use bytes::Bytes;
 use parking_lot::Mutex;
@@ -60,7 +61,7 @@ struct Named {
 }
 
 impl Store for Named {
-    fn load(&mut self) -> Result<Option<Vec<u8>>, String> {
+    fn load(&mut self) -> Result<Option<Vec<u8>>, StoreError> {
         if self.set.received {
             return Ok(self.set.entries.lock().get(&self.name).cloned());
         }
@@ -70,11 +71,11 @@ impl Store for Named {
         }
         Ok(local)
     }
-    fn save(&mut self, state: &[u8]) -> Result<(), String> {
+    fn save(&mut self, state: &[u8]) -> Result<(), StoreError> {
         let all = {
             let mut e = self.set.entries.lock();
             e.insert(self.name.clone(), state.to_vec());
-            bincode::serialize(&*e).map_err(|e| e.to_string())?
+            bincode::serialize(&*e).map_err(|e| StoreError(e.to_string()))?
         };
         (self.set.replicate)(Bytes::from(all))?;
         self.inner.save(state)
@@ -136,7 +137,7 @@ mod tests {
         let set = ReplicatedSet::new(None, Arc::new(|_| Err("not active".into()))).unwrap();
         let local = MemStore::default();
         let mut s = set.open("jobs", Box::new(local.clone()));
-        assert!(s.save(b"x").unwrap_err().contains("not active"));
+        assert!(s.save(b"x").unwrap_err().0.contains("not active"));
         assert_eq!(*local.data.lock(), None);
     }
 }

@@ -25,7 +25,9 @@ fn libsvm_and_csv() {
         }
     );
     std::fs::write(&src, "1 3:x\n").unwrap();
-    let err = convert_libsvm(&src, &out, 2, Compressor::None, &mut nop()).unwrap_err().to_string();
+    let err = convert_libsvm(&src, &out, 2, Compressor::None, &mut nop())
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("a.svm:1") && err.contains("bad value"), "{err}");
 
     let csv = d.path().join("b.csv");
@@ -127,9 +129,13 @@ fn gzipped_and_hostile_idx_files() {
         [0, 0, 8, 3, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255],
     )
     .unwrap();
-    let e = convert_idx(&huge, &lab, &out, 8, Compressor::None, &mut nop()).unwrap_err().to_string();
+    let e = convert_idx(&huge, &lab, &out, 8, Compressor::None, &mut nop())
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("not an IDX file"), "{e}");
-    let e = convert_idx(&lab, &lab, &out, 8, Compressor::None, &mut nop()).unwrap_err().to_string();
+    let e = convert_idx(&lab, &lab, &out, 8, Compressor::None, &mut nop())
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("1 dimensions, expected 3"), "{e}");
 }
 
@@ -138,13 +144,17 @@ fn csv_errors_name_the_column_and_hint_at_the_header() {
     let d = tempfile::tempdir().unwrap();
     let (csv, out) = (d.path().join("h.csv"), d.path().join("h.rio"));
     std::fs::write(&csv, "label,f1,f2\n1,0.5,1\n").unwrap();
-    let e = convert_csv(&csv, &out, false, 10, Compressor::None, &mut nop()).unwrap_err().to_string();
+    let e = convert_csv(&csv, &out, false, 10, Compressor::None, &mut nop())
+        .unwrap_err()
+        .to_string();
     assert!(
         e.ends_with("h.csv:1: column 1: 'label' is not a number (if the first line is a header, pass --header)"),
         "{e}"
     );
     std::fs::write(&csv, "1,0.5,1\n0,x,2\n").unwrap();
-    let e = convert_csv(&csv, &out, false, 10, Compressor::None, &mut nop()).unwrap_err().to_string();
+    let e = convert_csv(&csv, &out, false, 10, Compressor::None, &mut nop())
+        .unwrap_err()
+        .to_string();
     assert!(e.ends_with("h.csv:2: column 2: 'x' is not a number"), "{e}");
 }
 

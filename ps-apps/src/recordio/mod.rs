@@ -32,7 +32,8 @@ mod scanner;
 mod writer;
 
 pub use chunk::{
-    ChunkIndex, Compressor, FileIndex, RecordIoError, RecordIoKind, LEGACY_MAGIC, MAGIC, MAX_CHUNK_BYTES, MAX_CHUNK_RECORDS,
+    ChunkIndex, Compressor, FileIndex, RecordIoError, RecordIoKind, LEGACY_MAGIC, MAGIC, MAX_CHUNK_BYTES,
+    MAX_CHUNK_RECORDS,
 };
 pub use convert::{convert_csv, convert_idx, convert_libsvm, ConvertError, ConvertStats, Progress};
 pub use example::{Example, Features, MalformedExample};

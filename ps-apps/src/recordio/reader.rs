@@ -85,8 +85,7 @@ pub fn index_stream(f: &mut (impl Read + Seek), size: u64, path: &Path) -> Resul
             len: header.len,
             records: header.records,
         });
-        f.seek(SeekFrom::Start(end))
-            .map_err(|e| err(path, Some(idx), io(e)))?;
+        f.seek(SeekFrom::Start(end)).map_err(|e| err(path, Some(idx), io(e)))?;
         offset = end;
     }
     Ok(out)
@@ -246,7 +245,11 @@ pub(super) mod tests {
         let missing = d.path().join("absent.rio");
         let e = index(&missing).unwrap_err();
         assert_eq!(e.kind, RecordIoKind::Open);
-        assert!(e.to_string().starts_with(&format!("{}: cannot open: ", missing.display())), "{e}");
+        assert!(
+            e.to_string()
+                .starts_with(&format!("{}: cannot open: ", missing.display())),
+            "{e}"
+        );
         assert_eq!(e.unreachable(), Some(e.reason.as_str()));
         let p = write(d.path(), Compressor::None, 20);
         let idx = index(&p).unwrap();
@@ -262,7 +265,10 @@ pub(super) mod tests {
             kind: RecordIoKind::Corrupt,
             reason: "not found".into(),
         };
-        assert_eq!((e.unreachable(), e.to_string().as_str()), (None, "x: chunk 0: not found"));
+        assert_eq!(
+            (e.unreachable(), e.to_string().as_str()),
+            (None, "x: chunk 0: not found")
+        );
         let e = Scanner::open(&missing).err().map(|e| e.kind);
         assert_eq!(e, Some(RecordIoKind::Open));
     }
