@@ -10,7 +10,7 @@ pub mod slurm;
 pub use election::{parse_candidates, parse_election, ElectionMode};
 pub(crate) use error::err;
 pub use error::ConfigError;
-pub use security::{Limits, Security};
+pub use security::{LimitError, Limits, Security};
 pub use shm::{ShmConfig, DEFAULT_MIN_BYTES, DEFAULT_REGION_MB, REGION_MB_RANGE};
 
 use crate::addr::{self, system::SystemLookup, AddrVars, HostLookup};

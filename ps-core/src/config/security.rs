@@ -44,22 +44,43 @@ impl Default for Limits {
     }
 }
 
+/// A message that breaks the [`Limits`]: dropped by the van that received it.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum LimitError {
+    /// No frames, or more than `PS_MAX_FRAMES`.
+    #[error("{frames} frames in a message (PS_MAX_FRAMES {max})")]
+    Frames {
+        /// Frames in the message (header included).
+        frames: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// More bytes than `PS_MAX_MESSAGE_BYTES`.
+    #[error("a {bytes}-byte message is above the {max}-byte limit (PS_MAX_MESSAGE_BYTES)")]
+    Bytes {
+        /// Bytes in the message.
+        bytes: u64,
+        /// The limit.
+        max: u64,
+    },
+}
+
 impl Limits {
     /// Whether a message of `frames` frames (header included) and `bytes` bytes in all
     /// is within the limits; the error is one line naming the variable. Both vans
     /// check every message they receive with it (the TCP van before allocating).
-    pub fn check_message(&self, frames: usize, bytes: u64) -> Result<(), String> {
+    pub fn check_message(&self, frames: usize, bytes: u64) -> Result<(), LimitError> {
         if frames == 0 || frames > self.max_frames {
-            return Err(format!(
-                "{frames} frames in a message (PS_MAX_FRAMES {})",
-                self.max_frames
-            ));
+            return Err(LimitError::Frames {
+                frames,
+                max: self.max_frames,
+            });
         }
         if bytes > self.max_message_bytes {
-            return Err(format!(
-                "a {bytes}-byte message is above the {}-byte limit (PS_MAX_MESSAGE_BYTES)",
-                self.max_message_bytes
-            ));
+            return Err(LimitError::Bytes {
+                bytes,
+                max: self.max_message_bytes,
+            });
         }
         Ok(())
     }
@@ -260,14 +281,16 @@ mod tests {
             ..Limits::default()
         };
         assert_eq!(l.check_message(3, 100), Ok(()));
-        assert!(l.check_message(0, 0).unwrap_err().contains("PS_MAX_FRAMES"));
+        assert_eq!(l.check_message(0, 0), Err(LimitError::Frames { frames: 0, max: 3 }));
         assert!(l
             .check_message(4, 10)
             .unwrap_err()
+            .to_string()
             .contains("4 frames in a message (PS_MAX_FRAMES 3)"));
         assert!(l
             .check_message(1, 101)
             .unwrap_err()
+            .to_string()
             .contains("101-byte message is above the 100-byte limit"));
     }
 

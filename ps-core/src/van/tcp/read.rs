@@ -68,7 +68,7 @@ fn read_message_shm(r: &mut impl FrameRead, limits: &Limits, shm: &mut ShmReceiv
         if magic != MAGIC {
             return Err(bad(format!("not a psrs stream (magic {magic:#x})")));
         }
-        limits.check_message(n as usize, 0).map_err(bad)?;
+        limits.check_message(n as usize, 0).map_err(|e| bad(e.to_string()))?;
         let mut lens = vec![0u8; 8 * n as usize];
         r.read_exact(&mut lens)?;
         let mut lens: Vec<u64> = lens
@@ -77,7 +77,9 @@ fn read_message_shm(r: &mut impl FrameRead, limits: &Limits, shm: &mut ShmReceiv
             .collect();
         let marks = shm::wire::unmark(&mut lens);
         let total = lens.iter().try_fold(0u64, |a, &l| a.checked_add(l)).unwrap_or(u64::MAX);
-        limits.check_message(n as usize, total).map_err(bad)?;
+        limits
+            .check_message(n as usize, total)
+            .map_err(|e| bad(e.to_string()))?;
         let mut frames = Vec::with_capacity(n as usize);
         for len in lens {
             frames.push(Bytes::from(r.read_frame(len as usize)?));
