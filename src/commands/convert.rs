@@ -43,7 +43,7 @@ pub struct Args {
 }
 
 /// Converts and prints what was written.
-pub fn run(a: Args) -> Result<(), String> {
+pub fn run(a: Args) -> Result<(), super::error::CliError> {
     crate::logging::init("convert", log::LevelFilter::Info);
     let c = Compressor::parse(&a.compressor)
         .ok_or_else(|| format!("--compressor: '{}' is not none, snappy or gzip", a.compressor))?;
@@ -59,13 +59,11 @@ pub fn run(a: Args) -> Result<(), String> {
         bar.set_position(done);
     };
     let s: ConvertStats = match a.format {
-        Format::Libsvm => convert_libsvm(&a.input, &a.out, a.per_chunk, c, &mut progress).map_err(|e| e.to_string())?,
-        Format::Csv => {
-            convert_csv(&a.input, &a.out, a.header, a.per_chunk, c, &mut progress).map_err(|e| e.to_string())?
-        }
+        Format::Libsvm => convert_libsvm(&a.input, &a.out, a.per_chunk, c, &mut progress)?,
+        Format::Csv => convert_csv(&a.input, &a.out, a.header, a.per_chunk, c, &mut progress)?,
         Format::Idx => {
             let labels = a.labels.as_ref().ok_or("--labels is required with --format idx")?;
-            convert_idx(&a.input, labels, &a.out, a.per_chunk, c, &mut progress).map_err(|e| e.to_string())?
+            convert_idx(&a.input, labels, &a.out, a.per_chunk, c, &mut progress)?
         }
     };
     bar.finish_and_clear();

@@ -6,6 +6,7 @@ pub mod certs;
 pub mod cluster;
 pub mod connection;
 pub mod convert;
+pub mod error;
 pub mod eval;
 pub mod job;
 pub mod kv;
