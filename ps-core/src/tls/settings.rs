@@ -71,11 +71,11 @@ impl TlsFiles {
                 "a node needs its certificate and key (PS_TLS_CERT, PS_TLS_KEY) with PS_TLS_CA".into(),
             ));
         };
+        // the CA first: whatever fails after it is the certificate's or the key's fault
+        self.trust()?;
         Credentials::from_pem(cert, key, &self.ca.1).map_err(|e| match e {
             TlsError::NoKey(_) => ("PS_TLS_KEY", format!("'{kp}': {e}")),
             TlsError::Setup(_) => ("PS_TLS_KEY", format!("'{kp}' with '{cp}': {e}")),
-            TlsError::BadCertificate(ref m) if m.starts_with("PS_TLS_CA") => ("PS_TLS_CA", e.to_string()),
-            TlsError::NoCertificate(ref m) if m == "PS_TLS_CA" => ("PS_TLS_CA", e.to_string()),
             _ => ("PS_TLS_CERT", format!("'{cp}': {e}")),
         })
     }
