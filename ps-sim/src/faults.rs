@@ -5,34 +5,9 @@
 //! majority of the nodes stays up, and at least one scheduler candidate runs. At the
 //! end of the fault window the network heals and every process runs again.
 
+pub use crate::fault::Fault;
 use crate::world::{Ev, Proc, World};
 use ps_core::node::Role;
-
-/// A fault, or the end of one.
-#[derive(Clone, Debug)]
-pub enum Fault {
-    /// Time to draw the next fault.
-    Next,
-    /// Cut the slots into these sides.
-    Partition(Vec<u32>),
-    /// The partition and any lossiness end.
-    Heal,
-    /// Links lose, duplicate and delay messages with these probabilities.
-    Lossy {
-        /// Loss.
-        loss: f64,
-        /// Duplication.
-        dup: f64,
-        /// Long detours (reordering).
-        slow: f64,
-    },
-    /// The process in this slot crashes.
-    Crash(usize),
-    /// A new process starts in this slot (if it is down).
-    Restart(usize),
-    /// The fault window is over: heal and restart everything.
-    End,
-}
 
 /// Schedules the first draw and the end of the fault window.
 pub fn plan(w: &mut World) {
@@ -40,14 +15,6 @@ pub fn plan(w: &mut World) {
     w.agenda.at(first, Ev::Fault(Fault::Next));
     let end = w.cfg.fault_ms;
     w.agenda.at(end, Ev::Fault(Fault::End));
-}
-
-/// Restarts the process of `slot` after a random delay (at the end of the fault
-/// window at the latest).
-pub fn restart_later(w: &mut World, slot: usize) {
-    let end = if w.calm { w.now } else { w.cfg.fault_ms.max(w.now) };
-    let at = (w.now + w.rng.between(100, 4000)).min(end);
-    w.agenda.at(at, Ev::Fault(Fault::Restart(slot)));
 }
 
 fn servers(w: &World) -> std::ops::Range<usize> {
@@ -132,7 +99,7 @@ pub fn apply(w: &mut World, f: Fault) {
         }
         Fault::Crash(slot) => {
             w.crash(slot, "crashed");
-            restart_later(w, slot);
+            w.restart_later(slot);
         }
         Fault::Restart(slot) => {
             if !w.up(slot) {

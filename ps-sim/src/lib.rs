@@ -10,6 +10,7 @@
 pub mod check;
 pub mod config;
 pub mod events;
+pub mod fault;
 pub mod faults;
 pub mod host;
 pub mod net;
@@ -82,8 +83,11 @@ pub fn run_traced(cfg: &SimConfig, seed: u64, trace: bool) -> Outcome {
         log.extend(w.describe());
         Outcome::Failed { violation, log }
     };
-    while let Some(fx) = w.step() {
+    while let Some(mut fx) = w.step() {
         steps += 1;
+        if let Some(f) = fx.fault.take() {
+            faults::apply(&mut w, f);
+        }
         if let Err(v) = checker.on_effects(fx, w.now).and_then(|_| checker.check(&w)) {
             return failed(v, &w);
         }

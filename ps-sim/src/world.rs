@@ -4,6 +4,7 @@
 
 use crate::config::SimConfig;
 use crate::events::Agenda;
+use crate::fault::Fault;
 use crate::host::{Host, Outgoing};
 use crate::net::Net;
 use crate::node::NodeShell;
@@ -65,7 +66,7 @@ pub enum Ev {
         life: u64,
     },
     /// A fault (or its end).
-    Fault(crate::faults::Fault),
+    Fault(Fault),
 }
 
 /// What a step produced for the invariants.
@@ -75,6 +76,8 @@ pub struct Effects {
     pub acts: Vec<(usize, u64, Act)>,
     /// Pushes workers saw answered.
     pub acked: Vec<(PushKey, i64)>,
+    /// A fault that came due: the caller applies it before anything else runs.
+    pub fault: Option<Fault>,
 }
 
 /// The whole simulated cluster.
@@ -279,7 +282,8 @@ impl World {
                 slot
             }
             Ev::Fault(f) => {
-                crate::faults::apply(self, f);
+                // the caller applies it (see `crate::faults::apply`)
+                fx.fault = Some(f);
                 return Some(fx);
             }
         };
@@ -318,8 +322,20 @@ impl World {
         }
         if evicted {
             self.crash(slot, "stopped: the scheduler declared it dead");
-            crate::faults::restart_later(self, slot);
+            self.restart_later(slot);
         }
+    }
+
+    /// Restarts the process of `slot` after a random delay (at the end of the fault
+    /// window at the latest).
+    pub fn restart_later(&mut self, slot: usize) {
+        let end = if self.calm {
+            self.now
+        } else {
+            self.cfg.fault_ms.max(self.now)
+        };
+        let at = (self.now + self.rng.between(100, 4000)).min(end);
+        self.agenda.at(at, Ev::Fault(Fault::Restart(slot)));
     }
 
     /// The scheduler candidate acting with the best epoch, if any.
