@@ -73,16 +73,19 @@ DMLC_PS_VAN_TYPE=tcp PSRS_TEST_SECRET=ci-cluster-secret-0123456789 cargo test $F
 # psrs.torch, the inference jobs' Python runners and the IDunno experiment.
 # PSRS_CI_FREE_DISK=1 (set by .ci/run) frees what later steps do not need first.
 step "Python package"
+# the wheel first (pip fetches maturin into its own build environment), one wheel,
+# installed here and put into the container image below
+python3 -m venv target/py-venv
+rm -rf target/wheels
+target/py-venv/bin/pip wheel -q --disable-pip-version-check --no-deps -w target/wheels ./python
 if [ "${PSRS_CI_FREE_DISK:-0}" = 1 ]; then
-  # CI's fresh machine: the test binaries that already ran are dropped before torch
-  # (5.8 GB) comes in; cargo relinks any that a later step runs.
+  # CI's fresh machine: the Python crate's build and the test binaries that already ran
+  # are dropped before torch (5.8 GB) comes in; cargo relinks any a later step runs
+  rm -rf python/target
   find target/debug/deps -maxdepth 1 -type f -perm -u+x ! -name '*.so' ! -name 'psrs-*' -delete
 fi
 scripts/install-python.sh target/py-venv
-rm -rf target/wheels
-target/py-venv/bin/pip wheel -q --no-deps -w target/wheels ./python
 target/py-venv/bin/pip install -q --force-reinstall --no-deps target/wheels/psrs-*.whl
-if [ "${PSRS_CI_FREE_DISK:-0}" = 1 ]; then rm -rf python/target; fi
 # the binary the workspace tests built (the test profile), not a second build of everything
 cargo build --quiet --profile test $F --bin psrs
 rc=0
