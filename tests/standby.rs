@@ -7,7 +7,8 @@
 //! printed. Fails when Fashion-MNIST is not installed. The same run with
 //! `PS_ELECTION=etcd` (an etcd lock decides the active scheduler, the state lives in
 //! etcd) needs `--features etcd` and a real etcd (`etcd-server`); without the feature it
-//! is ignored.
+//! is ignored. A standby stopped long enough to miss writes catches up and takes
+//! over with nothing lost.
 
 mod common;
 
@@ -142,6 +143,42 @@ fn standbys_take_over_from_killed_schedulers() {
     let (_, terms, order) = kill_twice(&[], "embedded election");
     assert_eq!(terms, [2, 3], "the standbys run terms 2 and 3");
     assert_eq!(order, [1, 2], "the nearest standby takes over first");
+}
+
+/// One standby, stopped (SIGSTOP) for several heartbeat timeouts mid-job: the active
+/// scheduler stops waiting for it and goes on, so the standby misses those writes.
+/// Resumed, it must catch up; then the active one is killed and the standby, the only
+/// candidate left, must take over holding everything the nodes were told: the job
+/// finishes with every task trained exactly once.
+#[test]
+fn a_standby_that_missed_writes_catches_up_and_takes_over() {
+    require_data();
+    let dir = tempfile::tempdir().unwrap();
+    let (train, test) = (convert(dir.path(), "train"), convert(dir.path(), "t10k"));
+    let (mut c, s) = start(&train, &test, dir.path(), "missed", 1, &[]);
+    c.wait_for_output(s[0], "training progress", |o| o.matches("progress: ").count() >= 8);
+    c.signal(s[1], "STOP");
+    // the active one goes on without the stopped standby: writes it misses
+    let missed = progress_lines(&c, s[0]) + 12;
+    c.wait_for_output(s[0], "progress without the standby", |o| {
+        o.matches("progress: ").count() >= missed
+    });
+    c.signal(s[1], "CONT");
+    // the active one's beats reach the standby again and catch it up
+    let later = progress_lines(&c, s[0]) + 6;
+    c.wait_for_output(s[0], "progress after the standby resumed", |o| {
+        o.matches("progress: ").count() >= later
+    });
+    let (back, next) = fail_over(&mut c, s[0], &s[1..]);
+    assert_eq!(next, s[1]);
+    c.wait_success();
+    assert_eq!(
+        trained_tasks(&c),
+        240,
+        "tasks trained after the standby that missed writes took over\n{}",
+        c.dump()
+    );
+    println!("a standby that missed writes took over: progress again {back:.2} s after kill -9");
 }
 
 #[test]

@@ -338,17 +338,7 @@ impl NodeShell {
         // a process replacing one this node never heard declared dead (the table
         // overtook the death notice): the old one is dead all the same, and what was
         // sent to it goes elsewhere until the new one holds its ranges again
-        let replaced: Vec<i32> = nodes
-            .iter()
-            .filter(|n| n.id != SCHEDULER && !self.dead.contains(&n.id))
-            .filter(|n| {
-                self.host
-                    .table
-                    .iter()
-                    .any(|t| t.id == n.id && t.incarnation != n.incarnation)
-            })
-            .map(|n| n.id)
-            .collect();
+        let replaced = self.host.peers.replaced(&nodes);
         if !replaced.is_empty() {
             self.dead.extend(replaced.iter().copied());
             out.push(NodeEvent::Dead(replaced.clone()));

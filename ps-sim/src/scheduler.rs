@@ -201,9 +201,9 @@ impl Scheduler {
         if let Ok(actions) = self.core.adopt(&core, me.clone(), now) {
             let m = self.core.membership();
             let dead: Vec<Node> = m.dead().iter().filter_map(|id| m.get(*id).cloned()).collect();
-            self.host.peers.on_table(&m.table());
-            let notice = self.host.peers.on_death(&dead, &me);
-            self.dead.extend(notice.dead);
+            let (peers, dead) = Peers::adopted(&m.table(), &dead, &me);
+            self.host.peers = peers;
+            self.dead.extend(dead);
             self.execute(actions, now);
         }
         self.ready = true;

@@ -164,6 +164,16 @@ impl Cluster {
         i
     }
 
+    /// Sends process `i` the signal `sig` (`STOP`, `CONT`, ...), by its pid.
+    pub fn signal(&self, i: usize, sig: &str) {
+        let pid = self.procs[i].child.id().to_string();
+        let ok = std::process::Command::new("kill")
+            .args([&format!("-{sig}"), &pid])
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "kill -{sig} {pid} failed");
+    }
+
     /// Kills process `i` with SIGKILL and reaps it.
     pub fn kill(&mut self, i: usize) {
         let p = &mut self.procs[i];

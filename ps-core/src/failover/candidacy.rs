@@ -92,8 +92,8 @@ pub enum Out {
         /// The application's state held, possibly empty.
         app: Bytes,
     },
-    /// This active scheduler heard of a better epoch: it is a standby now; what it
-    /// held back is dropped.
+    /// This active (or campaigning) scheduler heard of a better epoch: it is a
+    /// standby now; what it held back is dropped.
     StepDown(Epoch),
     /// The lease holds again after a spell without it: nodes silent meanwhile were not
     /// heard because this scheduler could not hear a majority, so their silence
@@ -217,10 +217,15 @@ impl Candidacy {
         !self.core.is_empty()
     }
 
-    /// True while this candidate may act: active, and (with standbys and a formed
-    /// cluster) holding its lease.
+    /// True while this candidate may act: active, and (with standbys, failure
+    /// detection on and a formed cluster) holding its lease.
     pub fn may_act(&self, now_ms: u64) -> bool {
-        self.is_active() && (self.n == 1 || !self.formed() || now_ms < self.grace_until_ms || self.lease.holds(now_ms))
+        self.is_active()
+            && (self.n == 1
+                || self.timing.timeout_ms == 0
+                || !self.formed()
+                || now_ms < self.grace_until_ms
+                || self.lease.holds(now_ms))
     }
 
     /// The newest state every live standby holds: what a message may depend on.
@@ -331,7 +336,9 @@ impl Candidacy {
     }
 
     /// Follows `from`, heard from candidate `origin`, if it is newer; an active or
-    /// campaigning candidate that hears a newer epoch than its own stands aside.
+    /// campaigning candidate that hears a newer epoch than its own stands aside, and
+    /// so does a campaigning one that hears of an epoch newer than the one it
+    /// followed (but older than the one it campaigns for).
     fn follow(&mut self, from: Epoch, origin: Option<usize>, now_ms: u64) -> Vec<Out> {
         self.known_term = self.known_term.max(from.term);
         let mut out = Vec::new();
@@ -343,12 +350,25 @@ impl Candidacy {
             if self.is_active() {
                 let dropped = self.outbox.clear();
                 log::debug!("stepping down before {from}: {dropped} held messages dropped");
+            }
+            if self.is_active() || self.is_campaigning() {
                 out.push(Out::StepDown(from));
             }
             self.role = Role::Standby;
             self.epoch = from;
             self.last_heard_ms = now_ms;
-        } else if from > self.epoch && !self.is_active() {
+        } else if self.is_campaigning() && from > self.epoch && from < mine {
+            // a scheduler of an epoch newer than the one this candidate followed is
+            // heard of (active, or campaigning with a majority's votes on the way): it
+            // stands aside (a campaign against a living active one would only unseat
+            // it) and campaigns again only if that one falls silent too
+            self.role = Role::Standby;
+            self.epoch = from;
+            self.last_heard_ms = now_ms;
+            out.push(Out::StepDown(from));
+        } else if from > self.epoch && !self.is_active() && from != mine {
+            // (a campaigning candidate does not take its own campaign, named by a
+            // node that voted for it, as the epoch it follows)
             self.epoch = from;
         }
         if from == self.epoch && origin == Some(from.candidate as usize) && !self.is_active() {
@@ -416,7 +436,15 @@ impl Candidacy {
         now_ms: u64,
     ) -> Vec<Out> {
         self.seen_seq = self.seen_seq.max(seen_seq);
-        let out = self.follow(epoch, None, now_ms);
+        let out = if self.is_active() && self.may_act(now_ms) {
+            // a node that voted in a campaign that has not won (cut off with a
+            // minority, say) does not unseat an active scheduler a majority hears:
+            // only a candidate's word does, or the lease running out
+            self.known_term = self.known_term.max(epoch.term);
+            Vec::new()
+        } else {
+            self.follow(epoch, None, now_ms)
+        };
         if self.is_active() && epoch == self.epoch && alive {
             self.lease.on_echo(id, echo_ms);
         }
@@ -427,6 +455,10 @@ impl Candidacy {
     pub fn on_vote(&mut self, id: i32, granted: bool, epoch: Epoch, seen_seq: u64, now_ms: u64) -> Vec<Out> {
         self.seen_seq = self.seen_seq.max(seen_seq);
         self.known_term = self.known_term.max(epoch.term);
+        if !granted {
+            // the node follows another scheduler: a newer one makes this one stand aside
+            return self.follow(epoch, None, now_ms);
+        }
         let need = self.lease.need();
         let won = match &mut self.role {
             Role::Campaign { epoch: e, grants, .. } if granted && epoch == *e => {

@@ -285,3 +285,75 @@ fn one_candidate_acts_without_lease_or_standbys() {
     assert!(a.outgoing(data(9), 10_000).is_some());
     assert!(a.tick(20_000).is_empty());
 }
+
+#[test]
+fn a_standby_that_missed_writes_is_caught_up_by_the_active_and_may_take_over() {
+    let (mut a, mut b) = pair();
+    // states 2 and 3 never reach the standby
+    a.replicate(None, Some(Bytes::from_static(b"2")), 20).unwrap();
+    a.replicate(None, Some(Bytes::from_static(b"3")), 30).unwrap();
+    assert_eq!(b.seq(), 1);
+    // the active's next beat sends the whole state to the standby behind
+    let out = sent(&a.tick(200));
+    let sync = out
+        .iter()
+        .find(|m| m.meta.control.cmd == Command::Sync && m.meta.recver == candidate_key(1))
+        .expect("the state again");
+    let acks = sent(&b.on_peer(sync, 201));
+    assert_eq!((b.seq(), b.app().as_ref()), (3, &b"3"[..]));
+    for m in acks {
+        a.on_peer(&m, 202);
+    }
+    assert_eq!(a.committed(202), 3);
+    // the nodes saw state 3; the active dies: the standby holding it wins their votes
+    let mut ns = nodes(300);
+    for (_, f) in ns.iter_mut() {
+        f.on_message(e(1, 0), 3, 300, 300);
+    }
+    let out = b.tick(1400);
+    assert!(b.is_campaigning());
+    let won = elect(&mut b, &out, &mut ns, 1400);
+    assert!(
+        matches!(won[0], Out::TakeOver { ref app, .. } if app.as_ref() == b"3"),
+        "{won:?}"
+    );
+}
+
+#[test]
+fn a_campaign_stands_aside_when_a_newer_active_is_heard() {
+    let (mut a, mut b) = pair();
+    // the active one, cut off, loses its lease and campaigns for term 3
+    a.tick(900);
+    a.tick(1901);
+    assert!(a.is_campaigning());
+    // meanwhile the standby won term 2 elsewhere; its beat reaches the old active
+    let mut ns = nodes(100);
+    let out = b.tick(1100);
+    let won = elect(&mut b, &out, &mut ns, 1200);
+    assert!(
+        matches!(won[0], Out::TakeOver { epoch, .. } if epoch == e(2, 1)),
+        "{won:?}"
+    );
+    let beat = b.peer_beat(0, false, 2000);
+    assert_eq!(a.on_peer(&beat, 2000)[0], Out::StepDown(e(2, 1)));
+    assert!(!a.is_campaigning() && !a.is_active());
+    assert_eq!(a.epoch(), e(2, 1));
+    // a beat of a standby following the old epoch does not stop a campaign, nor does
+    // a heartbeat of a node that voted for it; a node following term 2 does
+    let (mut c, d) = pair();
+    c.tick(900);
+    c.tick(1901);
+    let old = d.peer_beat(0, false, 2000);
+    assert!(c.on_peer(&old, 2000).iter().all(|o| !matches!(o, Out::StepDown(_))));
+    assert!(c.is_campaigning());
+    assert_eq!(
+        c.on_heartbeat(9, true, e(2, 1), 1, 0, 2010),
+        vec![Out::StepDown(e(2, 1))]
+    );
+    assert!(!c.is_campaigning());
+    let (mut f, _) = pair();
+    f.tick(900);
+    f.tick(1901);
+    assert!(f.on_heartbeat(8, true, e(3, 0), 1, 1901, 2000).is_empty());
+    assert!(f.is_campaigning());
+}

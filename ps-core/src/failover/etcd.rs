@@ -7,10 +7,10 @@
 //! holder has a higher one. The node table and the application state are saved under
 //! `<prefix>/scheduler_core` and `<prefix>/scheduler_app` by a transaction that only
 //! succeeds while this candidate's lock key exists. Every decision is in
-//! [`super::election::Leased`].
+//! [`super::locked::LockCandidate`].
 
-use super::election::Lock;
 use super::lock_service::LockService;
+use super::locked::Lock;
 use etcd_client::{
     Client, Compare, CompareOp, ConnectOptions, LeaseKeepAliveStream, LeaseKeeper, LockOptions, Txn, TxnOp,
 };

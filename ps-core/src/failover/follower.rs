@@ -9,7 +9,23 @@
 //! timeout, which is what the active scheduler's lease ([`super::Lease`]) counts on.
 
 use super::terms::owner;
-use super::{Epoch, Heard};
+use super::Epoch;
+
+/// What a message from a scheduler means to a node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Heard {
+    /// From the active scheduler: take it.
+    Current,
+    /// A better epoch than the one followed (or the first word of the candidate this
+    /// node voted for): this candidate is now the active one; reconnect to it (and
+    /// repeat pending requests). Take the message.
+    Switched {
+        /// The epoch followed before.
+        from: Epoch,
+    },
+    /// A worse epoch (an old active, fenced off): drop the message.
+    Fenced,
+}
 
 /// A vote: granted or not, the epoch the node follows afterwards and the newest
 /// state sequence it has seen.
@@ -72,6 +88,14 @@ impl Follower {
                 None => Heard::Current,
             }
         } else if from > self.epoch {
+            let old = self.voted_from.take().unwrap_or(self.epoch);
+            self.epoch = from;
+            self.echo_ms = 0;
+            Heard::Switched { from: old }
+        } else if self.voted_from.is_some_and(|old| from > old) && self.lost(now_ms) {
+            // a vote binds this node for one timeout: the candidate it voted for was
+            // not heard since (it did not win, or its lease from this vote ran out),
+            // and a scheduler newer than the one followed before is taken
             let old = self.voted_from.take().unwrap_or(self.epoch);
             self.epoch = from;
             self.echo_ms = 0;
@@ -196,6 +220,22 @@ mod tests {
         // the winner's first message switches the node to it
         assert_eq!(f.on_message(e(2, 1), 6, 1400, 1400), Heard::Switched { from: e(1, 0) });
         assert_eq!(f.on_message(e(2, 1), 7, 1410, 1410), Heard::Current);
+    }
+
+    #[test]
+    fn a_vote_for_a_campaign_that_did_not_win_binds_for_one_timeout() {
+        let mut f = node();
+        // voted for candidate 0's term 3 at 1200; its campaign never wins
+        assert!(f.on_campaign(e(3, 0), 5, 1150, 1200).granted);
+        // the active scheduler of term 2 is fenced for a timeout after the vote
+        assert_eq!(f.on_message(e(2, 1), 6, 2100, 2200), Heard::Fenced);
+        // then taken
+        assert_eq!(f.on_message(e(2, 1), 6, 2200, 2201), Heard::Switched { from: e(1, 0) });
+        assert_eq!((f.epoch(), f.echo_ms()), (e(2, 1), 2200));
+        // an epoch older than the one followed before the vote stays fenced
+        let mut g = node();
+        assert!(g.on_campaign(e(3, 0), 5, 1150, 1200).granted);
+        assert_eq!(g.on_message(e(0, 1), 6, 3000, 3000), Heard::Fenced);
     }
 
     #[test]

@@ -8,19 +8,19 @@ use std::io;
 pub trait Host {
     /// Milliseconds since the van was created (the clock every rule is fed).
     fn now_ms(&self) -> u64;
-    /// Sends `msg` to `msg.meta.recver` like any other message of the van (stamped with
-    /// the failover fields, tracked by the resender when it is on).
+    /// Sends `msg` to `msg.meta.recver` like any other message of the van (through
+    /// the failover's gate and stamp, tracked by the resender when it is on).
     fn send(&self, msg: Message) -> io::Result<usize>;
+    /// Sends `msg`, already stamped by the failover machine, as it is (tracked by
+    /// the resender when it is on): the machine's own messages and the acts it held.
+    fn send_stamped(&self, msg: Message) -> io::Result<usize>;
     /// Opens, or points anew, the van's link `key` to `host:port`.
     fn connect(&self, key: i32, host: &str, port: u16) -> io::Result<()>;
-    /// Writes what this thread held back in its links (see `van::cork`), before the
-    /// shell waits for an answer.
-    fn flush(&self);
-    /// True on the van's receiving thread: it must not wait for acks that only it
-    /// could deliver.
-    fn on_receiving_thread(&self) -> bool;
     /// The scheduler's node table, exported (None on a process that is no scheduler).
     fn export_core(&self) -> Option<Vec<u8>>;
+    /// True when the scheduler's node table holds process `incarnation` for node `id`
+    /// and not as dead (its heartbeats count towards the lease).
+    fn node_alive(&self, id: i32, incarnation: u64) -> bool;
     /// This scheduler takes over as the active one with the node table `core` (as
     /// exported by the active scheduler it follows) at `now_ms`.
     fn take_over(&self, core: &[u8], now_ms: u64);

@@ -1,13 +1,13 @@
 //! The shell's side of an external lock service (`PS_ELECTION=etcd`): injecting it,
 //! and saving the active scheduler's state under its lock before the active acts on it.
-//! The decisions stay in [`super::election::Leased`].
+//! The decisions stay in [`super::LockCandidate`].
 
-use super::candidate::Candidate;
-use super::election::Lock;
 use super::lock_service::LockService;
+use super::locked::{Lock, LockCandidate};
 use super::state::{Failover, SchedFailover};
 use crate::config::{Config, ElectionMode};
 use crate::node::Role;
+use bytes::Bytes;
 use std::sync::Arc;
 
 impl Failover {
@@ -32,25 +32,28 @@ impl Failover {
         Ok(())
     }
 
-    /// Active scheduler: applies `update` to the state and saves the whole state under
-    /// the lock before returning. Fails if this scheduler is not active or the lock is
-    /// lost (the lock then reads as lost and the candidate steps down).
+    /// Active scheduler: applies `update` to the state (the application's, the node
+    /// table) and saves the whole state under the lock before returning. Fails if
+    /// this scheduler is not active or the lock is lost (the lock then reads as lost
+    /// and the candidate steps down).
     pub(super) fn persist(
         &self,
         ls: &Arc<dyn LockService>,
-        update: impl FnOnce(&mut SchedFailover),
+        update: impl FnOnce(&mut Bytes, &mut Bytes),
     ) -> Result<(), String> {
         let s = self.sched.as_ref().ok_or("only a scheduler keeps state")?;
         let _in_order = self.persist_order.lock();
         let (core, app) = {
             let mut g = s.lock();
-            if !g.cand.is_active() {
-                return Err(format!("this scheduler is not active ({} is)", g.cand.epoch()));
+            let SchedFailover::Locked { cand, core, app } = &mut *g else {
+                return Err("this scheduler keeps no state in a lock service".into());
+            };
+            if !cand.is_active() {
+                return Err(format!("this scheduler is not active ({} is)", cand.epoch()));
             }
-            update(&mut g);
-            g.cand.next_seq();
-            self.publish(&g.cand);
-            (g.core.clone(), g.app.clone())
+            update(app, core);
+            cand.next_seq();
+            (core.clone(), app.clone())
         };
         ls.save(&core, &app)
             .map_err(|e| format!("state not saved under the scheduler lock: {e}"))
@@ -58,21 +61,9 @@ impl Failover {
 }
 
 /// Seeks the lock when the candidate wants it; the lock as the service sees it.
-pub(super) fn lock_view(cand: &Candidate, ls: &dyn LockService) -> Lock {
+pub(super) fn lock_view(cand: &LockCandidate, ls: &dyn LockService) -> Lock {
     if cand.wants_lock() {
         ls.campaign();
     }
     ls.lock()
-}
-
-/// A new active's state, read from the lock service (on failure the table stays empty
-/// and the nodes register again).
-pub(super) fn load_external(g: &mut SchedFailover, ls: &dyn LockService) {
-    match ls.load() {
-        Ok((core, app)) => {
-            g.core = bytes::Bytes::from(core);
-            g.app = bytes::Bytes::from(app);
-        }
-        Err(e) => log::error!("{e}; waiting for the nodes to register again"),
-    }
 }

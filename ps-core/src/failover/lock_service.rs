@@ -4,7 +4,7 @@
 //! handed to the scheduler's van before it starts (`Van::set_lock_service`), so a
 //! build without the feature holds no etcd client.
 
-use super::election::Lock;
+use super::locked::Lock;
 
 /// A lease-backed lock and the state saved under it. Every method returns at once
 /// except `save` and `load` (one round trip to the service).

@@ -1,48 +1,33 @@
-//! The failover shell: stamps the epoch on outgoing messages, fences incoming ones,
-//! streams the active scheduler's state to its standbys and carries out the decisions
-//! of the rules ([`super::candidate`], [`super::view`], [`super::replicas`]). Only
-//! wiring: every rule is there. The van calls it and lends it a [`Host`].
+//! The failover shell: feeds the van's messages and clock to the pure machines
+//! ([`super::Candidacy`] on a scheduler under the embedded election, [`LockCandidate`]
+//! under a lock service, [`super::Follower`] on a node) and carries out what they
+//! decide. Only wiring: every rule is in the machines, which the simulator drives
+//! too. The van calls it and lends it a [`Host`].
 
-use super::candidacy::is_act;
-use super::candidate::Decision;
+use super::candidacy::Out;
 use super::epoch::{candidate_key, Epoch};
-use super::gate::LeaseChange;
+use super::follower::Heard;
 use super::host::Host;
-use super::leased::{load_external, lock_view};
-use super::replicas::Replicas;
+use super::leased::lock_view;
+use super::locked::LockDecision;
 use super::state::{Failover, SchedFailover};
-use super::view::Heard;
 use crate::message::{Command, Message};
-use crate::node::{ALL_GROUP, SCHEDULER};
-use crate::protocol::membership::Membership;
+use crate::node::SCHEDULER;
 use bytes::Bytes;
-use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
 
 impl Failover {
     fn multi(&self) -> bool {
         self.schedulers.len() > 1
     }
 
-    fn me_index(&self) -> usize {
-        self.me
-    }
-
-    fn beat_ms(&self) -> u64 {
-        match self.heartbeat_interval.as_millis() as u64 {
-            0 => 200,
-            ms => ms,
-        }
-    }
-
     /// The epoch this process follows (its own while it is the active scheduler), and
     /// whether this process is the active scheduler.
     pub fn scheduler_epoch(&self) -> (Epoch, bool) {
         match &self.sched {
-            Some(s) => {
-                let s = s.lock();
-                (s.cand.epoch(), s.cand.is_active())
-            }
+            Some(s) => match &*s.lock() {
+                SchedFailover::Embedded(c) => (c.epoch(), c.is_active()),
+                SchedFailover::Locked { cand, .. } => (cand.epoch(), cand.is_active()),
+            },
             None => (self.view.lock().epoch(), false),
         }
     }
@@ -59,7 +44,7 @@ impl Failover {
         if !self.multi() {
             return;
         }
-        let me = if self.is_scheduler { Some(self.me_index()) } else { None };
+        let me = self.is_scheduler.then_some(self.me);
         for (i, (h, p)) in self.schedulers.iter().enumerate() {
             if Some(i) != me {
                 if let Err(e) = host.connect(candidate_key(i), h, *p) {
@@ -69,24 +54,48 @@ impl Failover {
         }
     }
 
-    /// Fills in the failover fields of an outgoing message.
+    /// Fills in the failover fields of a message sent as it is (not through
+    /// [`Failover::outgoing`]).
     pub fn stamp(&self, host: &dyn Host, msg: &mut Message) {
-        let c = &mut msg.meta.control;
-        if self.sched.is_some() {
-            c.term = self.term.load(Ordering::Relaxed);
-            c.candidate = self.active.load(Ordering::Relaxed);
-            c.origin = self.me_index() as u32;
-            c.seq = self.seq.load(Ordering::Relaxed);
-            // the send time a node echoes back (the lease)
-            c.lease_ms = host.now_ms();
-        } else if c.cmd == Command::Heartbeat {
-            let v = self.view.lock();
-            c.term = v.epoch().term;
-            c.candidate = v.epoch().candidate;
-            c.silence_ms = v.silence_ms(host.now_ms());
-            c.seq = v.seen_seq();
-            c.lease_ms = v.echo_ms();
+        let now = host.now_ms();
+        match self.sched.as_ref().map(|s| s.lock()) {
+            Some(g) => match &*g {
+                SchedFailover::Embedded(c) => c.stamp(msg, now),
+                SchedFailover::Locked { cand, .. } => {
+                    let c = &mut msg.meta.control;
+                    c.term = cand.epoch().term;
+                    c.candidate = cand.epoch().candidate;
+                    c.origin = self.me as u32;
+                    c.seq = cand.seq();
+                    c.lease_ms = now;
+                }
+            },
+            None if msg.meta.control.cmd == Command::Heartbeat => {
+                let v = self.view.lock();
+                let c = &mut msg.meta.control;
+                c.term = v.epoch().term;
+                c.candidate = v.epoch().candidate;
+                c.silence_ms = v.silence_ms(now);
+                c.seq = v.seen_seq();
+                c.lease_ms = v.echo_ms();
+            }
+            None => {}
         }
+    }
+
+    /// A message the van is about to send, stamped: `Some` to send it now, `None`
+    /// when the active scheduler holds it (an act waiting for its state to reach the
+    /// live standbys, or for the lease: it leaves later through [`Failover::tick`] or
+    /// a standby's acknowledgement) or drops it (an act of a candidate that is not
+    /// active). See [`super::Candidacy::outgoing`].
+    pub fn outgoing(&self, host: &dyn Host, mut msg: Message) -> Option<Message> {
+        if let Some(s) = &self.sched {
+            if let SchedFailover::Embedded(c) = &mut *s.lock() {
+                return c.outgoing(msg, host.now_ms());
+            }
+        }
+        self.stamp(host, &mut msg);
+        Some(msg)
     }
 
     /// Sends `m` (a copy each) to every scheduler candidate but this one; on a single
@@ -96,7 +105,7 @@ impl Failover {
             let _ = host.send(m);
             return;
         }
-        let me = self.is_scheduler.then(|| self.me_index());
+        let me = self.is_scheduler.then_some(self.me);
         for i in (0..self.schedulers.len()).filter(|i| Some(*i) != me) {
             let mut c = m.clone();
             c.meta.recver = candidate_key(i);
@@ -113,158 +122,164 @@ impl Failover {
 
     /// Screens an incoming message: false = consumed or fenced (drop it).
     pub fn screen(&self, host: &dyn Host, msg: &Message) -> bool {
+        match &self.sched {
+            Some(_) => self.screen_scheduler(host, msg),
+            None => self.screen_node(host, msg),
+        }
+    }
+
+    fn screen_node(&self, host: &dyn Host, msg: &Message) -> bool {
         let c = &msg.meta.control;
         let from = Epoch {
             term: c.term,
             candidate: c.candidate,
         };
-        let Some(s) = &self.sched else {
-            if msg.meta.sender != SCHEDULER {
-                return true;
+        let now = host.now_ms();
+        if c.cmd == Command::Campaign {
+            // a candidate asks for this node's vote: the answer goes back to it
+            if c.origin as usize >= self.schedulers.len() {
+                return false;
             }
-            let heard = {
-                let mut v = self.view.lock();
-                let heard = v.on_message(from, c.seq, host.now_ms());
-                v.took(heard, c.lease_ms);
-                heard
-            };
-            return match heard {
-                Heard::Current => true,
-                Heard::Fenced => {
-                    log::debug!("dropped {msg}: {from} is not the active scheduler");
-                    false
-                }
-                Heard::Switched { from: old } => {
-                    let i = from.candidate as usize;
-                    if old.candidate != from.candidate && self.multi() {
-                        let (h, p) = self.schedulers.get(i).cloned().unwrap_or_default();
-                        if let Err(e) = host.connect(SCHEDULER, &h, p) {
-                            log::warn!("cannot connect to scheduler #{i} at {h}:{p}: {e}");
-                        }
+            let b = self.view.lock().on_campaign(from, c.seq, c.lease_ms, now);
+            let mut v = Message::control(candidate_key(c.origin as usize), Command::Vote);
+            v.meta.control.granted = b.granted;
+            v.meta.control.term = b.epoch.term;
+            v.meta.control.candidate = b.epoch.candidate;
+            v.meta.control.seq = b.seen_seq;
+            if b.granted {
+                log::warn!("voted for scheduler #{} as the active one at {from}", c.origin);
+            }
+            if let Err(e) = host.send(v) {
+                log::debug!("vote to scheduler #{} not sent: {e}", c.origin);
+            }
+            return false;
+        }
+        if msg.meta.sender != SCHEDULER {
+            return true;
+        }
+        let heard = self.view.lock().on_message(from, c.seq, c.lease_ms, now);
+        match heard {
+            Heard::Current => true,
+            Heard::Fenced => {
+                log::debug!("dropped {msg}: {from} is not the active scheduler");
+                false
+            }
+            Heard::Switched { from: old } => {
+                let i = from.candidate as usize;
+                if old.candidate != from.candidate && self.multi() {
+                    let (h, p) = self.schedulers.get(i).cloned().unwrap_or_default();
+                    if let Err(e) = host.connect(SCHEDULER, &h, p) {
+                        log::warn!("cannot connect to scheduler #{i} at {h}:{p}: {e}");
                     }
-                    if old.term > 0 || old.candidate != from.candidate {
-                        log::warn!(
-                            "active scheduler: #{i} at {}, {from} (was {old})",
-                            self.scheduler_addr(i)
-                        );
-                    }
-                    true
                 }
-            };
+                if old.term > 0 || old.candidate != from.candidate {
+                    log::warn!(
+                        "active scheduler: #{i} at {}, {from} (was {old})",
+                        self.scheduler_addr(i)
+                    );
+                }
+                true
+            }
+        }
+    }
+
+    fn screen_scheduler(&self, host: &dyn Host, msg: &Message) -> bool {
+        let Some(s) = &self.sched else { return true };
+        let c = &msg.meta.control;
+        let from = Epoch {
+            term: c.term,
+            candidate: c.candidate,
         };
         let now = host.now_ms();
-        if matches!(c.cmd, Command::Sync | Command::PeerBeat) {
-            self.on_peer(host, msg, from, now);
+        let consumed = matches!(c.cmd, Command::Sync | Command::PeerBeat | Command::Vote);
+        let heartbeat = c.cmd == Command::Heartbeat && msg.meta.sender != SCHEDULER;
+        let alive = heartbeat && host.node_alive(msg.meta.sender, msg.meta.incarnation);
+        let mut g = s.lock();
+        let (outs, active) = match &mut *g {
+            SchedFailover::Embedded(cand) => {
+                let outs = match c.cmd {
+                    Command::Sync | Command::PeerBeat => cand.on_peer(msg, now),
+                    Command::Vote => cand.on_vote(msg.meta.sender, c.granted, from, c.seq, now),
+                    Command::Heartbeat if heartbeat && self.multi() => {
+                        cand.on_heartbeat(msg.meta.sender, alive, from, c.seq, c.lease_ms, now)
+                    }
+                    _ => Vec::new(),
+                };
+                (outs, cand.is_active())
+            }
+            SchedFailover::Locked { cand, .. } => {
+                if consumed || heartbeat {
+                    if let LockDecision::StepDown(e) = cand.on_epoch(from) {
+                        log::warn!("{e} is active: this scheduler steps down");
+                    }
+                }
+                (Vec::new(), cand.is_active())
+            }
+        };
+        drop(g);
+        // messages to the other candidates and the acts released leave now; the rest
+        // (a takeover) waits for the ticking thread
+        let (now_outs, later): (Vec<Out>, Vec<Out>) = outs.into_iter().partition(|o| matches!(o, Out::Send(_)));
+        self.deferred.lock().extend(later);
+        self.run(host, now_outs, now);
+        if consumed {
             return false;
         }
         if msg.meta.sender == SCHEDULER {
             // our own messages pass; other candidates only talk Sync and PeerBeat
-            return c.origin as usize == self.me_index() && s.lock().cand.is_active();
+            return c.origin as usize == self.me && active;
         }
-        let mut g = s.lock();
-        if c.cmd == Command::Heartbeat && self.multi() {
-            let d = g.cand.on_witness(msg.meta.sender, from, c.silence_ms, c.seq, now);
-            if g.cand.is_active() && from == g.cand.epoch() {
-                if let Some(gate) = g.gate.as_mut() {
-                    gate.on_echo(msg.meta.sender, c.lease_ms);
-                }
-            }
-            self.publish(&g.cand);
-            if let Decision::StepDown(e) = d {
-                log::warn!("node {} follows {e}: this scheduler steps down", msg.meta.sender);
-            }
-        }
-        g.cand.is_active()
+        active
     }
 
-    fn on_peer(&self, host: &dyn Host, msg: &Message, from: Epoch, now: u64) {
-        let Some(s) = &self.sched else { return };
-        let c = &msg.meta.control;
-        let origin = c.origin as usize;
-        let mut g = s.lock();
-        if let Decision::StepDown(e) = g.cand.on_peer(from, origin, now) {
-            log::warn!("scheduler #{origin} is active at {e}: this scheduler steps down");
-        }
-        let mut ack = None;
-        match c.cmd {
-            Command::Sync => {
-                if g.cand.on_state(from, c.seq) {
-                    g.core = msg.data.first().cloned().unwrap_or_default();
-                    g.app = msg.data.get(1).cloned().unwrap_or_default();
-                    g.live_nodes = live_nodes(&g.core);
-                    ack = Some(Message::control(candidate_key(origin), Command::PeerBeat));
+    /// Carries out what the embedded election decided.
+    fn run(&self, host: &dyn Host, outs: Vec<Out>, now: u64) {
+        for o in outs {
+            match o {
+                Out::Send(m) => {
+                    if let Err(e) = host.send_stamped(m) {
+                        log::debug!("failover message not sent: {e}");
+                    }
                 }
-            }
-            _ => {
-                if g.cand.is_active() {
-                    g.replicas.on_ack(origin, c.seq, now);
-                    self.acked.notify_all();
+                Out::Connect(n) => {
+                    if let Err(e) = host.connect(n.id, &n.hostname, n.port) {
+                        log::warn!("cannot connect to {n}: {e}");
+                    }
+                }
+                Out::TakeOver { epoch, core, .. } => {
+                    log::warn!(
+                        "taking over as the active scheduler: #{} at {}, {epoch}",
+                        epoch.candidate,
+                        self.scheduler_addr(epoch.candidate as usize)
+                    );
+                    host.take_over(&core, now);
+                }
+                Out::StepDown(e) => log::warn!("{e} is active: this scheduler steps down"),
+                Out::Resumed => {
+                    log::warn!("the active scheduler holds its lease again");
+                    host.resume_watch(now);
                 }
             }
         }
-        self.publish(&g.cand);
-        drop(g);
-        if let Some(m) = ack {
-            let _ = host.send(m);
-        }
     }
 
-    fn sync_msg(&self, g: &SchedFailover, to: usize) -> Message {
-        let mut m = Message::control(candidate_key(to), Command::Sync);
-        m.data = vec![g.core.clone(), g.app.clone()];
-        m
-    }
-
-    /// Streams the state (sequence `seq`) to every standby; with `wait`, waits up to a
-    /// bound for the live ones to acknowledge it.
-    fn stream(&self, host: &dyn Host, g: parking_lot::MutexGuard<'_, SchedFailover>, seq: u64, wait: bool) {
-        let s = self.sched.as_ref().expect("scheduler");
-        let msgs: Vec<Message> = g.replicas.peers().into_iter().map(|p| self.sync_msg(&g, p)).collect();
-        drop(g);
-        for m in msgs {
-            let _ = host.send(m);
-        }
-        if !wait || host.on_receiving_thread() {
-            return;
-        }
-        host.flush();
-        let deadline = Instant::now() + Duration::from_millis(self.beat_ms().max(100));
-        let mut g = s.lock();
-        while !g.replicas.waiting_for(seq, host.now_ms()).is_empty() {
-            if self.acked.wait_until(&mut g, deadline).timed_out() {
-                log::debug!(
-                    "standbys {:?} did not acknowledge state {seq} in time",
-                    g.replicas.waiting_for(seq, host.now_ms())
-                );
-                break;
-            }
-        }
-    }
-
-    /// Active scheduler: the application's new state (the master's queues) reaches the
-    /// live standbys before this returns. Fails if this scheduler is not active.
+    /// Active scheduler: the application's new state (the master's queues). Under
+    /// the embedded election it is streamed to the standbys, and every act decided
+    /// on it (the reply) waits until the live standbys hold it; under a lock service
+    /// it is saved before this returns. Fails if this scheduler is not active.
     pub fn replicate_app(&self, host: &dyn Host, state: Bytes) -> Result<(), String> {
         let Some(s) = &self.sched else {
             return Err("only a scheduler replicates state".into());
         };
         if let Some(ls) = self.lock_service() {
-            return self.persist(&ls, |g| g.app = state);
+            return self.persist(&ls, |app, _| *app = state);
         }
-        let mut g = s.lock();
-        if !g.cand.is_active() {
-            return Err(format!("this scheduler is not active ({} is)", g.cand.epoch()));
-        }
-        if g.gate.as_ref().is_some_and(|gate| !gate.may_act(host.now_ms())) {
-            // without the lease a standby may be taking over: no change is made
-            return Err(format!(
-                "this scheduler ({}) has not heard a majority of the nodes within its lease",
-                g.cand.epoch()
-            ));
-        }
-        g.app = state;
-        let seq = g.cand.next_seq();
-        self.publish(&g.cand);
-        self.stream(host, g, seq, true);
+        let now = host.now_ms();
+        let outs = match &mut *s.lock() {
+            SchedFailover::Embedded(c) => c.replicate(None, Some(state), now)?,
+            SchedFailover::Locked { .. } => return Err("the lock service is missing".into()),
+        };
+        self.run(host, outs, now);
         Ok(())
     }
 
@@ -272,10 +287,15 @@ impl Failover {
     /// took over resumes from it), if any.
     pub fn replicated_app_state(&self) -> Option<Bytes> {
         let g = self.sched.as_ref()?.lock();
-        (!g.app.is_empty()).then(|| g.app.clone())
+        let app = match &*g {
+            SchedFailover::Embedded(c) => c.app().clone(),
+            SchedFailover::Locked { app, .. } => app.clone(),
+        };
+        (!app.is_empty()).then_some(app)
     }
 
-    /// Active scheduler: the node table changed; stream it to the standbys.
+    /// Active scheduler: the node table changed; stream it to the standbys (or save
+    /// it under the lock).
     pub fn replicate_core(&self, host: &dyn Host) {
         let Some(s) = &self.sched else {
             return;
@@ -288,165 +308,106 @@ impl Failover {
         };
         let core = Bytes::from(core);
         if let Some(ls) = self.lock_service() {
-            if let Err(e) = self.persist(&ls, |g| g.core = core) {
+            if let Err(e) = self.persist(&ls, |_, c| *c = core) {
                 log::error!("{e}");
             }
             return;
         }
-        let mut g = s.lock();
-        if !g.cand.is_active() {
-            return;
-        }
-        g.core = core;
-        let seq = g.cand.next_seq();
-        self.publish(&g.cand);
-        self.stream(host, g, seq, false);
+        let now = host.now_ms();
+        let outs = match &mut *s.lock() {
+            SchedFailover::Embedded(c) => c.replicate(Some(core), None, now).unwrap_or_default(),
+            SchedFailover::Locked { .. } => Vec::new(),
+        };
+        self.run(host, outs, now);
     }
 
     /// True while this process may act as the scheduler (always on a single one).
     pub fn is_active_scheduler(&self) -> bool {
-        self.sched.as_ref().is_some_and(|s| s.lock().cand.is_active())
+        self.scheduler_epoch().1 && self.is_scheduler
     }
 
-    /// True while this active scheduler holds its lease (or keeps none: one
-    /// candidate, the etcd election): it may declare nodes dead.
-    pub fn holds_lease(&self, now: u64) -> bool {
-        self.sched
-            .as_ref()
-            .is_some_and(|s| s.lock().gate.as_ref().is_none_or(|g| g.may_act(now)))
+    /// True while this active scheduler may act at `now`: under the embedded
+    /// election, while it holds its lease; under a lock service, while it holds the
+    /// lock. It may declare nodes dead only then.
+    pub fn may_act(&self, now: u64) -> bool {
+        self.sched.as_ref().is_some_and(|s| match &*s.lock() {
+            SchedFailover::Embedded(c) => c.may_act(now),
+            SchedFailover::Locked { cand, .. } => cand.is_active(),
+        })
     }
 
-    /// An act this scheduler sends to a node (see [`is_act`]) passes the lease gate:
-    /// `Some` to send it now, `None` when it waits for the lease (it leaves from
-    /// [`Failover::tick`] once the lease holds again, or is dropped when this
-    /// scheduler stops being the active one).
-    pub fn lease_gate(&self, host: &dyn Host, msg: Message) -> Option<Message> {
-        let Some(s) = &self.sched else { return Some(msg) };
-        if !is_act(&msg) || msg.meta.recver == SCHEDULER || msg.meta.recver < 0 {
-            return Some(msg);
-        }
-        let now = host.now_ms();
-        let mut g = s.lock();
-        match g.gate.as_mut() {
-            Some(gate) => gate.gate(msg, now),
-            None => Some(msg),
-        }
-    }
-
-    /// Scheduler tick: beats to the other candidates, catches standbys up, and lets a
-    /// standby take over.
+    /// Scheduler tick: beats to the other candidates, standbys caught up, held acts
+    /// released, the lease watched, elections run (or the lock watched).
     pub fn tick(&self, host: &dyn Host, now: u64) {
         let Some(s) = &self.sched else { return };
         if !self.multi() {
             return;
         }
-        let mut g = s.lock();
-        let mut out = Vec::new();
-        if now >= g.next_beat_ms {
-            g.next_beat_ms = now + self.beat_ms();
-            if g.cand.is_active() {
-                for p in g.replicas.behind(g.cand.seq()) {
-                    out.push(self.sync_msg(&g, p));
-                }
-            }
-            for i in (0..self.schedulers.len()).filter(|&i| i != g.cand.me()) {
-                out.push(Message::control(candidate_key(i), Command::PeerBeat));
-            }
-        }
         let ls = self.lock_service();
-        if let Some(ls) = &ls {
-            let lock = lock_view(&g.cand, ls.as_ref());
-            g.cand.on_lock(lock);
-        }
-        // the lease: acts that waited for it leave; an active scheduler without it
-        // stops acting; one that is not active drops what waited
-        let (mut released, mut resumed) = (Vec::new(), false);
-        if g.cand.is_active() {
-            if let Some(gate) = g.gate.as_mut() {
-                let (change, out) = gate.tick(now);
-                released = out;
-                match change {
-                    Some(LeaseChange::Lost) => log::warn!(
-                        "the active scheduler ({}) has not heard a majority of the nodes within its lease: it stops acting",
-                        g.cand.epoch()
-                    ),
-                    Some(LeaseChange::Resumed) => {
-                        log::warn!("the active scheduler ({}) holds its lease again", g.cand.epoch());
-                        resumed = true;
+        let mut g = s.lock();
+        match (&mut *g, ls) {
+            (SchedFailover::Embedded(c), _) => {
+                let outs = c.tick(now);
+                drop(g);
+                let deferred = std::mem::take(&mut *self.deferred.lock());
+                self.run(host, deferred, now);
+                self.run(host, outs, now);
+            }
+            (SchedFailover::Locked { .. }, None) => {}
+            (SchedFailover::Locked { cand, core, app }, Some(ls)) => {
+                let lock = lock_view(cand, ls.as_ref());
+                cand.on_lock(lock);
+                // the first candidate winning the lock of a new cluster: nothing to take over
+                let first = cand.epoch().term == 0;
+                let mut take_over = None;
+                match cand.tick() {
+                    LockDecision::TakeOver(e) if first => log::info!("holding the scheduler lock: active at {e}"),
+                    LockDecision::TakeOver(e) => {
+                        match ls.load() {
+                            Ok((c, a)) => {
+                                *core = Bytes::from(c);
+                                *app = Bytes::from(a);
+                            }
+                            Err(e) => log::error!("{e}; waiting for the nodes to register again"),
+                        }
+                        take_over = Some((e, core.clone()));
                     }
-                    None => {}
+                    LockDecision::StepDown(e) => {
+                        log::warn!("lost the scheduler lock: this scheduler ({e}) steps down")
+                    }
+                    LockDecision::Nothing => {}
                 }
-            }
-        } else if let Some(gate) = g.gate.as_mut() {
-            let dropped = gate.restart();
-            if dropped > 0 {
-                log::warn!("not the active scheduler any more: {dropped} messages that waited for the lease dropped");
-            }
-        }
-        let live = g.live_nodes;
-        // the first candidate winning the lock of a new cluster: nothing to take over
-        let first = ls.is_some() && g.cand.epoch().term == 0;
-        let decision = g.cand.tick(now, live);
-        self.publish(&g.cand);
-        let mut take_over = None;
-        match (decision, &ls) {
-            (Decision::TakeOver(e), Some(_)) if first => log::info!("holding the scheduler lock: active at {e}"),
-            (Decision::TakeOver(e), Some(ls)) => {
-                load_external(&mut g, ls.as_ref());
-                take_over = Some((e, g.core.clone()));
-            }
-            (Decision::StepDown(e), _) => log::warn!("lost the scheduler lock: this scheduler ({e}) steps down"),
-            (Decision::TakeOver(e), None) => {
-                g.replicas = Replicas::new(
-                    (0..self.schedulers.len()).filter(|&i| i != g.cand.me()),
-                    self.heartbeat_timeout.as_millis() as u64,
-                    now,
-                );
-                g.refusal.clear();
-                if let Some(gate) = g.gate.as_mut() {
-                    gate.restart();
+                drop(g);
+                if let Some((e, core)) = take_over {
+                    log::warn!(
+                        "taking over as the active scheduler: #{} at {}, {e}",
+                        e.candidate,
+                        self.scheduler_addr(e.candidate as usize)
+                    );
+                    host.take_over(&core, now);
                 }
-                take_over = Some((e, g.core.clone()));
+                self.beat_peers(host, now);
             }
-            (Decision::Refused(r), _) => {
-                let r = r.to_string();
-                if r != g.refusal {
-                    log::warn!("the active scheduler is silent, but this standby does not take over: {r}");
-                    g.refusal = r;
-                }
-            }
-            _ => {}
-        }
-        drop(g);
-        if resumed {
-            host.resume_watch(now);
-        }
-        for m in out.into_iter().chain(released) {
-            let _ = host.send(m);
-        }
-        if let Some((e, core)) = take_over {
-            log::warn!(
-                "taking over as the active scheduler: #{} at {}, {e}",
-                e.candidate,
-                self.scheduler_addr(e.candidate as usize)
-            );
-            host.take_over(&core, now);
-            self.send_to_schedulers(host, Message::control(SCHEDULER, Command::PeerBeat));
         }
     }
-}
 
-/// Live nodes (not the scheduler) in an exported node table.
-fn live_nodes(core: &[u8]) -> usize {
-    if core.is_empty() {
-        return 0;
+    /// Under a lock service: a beat to every other candidate every interval, so a
+    /// standby follows the active one's epoch (and may seek the lock).
+    fn beat_peers(&self, host: &dyn Host, now: u64) {
+        let due = {
+            let mut next = self.next_peer_beat_ms.lock();
+            let due = now >= *next;
+            if due {
+                *next = now + self.beat_ms;
+            }
+            due
+        };
+        if due {
+            for i in (0..self.schedulers.len()).filter(|&i| i != self.me) {
+                let mut m = Message::control(candidate_key(i), Command::PeerBeat);
+                self.stamp(host, &mut m);
+                let _ = host.send_stamped(m);
+            }
+        }
     }
-    bincode::deserialize::<Membership>(core)
-        .map(|m| {
-            m.alive_members(ALL_GROUP)
-                .into_iter()
-                .filter(|&id| id != SCHEDULER)
-                .count()
-        })
-        .unwrap_or(0)
 }

@@ -1,38 +1,30 @@
-//! The failover state a van keeps: a scheduler candidate's role, the standbys it
-//! streams to and the state it holds; what a node follows. The rules are in
-//! [`super::candidate`], [`super::election`], [`super::replicas`] and [`super::view`];
-//! [`super::shell`] is the wiring.
+//! The failover state a van keeps: a scheduler candidate's machine (the embedded
+//! election's [`Candidacy`], or a [`LockCandidate`] under a lock service); what a
+//! node follows ([`Follower`]). The rules are in those machines; [`super::shell`]
+//! is the wiring.
 
-use super::candidacy::{voters, Timing};
-use super::candidate::Candidate;
-use super::election::{Election, Leased, Majority};
-use super::gate::LeaseGate;
+use super::candidacy::{voters, Candidacy, Out, Timing};
+use super::follower::Follower;
 use super::lock_service::LockService;
-use super::replicas::Replicas;
-use super::view::ActiveView;
+use super::locked::LockCandidate;
 use crate::config::{Config, ElectionMode};
-use crate::message::Message;
 use crate::node::Role;
 use bytes::Bytes;
-use parking_lot::{Condvar, Mutex, RwLock};
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use parking_lot::{Mutex, RwLock};
 use std::sync::Arc;
-use std::time::Duration;
 
 /// A scheduler candidate's failover state (scheduler processes only).
-pub(super) struct SchedFailover {
-    pub(super) cand: Candidate,
-    pub(super) replicas: Replicas,
-    /// The newest node table and application state (own when active, followed when not).
-    pub(super) core: Bytes,
-    pub(super) app: Bytes,
-    pub(super) live_nodes: usize,
-    pub(super) next_beat_ms: u64,
-    pub(super) refusal: String,
-    /// The active scheduler's lease under the embedded election (`None` with one
-    /// candidate, the etcd election, or no failure detection): acts wait while it
-    /// does not hold.
-    pub(super) gate: Option<LeaseGate<Message>>,
+pub(super) enum SchedFailover {
+    /// The embedded election: lease, votes, held messages and the state streamed to
+    /// the standbys, all in the candidacy.
+    Embedded(Box<Candidacy>),
+    /// Under a lock service: the candidate and the state last saved (own when
+    /// active, read from the service on takeover).
+    Locked {
+        cand: LockCandidate,
+        core: Bytes,
+        app: Bytes,
+    },
 }
 
 /// The failover state of one van: create with [`Failover::new`]; the van feeds it
@@ -43,11 +35,7 @@ pub struct Failover {
     pub(super) lock: RwLock<Option<Arc<dyn LockService>>>,
     /// Serializes saves to the lock service, so they land in the order taken.
     pub(super) persist_order: Mutex<()>,
-    pub(super) acked: Condvar,
-    pub(super) view: Mutex<ActiveView>,
-    pub(super) term: AtomicU64,
-    pub(super) active: AtomicU32,
-    pub(super) seq: AtomicU64,
+    pub(super) view: Mutex<Follower>,
     /// The scheduler candidates (`PS_SCHEDULERS`).
     pub(super) schedulers: Vec<(String, u16)>,
     /// This process's index among them (a scheduler's own; for other roles, the one at
@@ -55,73 +43,55 @@ pub struct Failover {
     pub(super) me: usize,
     /// True on a scheduler process.
     pub(super) is_scheduler: bool,
-    /// `PS_HEARTBEAT_INTERVAL`.
-    pub(super) heartbeat_interval: Duration,
-    /// `PS_HEARTBEAT_TIMEOUT`.
-    pub(super) heartbeat_timeout: Duration,
+    /// `PS_HEARTBEAT_INTERVAL` (200 ms when 0).
+    pub(super) beat_ms: u64,
+    /// Under a lock service: when the next beat to the other candidates is due.
+    pub(super) next_peer_beat_ms: Mutex<u64>,
+    /// What the election decided on the receiving thread that may block (taking
+    /// over sends to every node, and connecting to one cut off waits for its
+    /// connection timeout): carried out by the next tick, so the receiving thread
+    /// goes on answering heartbeats.
+    pub(super) deferred: Mutex<Vec<Out>>,
 }
 
 impl Failover {
     /// The failover state for a van of `cfg`'s role at `now_ms`.
     pub fn new(cfg: &Config, now_ms: u64) -> Failover {
-        let timeout = cfg.heartbeat_timeout.as_millis() as u64;
+        let timeout_ms = cfg.heartbeat_timeout.as_millis() as u64;
         let me = cfg.scheduler_index().unwrap_or(0);
-        let n = cfg.schedulers.len();
+        let n = cfg.schedulers.len().max(1);
+        let beat_ms = match cfg.heartbeat_interval.as_millis() as u64 {
+            0 => 200,
+            ms => ms,
+        };
         let sched = (cfg.role == Role::Scheduler).then(|| {
-            let rule: Box<dyn Election> = match cfg.election {
-                ElectionMode::Embedded => Box::new(Majority),
-                ElectionMode::Etcd { .. } => Box::new(Leased::new(!cfg.scheduler_standby)),
-            };
-            let cand = Candidate::with_rule(me, n, timeout, cfg.scheduler_standby, now_ms, rule);
-            // with the state in the lock service, nothing is streamed to standbys
-            let streamed = !cand.external_state();
-            let peers = (0..n).filter(|&i| i != me && streamed);
-            let beat_ms = match cfg.heartbeat_interval.as_millis() as u64 {
-                0 => 200,
-                ms => ms,
-            };
-            let lease_ms = Timing {
-                timeout_ms: timeout,
-                beat_ms,
-            }
-            .lease_ms();
-            let gate = (n > 1 && streamed && lease_ms > 0)
-                .then(|| LeaseGate::new(voters(cfg.num_servers, cfg.num_workers), lease_ms));
-            Mutex::new(SchedFailover {
-                gate,
-                replicas: Replicas::new(peers, timeout, now_ms),
-                cand,
-                core: Bytes::new(),
-                app: Bytes::new(),
-                live_nodes: 0,
-                next_beat_ms: 0,
-                refusal: String::new(),
+            Mutex::new(match cfg.election {
+                ElectionMode::Embedded => SchedFailover::Embedded(Box::new(Candidacy::new(
+                    me,
+                    n,
+                    cfg.scheduler_standby,
+                    voters(cfg.num_servers, cfg.num_workers),
+                    Timing { timeout_ms, beat_ms },
+                    now_ms,
+                ))),
+                ElectionMode::Etcd { .. } => SchedFailover::Locked {
+                    cand: LockCandidate::new(me, !cfg.scheduler_standby),
+                    core: Bytes::new(),
+                    app: Bytes::new(),
+                },
             })
         });
-        let f = Failover {
+        Failover {
             sched,
             lock: RwLock::new(None),
             persist_order: Mutex::new(()),
-            acked: Condvar::new(),
-            view: Mutex::new(ActiveView::new(me, timeout, now_ms)),
-            term: AtomicU64::new(0),
-            active: AtomicU32::new(me as u32),
-            seq: AtomicU64::new(0),
+            view: Mutex::new(Follower::new(me, n, timeout_ms, now_ms)),
             schedulers: cfg.schedulers.clone(),
             me,
             is_scheduler: cfg.role == Role::Scheduler,
-            heartbeat_interval: cfg.heartbeat_interval,
-            heartbeat_timeout: cfg.heartbeat_timeout,
-        };
-        if let Some(s) = &f.sched {
-            f.publish(&s.lock().cand);
+            beat_ms,
+            next_peer_beat_ms: Mutex::new(0),
+            deferred: Mutex::new(Vec::new()),
         }
-        f
-    }
-
-    pub(super) fn publish(&self, c: &Candidate) {
-        self.term.store(c.epoch().term, Ordering::Relaxed);
-        self.active.store(c.epoch().candidate, Ordering::Relaxed);
-        self.seq.store(c.seq(), Ordering::Relaxed);
     }
 }

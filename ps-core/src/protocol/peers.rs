@@ -48,6 +48,32 @@ impl Peers {
         Peers::default()
     }
 
+    /// What a scheduler candidate taking over knows of the processes: the node table
+    /// `table` it adopts, with `dead` declared dead in it, seen by `me`. The deaths it
+    /// saw while it acted before are forgotten (a node it once declared dead may have
+    /// served a newer scheduler since): the table adopted says who is dead now.
+    /// Returns the peers and the ids dead in them.
+    pub fn adopted(table: &[Node], dead: &[Node], me: &Node) -> (Peers, Vec<i32>) {
+        let mut p = Peers::new();
+        p.on_table(table);
+        let notice = p.on_death(dead, me);
+        (p, notice.dead)
+    }
+
+    /// The ids of `nodes` (a node table's entries, after [`Peers::fresh`]) whose
+    /// process replaces one this node holds for the id and never heard declared dead
+    /// (the table overtook the death notice): the earlier process is dead all the
+    /// same. Call before [`Peers::on_table`].
+    pub fn replaced(&self, nodes: &[Node]) -> Vec<i32> {
+        nodes
+            .iter()
+            .filter(|n| n.id != crate::node::SCHEDULER && n.id != EMPTY_ID && !self.stale(n))
+            .filter(|n| !self.dead.contains_key(&n.id))
+            .filter(|n| self.holders.get(&n.id).is_some_and(|&h| h != n.incarnation))
+            .map(|n| n.id)
+            .collect()
+    }
+
     /// Nodes from a (full or partial) node table. An id now held by another process
     /// than before is no longer dead and its earlier holder is retired; a table that
     /// names a dead process again does not revive it. Returns the ids that were dead
@@ -304,5 +330,25 @@ mod tests {
         p.on_table(&[node(1, 100)]);
         assert_eq!(p.admit(&data(1, 100, 0), 800), Admit::Accept);
         assert_eq!(p.admit(&data(1, 200, 0), 800), Admit::FromTheDead);
+    }
+
+    #[test]
+    fn a_replacement_whose_death_notice_was_overtaken_is_named() {
+        let p = cluster();
+        // 9's holder 900 is replaced by 901 without a death notice; 8 is unchanged
+        assert_eq!(p.replaced(&[node(8, 800), node(9, 901)]), vec![9]);
+        let mut q = cluster();
+        q.on_death(&[node(9, 900)], &node(11, 1100));
+        assert!(q.replaced(&[node(9, 901)]).is_empty(), "a known death is a revival");
+        assert!(p.replaced(&[node(42, 1)]).is_empty(), "a new id replaces nothing");
+    }
+
+    #[test]
+    fn a_candidate_taking_over_knows_only_the_tables_deaths() {
+        let me = node(1, 100);
+        let table = [node(1, 100), node(8, 800), node(9, 900), node(11, 1100)];
+        let (p, dead) = Peers::adopted(&table, &[node(9, 900)], &me);
+        assert_eq!(dead, vec![9]);
+        assert!(p.is_dead(9) && !p.is_dead(8) && !p.is_dead(11));
     }
 }

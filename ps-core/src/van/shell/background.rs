@@ -102,7 +102,7 @@ impl Van {
         if let Some(s) = &self.sched {
             // liveness only under the lease: an active scheduler cut off from the
             // majority does not declare the nodes it cannot hear dead
-            if self.fo.is_active_scheduler() && self.fo.holds_lease(now) {
+            if self.fo.is_active_scheduler() && self.fo.may_act(now) {
                 let actions = s.lock().tick(now);
                 self.execute(actions);
             }

@@ -4,16 +4,10 @@
 use super::Van;
 use crate::failover::{Epoch, Host, LockService};
 use crate::message::Message;
+use crate::protocol::peers::Peers;
 use bytes::Bytes;
-use std::cell::Cell;
 use std::io;
 use std::sync::Arc;
-
-thread_local! {
-    /// True on a transport's receiving thread: it must not wait for acks that only it
-    /// could deliver.
-    pub(super) static IN_RECV: Cell<bool> = const { Cell::new(false) };
-}
 
 impl Host for Van {
     fn now_ms(&self) -> u64 {
@@ -28,12 +22,16 @@ impl Host for Van {
         self.transport.connect(key, host, port)
     }
 
-    fn flush(&self) {
-        crate::van::cork::flush();
+    fn send_stamped(&self, msg: Message) -> io::Result<usize> {
+        self.send_as_is(msg)
     }
 
-    fn on_receiving_thread(&self) -> bool {
-        IN_RECV.with(|r| r.get())
+    fn node_alive(&self, id: i32, incarnation: u64) -> bool {
+        self.sched.as_ref().is_some_and(|c| {
+            let c = c.lock();
+            let m = c.membership();
+            m.get(id).is_some_and(|n| n.incarnation == incarnation) && !m.dead().contains(&id)
+        })
     }
 
     fn export_core(&self) -> Option<Vec<u8>> {
@@ -49,9 +47,23 @@ impl Host for Van {
     fn take_over(&self, core: &[u8], now_ms: u64) {
         self.me.write().is_recovery = true;
         let me = self.my_node();
-        let adopted = self.sched.as_ref().map(|c| c.lock().adopt(core, me, now_ms));
+        let adopted = self.sched.as_ref().map(|c| {
+            let mut c = c.lock();
+            c.adopt(core, me.clone(), now_ms).map(|actions| {
+                let m = c.membership();
+                let dead: Vec<_> = m.dead().iter().filter_map(|id| m.get(*id).cloned()).collect();
+                (actions, m.table(), dead)
+            })
+        });
         match adopted {
-            Some(Ok(actions)) => self.execute(actions),
+            Some(Ok((actions, table, dead))) => {
+                // the deaths this candidate saw while it acted before are not the
+                // table's: the table adopted says who is dead now
+                let (peers, dead) = Peers::adopted(&table, &dead, &me);
+                *self.peers.write() = peers;
+                log::info!("took over with the node table's dead: {dead:?}");
+                self.execute(actions)
+            }
             Some(Err(e)) => log::error!("{e}; waiting for the nodes to register again"),
             None => {}
         }

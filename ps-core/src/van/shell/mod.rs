@@ -209,11 +209,25 @@ impl Van {
             msg.meta.sender = me.id;
             msg.meta.incarnation = me.incarnation;
         }
-        let Some(mut msg) = self.fo.lease_gate(self, msg) else {
-            // waits for the lease (see `Failover::lease_gate`)
+        let Some(msg) = self.fo.outgoing(self, msg) else {
+            // held by the active scheduler, or dropped (see `Failover::outgoing`)
             return Ok(0);
         };
-        self.fo.stamp(self, &mut msg);
+        self.send_tracked(msg, lazy)
+    }
+
+    /// Sends `msg`, stamped by the failover machine already (its own messages, the
+    /// acts it held), as it is.
+    pub(super) fn send_as_is(&self, mut msg: Message) -> io::Result<usize> {
+        {
+            let me = self.me.read();
+            msg.meta.sender = me.id;
+            msg.meta.incarnation = me.incarnation;
+        }
+        self.send_tracked(msg, false)
+    }
+
+    fn send_tracked(&self, msg: Message, lazy: bool) -> io::Result<usize> {
         let mut tracked = false;
         if let Some(r) = &self.resender {
             if needs_ack(&msg.meta) {

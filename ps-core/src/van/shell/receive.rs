@@ -14,7 +14,6 @@ const MAX_UNCONNECTED: usize = 1024;
 
 impl Van {
     pub(super) fn on_frames(&self, frames: Vec<bytes::Bytes>) {
-        super::failover_host::IN_RECV.with(|r| r.set(true));
         let bytes: usize = frames.iter().map(|f| f.len()).sum();
         let msg = match Message::decode(frames) {
             Ok(m) => m,
@@ -199,7 +198,22 @@ impl Van {
     /// Merges `nodes` into the table, (re)connecting to nodes that are new or whose
     /// process changed.
     pub(super) fn merge_table(&self, nodes: Vec<Node>) {
-        let revived = self.peers_from_table(&nodes);
+        // a process replacing one this node never heard declared dead (the table
+        // overtook the death notice): the earlier one is dead all the same, and the
+        // new one is revived like a replacement of a dead node
+        let replaced = self.peers.read().replaced(&nodes);
+        if !replaced.is_empty() {
+            log::info!("replaced without a death notice heard: {replaced:?}");
+            if let Some(h) = self.handler() {
+                h.on_nodes_dead(&replaced);
+            }
+        }
+        let mut revived = self.peers_from_table(&nodes);
+        for id in replaced {
+            if !revived.contains(&id) {
+                revived.push(id);
+            }
+        }
         let mut table = self.table.write();
         for n in nodes {
             let known = table.iter().position(|t| t.id == n.id);
