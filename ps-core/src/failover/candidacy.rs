@@ -357,7 +357,10 @@ impl Candidacy {
             self.role = Role::Standby;
             self.epoch = from;
             self.last_heard_ms = now_ms;
-        } else if self.is_campaigning() && from > self.epoch && from < mine {
+        } else if self.is_campaigning()
+            && from < mine
+            && (from > self.epoch || (from == self.epoch && origin == Some(from.candidate as usize)))
+        {
             // a scheduler of an epoch newer than the one this candidate followed is
             // heard of (active, or campaigning with a majority's votes on the way): it
             // stands aside (a campaign against a living active one would only unseat

@@ -252,8 +252,11 @@ fn a_node_that_saw_newer_state_votes_for_the_candidate_holding_it() {
         .unwrap();
     b.on_peer(&sync, 3602);
     assert_eq!((b.seq(), b.app().as_ref()), (3, &b"3"[..]));
-    let out = b.tick(4600);
-    let won = elect(&mut b, &out, &mut ns, 4600);
+    // the old active answered, so the campaign stood aside; once it is silent for
+    // the timeout again the standby campaigns, and the nodes vote for it
+    assert!(!b.is_campaigning());
+    let out = b.tick(4700);
+    let won = elect(&mut b, &out, &mut ns, 4700);
     assert!(matches!(won[0], Out::TakeOver { .. }), "{won:?}");
     assert!(b.seq() > 3);
 }

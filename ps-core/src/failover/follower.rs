@@ -92,10 +92,10 @@ impl Follower {
             self.epoch = from;
             self.echo_ms = 0;
             Heard::Switched { from: old }
-        } else if self.voted_from.is_some_and(|old| from > old) && self.lost(now_ms) {
+        } else if self.voted_from.is_some_and(|old| from >= old) && self.lost(now_ms) {
             // a vote binds this node for one timeout: the candidate it voted for was
             // not heard since (it did not win, or its lease from this vote ran out),
-            // and a scheduler newer than the one followed before is taken
+            // and the scheduler followed before, or a newer one, is taken
             let old = self.voted_from.take().unwrap_or(self.epoch);
             self.epoch = from;
             self.echo_ms = 0;
