@@ -83,6 +83,12 @@ impl Host {
         self.links.insert(key, slot);
     }
 
+    /// True if an answer to `msg` would reach its sender: a link to it exists and
+    /// the table taken names its process (see [`Peers::unknown_sender`]).
+    fn reachable(&self, msg: &Message) -> bool {
+        self.is_connected(msg.meta.sender) && !self.peers.unknown_sender(&msg.meta)
+    }
+
     /// True if a link `key` exists.
     pub fn is_connected(&self, key: i32) -> bool {
         self.links.contains_key(&key)
@@ -151,7 +157,7 @@ impl Host {
     }
 
     fn acknowledge(&mut self, msg: Message, now: u64) -> Option<Message> {
-        if !msg.meta.is_control() && msg.meta.sender != EMPTY_ID && !self.is_connected(msg.meta.sender) {
+        if !msg.meta.is_control() && msg.meta.sender != EMPTY_ID && !self.reachable(&msg) {
             if self.unconnected.len() >= MAX_UNCONNECTED {
                 self.unconnected.pop_front();
             }
@@ -175,8 +181,7 @@ impl Host {
     /// The held messages whose senders are connected now, to process.
     pub fn replay_unconnected(&mut self, now: u64) -> Vec<Message> {
         let all = std::mem::take(&mut self.unconnected);
-        let (ready, wait): (Vec<Message>, Vec<Message>) =
-            all.into_iter().partition(|m| self.links.contains_key(&m.meta.sender));
+        let (ready, wait): (Vec<Message>, Vec<Message>) = all.into_iter().partition(|m| self.reachable(m));
         self.unconnected.extend(wait);
         ready.into_iter().filter_map(|m| self.acknowledge(m, now)).collect()
     }

@@ -237,8 +237,14 @@ impl NodeShell {
         if self.host.me.id == EMPTY_ID || c.origin as usize >= self.candidates {
             return;
         }
-        let b = self.view.on_campaign(want, c.seq, c.lease_ms, now);
+        let pre = msg.meta.request;
+        let b = if pre {
+            self.view.on_pre_campaign(want, c.seq, now)
+        } else {
+            self.view.on_campaign(want, c.seq, c.lease_ms, now)
+        };
         let mut v = Message::control(candidate_key(c.origin as usize), Command::Vote);
+        v.meta.request = pre;
         v.meta.control.granted = b.granted;
         v.meta.control.term = b.epoch.term;
         v.meta.control.candidate = b.epoch.candidate;

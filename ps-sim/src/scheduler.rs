@@ -231,7 +231,9 @@ impl Scheduler {
                 return self.run(outs, now);
             }
             Command::Vote => {
-                let outs = self.fo.on_vote(msg.meta.sender, c.granted, epoch, c.seq, now);
+                let outs = self
+                    .fo
+                    .on_vote(msg.meta.sender, c.granted, epoch, c.seq, msg.meta.request, now);
                 return self.run(outs, now);
             }
             Command::Heartbeat if msg.meta.sender != SCHEDULER => {
@@ -292,7 +294,7 @@ impl Scheduler {
         let replay = actions
             .iter()
             .any(|a| matches!(a, Action::Connect(_) | Action::Table(_)));
-        for a in actions {
+        for a in Action::in_state_order(actions) {
             match a {
                 Action::Connect(n) => self.host.connect(n.id, slot_of(&n)),
                 Action::Send(mut m) => {

@@ -213,12 +213,13 @@ impl World {
                     let c = &msg.meta.control;
                     let extra = if msg.meta.is_control() {
                         format!(
-                            " [term {} cand {} origin {} seq {} lease {}{}]",
+                            " [term {} cand {} origin {} seq {} lease {}{}{}]",
                             c.term,
                             c.candidate,
                             c.origin,
                             c.seq,
                             c.lease_ms,
+                            if msg.meta.request { " request" } else { "" },
                             if c.granted { " granted" } else { "" }
                         ) + &if c.nodes.is_empty() {
                             String::new()

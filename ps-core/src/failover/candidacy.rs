@@ -101,6 +101,14 @@ pub enum Out {
     Resumed,
 }
 
+/// A pre-vote in flight: the nodes asked whether they would vote for `epoch`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct PreVote {
+    epoch: Epoch,
+    sent_ms: u64,
+    grants: BTreeSet<i32>,
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Role {
     Standby,
@@ -134,6 +142,7 @@ pub struct Candidacy {
     lease_lost_ms: u64,
     outbox: Outbox<Message>,
     next_beat_ms: u64,
+    pre: Option<PreVote>,
 }
 
 impl Candidacy {
@@ -169,6 +178,7 @@ impl Candidacy {
             lease_lost_ms: now_ms,
             outbox: Outbox::new((0..n).filter(|&i| i != me), timing.standby_live_ms(), now_ms),
             next_beat_ms: now_ms,
+            pre: None,
         }
     }
 
@@ -454,9 +464,13 @@ impl Candidacy {
         out
     }
 
-    /// Node `id`'s answer to this candidate's campaign.
-    pub fn on_vote(&mut self, id: i32, granted: bool, epoch: Epoch, seen_seq: u64, now_ms: u64) -> Vec<Out> {
+    /// Node `id`'s answer to this candidate's campaign (`pre`: to its pre-vote).
+    pub fn on_vote(&mut self, id: i32, granted: bool, epoch: Epoch, seen_seq: u64, pre: bool, now_ms: u64) -> Vec<Out> {
         self.seen_seq = self.seen_seq.max(seen_seq);
+        if pre && granted {
+            // (a yes names the term asked for, which is no term anyone took)
+            return self.on_pre_grant(id, epoch, now_ms);
+        }
         self.known_term = self.known_term.max(epoch.term);
         if !granted {
             // the node follows another scheduler: a newer one makes this one stand aside
@@ -479,10 +493,38 @@ impl Candidacy {
         }
     }
 
+    /// A node would vote for `epoch`: with a majority's word, the campaign starts
+    /// (if this candidate still has no active scheduler to follow).
+    fn on_pre_grant(&mut self, id: i32, epoch: Epoch, now_ms: u64) -> Vec<Out> {
+        let need = self.lease.need();
+        let Some(p) = self.pre.as_mut().filter(|p| p.epoch == epoch) else {
+            return Vec::new();
+        };
+        if self.voters.contains(&id) {
+            p.grants.insert(id);
+        }
+        if p.grants.len() < need {
+            return Vec::new();
+        }
+        self.pre = None;
+        let timeout = self.timing.timeout_ms;
+        let still = match &self.role {
+            Role::Active => !self.may_act(now_ms),
+            Role::Standby => now_ms.saturating_sub(self.last_heard_ms) > timeout,
+            Role::Campaign { .. } => true,
+        };
+        if still {
+            self.campaign(now_ms)
+        } else {
+            Vec::new()
+        }
+    }
+
     fn win(&mut self, now_ms: u64) -> Vec<Out> {
         let Role::Campaign { epoch, sent_ms, grants } = std::mem::replace(&mut self.role, Role::Active) else {
             return Vec::new();
         };
+        self.pre = None;
         self.epoch = epoch;
         self.lease.clear();
         for g in grants {
@@ -516,31 +558,49 @@ impl Candidacy {
         rank.saturating_sub(1) as u64 * self.timing.timeout_ms / 2
     }
 
-    fn campaign(&mut self, now_ms: u64) -> Vec<Out> {
+    /// The epoch this candidate would campaign for next.
+    fn next_epoch(&self) -> Epoch {
         let above = match &self.role {
             Role::Campaign { epoch, .. } => epoch.term.max(self.known_term),
             _ => self.known_term.max(self.epoch.term),
         };
-        let epoch = Epoch {
+        Epoch {
             term: next_term(self.me, above, self.n),
             candidate: self.me as u32,
-        };
-        self.known_term = epoch.term;
-        if self.is_active() {
-            let dropped = self.outbox.clear();
-            log::debug!("campaigning for {epoch}: {dropped} held messages dropped");
         }
-        self.role = Role::Campaign {
+    }
+
+    /// Asks every node whether it would vote for this candidate's next epoch, without
+    /// taking a term: only with a majority's yes does the campaign start (a candidate
+    /// cut off with a minority never raises the term the others will hear). A pre-vote
+    /// still in flight (younger than the timeout) is waited for.
+    fn pre_campaign(&mut self, now_ms: u64) -> Vec<Out> {
+        if self
+            .pre
+            .as_ref()
+            .is_some_and(|p| now_ms.saturating_sub(p.sent_ms) <= self.timing.timeout_ms)
+        {
+            return Vec::new();
+        }
+        let epoch = self.next_epoch();
+        self.pre = Some(PreVote {
             epoch,
             sent_ms: now_ms,
             grants: BTreeSet::new(),
-        };
+        });
+        self.ask(epoch, true, now_ms)
+    }
+
+    /// The `Campaign` messages asking every voter of the table held for its vote
+    /// (`pre`: whether it would vote) for `epoch`.
+    fn ask(&self, epoch: Epoch, pre: bool, now_ms: u64) -> Vec<Out> {
         let Ok(table) = bincode::deserialize::<Membership>(&self.core) else {
             return Vec::new();
         };
         let mut out = Vec::new();
         for node in table.table().into_iter().filter(|n| self.voters.contains(&n.id)) {
             let mut m = Message::control(node.id, Command::Campaign);
+            m.meta.request = pre;
             let c = &mut m.meta.control;
             c.term = epoch.term;
             c.candidate = epoch.candidate;
@@ -551,6 +611,22 @@ impl Candidacy {
             out.push(Out::Send(m));
         }
         out
+    }
+
+    fn campaign(&mut self, now_ms: u64) -> Vec<Out> {
+        let epoch = self.next_epoch();
+        self.pre = None;
+        self.known_term = epoch.term;
+        if self.is_active() {
+            let dropped = self.outbox.clear();
+            log::debug!("campaigning for {epoch}: {dropped} held messages dropped");
+        }
+        self.role = Role::Campaign {
+            epoch,
+            sent_ms: now_ms,
+            grants: BTreeSet::new(),
+        };
+        self.ask(epoch, false, now_ms)
     }
 
     /// The periodic step (every few ms): beats to the other candidates and the state
@@ -596,18 +672,18 @@ impl Candidacy {
                         );
                     }
                     if now_ms.saturating_sub(self.lease_lost_ms) > timeout {
-                        out.extend(self.campaign(now_ms));
+                        out.extend(self.pre_campaign(now_ms));
                     }
                 }
             }
             Role::Standby => {
                 if self.formed() && now_ms.saturating_sub(self.last_heard_ms) > timeout + self.extra_wait_ms() {
-                    out.extend(self.campaign(now_ms));
+                    out.extend(self.pre_campaign(now_ms));
                 }
             }
             Role::Campaign { sent_ms, .. } => {
                 if now_ms.saturating_sub(*sent_ms) > timeout {
-                    out.extend(self.campaign(now_ms));
+                    out.extend(self.pre_campaign(now_ms));
                 }
             }
         }

@@ -145,27 +145,44 @@ fn nodes(heard: u64) -> Vec<(i32, Follower)> {
         .collect()
 }
 
-/// Delivers `out`'s campaigns to `nodes` at `now` and their votes back to `c`.
+/// Delivers `out`'s campaigns (pre-votes first, then the campaign they start) to
+/// `nodes` at `now` and their answers back to `c`; returns what the real votes made.
 fn elect(c: &mut Candidacy, out: &[Out], nodes: &mut [(i32, Follower)], now: u64) -> Vec<Out> {
     let mut result = Vec::new();
-    for m in sent(out)
+    let mut queue: Vec<Message> = sent(out)
         .into_iter()
         .filter(|m| m.meta.control.cmd == Command::Campaign)
-    {
-        let Some((id, f)) = nodes.iter_mut().find(|(id, _)| *id == m.meta.recver) else {
-            continue;
-        };
-        let ctl = &m.meta.control;
-        let b = f.on_campaign(
-            Epoch {
+        .collect();
+    while !queue.is_empty() {
+        let mut next = Vec::new();
+        for m in queue {
+            let Some((id, f)) = nodes.iter_mut().find(|(id, _)| *id == m.meta.recver) else {
+                continue;
+            };
+            let ctl = &m.meta.control;
+            let want = Epoch {
                 term: ctl.term,
                 candidate: ctl.candidate,
-            },
-            ctl.seq,
-            ctl.lease_ms,
-            now,
-        );
-        result.extend(c.on_vote(*id, b.granted, b.epoch, b.seen_seq, now));
+            };
+            let pre = m.meta.request;
+            let b = if pre {
+                f.on_pre_campaign(want, ctl.seq, now)
+            } else {
+                f.on_campaign(want, ctl.seq, ctl.lease_ms, now)
+            };
+            let outs = c.on_vote(*id, b.granted, b.epoch, b.seen_seq, pre, now);
+            if pre {
+                // a pre-vote's majority starts the campaign: its messages go on
+                next.extend(
+                    sent(&outs)
+                        .into_iter()
+                        .filter(|m| m.meta.control.cmd == Command::Campaign),
+                );
+            } else {
+                result.extend(outs);
+            }
+        }
+        queue = next;
     }
     result
 }
@@ -184,19 +201,22 @@ fn a_standby_takes_over_with_a_majority_only_after_the_old_lease() {
         .iter()
         .all(|m| m.meta.control.cmd != Command::Campaign));
     let out = b.tick(1013);
-    assert!(b.is_campaigning());
+    assert!(b.pre.is_some() && !b.is_campaigning(), "a pre-vote first");
+    assert!(sent(&out).iter().all(|m| m.meta.request));
     assert_eq!(out.iter().filter(|o| matches!(o, Out::Connect(_))).count(), 5);
-    // the nodes heard the active at 500: no vote before 1500
+    // the nodes heard the active at 500: no vote before 1500, so no campaign
     assert!(elect(&mut b, &out, &mut ns, 1013).is_empty());
-    assert!(!b.is_active());
-    // the campaign is repeated a timeout later, for its next term, and wins
+    assert!(!b.is_active() && !b.is_campaigning());
+    assert_eq!(b.known_term, 1, "a pre-vote takes no term");
+    // the pre-vote is repeated a timeout later; the nodes would vote: the campaign
+    // for the next term follows and wins
     assert!(sent(&b.tick(2013))
         .iter()
         .all(|m| m.meta.control.cmd != Command::Campaign));
     let out = b.tick(2014);
     let won = elect(&mut b, &out, &mut ns, 2014);
-    assert!(b.is_active() && b.epoch() == e(4, 1), "{:?}", b.epoch());
-    assert!(matches!(won[0], Out::TakeOver { epoch, .. } if epoch == e(4, 1)));
+    assert!(b.is_active() && b.epoch() == e(2, 1), "{:?}", b.epoch());
+    assert!(matches!(won[0], Out::TakeOver { epoch, .. } if epoch == e(2, 1)));
     assert!(b.may_act(2015), "the votes are its lease");
     assert!(!a.may_act(1300), "the old one stopped acting long before");
     // the old active hears the new epoch: steps down, its held acts dropped
@@ -206,7 +226,7 @@ fn a_standby_takes_over_with_a_majority_only_after_the_old_lease() {
         .find(|m| m.meta.control.cmd == Command::PeerBeat)
         .unwrap();
     let out = a.on_peer(&beat, 2101);
-    assert_eq!(out[0], Out::StepDown(e(4, 1)));
+    assert_eq!(out[0], Out::StepDown(e(2, 1)));
     assert!(!a.is_active());
     assert!(a.outgoing(data(9), 2102).is_none());
 }
@@ -222,7 +242,7 @@ fn an_active_without_its_lease_runs_again_for_a_newer_term() {
     a.tick(1900);
     assert!(a.is_active());
     let out = a.tick(1901);
-    assert!(a.is_campaigning());
+    assert!(a.pre.is_some());
     let won = elect(&mut a, &out, &mut ns, 1901);
     assert!(
         matches!(won[0], Out::TakeOver { epoch, .. } if epoch == e(3, 0)),
@@ -314,7 +334,7 @@ fn a_standby_that_missed_writes_is_caught_up_by_the_active_and_may_take_over() {
         f.on_message(e(1, 0), 3, 300, 300);
     }
     let out = b.tick(1400);
-    assert!(b.is_campaigning());
+    assert!(b.pre.is_some());
     let won = elect(&mut b, &out, &mut ns, 1400);
     assert!(
         matches!(won[0], Out::TakeOver { ref app, .. } if app.as_ref() == b"3"),
@@ -325,9 +345,11 @@ fn a_standby_that_missed_writes_is_caught_up_by_the_active_and_may_take_over() {
 #[test]
 fn a_campaign_stands_aside_when_a_newer_active_is_heard() {
     let (mut a, mut b) = pair();
-    // the active one, cut off, loses its lease and campaigns for term 3
+    // the active one, cut off, loses its lease and campaigns for term 3 (its
+    // pre-vote won, say)
     a.tick(900);
     a.tick(1901);
+    a.campaign(1901);
     assert!(a.is_campaigning());
     // meanwhile the standby won term 2 elsewhere; its beat reaches the old active
     let mut ns = nodes(100);
@@ -345,7 +367,7 @@ fn a_campaign_stands_aside_when_a_newer_active_is_heard() {
     // a heartbeat of a node that voted for it; a node following term 2 does
     let (mut c, d) = pair();
     c.tick(900);
-    c.tick(1901);
+    c.campaign(1901);
     let old = d.peer_beat(0, false, 2000);
     assert!(c.on_peer(&old, 2000).iter().all(|o| !matches!(o, Out::StepDown(_))));
     assert!(c.is_campaigning());
@@ -356,7 +378,36 @@ fn a_campaign_stands_aside_when_a_newer_active_is_heard() {
     assert!(!c.is_campaigning());
     let (mut f, _) = pair();
     f.tick(900);
-    f.tick(1901);
+    f.campaign(1901);
     assert!(f.on_heartbeat(8, true, e(3, 0), 1, 1901, 2000).is_empty());
     assert!(f.is_campaigning());
+}
+
+#[test]
+fn a_candidate_cut_off_with_a_minority_never_takes_a_term() {
+    let (mut a, mut b) = pair();
+    // the standby hears only node 8 (a minority); the others still hear the active
+    let mut minority = nodes(100);
+    minority.retain(|(id, _)| *id == 8);
+    for round in 0..5u64 {
+        let now = 1100 + round * 1100;
+        let out = b.tick(now);
+        let asks: Vec<Message> = sent(&out)
+            .into_iter()
+            .filter(|m| m.meta.control.cmd == Command::Campaign)
+            .collect();
+        assert!(
+            !asks.is_empty() && asks.iter().all(|m| m.meta.request),
+            "pre-votes only"
+        );
+        assert!(elect(&mut b, &out, &mut minority, now).is_empty());
+        assert!(!b.is_campaigning() && !b.is_active());
+    }
+    assert_eq!(b.known_term, 1, "no term was taken");
+    // so its word never unseats the active one, whose term is still the newest
+    let beat = b.peer_beat(0, false, 6000);
+    assert!(a.on_peer(&beat, 6000).is_empty());
+    assert!(a.is_active());
+    // node 8 still follows the active one and takes its messages
+    assert_eq!(minority[0].1.on_message(e(1, 0), 2, 6000, 6000), Heard::Current);
 }

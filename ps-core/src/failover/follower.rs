@@ -109,17 +109,38 @@ impl Follower {
         out
     }
 
-    /// A candidate asks for this node's vote as the active scheduler of `want`,
-    /// holding state `seq`, in a message sent at `sent_ms`; at `now_ms`.
-    pub fn on_campaign(&mut self, want: Epoch, seq: u64, sent_ms: u64, now_ms: u64) -> Ballot {
+    /// A candidate asks whether this node would vote for it as the active scheduler
+    /// of `want` (holding state `seq`) before it campaigns: the answer of
+    /// [`Follower::on_campaign`] without taking it (the node stays with the scheduler
+    /// it follows, its term unchanged). A node that heard its scheduler within the
+    /// timeout refuses, so a candidate cut off with a minority never campaigns, and
+    /// never unseats an active scheduler a majority hears with a newer term.
+    /// A yes names `want` as its epoch (what the node would follow), a no the epoch
+    /// the node follows.
+    pub fn on_pre_campaign(&self, want: Epoch, seq: u64, now_ms: u64) -> Ballot {
+        let granted = self.would_vote(want, seq, now_ms);
+        Ballot {
+            granted,
+            epoch: if granted { want } else { self.epoch },
+            seen_seq: self.seen_seq,
+        }
+    }
+
+    fn would_vote(&self, want: Epoch, seq: u64, now_ms: u64) -> bool {
         let silence = self.silence_ms(now_ms);
         let fresh = seq >= self.seen_seq || silence > self.timeout_ms.saturating_mul(STALE_VOTE_TIMEOUTS);
-        let granted = self.timeout_ms > 0
+        self.timeout_ms > 0
             && want > self.epoch
             && want.term > self.epoch.term
             && owner(want.term, self.n) == want.candidate as usize
             && silence > self.timeout_ms
-            && fresh;
+            && fresh
+    }
+
+    /// A candidate asks for this node's vote as the active scheduler of `want`,
+    /// holding state `seq`, in a message sent at `sent_ms`; at `now_ms`.
+    pub fn on_campaign(&mut self, want: Epoch, seq: u64, sent_ms: u64, now_ms: u64) -> Ballot {
+        let granted = self.would_vote(want, seq, now_ms);
         if granted {
             self.voted_from.get_or_insert(self.epoch);
             self.epoch = want;
@@ -236,6 +257,24 @@ mod tests {
         let mut g = node();
         assert!(g.on_campaign(e(3, 0), 5, 1150, 1200).granted);
         assert_eq!(g.on_message(e(0, 1), 6, 3000, 3000), Heard::Fenced);
+    }
+
+    #[test]
+    fn a_pre_vote_is_answered_without_taking_the_term() {
+        let mut f = node();
+        // the active was heard 900 ms ago: no
+        let b = f.on_pre_campaign(e(2, 1), 5, 1000);
+        assert!(!b.granted);
+        assert_eq!(b.epoch, e(1, 0));
+        // lost: yes, naming the epoch asked for, but the node stays with its scheduler
+        let b = f.on_pre_campaign(e(2, 1), 5, 1200);
+        assert!(b.granted);
+        assert_eq!(b.epoch, e(2, 1));
+        assert_eq!(f.epoch(), e(1, 0));
+        assert!(f.lost(1200));
+        assert_eq!(f.on_message(e(1, 0), 6, 1210, 1210), Heard::Current);
+        // and a candidate missing state the node saw gets no yes either
+        assert!(!f.on_pre_campaign(e(2, 1), 4, 2300).granted);
     }
 
     #[test]

@@ -140,13 +140,20 @@ impl Failover {
             if c.origin as usize >= self.schedulers.len() {
                 return false;
             }
-            let b = self.view.lock().on_campaign(from, c.seq, c.lease_ms, now);
+            // (`request`: a pre-vote, answered without taking the candidate's term)
+            let pre = msg.meta.request;
+            let b = if pre {
+                self.view.lock().on_pre_campaign(from, c.seq, now)
+            } else {
+                self.view.lock().on_campaign(from, c.seq, c.lease_ms, now)
+            };
             let mut v = Message::control(candidate_key(c.origin as usize), Command::Vote);
+            v.meta.request = pre;
             v.meta.control.granted = b.granted;
             v.meta.control.term = b.epoch.term;
             v.meta.control.candidate = b.epoch.candidate;
             v.meta.control.seq = b.seen_seq;
-            if b.granted {
+            if b.granted && !pre {
                 log::warn!("voted for scheduler #{} as the active one at {from}", c.origin);
             }
             if let Err(e) = host.send(v) {
@@ -199,7 +206,7 @@ impl Failover {
             SchedFailover::Embedded(cand) => {
                 let outs = match c.cmd {
                     Command::Sync | Command::PeerBeat => cand.on_peer(msg, now),
-                    Command::Vote => cand.on_vote(msg.meta.sender, c.granted, from, c.seq, now),
+                    Command::Vote => cand.on_vote(msg.meta.sender, c.granted, from, c.seq, msg.meta.request, now),
                     Command::Heartbeat if heartbeat && self.multi() => {
                         cand.on_heartbeat(msg.meta.sender, alive, from, c.seq, c.lease_ms, now)
                     }

@@ -157,6 +157,19 @@ impl Peers {
         self.dead.contains_key(&id)
     }
 
+    /// True when the process of `meta` (its sender and incarnation) is not the one
+    /// this node holds for the id, nor one it retired: a process that took the id
+    /// since, whose table entry has not arrived yet. Its messages wait for that entry
+    /// (an answer now would go to the earlier holder's address, and once counted as
+    /// seen, the message's resends would be dropped as duplicates, the answer lost).
+    pub fn unknown_sender(&self, meta: &Meta) -> bool {
+        let (id, inc) = (meta.sender, meta.incarnation);
+        inc != 0
+            && self.holders.get(&id).is_some_and(|&h| h != inc)
+            && !self.retired.contains(&(id, inc))
+            && self.dead.get(&id) != Some(&inc)
+    }
+
     /// The incarnation of `id` declared dead, while its id is dead (None if it is not).
     pub fn dead_incarnation(&self, id: i32) -> Option<u64> {
         self.dead.get(&id).copied()

@@ -32,6 +32,22 @@ pub enum Action {
     Left(Vec<i32>),
 }
 
+impl Action {
+    /// `actions` in the order a shell carries them out: deaths and departures first,
+    /// then the rest as decided. A `NODE_DEAD` notice leaves after the death is in the
+    /// scheduler's state, so with standby schedulers it is held until the standbys
+    /// hold that state: no node acts on a death (a server answering alone for a
+    /// range, say) that a standby taking over would not know of.
+    pub fn in_state_order(actions: Vec<Action>) -> Vec<Action> {
+        let mut actions = actions;
+        actions.sort_by_key(|a| match a {
+            Action::Dead(_) | Action::Left(_) => 0,
+            _ => 1,
+        });
+        actions
+    }
+}
+
 /// The reason a NODE_DEAD carries when the node left on its own.
 pub const LEFT: &str = "left";
 

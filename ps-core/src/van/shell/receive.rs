@@ -51,7 +51,7 @@ impl Van {
     /// dropped as duplicates, the answer lost.
     fn acknowledge_and_process(&self, msg: Message) {
         if let Some(r) = &self.resender {
-            if !msg.meta.is_control() && msg.meta.sender != EMPTY_ID && !self.transport.is_connected(msg.meta.sender) {
+            if !msg.meta.is_control() && msg.meta.sender != EMPTY_ID && !self.reachable(&msg) {
                 let mut q = self.unconnected.lock();
                 if q.len() >= MAX_UNCONNECTED {
                     if let Some(old) = q.pop_front() {
@@ -77,6 +77,13 @@ impl Van {
         self.process(msg);
     }
 
+    /// True if an answer to `msg` would reach its sender: it is connected and the
+    /// table taken names its process (see
+    /// [`crate::protocol::peers::Peers::unknown_sender`]).
+    fn reachable(&self, msg: &Message) -> bool {
+        self.transport.is_connected(msg.meta.sender) && !self.peers.read().unknown_sender(&msg.meta)
+    }
+
     /// Processes the held messages whose senders are connected now.
     pub(super) fn replay_unconnected(&self) {
         let ready: Vec<Message> = {
@@ -85,9 +92,7 @@ impl Van {
                 return;
             }
             let all = std::mem::take(&mut *q);
-            let (ready, wait): (Vec<Message>, Vec<Message>) = all
-                .into_iter()
-                .partition(|m| self.transport.is_connected(m.meta.sender));
+            let (ready, wait): (Vec<Message>, Vec<Message>) = all.into_iter().partition(|m| self.reachable(m));
             q.extend(wait);
             ready
         };
@@ -248,7 +253,7 @@ impl Van {
     }
 
     fn execute_all(&self, actions: Vec<Action>) {
-        for a in actions {
+        for a in Action::in_state_order(actions) {
             match a {
                 Action::Connect(n) => {
                     if let Err(e) = self.transport.connect(n.id, &n.hostname, n.port) {
