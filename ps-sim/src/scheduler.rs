@@ -249,7 +249,12 @@ impl Scheduler {
         if msg.meta.sender == SCHEDULER && msg.meta.control.origin as usize != self.host.slot {
             return;
         }
-        if !self.fo.is_active() {
+        // a node's message waits (unacknowledged, so it is sent again) while this
+        // scheduler is not active or has no lease: it records nothing it could not
+        // answer
+        if !self.fo.is_active()
+            || (msg.meta.sender != SCHEDULER && msg.meta.control.cmd != Command::Heartbeat && !self.fo.may_act(now))
+        {
             return;
         }
         for m in self.host.receive(msg, now) {

@@ -212,7 +212,7 @@ impl Failover {
                     }
                     _ => Vec::new(),
                 };
-                (outs, cand.is_active())
+                (outs, (cand.is_active(), cand.may_act(now)))
             }
             SchedFailover::Locked { cand, .. } => {
                 if consumed || heartbeat {
@@ -220,9 +220,10 @@ impl Failover {
                         log::warn!("{e} is active: this scheduler steps down");
                     }
                 }
-                (Vec::new(), cand.is_active())
+                (Vec::new(), (cand.is_active(), cand.is_active()))
             }
         };
+        let (active, acting) = active;
         drop(g);
         // messages to the other candidates and the acts released leave now; the rest
         // (a takeover) waits for the ticking thread
@@ -236,7 +237,10 @@ impl Failover {
             // our own messages pass; other candidates only talk Sync and PeerBeat
             return c.origin as usize == self.me && active;
         }
-        active
+        // a node's message waits (unacknowledged, so it is sent again) while this
+        // scheduler has no lease: it records nothing it could not answer (heartbeats
+        // pass: who is alive is watched all the same)
+        active && (acting || c.cmd == Command::Heartbeat)
     }
 
     /// Carries out what the embedded election decided.
