@@ -243,12 +243,7 @@ impl NodeShell {
         } else {
             self.view.on_campaign(want, c.seq, c.lease_ms, now)
         };
-        let mut v = Message::control(candidate_key(c.origin as usize), Command::Vote);
-        v.meta.request = pre;
-        v.meta.control.granted = b.granted;
-        v.meta.control.term = b.epoch.term;
-        v.meta.control.candidate = b.epoch.candidate;
-        v.meta.control.seq = b.seen_seq;
+        let mut v = b.reply(c.origin as usize, pre);
         v.meta.timestamp = self.host.next_ts();
         self.send(v, now);
     }

@@ -9,7 +9,8 @@
 //! timeout, which is what the active scheduler's lease ([`super::Lease`]) counts on.
 
 use super::terms::owner;
-use super::Epoch;
+use super::{candidate_key, Epoch};
+use crate::message::{Command, Message};
 
 /// What a message from a scheduler means to a node.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -37,6 +38,20 @@ pub struct Ballot {
     pub epoch: Epoch,
     /// The newest state sequence the node saw from an active scheduler.
     pub seen_seq: u64,
+}
+
+impl Ballot {
+    /// The VOTE answering scheduler candidate `candidate`'s campaign (`pre`: its
+    /// pre-vote, answered in a message marked as a request, as the question was).
+    pub fn reply(&self, candidate: usize, pre: bool) -> Message {
+        let mut v = Message::control(candidate_key(candidate), Command::Vote);
+        v.meta.request = pre;
+        v.meta.control.granted = self.granted;
+        v.meta.control.term = self.epoch.term;
+        v.meta.control.candidate = self.epoch.candidate;
+        v.meta.control.seq = self.seen_seq;
+        v
+    }
 }
 
 /// The node side of failover.

@@ -147,12 +147,7 @@ impl Failover {
             } else {
                 self.view.lock().on_campaign(from, c.seq, c.lease_ms, now)
             };
-            let mut v = Message::control(candidate_key(c.origin as usize), Command::Vote);
-            v.meta.request = pre;
-            v.meta.control.granted = b.granted;
-            v.meta.control.term = b.epoch.term;
-            v.meta.control.candidate = b.epoch.candidate;
-            v.meta.control.seq = b.seen_seq;
+            let v = b.reply(c.origin as usize, pre);
             if b.granted && !pre {
                 log::warn!("voted for scheduler #{} as the active one at {from}", c.origin);
             }
