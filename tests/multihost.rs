@@ -47,6 +47,31 @@ fn start_for(
     c
 }
 
+/// Starts the active scheduler on host 0 (arguments `a0`) and a standby on host 1
+/// (`a1`), both listed in PS_SCHEDULERS; returns their indices and that list (for
+/// the other nodes).
+fn spawn_schedulers(c: &mut Cluster, n: &Net, a0: &[&str], a1: &[&str]) -> (usize, usize, String) {
+    let (ip0, ip1) = (n.ip(0), n.ip(1));
+    let list = format!("{ip0}:{p},{ip1}:{p}", p = c.port);
+    let s0 = c.spawn_wrapped(
+        "scheduler",
+        &n.exec_prefix(0),
+        a0,
+        &[("PS_SCHEDULERS", &list), ("DMLC_PS_ROOT_URI", &ip0)],
+    );
+    let s1 = c.spawn_wrapped(
+        "scheduler",
+        &n.exec_prefix(1),
+        a1,
+        &[
+            ("PS_SCHEDULERS", &list),
+            ("PS_SCHEDULER_STANDBY", "1"),
+            ("DMLC_PS_ROOT_URI", &ip1),
+        ],
+    );
+    (s0, s1, list)
+}
+
 fn kv_ok(c: &Cluster) -> usize {
     c.all_stdout().matches("kv-test ok").count()
 }
@@ -233,7 +258,7 @@ fn a_partitioned_active_scheduler_steps_down_after_healing() {
     let a0: Vec<&str> = a0.iter().map(|s| s.as_str()).collect();
     let a1: Vec<&str> = a1.iter().map(|s| s.as_str()).collect();
     let n = net(4);
-    let (ip0, ip1) = (n.ip(0), n.ip(1));
+    let ip0 = n.ip(0);
     let env = [
         ("PS_HEARTBEAT_INTERVAL", "0.2"),
         ("PS_HEARTBEAT_TIMEOUT", "1"),
@@ -242,23 +267,7 @@ fn a_partitioned_active_scheduler_steps_down_after_healing() {
         ("DMLC_NODE_HOST", ""),
     ];
     let mut c = Cluster::new(1, 2, &a0, &env, LIMIT);
-    let list = format!("{ip0}:{p},{ip1}:{p}", p = c.port);
-    let s0 = c.spawn_wrapped(
-        "scheduler",
-        &n.exec_prefix(0),
-        &a0,
-        &[("PS_SCHEDULERS", &list), ("DMLC_PS_ROOT_URI", &ip0)],
-    );
-    let s1 = c.spawn_wrapped(
-        "scheduler",
-        &n.exec_prefix(1),
-        &a1,
-        &[
-            ("PS_SCHEDULERS", &list),
-            ("PS_SCHEDULER_STANDBY", "1"),
-            ("DMLC_PS_ROOT_URI", &ip1),
-        ],
-    );
+    let (s0, s1, list) = spawn_schedulers(&mut c, &n, &a0, &a1);
     for (role, ns) in [("server", 2), ("worker", 3), ("worker", 3)] {
         c.spawn_wrapped(
             role,
@@ -355,7 +364,7 @@ fn training_under_ten_percent_loss_on_every_link_finishes() {
 fn a_scheduler_cut_off_with_a_minority_stops_acting_and_the_job_finishes() {
     const PASSES: usize = 8;
     let n = net(4);
-    let (ip0, ip1) = (n.ip(0), n.ip(1));
+    let ip0 = n.ip(0);
     // (servers in namespace 0, moment: finished tasks before the cut)
     let runs = [(0, 10), (0, 45), (1, 25), (1, 70)];
     for (minority_servers, moment) in runs {
@@ -379,23 +388,7 @@ fn a_scheduler_cut_off_with_a_minority_stops_acting_and_the_job_finishes() {
             ("DMLC_NODE_HOST", ""),
         ];
         let mut c = Cluster::new(2, 3, &a0, &env, Duration::from_secs(180));
-        let list = format!("{ip0}:{p},{ip1}:{p}", p = c.port);
-        let s0 = c.spawn_wrapped(
-            "scheduler",
-            &n.exec_prefix(0),
-            &a0,
-            &[("PS_SCHEDULERS", &list), ("DMLC_PS_ROOT_URI", &ip0)],
-        );
-        let s1 = c.spawn_wrapped(
-            "scheduler",
-            &n.exec_prefix(1),
-            &a1,
-            &[
-                ("PS_SCHEDULERS", &list),
-                ("PS_SCHEDULER_STANDBY", "1"),
-                ("DMLC_PS_ROOT_URI", &ip1),
-            ],
-        );
+        let (s0, s1, list) = spawn_schedulers(&mut c, &n, &a0, &a1);
         let server0 = if minority_servers > 0 { 0 } else { 2 };
         let nodes = [
             ("server", server0),
