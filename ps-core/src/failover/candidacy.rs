@@ -24,7 +24,7 @@
 use super::lease::Lease;
 use super::outbox::Outbox;
 use super::terms::next_term;
-use super::{candidate_key, Epoch};
+use super::epoch::{candidate_key, Epoch};
 use crate::message::{Command, Message};
 use crate::node::{server_rank_to_id, worker_rank_to_id, Node};
 use crate::protocol::membership::Membership;

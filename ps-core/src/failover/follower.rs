@@ -9,7 +9,7 @@
 //! timeout, which is what the active scheduler's lease ([`super::Lease`]) counts on.
 
 use super::terms::owner;
-use super::{candidate_key, Epoch};
+use super::epoch::{candidate_key, Epoch};
 use crate::message::{Command, Message};
 
 /// What a message from a scheduler means to a node.

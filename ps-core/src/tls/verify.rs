@@ -51,7 +51,7 @@ impl ServerCertVerifier for ClusterServerVerifier {
                 Ok(r) if !r.0.is_empty() => {}
                 Ok(_) => {
                     return Err(Error::InvalidCertificate(CertificateError::Other(rustls::OtherError(
-                        Arc::new(super::TlsError::NoRole),
+                        Arc::new(super::error::TlsError::NoRole),
                     ))))
                 }
                 Err(e) => {
