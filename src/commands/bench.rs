@@ -38,6 +38,10 @@ pub struct Args {
     /// servers) and print it with the ratio KV / raw. Give it to every node.
     #[arg(long)]
     compare_raw: bool,
+    /// Time the TLS links' cipher (AES-128-GCM sealing and opening 16 KiB records on
+    /// one core, `--seconds` each), print one line and exit: no cluster, no variables.
+    #[arg(long)]
+    cipher: bool,
 }
 
 const APP_BYTES: i32 = 0;
@@ -132,6 +136,16 @@ fn raw_client(po: &std::sync::Arc<ps_core::Postoffice>) -> Result<RawClient, Str
 
 /// Serves (servers) or measures (workers), then finalizes.
 pub fn run(a: Args) -> Result<(), String> {
+    if a.cipher {
+        let f = ps_apps::bench::cipher::measure(Duration::from_secs_f64(a.seconds));
+        println!(
+            "bench cipher=aes-128-gcm record={} seal_gbps={:.3} open_gbps={:.3}",
+            ps_apps::bench::cipher::RECORD,
+            f.seal_gbps,
+            f.open_gbps
+        );
+        return Ok(());
+    }
     let po = super::start_node()?;
     match po.role() {
         Role::Server => {

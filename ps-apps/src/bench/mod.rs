@@ -5,6 +5,7 @@
 //! returns the stored values without copying them. [`raw`] gives the raw-socket floors
 //! between the same two processes (`--compare-raw`).
 
+pub mod cipher;
 pub mod cpu;
 mod handle;
 mod modes;

@@ -21,10 +21,10 @@
 //! [`super::follower::STALE_VOTE_TIMEOUTS`] without any scheduler, the newer state is
 //! taken as lost with the scheduler that made it.
 
+use super::epoch::{candidate_key, Epoch};
 use super::lease::Lease;
 use super::outbox::Outbox;
 use super::terms::next_term;
-use super::epoch::{candidate_key, Epoch};
 use crate::message::{Command, Message};
 use crate::node::{server_rank_to_id, worker_rank_to_id, Node};
 use crate::protocol::membership::Membership;

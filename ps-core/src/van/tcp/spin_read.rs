@@ -105,6 +105,27 @@ impl SpinRead {
         })
     }
 
+    /// Reads what the socket has into `buf` (at least a byte, or 0 at its end) in the
+    /// middle of a large frame: an empty socket is polled for up to [`FRAME_SPIN`]
+    /// before the read sleeps, as [`SpinRead::read_large`] does (a TLS link's frames
+    /// arrive as records, read into the link's buffer).
+    pub fn read_in_frame(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        crate::van::cork::flush(); // the read may block
+        self.set_nonblocking(true)?;
+        loop {
+            match self.tcp.read(buf) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    if !self.poll_for_more() {
+                        self.set_nonblocking(false)?;
+                        return self.tcp.read(buf);
+                    }
+                }
+                r => return r,
+            }
+        }
+    }
+
     fn set_nonblocking(&mut self, on: bool) -> io::Result<()> {
         if self.nonblocking != on {
             self.tcp.set_nonblocking(on)?;
@@ -171,8 +192,8 @@ fn spin_if_few(spinners: &AtomicUsize, limit: usize, spin: impl FnOnce() -> bool
 }
 
 /// A frame this long or longer is read straight from the socket into its own buffer,
-/// past the read buffer.
-const DIRECT_FRAME_BYTES: usize = 64 << 10;
+/// past the read buffer (on a TLS link: read with [`SpinRead::read_in_frame`]).
+pub(crate) const DIRECT_FRAME_BYTES: usize = 64 << 10;
 
 /// A stream the TCP van reads messages from: [`FrameRead::read_frame`] reads one
 /// frame's bytes into a buffer of its own.

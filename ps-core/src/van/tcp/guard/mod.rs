@@ -4,26 +4,32 @@
 //! runs [`Guard::connect`]; the accepting side [`Guard::admit`] (connections per
 //! address, failed-handshake rate limit) then [`Guard::accept`] (handshakes in
 //! progress per address, all within `PS_HANDSHAKE_TIMEOUT`), and confirms the link
-//! with one byte inside TLS ([`tls_io::ACCEPTED`]), so a dialer whose certificate was
+//! with one byte inside TLS ([`handshake::ACCEPTED`]), so a dialer whose certificate was
 //! refused learns it ([`io::ErrorKind::PermissionDenied`]). A connection that fails is
 //! closed at once and logged with the peer's address; nothing it sent reaches the van.
-//! Without security, links are plain TCP (no handshake).
+//! The dialer seals and writes with rustls's buffered API ([`dialer`]); the accepting
+//! side, which reads a link's messages, uses its unbuffered API ([`acceptor`]):
+//! records are decrypted where they were read. Without security, links are plain TCP
+//! (no handshake).
 
-mod tls_io;
+mod acceptor;
+mod dialer;
+mod handshake;
 
 use super::spin_read::{FrameRead, SpinRead};
 use super::stream::Stream;
 use crate::auth::gate::{Gate, HandshakeFailure};
 use crate::config::Limits;
 use crate::tls::{peer, Credentials, Roles};
+use acceptor::Acceptor;
 use bytes::Bytes;
+use handshake::Failed;
 use parking_lot::Mutex;
-use rustls::{ClientConnection, Connection, ServerConnection};
+use rustls::ClientConnection;
 use std::io::{self, BufReader, IoSlice, Read, Write};
 use std::net::{IpAddr, Shutdown, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tls_io::Failed;
 
 const FAIL_WINDOW_MS: u64 = 10_000;
 const BAN_MS: u64 = 10_000;
@@ -65,31 +71,38 @@ impl Drop for Handshaking<'_> {
     }
 }
 
+/// How an incoming link's bytes are read.
+enum Reading {
+    /// A plain link, buffered (large frames straight from the socket).
+    Plain(BufReader<SpinRead>),
+    /// A TLS link: the connection's own ciphertext buffer over the socket.
+    Tls(Box<Acceptor>, SpinRead),
+}
+
 /// An incoming link, authenticated when security is on: read messages from it.
 pub struct Incoming {
-    reader: BufReader<SpinRead>,
+    reading: Reading,
     /// The socket's reverse direction (the shared-memory answer).
     back: Stream,
-    tls: Option<ServerConnection>,
     roles: Option<Roles>,
     _permit: Permit,
 }
 
 impl Read for Incoming {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        match &mut self.tls {
-            Some(conn) => tls_io::read_plain(conn, &mut self.reader, buf),
-            None => self.reader.read(buf),
+        match &mut self.reading {
+            Reading::Tls(conn, src) => conn.read(src, &mut self.back, buf),
+            Reading::Plain(reader) => reader.read(buf),
         }
     }
 }
 
 impl FrameRead for Incoming {
     fn read_frame(&mut self, len: usize) -> io::Result<Vec<u8>> {
-        match &mut self.tls {
-            Some(conn) => tls_io::read_frame(conn, &mut self.reader, len),
+        match &mut self.reading {
+            Reading::Tls(conn, src) => conn.read_frame(src, &mut self.back, len),
             // a plain link reads large frames straight from the socket
-            None => self.reader.read_frame(len),
+            Reading::Plain(reader) => reader.read_frame(len),
         }
     }
 }
@@ -103,9 +116,9 @@ impl Incoming {
     /// Sends `bytes` back to the dialer (inside TLS when on): the answer to a
     /// shared-memory offer.
     pub fn reply(&mut self, bytes: &[u8]) -> io::Result<()> {
-        match &mut self.tls {
-            Some(conn) => tls_io::write_plain(conn, &mut self.back, bytes),
-            None => self.back.write_all(bytes),
+        match &mut self.reading {
+            Reading::Tls(conn, _) => conn.write(&mut self.back, bytes),
+            Reading::Plain(_) => self.back.write_all(bytes),
         }
     }
 }
@@ -130,7 +143,7 @@ impl Outgoing {
     /// inside the connection for [`Outgoing::write_sealed`]; nothing on a plain link.
     pub fn seal(&mut self, bufs: &[Bytes]) -> io::Result<()> {
         match &mut self.tls {
-            Some(conn) => tls_io::seal(conn, bufs),
+            Some(conn) => dialer::seal(conn, bufs),
             None => Ok(()),
         }
     }
@@ -154,7 +167,7 @@ impl Outgoing {
     pub fn read_answer(&mut self, timeout: Duration) -> io::Result<u8> {
         let deadline = Instant::now() + timeout;
         let got = match &mut self.tls {
-            Some(conn) => tls_io::read_byte(conn, &mut self.tcp, deadline).map_err(|f| match f {
+            Some(conn) => dialer::read_byte(conn, &mut self.tcp, deadline).map_err(|f| match f {
                 Failed::Io(e) => e,
                 other => io::Error::other(format!("{other:?}")),
             }),
@@ -182,7 +195,7 @@ impl Write for Outgoing {
         let n = b.iter().map(|s| s.len()).sum();
         match &mut self.tls {
             Some(conn) => {
-                tls_io::seal(conn, &b.iter().map(|s| Bytes::copy_from_slice(s)).collect::<Vec<_>>())?;
+                dialer::seal(conn, &b.iter().map(|s| Bytes::copy_from_slice(s)).collect::<Vec<_>>())?;
                 while conn.wants_write() {
                     conn.write_tls(&mut self.tcp)?;
                 }
@@ -243,9 +256,8 @@ impl Guard {
             return Ok(Outgoing { tcp, tls: None });
         };
         let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h);
-        let conn =
+        let mut conn =
             ClientConnection::new(creds.client_config(), crate::tls::server_name(host)).map_err(io::Error::other)?;
-        let mut conn = Connection::Client(conn);
         let deadline = Instant::now() + self.limits.handshake_timeout;
         let failed = |f: Failed| {
             match f {
@@ -268,13 +280,10 @@ impl Guard {
             Failed::Io(e) => e,
         }
         };
-        tls_io::handshake(&mut conn, &mut tcp, deadline).map_err(failed)?;
-        let Connection::Client(mut conn) = conn else {
-            unreachable!("a client connection")
-        };
+        dialer::handshake(&mut conn, &mut tcp, deadline).map_err(failed)?;
         conn.set_buffer_limit(None);
-        match tls_io::read_byte(&mut conn, &mut tcp, deadline) {
-            Ok(tls_io::ACCEPTED) => {}
+        match dialer::read_byte(&mut conn, &mut tcp, deadline) {
+            Ok(handshake::ACCEPTED) => {}
             Ok(b) => return Err(io::Error::other(format!("{addr}: unexpected confirmation byte {b}"))),
             // closed right after the handshake: it refused the certificate it checked last
             Err(Failed::Closed(_)) => return Err(refused_us(addr, "the link was closed")),
@@ -311,9 +320,8 @@ impl Guard {
         let back = tcp.try_clone().map_err(|e| HandshakeFailure::Local(e.to_string()))?;
         let Some(creds) = &self.creds else {
             return Ok(Incoming {
-                reader: BufReader::with_capacity(1 << 16, SpinRead::new(tcp, spin)),
+                reading: Reading::Plain(BufReader::with_capacity(1 << 16, SpinRead::new(tcp, spin))),
                 back,
-                tls: None,
                 roles: None,
                 _permit: permit,
             });
@@ -323,9 +331,8 @@ impl Guard {
                 let _ = tcp.set_read_timeout(None);
                 let _ = tcp.set_write_timeout(None);
                 Ok(Incoming {
-                    reader: BufReader::with_capacity(1 << 16, SpinRead::new(tcp, spin)),
+                    reading: Reading::Tls(conn, SpinRead::new(tcp, spin)),
                     back,
-                    tls: Some(conn),
                     roles: Some(roles),
                     _permit: permit,
                 })
@@ -352,7 +359,7 @@ impl Guard {
         creds: &Credentials,
         tcp: &mut Stream,
         peer: SocketAddr,
-    ) -> Result<(ServerConnection, Roles), HandshakeFailure> {
+    ) -> Result<(Box<Acceptor>, Roles), HandshakeFailure> {
         let _slot = {
             let mut g = self.gate.lock();
             g.handshake_started(peer.ip())
@@ -376,10 +383,10 @@ impl Guard {
             }
             Err(e) => return Err(HandshakeFailure::CutShort(e.to_string())),
         }
-        let conn = ServerConnection::new(creds.server_config()).map_err(|e| HandshakeFailure::Local(e.to_string()))?;
-        let mut conn = Connection::Server(conn);
+        let mut conn =
+            Box::new(Acceptor::new(creds.server_config()).map_err(|e| HandshakeFailure::Local(e.to_string()))?);
         let deadline = Instant::now() + t;
-        tls_io::handshake(&mut conn, tcp, deadline).map_err(|f| match f {
+        conn.handshake(tcp, deadline).map_err(|f| match f {
             Failed::Refused(why) => HandshakeFailure::Refused(format!("TLS handshake refused: {why}")),
             Failed::RefusedUs(a) => {
                 HandshakeFailure::Refused(format!("the peer refused this node's certificate ({a:?})"))
@@ -388,9 +395,6 @@ impl Guard {
             Failed::Closed(e) => HandshakeFailure::CutShort(e),
             Failed::Io(e) => HandshakeFailure::CutShort(e.to_string()),
         })?;
-        let Connection::Server(mut conn) = conn else {
-            unreachable!("a server connection")
-        };
         let roles = conn
             .peer_certificates()
             .and_then(|c| c.first())
@@ -401,7 +405,7 @@ impl Guard {
         if roles.0.is_empty() {
             return Err(HandshakeFailure::Refused("its certificate names no psrs role".into()));
         }
-        tls_io::write_plain(&mut conn, tcp, &[tls_io::ACCEPTED])
+        conn.write(tcp, &[handshake::ACCEPTED])
             .map_err(|e| HandshakeFailure::CutShort(e.to_string()))?;
         Ok((conn, roles))
     }

@@ -103,3 +103,91 @@ fn a_slow_handshake_is_cut_at_the_deadline_whatever_it_trickles() {
     assert!(start.elapsed() < Duration::from_millis(1500), "{:?}", start.elapsed());
     writer.join().unwrap();
 }
+
+/// Builds a message of two frames: its number and `size` bytes of a pattern.
+fn numbered(i: u32, size: usize) -> Vec<Bytes> {
+    let body: Vec<u8> = (0..size)
+        .map(|k| (k as u32).wrapping_mul(31).wrapping_add(i) as u8)
+        .collect();
+    vec![Bytes::copy_from_slice(&i.to_le_bytes()), Bytes::from(body)]
+}
+
+/// Messages from a few bytes to several records (small ones many to a record, large
+/// frames past the polling threshold) arrive whole and in order over a TLS link, also
+/// after the dialer refreshed its keys (the accepting side answers the key update on
+/// the link's reverse direction); the accepting side's answers travel back inside TLS
+/// between messages.
+#[test]
+fn messages_of_every_size_cross_a_tls_link_whole_and_in_order_across_a_key_update() {
+    use crate::van::tcp::link::write_message;
+    use crate::van::tcp::read::read_message;
+    let sizes = [0usize, 1, 7, 100, 4096, 16_384, 16_385, 70_000, 300_000, 1 << 20, 3];
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    let server = Guard::new(&limits(5000), creds(1, CertRole::Server));
+    let reader = std::thread::spawn(move || {
+        let (tcp, peer) = l.accept().unwrap();
+        let permit = server.admit(peer).unwrap();
+        let mut inc = server.accept(Stream::from(tcp), peer, permit, Duration::ZERO).unwrap();
+        let mut got = Vec::new();
+        while let Some(m) = read_message(&mut inc, &Limits::default()).unwrap() {
+            // every third message is answered, as a shared-memory offer is
+            if got.len() % 3 == 0 {
+                inc.reply(&[got.len() as u8]).unwrap();
+            }
+            got.push(m);
+        }
+        got
+    });
+    let dialer = Guard::new(&limits(5000), creds(1, CertRole::Worker));
+    let mut out = dialer.connect(TcpStream::connect(&addr).unwrap(), &addr).unwrap();
+    let mut sent = Vec::new();
+    for round in 0..2u32 {
+        for (k, &size) in sizes.iter().enumerate() {
+            let i = round * 100 + k as u32;
+            let m = numbered(i, size);
+            write_message(&mut out, &m).unwrap();
+            if sent.len() % 3 == 0 {
+                let answer = out.read_answer(Duration::from_secs(5)).unwrap();
+                assert_eq!(answer, sent.len() as u8, "the answer to message {}", sent.len());
+            }
+            sent.push(m);
+        }
+        if round == 0 {
+            out.tls.as_mut().unwrap().refresh_traffic_keys().unwrap();
+        }
+    }
+    out.shutdown(Shutdown::Write).unwrap();
+    let got = reader.join().unwrap();
+    assert_eq!(got.len(), sent.len());
+    for (g, s) in got.iter().zip(&sent) {
+        assert!(g == s, "message {:?} arrived whole", &s[0][..]);
+    }
+}
+
+/// A link cut in the middle of a TLS record is an error, not the end of the stream:
+/// the message it carried is not taken as whole.
+#[test]
+fn a_link_cut_inside_a_record_is_an_error() {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    let server = Guard::new(&limits(5000), creds(1, CertRole::Server));
+    let reader = std::thread::spawn(move || {
+        let (tcp, peer) = l.accept().unwrap();
+        let permit = server.admit(peer).unwrap();
+        let mut inc = server.accept(Stream::from(tcp), peer, permit, Duration::ZERO).unwrap();
+        inc.read_frame(1000)
+    });
+    let dialer = Guard::new(&limits(5000), creds(1, CertRole::Worker));
+    let mut out = dialer.connect(TcpStream::connect(&addr).unwrap(), &addr).unwrap();
+    out.seal(&[Bytes::from(vec![5u8; 1000])]).unwrap();
+    let mut sealed = Vec::new();
+    while out.sealed_pending() {
+        out.write_sealed(&mut sealed).unwrap();
+    }
+    out.stream().write_all(&sealed[..sealed.len() / 2]).unwrap();
+    out.shutdown(Shutdown::Write).unwrap();
+    let e = reader.join().unwrap().expect_err("half a record");
+    assert_eq!(e.kind(), io::ErrorKind::UnexpectedEof);
+    assert!(e.to_string().contains("in the middle of a TLS record"), "{e}");
+}
