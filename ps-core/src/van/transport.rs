@@ -21,6 +21,12 @@ pub trait Transport: Send + Sync {
     fn connect(&self, peer: i32, host: &str, port: u16) -> io::Result<()>;
     /// Closes the connection to `peer`, if any.
     fn disconnect(&self, peer: i32);
+    /// Moves the connection known as `from` to the key `to` (replacing any connection
+    /// under `to`), so a connection already open (its handshake done) is not opened
+    /// again under a new key; false if this transport cannot, or `from` is not known.
+    fn rekey(&self, _from: i32, _to: i32) -> bool {
+        false
+    }
     /// True if a connection to `peer` is open (or being opened).
     fn is_connected(&self, peer: i32) -> bool;
     /// Sends `frames` as one message to `peer`; returns the bytes sent. The frames are

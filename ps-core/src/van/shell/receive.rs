@@ -255,11 +255,7 @@ impl Van {
     fn execute_all(&self, actions: Vec<Action>) {
         for a in Action::in_state_order(actions) {
             match a {
-                Action::Connect(n) => {
-                    if let Err(e) = self.transport.connect(n.id, &n.hostname, n.port) {
-                        log::warn!("cannot connect to {n}: {e}");
-                    }
-                }
+                Action::Connect(n) => self.connect_member(&n),
                 Action::Send(mut m) => {
                     m.meta.timestamp = self.next_timestamp();
                     if let Err(e) = self.send(m) {

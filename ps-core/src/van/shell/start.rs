@@ -203,6 +203,24 @@ impl Van {
         }
     }
 
+    /// Opens the link to `n` (it is in the node table): the connection [`Van::welcome`]
+    /// opened to it, under its id now (its handshake is not repeated), or else a new
+    /// one, opened at the first send.
+    pub(super) fn connect_member(&self, n: &Node) {
+        let key = welcome_key(n);
+        let mut welcomed = self.welcomed.lock();
+        if let Some(i) = welcomed.iter().position(|&k| k == key) {
+            if self.transport.rekey(key, n.id) {
+                welcomed.swap_remove(i);
+                return;
+            }
+        }
+        drop(welcomed);
+        if let Err(e) = self.transport.connect(n.id, &n.hostname, n.port) {
+            log::warn!("cannot connect to {n}: {e}");
+        }
+    }
+
     /// Closes the connections [`Van::welcome`] opened (the table is out).
     pub(super) fn forget_welcomed(&self) {
         for key in std::mem::take(&mut *self.welcomed.lock()) {

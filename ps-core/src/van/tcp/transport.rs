@@ -221,6 +221,17 @@ impl Transport for TcpTransport {
         Ok(())
     }
 
+    fn rekey(&self, from: i32, to: i32) -> bool {
+        let mut peers = self.peers.lock();
+        let Some(link) = peers.remove(&from) else {
+            return false;
+        };
+        if let Some(old) = peers.insert(to, link) {
+            old.lock().drop_stream();
+        }
+        true
+    }
+
     fn disconnect(&self, peer: i32) {
         if let Some(p) = self.peers.lock().remove(&peer) {
             p.lock().drop_stream();
@@ -329,5 +340,31 @@ mod tests {
         assert_eq!(got.recv_timeout(Duration::from_secs(5)).unwrap(), &b"d"[..]);
         tx.close();
         rx.close();
+    }
+
+    /// A link moved to another key keeps its open connection: what is sent under the
+    /// new key goes over it (no second connection, so no second handshake), and the old
+    /// key is gone.
+    #[test]
+    fn a_rekeyed_link_keeps_its_connection() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let tx = TcpTransport::new().with_local_socket(false);
+        tx.connect(-70_001, "127.0.0.1", port).unwrap();
+        tx.send(-70_001, vec![Bytes::from_static(b"welcome")]).unwrap();
+        let (mut conn, _) = l.accept().unwrap();
+        assert!(tx.rekey(-70_001, 8));
+        assert!(!tx.is_connected(-70_001) && tx.is_connected(8));
+        assert!(!tx.rekey(-70_001, 9), "the old key is gone");
+        tx.send(8, vec![Bytes::from_static(b"table")]).unwrap();
+        let limits = crate::config::Limits::default();
+        conn.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let first = super::super::read::read_message(&mut conn, &limits).unwrap().unwrap();
+        let second = super::super::read::read_message(&mut conn, &limits).unwrap().unwrap();
+        assert_eq!((&first[0][..], &second[0][..]), (&b"welcome"[..], &b"table"[..]));
+        l.set_nonblocking(true).unwrap();
+        let e = l.accept().expect_err("no second connection");
+        assert_eq!(e.kind(), io::ErrorKind::WouldBlock);
+        tx.close();
     }
 }
