@@ -8,6 +8,7 @@ pub mod cork;
 pub mod factory;
 mod handler;
 pub mod join_watch;
+pub mod screen;
 mod shell;
 pub mod stats;
 pub mod tcp;

@@ -1,13 +1,17 @@
 //! The transport a van runs over. A trait, so another transport than ZMQ can be added
 //! (`DMLC_PS_VAN_TYPE` picks one: `tcp`, the default, or `zmq`, ps-lite's).
 
+use crate::tls::Roles;
 use bytes::Bytes;
 use std::io;
 use std::sync::Arc;
 
-/// Receives each incoming message's frames (without any transport envelope). Called
-/// from the transport's own threads; messages from one peer arrive in order.
-pub type Deliver = Arc<dyn Fn(Vec<Bytes>) + Send + Sync>;
+/// Receives each incoming message's frames (without any transport envelope) and the
+/// roles the sending link's certificate names, which bound what it may register
+/// ([`super::screen`]; None: no certificate, or a scheduler's, which may send
+/// anything). Called from the transport's own threads; messages from one peer arrive
+/// in order.
+pub type Deliver = Arc<dyn Fn(Vec<Bytes>, Option<&Roles>) + Send + Sync>;
 
 /// Moves multipart messages between nodes. Shared by every sending thread.
 pub trait Transport: Send + Sync {

@@ -241,7 +241,7 @@ impl Transport for ZmqTransport {
         let t = std::thread::Builder::new().name("zmq-recv".into()).spawn(move || {
             while !stop.load(Ordering::Relaxed) {
                 match recv(&receiver, Duration::from_millis(50)) {
-                    Ok(batch) => within_limits(batch, &limits).for_each(|frames| deliver(frames)),
+                    Ok(batch) => within_limits(batch, &limits).for_each(|frames| deliver(frames, None)),
                     Err(e) => {
                         if stop.load(Ordering::Relaxed) {
                             break;

@@ -7,13 +7,18 @@ use crate::message::{Command, Message};
 use crate::node::{Node, EMPTY_ID, SCHEDULER};
 use crate::protocol::resender::Incoming;
 use crate::protocol::scheduler::Action;
+use crate::tls::Roles;
+use crate::van::screen::screen;
 use std::sync::atomic::Ordering;
 
 /// At most this many messages wait for their senders to be connected.
 const MAX_UNCONNECTED: usize = 1024;
 
 impl Van {
-    pub(super) fn on_frames(&self, frames: Vec<bytes::Bytes>) {
+    /// Handles one message's frames from a link whose certificate names `roles` (None:
+    /// no certificate, or a scheduler's): decoded once, dropped if those roles do not
+    /// allow it, then counted and processed.
+    pub(super) fn on_frames(&self, frames: Vec<bytes::Bytes>, roles: Option<&Roles>) {
         let bytes: usize = frames.iter().map(|f| f.len()).sum();
         let msg = match Message::decode(frames) {
             Ok(m) => m,
@@ -23,6 +28,10 @@ impl Van {
                 return;
             }
         };
+        if let Some(why) = roles.and_then(|r| screen(r, &msg).err()) {
+            log::warn!("dropped a message: {why}");
+            return;
+        }
         self.stats.recv_msgs.fetch_add(1, Ordering::Relaxed);
         self.stats.recv_bytes.fetch_add(bytes as u64, Ordering::Relaxed);
         log::trace!("recv {msg}");

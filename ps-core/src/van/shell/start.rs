@@ -52,9 +52,9 @@ impl Van {
         self.fo.connect_candidates(self.as_ref());
         let weak = Arc::downgrade(self);
         self.transport
-            .start(Arc::new(move |frames| {
+            .start(Arc::new(move |frames, roles| {
                 if let Some(van) = weak.upgrade() {
-                    van.on_frames(frames);
+                    van.on_frames(frames, roles);
                 }
             }))
             .map_err(|e| format!("cannot start receiving: {e}"))?;

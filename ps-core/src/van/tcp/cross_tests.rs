@@ -22,7 +22,7 @@ fn answering(peer: i32, answer: Bytes) -> (Arc<TcpTransport>, u16, Arc<AtomicUsi
     let me: Arc<OnceLock<std::sync::Weak<TcpTransport>>> = Arc::default();
     let answers: Arc<AtomicUsize> = Arc::default();
     let (me2, answers2) = (Arc::clone(&me), Arc::clone(&answers));
-    t.start(Arc::new(move |frames: Vec<Bytes>| match frames[0][0] {
+    t.start(Arc::new(move |frames: Vec<Bytes>, _| match frames[0][0] {
         QUESTION => {
             if let Some(t) = me2.get().and_then(|w| w.upgrade()) {
                 t.send(peer, vec![Bytes::from_static(&[ANSWER]), answer.clone()])

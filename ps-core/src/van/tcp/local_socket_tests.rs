@@ -29,7 +29,7 @@ fn receiver(sec: &Security, local: bool, host: &str) -> (TcpTransport, u16, Rece
     let t = TcpTransport::with_security(sec, creds(sec, CertRole::Server)).with_local_socket(local);
     let port = t.bind(host, 0).unwrap();
     let (tx, rx) = unbounded();
-    t.start(Arc::new(move |f| tx.send(f).unwrap())).unwrap();
+    t.start(Arc::new(move |f, _| tx.send(f).unwrap())).unwrap();
     (t, port, rx)
 }
 

@@ -4,7 +4,8 @@
 //! finished by the drain thread, [`drain`]), one reader thread per incoming connection
 //! ([`accept`], [`read`], optionally spinning before it sleeps, [`spin_read`]). Every
 //! connection is admitted at the door ([`guard`]: TLS 1.3 with the cluster's
-//! certificates when security is on; roles enforced on what a peer registers, [`screen`]),
+//! certificates when security is on; the roles a peer's certificate names go with its
+//! messages to the van, which enforces them, [`crate::van::screen`]),
 //! and large frames to a co-located peer may go through shared memory ([`shm`]).
 
 mod accept;
@@ -16,7 +17,6 @@ mod link;
 #[cfg(test)]
 mod local_socket_tests;
 mod read;
-mod screen;
 pub mod shm;
 pub mod spin_read;
 pub mod stream;

@@ -1,7 +1,8 @@
 //! The TCP van's reading side: one reader thread per accepted connection, which runs
-//! the handshake, answers a shared-memory offer (inside TLS when on), drops what the
-//! peer's certificate does not allow ([`super::screen`]), parses messages from a buffered read
-//! (many per `read`) and hands each to the van; its handlers' sends are corked until
+//! the handshake, answers a shared-memory offer (inside TLS when on), parses messages
+//! from a buffered read (many per `read`) and hands each to the van with the roles the
+//! peer's certificate names (the van drops what they do not allow, once it has
+//! decoded the header: [`crate::van::screen`]); its handlers' sends are corked until
 //! its buffer runs dry ([`super::cork`]).
 
 use super::guard::{Guard, Incoming, Permit};
@@ -140,14 +141,7 @@ pub(super) fn read_all(stream: Stream, ctx: Serve) {
     while !stop.load(Ordering::Relaxed) {
         match read_message_shm(&mut r, &limits, &mut shm) {
             Ok(Step::Message(frames)) => {
-                if let Some(why) = roles
-                    .as_ref()
-                    .and_then(|roles| super::screen::screen(roles, &frames).err())
-                {
-                    log::warn!("dropped a message from {peer}: {why}");
-                    continue;
-                }
-                deliver(frames);
+                deliver(frames, roles.as_ref());
                 cork::flush_if_due(); // a full queue is written outside the handler
             }
             Ok(Step::Answer(byte)) => {

@@ -321,7 +321,7 @@ mod tests {
         let rx = TcpTransport::new();
         let port = rx.bind("127.0.0.1", 0).unwrap();
         let (tx_frames, got) = crossbeam_channel::unbounded();
-        rx.start(Arc::new(move |f: Vec<Bytes>| tx_frames.send(f[0].clone()).unwrap()))
+        rx.start(Arc::new(move |f: Vec<Bytes>, _| tx_frames.send(f[0].clone()).unwrap()))
             .unwrap();
         let tx = TcpTransport::new();
         tx.connect(1, "127.0.0.1", port).unwrap();

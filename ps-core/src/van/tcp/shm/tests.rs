@@ -31,7 +31,7 @@ fn receiver(shm: ShmConfig) -> (TcpTransport, u16, Receiver<Vec<Bytes>>, Arc<Shm
     let t = TcpTransport::new().with_shm(&shm);
     let port = t.bind("127.0.0.1", 0).unwrap();
     let (tx, rx) = unbounded();
-    t.start(Arc::new(move |f| tx.send(f).unwrap())).unwrap();
+    t.start(Arc::new(move |f, _| tx.send(f).unwrap())).unwrap();
     let stats = t.shm_stats().unwrap();
     (t, port, rx, stats)
 }
