@@ -1,7 +1,13 @@
 //! How a command failed, by kind: the exit status follows the kind, never the
 //! message's wording. The message is printed as one line either way.
 
+use ps_apps::model::ModelFileError;
 use ps_apps::recordio::ConvertError;
+use ps_core::config::ConfigError;
+use ps_core::failover::FailoverError;
+use ps_core::kv::KvError;
+use ps_core::van::VanError;
+use ps_core::PostofficeError;
 
 /// Exit status of a command refused for its input: options, variables, files that are
 /// not what they should be.
@@ -55,6 +61,93 @@ impl From<ConvertError> for CliError {
     }
 }
 
+/// A file that is not a usable model file is bad input; one that cannot be read or
+/// written is a failure.
+impl From<ModelFileError> for CliError {
+    fn from(e: ModelFileError) -> CliError {
+        match e {
+            ModelFileError::Io { .. } => CliError::Failed(e.to_string()),
+            ModelFileError::NotAModelFile { .. }
+            | ModelFileError::UnsupportedVersion { .. }
+            | ModelFileError::Truncated { .. }
+            | ModelFileError::Corrupt { .. }
+            | ModelFileError::Malformed { .. } => CliError::BadInput(e.to_string()),
+        }
+    }
+}
+
+/// A configuration that cannot work is bad input.
+impl From<ConfigError> for CliError {
+    fn from(e: ConfigError) -> CliError {
+        CliError::BadInput(e.to_string())
+    }
+}
+
+/// A failover step the configuration or the build rules out (no etcd lock service)
+/// is bad input; a scheduler that is not active, a lock lost or a lock service that
+/// does not answer is a failure.
+impl From<FailoverError> for CliError {
+    fn from(e: FailoverError) -> CliError {
+        match e {
+            FailoverError::NoLockService => CliError::BadInput(e.to_string()),
+            FailoverError::NotScheduler(_)
+            | FailoverError::NotActive(_)
+            | FailoverError::WrongElection(_)
+            | FailoverError::LockLost(_)
+            | FailoverError::Unavailable(_)
+            | FailoverError::NotSaved(_) => CliError::Failed(e.to_string()),
+        }
+    }
+}
+
+/// The van's refusals and timeouts say the cluster's shape, addresses or credentials
+/// are wrong (bad input); a port, connection or thread this host cannot have is a
+/// failure.
+impl From<VanError> for CliError {
+    fn from(e: VanError) -> CliError {
+        match e {
+            VanError::Config(c) => c.into(),
+            VanError::Failover(f) => f.into(),
+            VanError::Refused(_) | VanError::Timeout(_) | VanError::Unreachable(_) => CliError::BadInput(e.to_string()),
+            VanError::Io(_) => CliError::Failed(e.to_string()),
+        }
+    }
+}
+
+/// The postoffice's errors by their kinds: a configuration or a customer id taken
+/// twice is bad input, a thread that does not start a failure.
+impl From<PostofficeError> for CliError {
+    fn from(e: PostofficeError) -> CliError {
+        match e {
+            PostofficeError::Config(c) => c.into(),
+            PostofficeError::Van(v) => v.into(),
+            PostofficeError::CustomerTaken { .. } => CliError::BadInput(e.to_string()),
+            PostofficeError::Thread(_) => CliError::Failed(e.to_string()),
+        }
+    }
+}
+
+/// A request the key-value layer refuses before sending it (unsorted keys, values
+/// that do not fit) is bad input; a server's refusal, a lost or malformed message, a
+/// replica that cannot serve is a failure.
+impl From<KvError> for CliError {
+    fn from(e: KvError) -> CliError {
+        match e {
+            KvError::Register(p) => p.into(),
+            KvError::Unsorted(_) | KvError::BadLength(_) | KvError::Misaligned { .. } => {
+                CliError::BadInput(e.to_string())
+            }
+            KvError::OutOfRange(..)
+            | KvError::BadFrame(_)
+            | KvError::Server(..)
+            | KvError::Transport(_)
+            | KvError::BadHeader(_)
+            | KvError::BadCopy(_)
+            | KvError::CannotServe(_) => CliError::Failed(e.to_string()),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -72,5 +165,29 @@ mod tests {
         ));
         assert_eq!(bad.exit_code(), 2);
         assert_eq!(CliError::from("--labels is required".to_string()).exit_code(), 2);
+    }
+
+    #[test]
+    fn the_cores_errors_exit_by_their_kind() {
+        // a join that timed out is the cluster's shape (2), whatever its words say
+        let timeout = CliError::from(PostofficeError::Van(VanError::Timeout("cannot bind: failed".into())));
+        assert_eq!(
+            (timeout.exit_code(), timeout.to_string().as_str()),
+            (2, "cannot bind: failed")
+        );
+        // a port this host cannot have is a failure (1)
+        assert_eq!(
+            CliError::from(VanError::Io("cannot bind 127.0.0.1:9: Address in use".into())).exit_code(),
+            1
+        );
+        assert_eq!(CliError::from(FailoverError::NoLockService).exit_code(), 2);
+        assert_eq!(
+            CliError::from(FailoverError::Unavailable("etcd: cannot connect".into())).exit_code(),
+            1
+        );
+        assert_eq!(CliError::from(KvError::Unsorted(1)).exit_code(), 2);
+        assert_eq!(CliError::from(KvError::Transport("no reply".into())).exit_code(), 1);
+        let taken = CliError::from(KvError::Register(PostofficeError::Thread("no threads".into())));
+        assert_eq!((taken.exit_code(), taken.to_string().as_str()), (1, "no threads"));
     }
 }

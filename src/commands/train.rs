@@ -229,15 +229,15 @@ fn leave_on_sigterm() -> Result<Arc<AtomicBool>, String> {
 }
 
 /// Runs this node's role of the training job.
-pub fn run(a: Args) -> Result<(), String> {
+pub fn run(a: Args) -> Result<(), super::error::CliError> {
     if a.batch == 0 || a.epochs == 0 || !a.lr.is_finite() || a.lr <= 0.0 {
         return Err("--batch, --epochs and --lr must be above 0".into());
     }
     if !(0.0..=86_400.0).contains(&a.progress_secs) {
-        return Err(format!("--progress-secs {}: must be 0 to 86400", a.progress_secs));
+        return Err(format!("--progress-secs {}: must be 0 to 86400", a.progress_secs).into());
     }
     if !(a.lr_decay.is_finite() && a.lr_decay > 0.0 && a.lr_decay <= 1.0) {
-        return Err(format!("--lr-decay {}: must be in (0, 1]", a.lr_decay));
+        return Err(format!("--lr-decay {}: must be in (0, 1]", a.lr_decay).into());
     }
     let cfg = super::read_config()?;
     let model = model(&a)?;
@@ -320,7 +320,7 @@ pub fn run(a: Args) -> Result<(), String> {
             drop(ex);
             if result == Ok(worker::Ending::Left) {
                 // gone, not dead: nothing waits for this worker any more
-                return po.leave(Duration::from_secs(10));
+                return Ok(po.leave(Duration::from_secs(10))?);
             }
             po.finalize(true);
             result?;

@@ -56,7 +56,7 @@ impl JobService {
                 log::warn!("jobs reply to {} not sent: {e}", req.sender);
             }
         };
-        let app = SimpleApp::new(po, JOBS_APP, Some(Box::new(handle)), None)?;
+        let app = SimpleApp::new(po, JOBS_APP, Some(Box::new(handle)), None).map_err(|e| e.to_string())?;
         let s = Arc::clone(&sched);
         po.on_node_dead(move |ids| {
             let mut s = s.lock();

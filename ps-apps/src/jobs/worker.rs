@@ -50,7 +50,7 @@ struct TrainCtx {
 }
 
 fn train_ctx(po: &Arc<Postoffice>, job: JobNum, model: &Model, spec: &TrainSpec) -> Result<TrainCtx, String> {
-    let kv = KVWorker::<f32>::new(po, job_app(job))?;
+    let kv = KVWorker::<f32>::new(po, job_app(job)).map_err(|e| e.to_string())?;
     let ex = KvExchange::new(
         kv,
         Layout::new(model.num_params(), po.num_servers()),

@@ -95,7 +95,9 @@ impl Store for ReplicatedStore {
         }
     }
     fn save(&mut self, state: &[u8]) -> Result<(), StoreError> {
-        self.van.replicate_app(bytes::Bytes::copy_from_slice(state))?;
+        self.van
+            .replicate_app(bytes::Bytes::copy_from_slice(state))
+            .map_err(|e| StoreError(e.to_string()))?;
         self.inner.save(state)
     }
 }

@@ -322,7 +322,8 @@ impl TableServer {
                 c.handle(&mut st.lock(), meta, req, resp);
             }),
             Some(Box::new(TablesCopy(Arc::clone(&state)))),
-        )?;
+        )
+        .map_err(|e| e.to_string())?;
         let stop = Arc::new(AtomicBool::new(false));
         let (s2, st) = (Arc::clone(&stop), Arc::clone(&state));
         let ticker = std::thread::Builder::new()
@@ -391,21 +392,24 @@ impl RangeCopy for TablesCopy {
         )
     }
 
-    fn restore(&mut self, range: usize, _keys: KeyRange, data: &[u8]) -> Result<(), String> {
+    fn restore(&mut self, range: usize, _keys: KeyRange, data: &[u8]) -> Result<(), KvError> {
         let (shard, idle): (Option<TableShard>, BTreeSet<i32>) = copy_codec()
             .deserialize(data)
-            .map_err(|e| format!("malformed copy of range {range}: {e}"))?;
+            .map_err(|e| KvError::BadCopy(format!("malformed copy of range {range}: {e}")))?;
         let mut st = self.0.lock();
         let rs = st
             .ranges
             .get_mut(&range)
-            .ok_or(format!("range {range} is not held here"))?;
+            .ok_or_else(|| KvError::BadCopy(format!("range {range} is not held here")))?;
         let Some(mut shard) = shard else {
             rs.shard = None;
             return Ok(());
         };
         if shard.range != range {
-            return Err(format!("a copy of range {} offered for range {range}", shard.range));
+            return Err(KvError::BadCopy(format!(
+                "a copy of range {} offered for range {range}",
+                shard.range
+            )));
         }
         shard.rule.set_idle_workers(idle);
         rs.last_checkpoint = shard.version();

@@ -155,7 +155,7 @@ impl Coordinator {
                 log::warn!("master reply to {} not sent: {e}", req.sender);
             }
         };
-        let app = SimpleApp::new(po, MASTER_APP, Some(Box::new(handle)), None)?;
+        let app = SimpleApp::new(po, MASTER_APP, Some(Box::new(handle)), None).map_err(|e| e.to_string())?;
         let (m, po3) = (Arc::clone(&master), Arc::clone(po));
         po.on_node_dead(move |ids| {
             for &id in ids.iter().filter(|&&id| id_role(id) == Some(Role::Worker)) {

@@ -54,7 +54,7 @@ impl MasterClient {
                 *slot = Some(d.body.clone());
             }
         };
-        let app = SimpleApp::new(po, app_id, None, Some(Box::new(on_answer)))?;
+        let app = SimpleApp::new(po, app_id, None, Some(Box::new(on_answer))).map_err(|e| e.to_string())?;
         Ok(MasterClient {
             app,
             head,

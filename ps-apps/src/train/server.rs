@@ -208,7 +208,8 @@ impl TrainServer {
                 }
             }),
             Some(copy),
-        )?;
+        )
+        .map_err(|e| e.to_string())?;
         let stop = Arc::new(AtomicBool::new(false));
         let (s2, st, po2) = (Arc::clone(&stop), Arc::clone(&state), Arc::clone(po));
         let ticker = std::thread::Builder::new()

@@ -8,8 +8,8 @@
 //! message sent at `t` by the active scheduler votes for no one before `t` plus the
 //! timeout, which is what the active scheduler's lease ([`super::Lease`]) counts on.
 
-use super::terms::owner;
 use super::epoch::{candidate_key, Epoch};
+use super::terms::owner;
 use crate::message::{Command, Message};
 
 /// What a message from a scheduler means to a node.

@@ -11,6 +11,7 @@ mod accept;
 #[cfg(test)]
 mod cross_tests;
 mod drain;
+pub mod error;
 pub mod guard;
 mod link;
 #[cfg(test)]
@@ -23,4 +24,5 @@ pub mod stream;
 pub mod transport;
 mod wire;
 
+pub use error::TcpError;
 pub use transport::TcpTransport;
