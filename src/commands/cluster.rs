@@ -116,10 +116,7 @@ pub fn run(a: Args) -> Result<(), super::error::CliError> {
                 // active one acts on them; a standby that took over resumes from them
                 let van = Arc::clone(po.van());
                 let received = van.replicated_app_state();
-                let set = ReplicatedSet::new(
-                    received.as_deref(),
-                    Arc::new(move |b| van.replicate_app(b).map_err(|e| e.to_string())),
-                )?;
+                let set = ReplicatedSet::new(received.as_deref(), Arc::new(move |b| Ok(van.replicate_app(b)?)))?;
                 Box::new(move |name| set.open(name, file(name)))
             } else {
                 Box::new(file)

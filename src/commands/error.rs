@@ -1,8 +1,11 @@
 //! How a command failed, by kind: the exit status follows the kind, never the
 //! message's wording. The message is printed as one line either way.
 
-use ps_apps::model::ModelFileError;
-use ps_apps::recordio::ConvertError;
+use ps_apps::master::{MasterError, StoreError};
+use ps_apps::model::{ModelError, ModelFileError};
+use ps_apps::pyrunner::RunnerError;
+use ps_apps::recordio::{ConvertError, RecordIoError, RecordIoKind};
+use ps_apps::stats::StatsError;
 use ps_core::config::ConfigError;
 use ps_core::failover::FailoverError;
 use ps_core::kv::KvError;
@@ -72,6 +75,78 @@ impl From<ModelFileError> for CliError {
             | ModelFileError::Truncated { .. }
             | ModelFileError::Corrupt { .. }
             | ModelFileError::Malformed { .. } => CliError::BadInput(e.to_string()),
+        }
+    }
+}
+
+/// A dataset that is not RecordIO, or a location psrs cannot read, is bad input; a
+/// file that cannot be opened or read, or an object that does not exist, is a failure
+/// (as for a conversion).
+impl From<RecordIoError> for CliError {
+    fn from(e: RecordIoError) -> CliError {
+        match e.kind {
+            RecordIoKind::Corrupt | RecordIoKind::Location => CliError::BadInput(e.to_string()),
+            RecordIoKind::Open | RecordIoKind::NotFound | RecordIoKind::Io => CliError::Failed(e.to_string()),
+        }
+    }
+}
+
+/// Options that build no valid model, or data that does not fit it, are bad input; a
+/// dataset that cannot be read fails by its own kind.
+impl From<ModelError> for CliError {
+    fn from(e: ModelError) -> CliError {
+        match e {
+            ModelError::Data(r) => r.into(),
+            ModelError::Invalid(_) | ModelError::Misfit(_) | ModelError::Empty(_) | ModelError::Example(_) => {
+                CliError::BadInput(e.to_string())
+            }
+        }
+    }
+}
+
+/// A store that cannot load or save fails the command.
+impl From<StoreError> for CliError {
+    fn from(e: StoreError) -> CliError {
+        CliError::Failed(e.to_string())
+    }
+}
+
+/// The master's settings are bad input, a dataset fails by its kind, corrupt state or
+/// a store that fails is a failure.
+impl From<MasterError> for CliError {
+    fn from(e: MasterError) -> CliError {
+        match e {
+            MasterError::Config(_) => CliError::BadInput(e.to_string()),
+            MasterError::Dataset(r) => r.into(),
+            MasterError::Corrupt(_) | MasterError::Store(_) => CliError::Failed(e.to_string()),
+        }
+    }
+}
+
+/// Security settings or an address that may not be served are bad input; a server
+/// that cannot bind or start is a failure.
+impl From<StatsError> for CliError {
+    fn from(e: StatsError) -> CliError {
+        match e {
+            StatsError::Config(c) => c.into(),
+            StatsError::Unauthorized(_) | StatsError::Exposed(_) | StatsError::Tls(_) => {
+                CliError::BadInput(e.to_string())
+            }
+            StatsError::Io(_) => CliError::Failed(e.to_string()),
+        }
+    }
+}
+
+/// The runner's options, or an interpreter that does not start, are bad input; a
+/// runner that dies, hangs or breaks the protocol, or user code that raises, is a
+/// failure.
+impl From<RunnerError> for CliError {
+    fn from(e: RunnerError) -> CliError {
+        match e {
+            RunnerError::Invalid(_) | RunnerError::Spawn { .. } => CliError::BadInput(e.to_string()),
+            RunnerError::Died(_) | RunnerError::Timeout(_) | RunnerError::Raised(_) | RunnerError::Protocol(_) => {
+                CliError::Failed(e.to_string())
+            }
         }
     }
 }
@@ -189,5 +264,27 @@ mod tests {
         assert_eq!(CliError::from(KvError::Transport("no reply".into())).exit_code(), 1);
         let taken = CliError::from(KvError::Register(PostofficeError::Thread("no threads".into())));
         assert_eq!((taken.exit_code(), taken.to_string().as_str()), (1, "no threads"));
+    }
+
+    #[test]
+    fn the_apps_errors_exit_by_their_kind() {
+        // data that does not fit the model is bad input
+        assert_eq!(
+            CliError::from(ModelError::Invalid("softmax(0→2): x".into())).exit_code(),
+            2
+        );
+        // the kind inside a wrapper decides
+        let stats = CliError::from(StatsError::Io("cannot serve statistics on x: bad input".into()));
+        assert_eq!(stats.exit_code(), 1);
+        assert_eq!(
+            CliError::from(RunnerError::Invalid("--runner-threads must be at least 1".into())).exit_code(),
+            2
+        );
+        assert_eq!(
+            CliError::from(StoreError("etcd: get: unavailable".into())).exit_code(),
+            1
+        );
+        let missing = ps_apps::recordio::index(std::path::Path::new("/nonexistent/psrs/x.rio")).unwrap_err();
+        assert_eq!(CliError::from(ModelError::Data(missing)).exit_code(), 1);
     }
 }

@@ -90,8 +90,9 @@ impl JobService {
                 format!("cluster: {n} active job(s)"),
             )
         });
-        let sec = crate::stats::HttpSecurity::from_security(&po.config().security, insecure)?;
-        let http = StatsServer::start_with_api(http_addr, provider, Some(api), sec)?;
+        let sec =
+            crate::stats::HttpSecurity::from_security(&po.config().security, insecure).map_err(|e| e.to_string())?;
+        let http = StatsServer::start_with_api(http_addr, provider, Some(api), sec).map_err(|e| e.to_string())?;
         log::info!("jobs API and dashboard at {}://{}/", http.scheme(), http.addr());
         println!("api: {}://{}/", http.scheme(), http.addr());
         Ok(JobService {

@@ -5,7 +5,7 @@
 //! default.
 
 pub use crate::model::ModelKind;
-use crate::model::{Model, ModelOptions};
+use crate::model::{Model, ModelError, ModelOptions};
 use crate::pyrunner::UserModel;
 use crate::recordio::{self, Example};
 use serde::{Deserialize, Serialize};
@@ -462,7 +462,8 @@ impl TrainSpec {
             hidden: self.hidden,
             classes: self.classes,
         }
-        .build(|| first_example(&self.train[0]), "\"dim\"")
+        .build(|| first_example(&self.train[0]).map_err(ModelError::Invalid), "\"dim\"")
+        .map_err(|e| e.to_string())
     }
 }
 

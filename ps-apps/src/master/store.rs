@@ -64,10 +64,10 @@ impl Store for MemStore {
 #[cfg(feature = "etcd")]
 impl Store for crate::master::etcd_store::EtcdStore {
     fn load(&mut self) -> Result<Option<Vec<u8>>, StoreError> {
-        crate::master::etcd_store::EtcdStore::load(self).map_err(StoreError)
+        crate::master::etcd_store::EtcdStore::load(self)
     }
     fn save(&mut self, state: &[u8]) -> Result<(), StoreError> {
-        crate::master::etcd_store::EtcdStore::save(self, state).map_err(StoreError)
+        crate::master::etcd_store::EtcdStore::save(self, state)
     }
 }
 
@@ -95,9 +95,7 @@ impl Store for ReplicatedStore {
         }
     }
     fn save(&mut self, state: &[u8]) -> Result<(), StoreError> {
-        self.van
-            .replicate_app(bytes::Bytes::copy_from_slice(state))
-            .map_err(|e| StoreError(e.to_string()))?;
+        self.van.replicate_app(bytes::Bytes::copy_from_slice(state))?;
         self.inner.save(state)
     }
 }

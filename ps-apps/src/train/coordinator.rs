@@ -184,13 +184,15 @@ impl Coordinator {
         let stats = match stats_addr {
             None => None,
             Some(addr) => {
-                let sec = crate::stats::HttpSecurity::from_security(&po.config().security, opts.http_insecure)?;
+                let sec = crate::stats::HttpSecurity::from_security(&po.config().security, opts.http_insecure)
+                    .map_err(|e| e.to_string())?;
                 let (po, m, p) = (Arc::clone(po), Arc::clone(&master), Arc::clone(&progress));
                 let srv = StatsServer::start(
                     addr,
                     Arc::new(move || snapshot(&po, &m.lock().snapshot(), &p.lock(), epoch, &job)),
                     sec,
-                )?;
+                )
+                .map_err(|e| e.to_string())?;
                 log::info!(
                     "statistics at {}://{}/ (JSON /stats.json, Prometheus /metrics)",
                     srv.scheme(),

@@ -179,7 +179,9 @@ pub fn run(
     let test = match (&opts.test, lead) {
         (Some(p), true) => {
             let examples = read_examples(p)?;
-            model.check_examples(&examples, &p.display().to_string())?;
+            model
+                .check_examples(&examples, &p.display().to_string())
+                .map_err(|e| e.to_string())?;
             Some(examples)
         }
         _ => None,
@@ -296,7 +298,7 @@ pub fn run(
             println!();
         }
         if let Some(out) = &opts.out {
-            crate::model::save(out, &model, &params)?;
+            crate::model::save(out, &model, &params).map_err(|e| e.to_string())?;
             println!("model saved to {}", out.display());
         }
     }
