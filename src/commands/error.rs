@@ -1,11 +1,13 @@
 //! How a command failed, by kind: the exit status follows the kind, never the
 //! message's wording. The message is printed as one line either way.
 
+use ps_apps::bench::BenchError;
 use ps_apps::master::{MasterError, StoreError};
 use ps_apps::model::{ModelError, ModelFileError};
 use ps_apps::pyrunner::RunnerError;
 use ps_apps::recordio::{ConvertError, RecordIoError, RecordIoKind};
 use ps_apps::stats::StatsError;
+use ps_apps::train::TrainError;
 use ps_core::config::ConfigError;
 use ps_core::failover::FailoverError;
 use ps_core::kv::KvError;
@@ -151,6 +153,39 @@ impl From<RunnerError> for CliError {
     }
 }
 
+/// Training's errors by their kinds: data, a model or a master that refuses the
+/// dataset is bad input; a scheduler or server that does not answer, a checkpoint or
+/// thread that fails, is a failure.
+impl From<TrainError> for CliError {
+    fn from(e: TrainError) -> CliError {
+        match e {
+            TrainError::Kv(k) => k.into(),
+            TrainError::Register(p) => p.into(),
+            TrainError::Model(m) => m.into(),
+            TrainError::ModelFile(f) => f.into(),
+            TrainError::Data(r) => r.into(),
+            TrainError::Stats(s) => s.into(),
+            TrainError::Master(_) | TrainError::BadData(_) => CliError::BadInput(e.to_string()),
+            TrainError::Unanswered(_)
+            | TrainError::Malformed(_)
+            | TrainError::CheckpointIo(_)
+            | TrainError::CorruptCheckpoint(_)
+            | TrainError::Thread(_) => CliError::Failed(e.to_string()),
+        }
+    }
+}
+
+/// A benchmark's request that fails, or a pull of the wrong size, is a failure (a
+/// request the key-value layer refuses is bad input).
+impl From<BenchError> for CliError {
+    fn from(e: BenchError) -> CliError {
+        match e {
+            BenchError::Kv(k) => k.into(),
+            BenchError::WrongSize { .. } => CliError::Failed(e.to_string()),
+        }
+    }
+}
+
 /// A configuration that cannot work is bad input.
 impl From<ConfigError> for CliError {
     fn from(e: ConfigError) -> CliError {
@@ -268,18 +303,29 @@ mod tests {
 
     #[test]
     fn the_apps_errors_exit_by_their_kind() {
+        // a scheduler that stays silent fails the run, whatever its words say
+        let silent = CliError::from(TrainError::Unanswered("bad input: the scheduler did not answer".into()));
+        assert_eq!(silent.exit_code(), 1);
+        assert_eq!(silent.to_string(), "bad input: the scheduler did not answer");
         // data that does not fit the model is bad input
+        assert_eq!(
+            CliError::from(TrainError::BadData("a.rio: chunk 0: x".into())).exit_code(),
+            2
+        );
         assert_eq!(
             CliError::from(ModelError::Invalid("softmax(0→2): x".into())).exit_code(),
             2
         );
         // the kind inside a wrapper decides
-        let stats = CliError::from(StatsError::Io("cannot serve statistics on x: bad input".into()));
+        let stats = CliError::from(TrainError::Stats(StatsError::Io(
+            "cannot serve statistics on x: y".into(),
+        )));
         assert_eq!(stats.exit_code(), 1);
         assert_eq!(
             CliError::from(RunnerError::Invalid("--runner-threads must be at least 1".into())).exit_code(),
             2
         );
+        assert_eq!(CliError::from(BenchError::WrongSize { got: 1, want: 2 }).exit_code(), 1);
         assert_eq!(
             CliError::from(StoreError("etcd: get: unavailable".into())).exit_code(),
             1

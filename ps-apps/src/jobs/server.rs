@@ -52,7 +52,8 @@ fn start(po: &Arc<Postoffice>, work_dir: &Path, j: &ServerJob) -> Result<Hosted,
         quorum: Some(Arc::clone(&workers)),
     };
     let layout = Layout::new(j.model.num_params(), po.num_servers());
-    let server = TrainServer::start(po, job_app(j.job), &layout, &j.model.init(s.seed), opts)?;
+    let server =
+        TrainServer::start(po, job_app(j.job), &layout, &j.model.init(s.seed), opts).map_err(|e| e.to_string())?;
     Ok(Hosted {
         _server: server,
         workers,

@@ -49,7 +49,7 @@ impl JobService {
                 Ok(r) => s.lock().handle(req.sender, r, now_ms()),
                 Err(e) => {
                     log::warn!("from {}: {e}", req.sender);
-                    super::wire::JobsResponse::Error(e)
+                    super::wire::JobsResponse::Error(e.to_string())
                 }
             };
             if let Err(e) = resp.response(req, encode(&reply)) {

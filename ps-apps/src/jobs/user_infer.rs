@@ -51,7 +51,7 @@ pub fn run(
         .map_err(|e| e.to_string())?;
     match model {
         UserModel::Torch(_) => {
-            let examples = task_examples(task)?;
+            let examples = task_examples(task).map_err(|e| e.to_string())?;
             let mut out = Vec::with_capacity(examples.len());
             for batch in examples.chunks(spec.batch) {
                 let (x, width) = densify(batch, spec.dim)?;

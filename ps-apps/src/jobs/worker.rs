@@ -34,12 +34,13 @@ pub const PATIENCE: Duration = Duration::from_secs(120);
 /// was replaced (a standby took over, or it restarted) or after a silent attempt, for
 /// at most `patience` in all.
 pub fn call(client: &MasterClient, req: &JobsRequest, patience: Duration) -> Result<JobsResponse, String> {
-    decode(&client.call_bytes(encode(req), patience)?)
+    let answer = client.call_bytes(encode(req), patience).map_err(|e| e.to_string())?;
+    decode(&answer).map_err(|e| e.to_string())
 }
 
 /// The client of the scheduler's jobs service.
 pub fn client(po: &Arc<Postoffice>) -> Result<MasterClient, String> {
-    MasterClient::on_app(po, JOBS_APP, JOBS_HEAD)
+    MasterClient::on_app(po, JOBS_APP, JOBS_HEAD).map_err(|e| e.to_string())
 }
 
 /// The worker's link to one training job's parameters.
@@ -61,7 +62,7 @@ fn train_ctx(po: &Arc<Postoffice>, job: JobNum, model: &Model, spec: &TrainSpec)
 }
 
 fn predict(model: &Model, params: &[f32], task: &Task) -> Result<(Vec<Prediction>, TaskReport), String> {
-    let examples = task_examples(task)?;
+    let examples = task_examples(task).map_err(|e| e.to_string())?;
     let mut rep = TaskReport::default();
     let preds = examples
         .iter()
@@ -90,17 +91,33 @@ fn predict(model: &Model, params: &[f32], task: &Task) -> Result<(Vec<Prediction
 /// The test accuracy of the job's model as its servers hold it now (after pass `pass`).
 fn evaluate_pass(ctx: &mut TrainCtx, model: &Model, spec: &TrainSpec, pass: u64) -> Result<Option<f64>, String> {
     let Some(test) = &spec.test else { return Ok(None) };
-    let params = ctx.ex.pull(None, &vec![None; ctx.ex.num_shards()])?.values;
-    let ev = evaluate(model, &params, &read_examples(Path::new(test))?);
+    let params = ctx
+        .ex
+        .pull(None, &vec![None; ctx.ex.num_shards()])
+        .map_err(|e| e.to_string())?
+        .values;
+    let ev = evaluate(
+        model,
+        &params,
+        &read_examples(Path::new(test)).map_err(|e| e.to_string())?,
+    );
     log::info!("job j{} pass {} test accuracy {:.4}", ctx.job, pass + 1, ev.accuracy);
     Ok(Some(ev.accuracy))
 }
 
 fn finalize(ctx: &mut TrainCtx, model: &Model, spec: &TrainSpec) -> Result<Option<f64>, String> {
-    let params = ctx.ex.pull(None, &vec![None; ctx.ex.num_shards()])?.values;
+    let params = ctx
+        .ex
+        .pull(None, &vec![None; ctx.ex.num_shards()])
+        .map_err(|e| e.to_string())?
+        .values;
     let mut accuracy = None;
     if let Some(test) = &spec.test {
-        let ev = evaluate(model, &params, &read_examples(Path::new(test))?);
+        let ev = evaluate(
+            model,
+            &params,
+            &read_examples(Path::new(test)).map_err(|e| e.to_string())?,
+        );
         println!(
             "job j{} final test accuracy {:.4} log-loss {:.4}",
             ctx.job, ev.accuracy, ev.log_loss
@@ -232,7 +249,7 @@ pub fn run(po: &Arc<Postoffice>, runner: RunnerConfig) -> Result<(), String> {
                         let failed = JobsRequest::Failed {
                             job,
                             task: task.id,
-                            error: Some(e),
+                            error: Some(e.to_string()),
                         };
                         call(&app, &failed, PATIENCE)?;
                     }
