@@ -2,6 +2,7 @@
 //! message's wording. The message is printed as one line either way.
 
 use ps_apps::bench::BenchError;
+use ps_apps::jobs::JobsError;
 use ps_apps::master::{MasterError, StoreError};
 use ps_apps::model::{ModelError, ModelFileError};
 use ps_apps::pyrunner::RunnerError;
@@ -175,6 +176,28 @@ impl From<TrainError> for CliError {
     }
 }
 
+/// The jobs cluster's errors by their kinds: a request, a job or data that is wrong is
+/// bad input; state, outputs or a query that fails is a failure.
+impl From<JobsError> for CliError {
+    fn from(e: JobsError) -> CliError {
+        match e {
+            JobsError::Train(t) => t.into(),
+            JobsError::Runner(r) => r.into(),
+            JobsError::Stats(s) => s.into(),
+            JobsError::Register(p) => p.into(),
+            JobsError::BadRequest(_)
+            | JobsError::NoSuchJob(_)
+            | JobsError::UnknownJob(_)
+            | JobsError::Ended { .. }
+            | JobsError::Final { .. }
+            | JobsError::BadData(_) => CliError::BadInput(e.to_string()),
+            JobsError::Timeout(_) | JobsError::Corrupt(_) | JobsError::Io(_) | JobsError::Internal(_) => {
+                CliError::Failed(e.to_string())
+            }
+        }
+    }
+}
+
 /// A benchmark's request that fails, or a pull of the wrong size, is a failure (a
 /// request the key-value layer refuses is bad input).
 impl From<BenchError> for CliError {
@@ -316,8 +339,21 @@ mod tests {
             CliError::from(ModelError::Invalid("softmax(0→2): x".into())).exit_code(),
             2
         );
+        // a job cluster's conflict is the request's fault, its lost outputs a failure
+        assert_eq!(
+            CliError::from(JobsError::Final {
+                num: 1,
+                state: "done".into()
+            })
+            .exit_code(),
+            2
+        );
+        assert_eq!(
+            CliError::from(JobsError::Io("batch 2: cannot read".into())).exit_code(),
+            1
+        );
         // the kind inside a wrapper decides
-        let stats = CliError::from(TrainError::Stats(StatsError::Io(
+        let stats = CliError::from(JobsError::Stats(StatsError::Io(
             "cannot serve statistics on x: y".into(),
         )));
         assert_eq!(stats.exit_code(), 1);
