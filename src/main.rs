@@ -46,17 +46,17 @@ enum Cmd {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result: Result<(), commands::error::CliError> = match cli.cmd {
-        Cmd::Connect(a) => commands::connection::run(a).map_err(Into::into),
-        Cmd::Barrier(a) => commands::barrier::run(a).map_err(Into::into),
-        Cmd::SimpleApp(a) => commands::simple::run(a).map_err(Into::into),
-        Cmd::KvTest(a) => commands::kv::run(a).map_err(Into::into),
-        Cmd::Bench(a) => commands::bench::run(a).map_err(Into::into),
-        Cmd::Train(a) => commands::train::run(a).map_err(Into::into),
-        Cmd::Cluster(a) => commands::cluster::run(a).map_err(Into::into),
-        Cmd::Job(a) => commands::job::run(a).map_err(Into::into),
-        Cmd::Certs(a) => commands::certs::run(a).map_err(Into::into),
+        Cmd::Connect(a) => commands::connection::run(a),
+        Cmd::Barrier(a) => commands::barrier::run(a),
+        Cmd::SimpleApp(a) => commands::simple::run(a),
+        Cmd::KvTest(a) => commands::kv::run(a),
+        Cmd::Bench(a) => commands::bench::run(a),
+        Cmd::Train(a) => commands::train::run(a),
+        Cmd::Cluster(a) => commands::cluster::run(a),
+        Cmd::Job(a) => commands::job::run(a),
+        Cmd::Certs(a) => commands::certs::run(a),
         Cmd::Convert(a) => commands::convert::run(a),
-        Cmd::Eval(a) => commands::eval::run(a).map_err(Into::into),
+        Cmd::Eval(a) => commands::eval::run(a),
         Cmd::Simulate(a) => return commands::simulate::main(a),
     };
     match result {

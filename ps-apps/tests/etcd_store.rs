@@ -8,6 +8,7 @@ mod etcd;
 
 use etcd::Etcd;
 use ps_apps::master::etcd_store::EtcdStore;
+use ps_apps::master::StoreError;
 use std::time::Duration;
 
 fn start_etcd() -> Option<Etcd> {
@@ -18,7 +19,7 @@ fn start_etcd() -> Option<Etcd> {
     Some(Etcd::start())
 }
 
-fn store(etcd: &Etcd, wait: Duration) -> Result<EtcdStore, String> {
+fn store(etcd: &Etcd, wait: Duration) -> Result<EtcdStore, StoreError> {
     EtcdStore::connect(
         std::slice::from_ref(&etcd.endpoint),
         "/t/queues",
@@ -38,12 +39,12 @@ fn saves_under_the_lock_and_a_new_master_takes_over() {
 
     // a second master cannot get the lock while the first holds it
     let e = store(&etcd, Duration::from_secs(1)).err().expect("lock is held");
-    assert!(e.contains("another master holds"), "{e}");
+    assert!(e.0.contains("another master holds"), "{e}");
 
     // the first loses its lease: it can no longer write; a new master resumes
     a.revoke().unwrap();
     let e = a.save(b"queues v2").unwrap_err();
-    assert!(e.contains("no longer holds the master lock"), "{e}");
+    assert!(e.0.contains("no longer holds the master lock"), "{e}");
     let mut b = store(&etcd, Duration::from_secs(10)).unwrap();
     assert_eq!(b.load().unwrap().as_deref(), Some(&b"queues v1"[..]));
     b.save(b"queues v3").unwrap();
@@ -61,5 +62,5 @@ fn unreachable_etcd_is_a_clear_error() {
     )
     .err()
     .expect("nothing listens there");
-    assert!(e.starts_with("etcd:"), "{e}");
+    assert!(e.0.starts_with("etcd:"), "{e}");
 }

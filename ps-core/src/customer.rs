@@ -2,6 +2,7 @@
 //! that hands each message to the application's handle, and tracks its requests by
 //! timestamp: how many responses each awaits, and lets callers wait for them.
 
+use crate::error::PostofficeError;
 use crate::message::Message;
 use crate::postoffice::{Postoffice, Route};
 use parking_lot::{Condvar, Mutex, MutexGuard};
@@ -64,13 +65,15 @@ pub struct Customer {
 impl Customer {
     /// Registers customer `customer_id` of app `app_id`; every message for it is passed
     /// to `handle` on the customer's own thread. A response also counts towards its
-    /// request (after `handle` ran, so a waiter sees the handle's effects).
+    /// request (after `handle` ran, so a waiter sees the handle's effects). Fails with
+    /// [`PostofficeError::CustomerTaken`] if the ids are taken,
+    /// [`PostofficeError::Thread`] if its thread cannot start.
     pub fn new(
         po: &Arc<Postoffice>,
         app_id: i32,
         customer_id: i32,
         mut handle: impl FnMut(Message) + Send + 'static,
-    ) -> Result<Customer, String> {
+    ) -> Result<Customer, PostofficeError> {
         let (tx, rx) = crossbeam_channel::unbounded::<Message>();
         let tracker = Arc::new(Tracker::default());
         let t = Arc::clone(&tracker);
@@ -81,7 +84,7 @@ impl Customer {
                     accept(&t, msg, &mut handle);
                 }
             })
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| PostofficeError::Thread(e.to_string()))?;
         let mut c = Customer {
             app_id,
             customer_id,
@@ -99,13 +102,14 @@ impl Customer {
 
     /// Like [`Customer::new`], but `handle` runs on the thread that received the
     /// message (the transport's), one message at a time, without a hand-off to a
-    /// customer thread: lower latency, for handles that never block.
+    /// customer thread: lower latency, for handles that never block. Fails with
+    /// [`PostofficeError::CustomerTaken`] if the ids are taken.
     pub fn new_inline(
         po: &Arc<Postoffice>,
         app_id: i32,
         customer_id: i32,
         handle: impl FnMut(Message) + Send + 'static,
-    ) -> Result<Customer, String> {
+    ) -> Result<Customer, PostofficeError> {
         let tracker = Arc::new(Tracker::default());
         let t = Arc::clone(&tracker);
         let handle = Mutex::new(handle);

@@ -9,6 +9,7 @@ pub mod addr;
 pub mod auth;
 pub mod config;
 pub mod customer;
+pub mod error;
 pub mod failover;
 pub mod fuzzing;
 mod held;
@@ -25,6 +26,7 @@ pub mod van;
 mod fuzz_tests;
 
 pub use config::Config;
+pub use error::PostofficeError;
 pub use message::{Message, Meta};
 pub use node::{Node, Role};
 pub use postoffice::Postoffice;

@@ -3,6 +3,7 @@
 //! the set of dead nodes and runs exit callbacks.
 
 use crate::config::Config;
+use crate::error::PostofficeError;
 use crate::held::Held;
 use crate::message::{Command, Control, Message, Meta};
 use crate::node::{group_members, Node, Role, ALL_GROUP, SCHEDULER};
@@ -84,9 +85,10 @@ pub struct Postoffice {
 impl Postoffice {
     /// A postoffice for `cfg` over the transport `cfg.van_type` names. There is no
     /// process-wide global: the caller passes the `Arc` to whatever needs it (a
-    /// process may run several postoffices, e.g. in tests).
-    pub fn new(cfg: Config) -> Result<Arc<Postoffice>, String> {
-        cfg.validate().map_err(|e| e.to_string())?;
+    /// process may run several postoffices, e.g. in tests). An invalid configuration
+    /// is [`PostofficeError::Config`].
+    pub fn new(cfg: Config) -> Result<Arc<Postoffice>, PostofficeError> {
+        cfg.validate()?;
         let transport = crate::van::factory::create(
             &cfg.van_type,
             cfg.role,
@@ -122,8 +124,9 @@ impl Postoffice {
 
     /// Joins the cluster: binds, registers with the scheduler and waits for the node
     /// table. With `do_barrier`, then waits until every node has started (a node that
-    /// replaced a dead one skips this barrier: the others passed it long ago).
-    pub fn start(&self, do_barrier: bool) -> Result<(), String> {
+    /// replaced a dead one skips this barrier: the others passed it long ago). A failed
+    /// join is [`PostofficeError::Van`].
+    pub fn start(&self, do_barrier: bool) -> Result<(), PostofficeError> {
         self.van.start(self.cfg.join_timeout)?;
         if do_barrier && !self.is_recovery() {
             self.barrier(ALL_GROUP);
@@ -212,10 +215,10 @@ impl Postoffice {
     /// every node count this node as gone, not dead, and no barrier waits for it. Then
     /// stops the van and runs the exit callbacks, without a finalize barrier. Fails if
     /// the scheduler does not answer within `timeout` (the van is stopped anyway).
-    pub fn leave(&self, timeout: Duration) -> Result<(), String> {
+    pub fn leave(&self, timeout: Duration) -> Result<(), PostofficeError> {
         let r = self.van.leave(timeout);
         self.finalize(false);
-        r
+        Ok(r?)
     }
 
     /// Runs `cb` at [`Postoffice::finalize`].
@@ -238,13 +241,14 @@ impl Postoffice {
     }
 
     /// Registers a customer's route; data for `(app_id, customer_id)` goes there,
-    /// starting with any that arrived before it registered. Fails if the pair is taken.
-    pub fn add_customer(&self, app_id: i32, customer_id: i32, route: Route) -> Result<(), String> {
+    /// starting with any that arrived before it registered.
+    /// [`PostofficeError::CustomerTaken`] if the pair is taken.
+    pub fn add_customer(&self, app_id: i32, customer_id: i32, route: Route) -> Result<(), PostofficeError> {
         let key = (app_id, customer_id);
         let held = {
             let mut c = self.customers.lock();
             if c.routes.contains_key(&key) {
-                return Err(format!("customer {customer_id} of app {app_id} is already registered"));
+                return Err(PostofficeError::CustomerTaken { app_id, customer_id });
             }
             c.routes.insert(key, route.clone());
             c.held.take(key)

@@ -2,6 +2,7 @@
 //! handled by user-supplied handles.
 
 use crate::customer::Customer;
+use crate::error::PostofficeError;
 use crate::message::{Message, Meta};
 use crate::node::SCHEDULER;
 use crate::postoffice::Postoffice;
@@ -143,13 +144,14 @@ fn to_data(msg: &Message) -> SimpleData {
 impl SimpleApp {
     /// A SimpleApp with app and customer id `app_id` whose requests are answered by
     /// `request_handle` (None: reply with an empty body) and whose responses go to
-    /// `response_handle` (None: ignored, except by [`SimpleApp::call`]).
+    /// `response_handle` (None: ignored, except by [`SimpleApp::call`]). Fails as
+    /// [`Customer::new`] does.
     pub fn new(
         po: &Arc<Postoffice>,
         app_id: i32,
         request_handle: Option<RequestHandle>,
         response_handle: Option<ResponseHandle>,
-    ) -> Result<SimpleApp, String> {
+    ) -> Result<SimpleApp, PostofficeError> {
         let responder = Responder {
             po: Arc::clone(po),
             app_id,

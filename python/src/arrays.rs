@@ -127,7 +127,7 @@ pub fn sarray<T: Elem + bytemuck::Pod>(obj: &Bound<'_, PyAny>, what: &str) -> Py
         len: n * std::mem::size_of::<T>(),
         _array: a.into_any().unbind(),
     };
-    SArray::from_bytes(Bytes::from_owner(owner)).map_err(PyValueError::new_err)
+    SArray::from_bytes(Bytes::from_owner(owner)).map_err(|e| PyValueError::new_err(e.to_string()))
 }
 
 /// Keys: `obj` as a contiguous uint64 array, shared like [`sarray`].
@@ -148,7 +148,7 @@ pub fn keys(obj: &Bound<'_, PyAny>) -> PyResult<SArray<u64>> {
         len: n * 8,
         _array: a.into_any().unbind(),
     };
-    SArray::from_bytes(Bytes::from_owner(owner)).map_err(PyValueError::new_err)
+    SArray::from_bytes(Bytes::from_owner(owner)).map_err(|e| PyValueError::new_err(e.to_string()))
 }
 
 /// Lengths: `obj` (int32-convertible) copied into an `SArray` (they are small).

@@ -12,9 +12,9 @@ pyo3::create_exception!(
     "A cluster failure: a node not reachable, a server refusing a request, no reply in time."
 );
 
-/// `psrs.Error` with `msg`.
-pub fn cluster_err(msg: impl Into<String>) -> PyErr {
-    Error::new_err(msg.into())
+/// `psrs.Error` with `msg` (a text, or an error's one line).
+pub fn cluster_err(msg: impl std::fmt::Display) -> PyErr {
+    Error::new_err(msg.to_string())
 }
 
 /// The Python exception for a KV error: input errors become `ValueError`.

@@ -36,7 +36,7 @@ pub fn coordinator(
     let job = job.to_string();
     py.detach(move || {
         let m = RsMaster::new(cfg, store, 0).map_err(|e| e.to_string())?;
-        Coordinator::start(&po, m, stats_addr.as_deref(), job)
+        Coordinator::start(&po, m, stats_addr.as_deref(), job).map_err(|e| e.to_string())
     })
     .map_err(cluster_err)
 }

@@ -263,7 +263,7 @@ impl Tables {
             dense_optimizer: self::optimizer(optimizer)?,
             tables: specs,
         };
-        spec.validate().map_err(PyValueError::new_err)?;
+        spec.validate().map_err(|e| PyValueError::new_err(e.to_string()))?;
         if !(timeout.is_finite() && timeout > 0.0) {
             return Err(PyValueError::new_err(format!("timeout={timeout}: must be above 0")));
         }
@@ -274,7 +274,8 @@ impl Tables {
         };
         let dims = spec.tables.iter().map(|t| t.dim as usize).collect();
         let kv = KVWorker::<f32>::new(&postoffice()?, app_id).map_err(cluster_err)?;
-        let mut client = TableClient::new(kv, spec, Duration::from_secs_f64(timeout)).map_err(PyValueError::new_err)?;
+        let mut client = TableClient::new(kv, spec, Duration::from_secs_f64(timeout))
+            .map_err(|e| PyValueError::new_err(e.to_string()))?;
         let signal: Arc<Mutex<Option<PyErr>>> = Arc::default();
         let sig = Arc::clone(&signal);
         client.set_interrupt(Box::new(move || {

@@ -26,7 +26,7 @@ fn micros() -> u128 {
 }
 
 /// Runs the rounds (only nodes in the group take part) and finalizes.
-pub fn run(a: Args) -> Result<(), String> {
+pub fn run(a: Args) -> Result<(), super::error::CliError> {
     let po = super::start_node()?;
     let me = po.my_id();
     if po.node_ids(a.group).contains(&me) {

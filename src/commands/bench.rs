@@ -2,6 +2,7 @@
 //! `scripts/local.sh 1 1 target/release/psrs bench`; servers serve, workers measure and
 //! print one line per configuration.
 
+use super::error::CliError;
 use clap::Args as ClapArgs;
 use ps_apps::bench::cpu::{percent_of_a_core, process_cpu};
 use ps_apps::bench::raw::{spawn_server, RawClient};
@@ -121,21 +122,19 @@ fn local_socket(po: &ps_core::Postoffice) -> bool {
 
 /// Asks this worker's raw server (rank = worker rank mod servers) for its raw port over
 /// KV and connects to it.
-fn raw_client(po: &std::sync::Arc<ps_core::Postoffice>) -> Result<RawClient, String> {
+fn raw_client(po: &std::sync::Arc<ps_core::Postoffice>) -> Result<RawClient, CliError> {
     let kv = KVWorker::<u64>::new(po, APP_RAW_PORT)?;
     let rank = po.my_rank() % po.num_servers().max(1);
     let key = kv.ranges()[rank].begin;
-    let got = kv
-        .wait_pull(kv.zpull(vec![key].into(), 0).map_err(|e| e.to_string())?)
-        .map_err(|e| e.to_string())?;
+    let got = kv.wait_pull(kv.zpull(vec![key].into(), 0)?)?;
     let port = *got.vals.first().ok_or("raw bench: no port answered")? as u16;
     let host = host_of(po, server_rank_to_id(rank))?;
     RawClient::connect((host.as_str(), port), local_socket(po))
-        .map_err(|e| format!("raw bench: connect {host}:{port}: {e}"))
+        .map_err(|e| format!("raw bench: connect {host}:{port}: {e}").into())
 }
 
 /// Serves (servers) or measures (workers), then finalizes.
-pub fn run(a: Args) -> Result<(), String> {
+pub fn run(a: Args) -> Result<(), super::error::CliError> {
     if a.cipher {
         let f = ps_apps::bench::cipher::measure(Duration::from_secs_f64(a.seconds));
         println!(
@@ -185,7 +184,7 @@ pub fn run(a: Args) -> Result<(), String> {
                         print(&run_small_keys(&floats, a.small_keys, dur, salt, true)?, &po);
                         continue;
                     }
-                    other => return Err(format!("unknown mode '{other}'")),
+                    other => return Err(format!("unknown mode '{other}'").into()),
                 };
                 for &size in &a.sizes {
                     po.barrier(WORKER_GROUP);

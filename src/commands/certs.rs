@@ -58,7 +58,7 @@ enum Cmd {
 }
 
 /// Runs `psrs certs`.
-pub fn run(a: Args) -> Result<(), String> {
+pub fn run(a: Args) -> Result<(), super::error::CliError> {
     crate::logging::set_role("certs");
     match a.cmd {
         Cmd::Init {
@@ -74,7 +74,8 @@ pub fn run(a: Args) -> Result<(), String> {
                     return Err(format!(
                         "'{}' exists; pass --force to replace the cluster's certificates",
                         dir.join(&f.name).display()
-                    ));
+                    )
+                    .into());
                 }
             }
             write_all(&dir, &files)?;
@@ -107,10 +108,7 @@ pub fn run(a: Args) -> Result<(), String> {
             };
             let files = bundle::issue(&ca, r, &name, days, &hosts).map_err(|e| e.to_string())?;
             if let Some(f) = files.iter().find(|f| dir.join(&f.name).exists()) {
-                return Err(format!(
-                    "'{}' exists; choose another --name",
-                    dir.join(&f.name).display()
-                ));
+                return Err(format!("'{}' exists; choose another --name", dir.join(&f.name).display()).into());
             }
             write_all(&dir, &files)?;
             println!(

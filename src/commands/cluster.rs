@@ -69,7 +69,7 @@ pub struct Args {
 /// a cluster secret) or `--insecure`, and its jobs' paths confined (`--data-dir`,
 /// `--outputs-dir`). Checked before the scheduler joins, so a wrong deployment stops
 /// at once with one line instead of after the cluster has formed.
-fn check_api_exposure(a: &Args, secured: bool) -> Result<(), String> {
+fn check_api_exposure(a: &Args, secured: bool) -> Result<(), super::error::CliError> {
     use std::net::ToSocketAddrs;
     let addr = ps_apps::stats::bind_addr(&a.stats_addr);
     let addrs: Vec<_> = addr
@@ -88,13 +88,14 @@ fn check_api_exposure(a: &Args, secured: bool) -> Result<(), String> {
     if a.data_dir.is_none() || a.outputs_dir.is_none() {
         return Err(format!(
             "--stats-addr {addr} is beyond loopback: give --data-dir and --outputs-dir (jobs may then read and write only there)"
-        ));
+        )
+        .into());
     }
     Ok(())
 }
 
 /// Runs this node's role of the cluster until it is killed.
-pub fn run(a: Args) -> Result<(), String> {
+pub fn run(a: Args) -> Result<(), super::error::CliError> {
     let runner = RunnerConfig {
         python: a.python.clone(),
         threads: a.runner_threads,
@@ -115,7 +116,7 @@ pub fn run(a: Args) -> Result<(), String> {
                 // active one acts on them; a standby that took over resumes from them
                 let van = Arc::clone(po.van());
                 let received = van.replicated_app_state();
-                let set = ReplicatedSet::new(received.as_deref(), Arc::new(move |b| van.replicate_app(b)))?;
+                let set = ReplicatedSet::new(received.as_deref(), Arc::new(move |b| Ok(van.replicate_app(b)?)))?;
                 Box::new(move |name| set.open(name, file(name)))
             } else {
                 Box::new(file)
@@ -136,7 +137,7 @@ pub fn run(a: Args) -> Result<(), String> {
                 std::thread::sleep(std::time::Duration::from_secs(3600));
             }
         }
-        Role::Server => ps_apps::jobs::server::run(&po, &a.work_dir),
-        Role::Worker => ps_apps::jobs::worker::run(&po, runner),
+        Role::Server => Ok(ps_apps::jobs::server::run(&po, &a.work_dir)?),
+        Role::Worker => Ok(ps_apps::jobs::worker::run(&po, runner)?),
     }
 }

@@ -8,7 +8,7 @@ pub struct Args {}
 
 /// Starts the node, prints its id and how long joining took (start barrier passed),
 /// finalizes.
-pub fn run(_a: Args) -> Result<(), String> {
+pub fn run(_a: Args) -> Result<(), super::error::CliError> {
     let t = std::time::Instant::now();
     let po = super::start_node()?;
     let ms = t.elapsed().as_secs_f64() * 1e3;

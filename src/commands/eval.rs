@@ -16,7 +16,7 @@ pub struct Args {
 }
 
 /// Prints accuracy, log-loss (and AUC for binary models).
-pub fn run(a: Args) -> Result<(), String> {
+pub fn run(a: Args) -> Result<(), super::error::CliError> {
     crate::logging::set_role("eval");
     let (model, params) = ps_apps::model::load(&a.model)?;
     let examples = read_examples(&a.data)?;

@@ -212,7 +212,7 @@ fn line(j: &Value) -> String {
 }
 
 /// Runs the client.
-pub fn run(a: Args) -> Result<(), String> {
+pub fn run(a: Args) -> Result<(), super::error::CliError> {
     let c = client()?;
     let base = a.api.trim_end_matches('/').to_string();
     let scheme = if c.https { "https" } else { "http" };
@@ -258,9 +258,9 @@ pub fn run(a: Args) -> Result<(), String> {
                         emit(&line(&j));
                         return Ok(());
                     }
-                    Some("failed") | Some("cancelled") => return Err(line(&j)),
+                    Some("failed") | Some("cancelled") => return Err(line(&j).into()),
                     _ if start.elapsed() > Duration::from_secs(timeout_s) => {
-                        return Err(format!("job {id} did not end within {timeout_s} s"))
+                        return Err(format!("job {id} did not end within {timeout_s} s").into())
                     }
                     _ => std::thread::sleep(Duration::from_millis(200)),
                 }

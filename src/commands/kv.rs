@@ -32,7 +32,7 @@ pub struct Args {
 const APP: i32 = 0;
 
 /// Runs the test on this node and finalizes.
-pub fn run(a: Args) -> Result<(), String> {
+pub fn run(a: Args) -> Result<(), super::error::CliError> {
     let po = super::start_node()?;
     match po.role() {
         Role::Server => {

@@ -14,30 +14,30 @@ pub mod simple;
 pub mod simulate;
 pub mod train;
 
+use error::CliError;
 use ps_core::{Config, Postoffice};
 use std::sync::Arc;
 
 /// Reads the node configuration from the environment, sets up logging, creates the
 /// postoffice and joins the cluster (with the start barrier).
-pub fn start_node() -> Result<Arc<Postoffice>, String> {
+pub fn start_node() -> Result<Arc<Postoffice>, CliError> {
     join(read_config()?)
 }
 
 /// Reads the node configuration from the environment once and sets up logging (an
 /// error names the variable, and the role when it is known).
-pub fn read_config() -> Result<Config, String> {
-    let cfg = Config::from_env().map_err(|e| {
+pub fn read_config() -> Result<Config, CliError> {
+    let cfg = Config::from_env().inspect_err(|e| {
         if let Some(r) = e.role {
             crate::logging::set_role(&r.to_string());
         }
-        e.to_string()
     })?;
     crate::logging::init(&cfg.role.to_string(), cfg.log_level());
     Ok(cfg)
 }
 
 /// Creates the postoffice for `cfg` and joins the cluster (with the start barrier).
-pub fn join(cfg: Config) -> Result<Arc<Postoffice>, String> {
+pub fn join(cfg: Config) -> Result<Arc<Postoffice>, CliError> {
     let po = Postoffice::new(cfg)?;
     po.on_evicted(exit_evicted);
     with_lock_service(&po)?;
@@ -55,7 +55,7 @@ pub fn exit_evicted(reason: &str) {
 
 /// A scheduler with `PS_ELECTION=etcd` gets its etcd lock service (feature `etcd`); a
 /// psrs built without it fails at start with a line naming the feature.
-fn with_lock_service(po: &Arc<Postoffice>) -> Result<(), String> {
+fn with_lock_service(po: &Arc<Postoffice>) -> Result<(), CliError> {
     let cfg = po.config();
     if let (ps_core::node::Role::Scheduler, ps_core::config::ElectionMode::Etcd { endpoints, prefix }) =
         (cfg.role, &cfg.election)

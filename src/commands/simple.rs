@@ -27,7 +27,7 @@ fn expected_reply(head: i32, body: &[u8], node: i32) -> Vec<u8> {
 }
 
 /// Runs the exchange and finalizes; fails on any missing or wrong reply.
-pub fn run(a: Args) -> Result<(), String> {
+pub fn run(a: Args) -> Result<(), super::error::CliError> {
     let po = super::start_node()?;
     let me = po.my_id();
     let app = SimpleApp::new(
@@ -51,15 +51,11 @@ pub fn run(a: Args) -> Result<(), String> {
             let mut nodes = po.node_ids(ALL_GROUP);
             nodes.sort();
             if replies.len() != nodes.len() {
-                return Err(format!(
-                    "request {i}: {} replies from {} nodes",
-                    replies.len(),
-                    nodes.len()
-                ));
+                return Err(format!("request {i}: {} replies from {} nodes", replies.len(), nodes.len()).into());
             }
             for (r, node) in replies.iter().zip(&nodes) {
                 if r.sender != *node || r.body != expected_reply(i as i32, &body, *node) {
-                    return Err(format!("request {i}: wrong reply from {}: {:?}", r.sender, r.body));
+                    return Err(format!("request {i}: wrong reply from {}: {:?}", r.sender, r.body).into());
                 }
                 checked += 1;
             }

@@ -2,10 +2,11 @@
 //! `scripts/local.sh`); the scheduler hosts the master, servers hold the model, workers
 //! train.
 
+use super::error::CliError;
 use clap::{Args as ClapArgs, ValueEnum};
 use ps_apps::jobs::{TrainSpec, UpdateRule};
 use ps_apps::master::{FileStore, Master, MasterConfig, ReplicatedStore, Store};
-use ps_apps::model::{first_example, Model, ModelKind, ModelOptions};
+use ps_apps::model::{first_example, Model, ModelError, ModelKind, ModelOptions};
 use ps_apps::train::coordinator::{Coordinator, CoordinatorOptions};
 use ps_apps::train::kv_exchange::KvExchange;
 use ps_apps::train::layout::Layout;
@@ -165,7 +166,7 @@ impl Args {
     }
 }
 
-fn model(a: &Args) -> Result<Model, String> {
+fn model(a: &Args) -> Result<Model, ModelError> {
     ModelOptions {
         kind: a.model,
         dim: a.dim,
@@ -177,14 +178,14 @@ fn model(a: &Args) -> Result<Model, String> {
 
 /// What a worker can check before joining: the held-out set's first example fits the
 /// model, and the model file can be written (rank 0 writes it at the very end).
-fn check_worker_files(a: &Args, model: &Model) -> Result<(), String> {
+fn check_worker_files(a: &Args, model: &Model) -> Result<(), CliError> {
     if let Some(test) = &a.test {
         let first = first_example(&test.display().to_string())?;
         model.check_example(&first).map_err(|why| {
-            format!(
+            ModelError::Misfit(format!(
                 "--test {}: its first example does not fit the model: {why}",
                 test.display()
-            )
+            ))
         })?;
     }
     if let Some(out) = &a.out {
@@ -194,7 +195,7 @@ fn check_worker_files(a: &Args, model: &Model) -> Result<(), String> {
     Ok(())
 }
 
-fn store(a: &Args) -> Result<Box<dyn Store>, String> {
+fn store(a: &Args) -> Result<Box<dyn Store>, CliError> {
     if !a.etcd.is_empty() {
         #[cfg(feature = "etcd")]
         {
@@ -229,15 +230,15 @@ fn leave_on_sigterm() -> Result<Arc<AtomicBool>, String> {
 }
 
 /// Runs this node's role of the training job.
-pub fn run(a: Args) -> Result<(), String> {
+pub fn run(a: Args) -> Result<(), super::error::CliError> {
     if a.batch == 0 || a.epochs == 0 || !a.lr.is_finite() || a.lr <= 0.0 {
         return Err("--batch, --epochs and --lr must be above 0".into());
     }
     if !(0.0..=86_400.0).contains(&a.progress_secs) {
-        return Err(format!("--progress-secs {}: must be 0 to 86400", a.progress_secs));
+        return Err(format!("--progress-secs {}: must be 0 to 86400", a.progress_secs).into());
     }
     if !(a.lr_decay.is_finite() && a.lr_decay > 0.0 && a.lr_decay <= 1.0) {
-        return Err(format!("--lr-decay {}: must be in (0, 1]", a.lr_decay));
+        return Err(format!("--lr-decay {}: must be in (0, 1]", a.lr_decay).into());
     }
     let cfg = super::read_config()?;
     let model = model(&a)?;
@@ -260,7 +261,7 @@ pub fn run(a: Args) -> Result<(), String> {
                 // standby schedulers get every change before the master acts on it
                 st = Box::new(ReplicatedStore::new(st, Arc::clone(po.van())));
             }
-            let master = Master::new(cfg, st, 0).map_err(|e| e.to_string())?;
+            let master = Master::new(cfg, st, 0)?;
             log::info!(
                 "training {} ({} parameters) for {} passes",
                 model.name(),
@@ -318,9 +319,9 @@ pub fn run(a: Args) -> Result<(), String> {
             };
             let result = worker::run(&po, model, &mut ex, &opts);
             drop(ex);
-            if result == Ok(worker::Ending::Left) {
+            if matches!(result, Ok(worker::Ending::Left)) {
                 // gone, not dead: nothing waits for this worker any more
-                return po.leave(Duration::from_secs(10));
+                return Ok(po.leave(Duration::from_secs(10))?);
             }
             po.finalize(true);
             result?;

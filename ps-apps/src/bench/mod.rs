@@ -7,9 +7,11 @@
 
 pub mod cipher;
 pub mod cpu;
+mod error;
 mod handle;
 mod modes;
 pub mod raw;
 
+pub use error::BenchError;
 pub use handle::{empty_handle, port_handle};
 pub use modes::{run_small_keys, run_worker, BenchConfig, Figure, Mode};

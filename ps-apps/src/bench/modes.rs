@@ -1,6 +1,7 @@
 //! The benchmark modes, run on a worker.
 
-use ps_core::kv::{KVPairs, KVWorker, KvError, SArray};
+use super::error::BenchError;
+use ps_core::kv::{KVPairs, KVWorker, SArray};
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
@@ -70,10 +71,6 @@ impl Figure {
     }
 }
 
-fn err(e: KvError) -> String {
-    e.to_string()
-}
-
 /// One key per server (its range's first key, offset by `salt`), `size` bytes each.
 fn one_key_per_server(kv: &KVWorker<u8>, size: usize, salt: u64) -> KVPairs<u8> {
     let keys: Vec<u64> = kv.ranges().iter().map(|r| r.begin + salt).collect();
@@ -81,12 +78,13 @@ fn one_key_per_server(kv: &KVWorker<u8>, size: usize, salt: u64) -> KVPairs<u8> 
     KVPairs::new(keys, vals, Vec::new())
 }
 
-/// Runs `mode` at `cfg` on this worker (`salt` keeps workers' keys apart).
-pub fn run_worker(kv: &KVWorker<u8>, mode: Mode, cfg: &BenchConfig, salt: u64) -> Result<Figure, String> {
+/// Runs `mode` at `cfg` on this worker (`salt` keeps workers' keys apart). A failed
+/// request is [`BenchError::Kv`], a pull of the wrong size [`BenchError::WrongSize`].
+pub fn run_worker(kv: &KVWorker<u8>, mode: Mode, cfg: &BenchConfig, salt: u64) -> Result<Figure, BenchError> {
     // a key per size, so each size's first push is the one the server stores
     let kvs = one_key_per_server(kv, cfg.size, salt * 64 + cfg.size.trailing_zeros() as u64);
     let payload = kvs.vals.len() as u64;
-    kv.wait(kv.zpush(kvs.clone(), 0).map_err(err)?).map_err(err)?; // warm up, store the key
+    kv.wait(kv.zpush(kvs.clone(), 0)?)?; // warm up, store the key
     let keys: SArray<u64> = kvs.keys.clone();
     let start = Instant::now();
     let mut ops = 0u64;
@@ -97,15 +95,15 @@ pub fn run_worker(kv: &KVWorker<u8>, mode: Mode, cfg: &BenchConfig, salt: u64) -
     while start.elapsed() < cfg.duration || !window.is_empty() {
         if start.elapsed() < cfg.duration && window.len() < inflight {
             let (ts, pull) = match mode {
-                Mode::PushOnly => (kv.zpush(kvs.clone(), 0).map_err(err)?, false),
-                Mode::PullOnly => (kv.zpull(keys.clone(), 0).map_err(err)?, true),
-                Mode::PushPull => (kv.push_pull(kvs.clone(), 0).map_err(err)?, true),
+                Mode::PushOnly => (kv.zpush(kvs.clone(), 0)?, false),
+                Mode::PullOnly => (kv.zpull(keys.clone(), 0)?, true),
+                Mode::PushPull => (kv.push_pull(kvs.clone(), 0)?, true),
                 Mode::Latency => {
                     phase = !phase;
                     if phase {
-                        (kv.zpush(kvs.clone(), 0).map_err(err)?, false)
+                        (kv.zpush(kvs.clone(), 0)?, false)
                     } else {
-                        (kv.zpull(keys.clone(), 0).map_err(err)?, true)
+                        (kv.zpull(keys.clone(), 0)?, true)
                     }
                 }
             };
@@ -114,12 +112,15 @@ pub fn run_worker(kv: &KVWorker<u8>, mode: Mode, cfg: &BenchConfig, salt: u64) -
         }
         let (ts, pull) = window.pop_front().expect("non-empty");
         if pull {
-            let got = kv.wait_pull(ts).map_err(err)?;
+            let got = kv.wait_pull(ts)?;
             if got.vals.len() as u64 != payload {
-                return Err(format!("pulled {} bytes, expected {payload}", got.vals.len()));
+                return Err(BenchError::WrongSize {
+                    got: got.vals.len() as u64,
+                    want: payload,
+                });
             }
         } else {
-            kv.wait(ts).map_err(err)?;
+            kv.wait(ts)?;
         }
         ops += 1;
         bytes += match mode {
@@ -137,25 +138,25 @@ pub fn run_worker(kv: &KVWorker<u8>, mode: Mode, cfg: &BenchConfig, salt: u64) -
 }
 
 /// Pushes `n` float keys per call (spread over all servers) for `duration`, waiting
-/// for each; the figure's `size` is `n`.
+/// for each; the figure's `size` is `n`. A failed request is [`BenchError::Kv`].
 pub fn run_small_keys(
     kv: &KVWorker<f32>,
     n: usize,
     duration: Duration,
     salt: u64,
     pull: bool,
-) -> Result<Figure, String> {
+) -> Result<Figure, BenchError> {
     let step = u64::MAX / n as u64;
     let keys: Vec<u64> = (0..n as u64).map(|i| i * step + salt).collect();
     let kvs = KVPairs::new(keys, vec![1.0f32; n], Vec::new());
-    kv.wait(kv.zpush(kvs.clone(), 0).map_err(err)?).map_err(err)?;
+    kv.wait(kv.zpush(kvs.clone(), 0)?)?;
     let start = Instant::now();
     let mut ops = 0;
     while start.elapsed() < duration {
         if pull {
-            kv.wait_pull(kv.zpull(kvs.keys.clone(), 0).map_err(err)?).map_err(err)?;
+            kv.wait_pull(kv.zpull(kvs.keys.clone(), 0)?)?;
         } else {
-            kv.wait(kv.zpush(kvs.clone(), 0).map_err(err)?).map_err(err)?;
+            kv.wait(kv.zpush(kvs.clone(), 0)?)?;
         }
         ops += 1;
     }

@@ -1,25 +1,29 @@
 //! A directory dataset (an inference job's inputs given as one directory): its files in
 //! sorted order, each one of the master's chunks holding one input.
 
+use super::error::JobsError;
 use crate::master::Chunk;
 use crate::recordio::ChunkIndex;
 use std::path::Path;
 
 /// The files of a directory dataset, in sorted order (by name, bytewise): regular files
 /// directly in it (symbolic links followed), names starting with `.` left out. An
-/// empty or unreadable directory is an error.
-pub fn list_directory(dir: &Path) -> Result<Vec<String>, String> {
-    let rd = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+/// empty or unreadable directory is [`JobsError::BadRequest`] (the job's dataset).
+pub fn list_directory(dir: &Path) -> Result<Vec<String>, JobsError> {
+    let rd = std::fs::read_dir(dir).map_err(|e| JobsError::BadRequest(format!("{}: {e}", dir.display())))?;
     let mut files = Vec::new();
     for entry in rd {
-        let entry = entry.map_err(|e| format!("{}: {e}", dir.display()))?;
+        let entry = entry.map_err(|e| JobsError::BadRequest(format!("{}: {e}", dir.display())))?;
         let hidden = entry.file_name().to_string_lossy().starts_with('.');
         if !hidden && entry.path().is_file() {
             files.push(entry.path());
         }
     }
     if files.is_empty() {
-        return Err(format!("{}: no input files in the directory", dir.display()));
+        return Err(JobsError::BadRequest(format!(
+            "{}: no input files in the directory",
+            dir.display()
+        )));
     }
     files.sort();
     Ok(files.into_iter().map(|p| p.display().to_string()).collect())
@@ -61,7 +65,10 @@ mod tests {
         assert_eq!((chunks[2].index.idx, chunks[2].index.records), (2, 1));
         assert_eq!(chunks[3].path, files[3]);
         let empty = tempfile::tempdir().unwrap();
-        assert!(list_directory(empty.path()).unwrap_err().contains("no input files"));
+        assert!(list_directory(empty.path())
+            .unwrap_err()
+            .to_string()
+            .contains("no input files"));
         assert!(list_directory(&d.path().join("none")).is_err());
     }
 }

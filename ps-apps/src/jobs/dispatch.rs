@@ -5,6 +5,7 @@
 //! batches are joined into its output; a complete training job is finalized by one
 //! worker; servers learn which training jobs' shards to hold.
 
+use super::error::JobsError;
 use super::outputs;
 use super::scheduler::JobScheduler;
 use super::spec::JobSpec;
@@ -12,6 +13,12 @@ use super::table::JobNum;
 use super::wire::{Finished, JobsRequest, JobsResponse, ServerJob};
 use crate::master::Reply;
 use std::path::PathBuf;
+
+/// A training job's table entry always holds its model: its absence is the
+/// scheduler's fault.
+fn no_model() -> JobsError {
+    JobsError::Internal("a training job without a model".into())
+}
 
 impl JobScheduler {
     /// Answers a request from node `sender` at `now_ms`. Errors become
@@ -29,7 +36,7 @@ impl JobScheduler {
                     a.master
                         .task_failed_because(sender, task, why)
                         .map(|_| JobsResponse::Ok)
-                        .map_err(|e| e.to_string())
+                        .map_err(JobsError::from)
                 }
                 None => Ok(JobsResponse::Ok),
             },
@@ -40,7 +47,7 @@ impl JobScheduler {
         };
         out.unwrap_or_else(|e| {
             log::error!("jobs: request from {sender}: {e}");
-            JobsResponse::Error(e)
+            JobsResponse::Error(e.to_string())
         })
     }
 
@@ -50,7 +57,7 @@ impl JobScheduler {
     }
 
     /// Records a finished task: inference predictions are saved first, then the queue.
-    fn record(&mut self, f: Finished, now_ms: u64) -> Result<(), String> {
+    fn record(&mut self, f: Finished, now_ms: u64) -> Result<(), JobsError> {
         let dir = self.batches_dir(f.job);
         let Some(a) = self.active.get_mut(&f.job) else {
             return Ok(()); // the job ended meanwhile
@@ -70,7 +77,7 @@ impl JobScheduler {
         if let Some(r) = &f.rows {
             outputs::save_rows(&dir, f.task, r)?;
         }
-        if a.master.finish_task(f.task, now_ms).map_err(|e| e.to_string())? {
+        if a.master.finish_task(f.task, now_ms)? {
             let took = took.unwrap_or(0);
             a.rate.record(now_ms, took);
             a.tally
@@ -81,7 +88,7 @@ impl JobScheduler {
 
     /// Saves the figures of the passes job `num` completed since last looked at (the
     /// table is saved once a pass, not once a task).
-    fn passes_completed(&mut self, num: JobNum, now_ms: u64) -> Result<(), String> {
+    fn passes_completed(&mut self, num: JobNum, now_ms: u64) -> Result<(), JobsError> {
         let has_test = matches!(self.table.get(num).map(|j| &j.spec), Some(JobSpec::Train(t)) if t.test.is_some());
         let Some(a) = self.active.get_mut(&num) else {
             return Ok(());
@@ -109,10 +116,10 @@ impl JobScheduler {
     /// job) is one whose handing-out reply it never got (lost, or sent by a scheduler
     /// that died before it arrived). Requeued at once, without counting a timeout,
     /// rather than left to time out.
-    fn requeue_lost(&mut self, worker: i32, now_ms: u64) -> Result<(), String> {
+    fn requeue_lost(&mut self, worker: i32, now_ms: u64) -> Result<(), JobsError> {
         for (num, a) in self.active.iter_mut() {
             if a.master.queues().pending.values().any(|e| e.worker == worker) {
-                let n = a.master.leaving(worker, None, now_ms).map_err(|e| e.to_string())?;
+                let n = a.master.leaving(worker, None, now_ms)?;
                 log::warn!(
                     "worker {worker} asked for work holding {n} task(s) of job j{num}: requeued (the reply was lost)"
                 );
@@ -127,7 +134,7 @@ impl JobScheduler {
         finished: Option<Finished>,
         ready: Option<JobNum>,
         now_ms: u64,
-    ) -> Result<JobsResponse, String> {
+    ) -> Result<JobsResponse, JobsError> {
         if self.workers.insert(worker) {
             log::info!("worker {worker} joined");
             self.reallocate(now_ms);
@@ -159,7 +166,7 @@ impl JobScheduler {
                 a.evaluating = Some((worker, pass));
                 return Ok(JobsResponse::Evaluate {
                     job: num,
-                    model: job.model.ok_or("a training job without a model")?,
+                    model: job.model.ok_or_else(no_model)?,
                     spec: t.clone(),
                     pass,
                 });
@@ -172,7 +179,7 @@ impl JobScheduler {
                     log::info!("job {}: every pass done; worker {worker} finalizes it", job.id());
                     Ok(JobsResponse::Finalize {
                         job: num,
-                        model: job.model.ok_or("a training job without a model")?,
+                        model: job.model.ok_or_else(no_model)?,
                         spec: t.clone(),
                     })
                 }
@@ -190,7 +197,7 @@ impl JobScheduler {
                 });
             }
         }
-        let reply = a.master.get_task(worker, None, now_ms).map_err(|e| e.to_string())?;
+        let reply = a.master.get_task(worker, None, now_ms)?;
         self.passes_completed(num, now_ms)?;
         let task = match reply {
             Reply::Task(t) => t,
@@ -209,7 +216,7 @@ impl JobScheduler {
         Ok(match job.spec {
             JobSpec::Train(spec) => JobsResponse::Train {
                 job: num,
-                model: job.model.ok_or("a training job without a model")?,
+                model: job.model.ok_or_else(no_model)?,
                 spec,
                 task,
             },
@@ -225,7 +232,7 @@ impl JobScheduler {
     /// A worker's runner could not load job `num`'s model: noted in the job's status;
     /// while no runner has ever loaded it, more than `max_retries` such failures fail
     /// the job (a module that does not import fails every worker alike).
-    fn load_failed(&mut self, worker: i32, num: JobNum, error: &str, now_ms: u64) -> Result<JobsResponse, String> {
+    fn load_failed(&mut self, worker: i32, num: JobNum, error: &str, now_ms: u64) -> Result<JobsResponse, JobsError> {
         let Some(JobSpec::Infer(spec)) = self.table.get(num).map(|j| j.spec.clone()) else {
             return Ok(JobsResponse::Ok);
         };
@@ -246,7 +253,7 @@ impl JobScheduler {
 
     /// Ends a complete inference job: joins its batches into its output and records
     /// the accuracy (a missing batch fails the job).
-    fn settle(&mut self, num: JobNum, now_ms: u64) -> Result<(), String> {
+    fn settle(&mut self, num: JobNum, now_ms: u64) -> Result<(), JobsError> {
         let Some(a) = self.active.get(&num) else { return Ok(()) };
         let Some(JobSpec::Infer(spec)) = self.table.get(num).map(|j| j.spec.clone()) else {
             return Ok(());
@@ -270,7 +277,7 @@ impl JobScheduler {
                 g.task,
                 g.reason
             )),
-            None => outputs::join(&dir, tasks, std::path::Path::new(&spec.out), columns),
+            None => outputs::join(&dir, tasks, std::path::Path::new(&spec.out), columns).map_err(|e| e.to_string()),
         };
         let figures = self.final_figures(num, now_ms);
         match joined {
@@ -303,7 +310,7 @@ impl JobScheduler {
         accuracy: Option<f64>,
         error: Option<String>,
         now_ms: u64,
-    ) -> Result<JobsResponse, String> {
+    ) -> Result<JobsResponse, JobsError> {
         if !self.is_active(num) {
             return Ok(JobsResponse::Ok);
         }
@@ -341,7 +348,7 @@ impl JobScheduler {
         pass: u64,
         accuracy: Option<f64>,
         _now_ms: u64,
-    ) -> Result<JobsResponse, String> {
+    ) -> Result<JobsResponse, JobsError> {
         let Some(a) = self.active.get_mut(&num) else {
             return Ok(JobsResponse::Ok);
         };

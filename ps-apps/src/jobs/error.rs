@@ -1,8 +1,15 @@
-//! Why the jobs API refused or failed a request, by kind: the HTTP status follows the
-//! kind ([`JobsError::http_status`]), never the wording of the message.
+//! Why the jobs cluster refused or failed something, by kind: the HTTP status of the
+//! jobs API follows the kind ([`JobsError::http_status`]), and so does a command's
+//! exit status, never the wording of the message.
 
-/// An error of the jobs API.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+use crate::pyrunner::RunnerError;
+use crate::stats::StatsError;
+use crate::train::TrainError;
+use ps_core::PostofficeError;
+
+/// An error of the jobs cluster: the API, the scheduler's state, a worker's or a
+/// server's loop.
+#[derive(Debug, thiserror::Error)]
 pub enum JobsError {
     /// The request is wrong: bad JSON, bad options, a file that is missing or not a
     /// dataset (400).
@@ -11,6 +18,9 @@ pub enum JobsError {
     /// No job has this id (404).
     #[error("no job {0:?}")]
     NoSuchJob(String),
+    /// No job has this number in the job table (404).
+    #[error("no job j{0}")]
+    UnknownJob(u32),
     /// The job already ended: done, failed or cancelled (409).
     #[error("job {id} already ended ({state})")]
     Ended {
@@ -19,10 +29,44 @@ pub enum JobsError {
         /// Its final state.
         state: String,
     },
+    /// A state change of a job that is already in a final state (409): the job
+    /// table changes no ended job.
+    #[error("job j{num} is already {state}")]
+    Final {
+        /// The job's number.
+        num: u32,
+        /// Its final state, lower case.
+        state: String,
+    },
+    /// A task's data does not fit the job's model (reported with the task).
+    #[error("{0}")]
+    BadData(String),
+    /// A query took longer than its timeout (reported with the task).
+    #[error("{0}")]
+    Timeout(String),
+    /// Stored state does not decode: the job table (500).
+    #[error("{0}")]
+    Corrupt(String),
+    /// A job's outputs could not be written or read back (names the file; 500).
+    #[error("{0}")]
+    Io(String),
     /// The scheduler could not do it: saving the job table or a job's queues failed
     /// (500).
     #[error("{0}")]
     Internal(String),
+    /// Training, the scheduler's answers, or reading a task failed (see
+    /// [`TrainError`]'s kinds; 500).
+    #[error(transparent)]
+    Train(#[from] TrainError),
+    /// The Python runner failed (see [`RunnerError`]'s kinds; 500).
+    #[error(transparent)]
+    Runner(#[from] RunnerError),
+    /// The HTTP API could not start (see [`StatsError`]'s kinds; 500).
+    #[error(transparent)]
+    Stats(#[from] StatsError),
+    /// An app could not register with the postoffice (500).
+    #[error(transparent)]
+    Register(#[from] PostofficeError),
 }
 
 /// A master's error as the jobs API answers it: the dataset or the job's options are
@@ -37,14 +81,30 @@ impl From<crate::master::MasterError> for JobsError {
     }
 }
 
+/// A model that cannot be built from a job's options, or data that does not fit it,
+/// is the request's fault (400).
+impl From<crate::model::ModelError> for JobsError {
+    fn from(e: crate::model::ModelError) -> JobsError {
+        JobsError::BadRequest(e.to_string())
+    }
+}
+
 impl JobsError {
     /// The HTTP status of this kind of error.
     pub fn http_status(&self) -> u16 {
         match self {
             JobsError::BadRequest(_) => 400,
-            JobsError::NoSuchJob(_) => 404,
-            JobsError::Ended { .. } => 409,
-            JobsError::Internal(_) => 500,
+            JobsError::NoSuchJob(_) | JobsError::UnknownJob(_) => 404,
+            JobsError::Ended { .. } | JobsError::Final { .. } => 409,
+            JobsError::BadData(_)
+            | JobsError::Timeout(_)
+            | JobsError::Corrupt(_)
+            | JobsError::Io(_)
+            | JobsError::Internal(_)
+            | JobsError::Train(_)
+            | JobsError::Runner(_)
+            | JobsError::Stats(_)
+            | JobsError::Register(_) => 500,
         }
     }
 }
@@ -68,6 +128,21 @@ mod tests {
         assert_eq!(JobsError::BadRequest("x".into()).http_status(), 400);
         assert_eq!(JobsError::NoSuchJob("j9".into()).to_string(), "no job \"j9\"");
         assert_eq!(JobsError::NoSuchJob("j9".into()).http_status(), 404);
+        let unknown = JobsError::UnknownJob(9);
+        assert_eq!(
+            (unknown.http_status(), unknown.to_string().as_str()),
+            (404, "no job j9")
+        );
+        let done = JobsError::Final {
+            num: 1,
+            state: "done".into(),
+        };
+        assert_eq!(
+            (done.http_status(), done.to_string().as_str()),
+            (409, "job j1 is already done")
+        );
+        let stale = JobsError::Corrupt("the stored job table is corrupt: EOF".into());
+        assert_eq!(stale.http_status(), 500);
     }
 
     #[test]
@@ -81,5 +156,17 @@ mod tests {
         assert_eq!(JobsError::from(MasterError::Config("bad".into())).http_status(), 400);
         let missing = crate::recordio::index(std::path::Path::new("/nonexistent/psrs/x.rio")).unwrap_err();
         assert_eq!(JobsError::from(MasterError::Dataset(missing)).http_status(), 400);
+    }
+
+    #[test]
+    fn wrapped_errors_keep_their_text() {
+        let t = JobsError::from(TrainError::Unanswered("the scheduler did not answer for 1s: x".into()));
+        assert!(matches!(t, JobsError::Train(TrainError::Unanswered(_))));
+        assert_eq!(
+            (t.http_status(), t.to_string().as_str()),
+            (500, "the scheduler did not answer for 1s: x")
+        );
+        let r = JobsError::from(RunnerError::Raised("ValueError: bad".into()));
+        assert_eq!(r.to_string(), "ValueError: bad");
     }
 }

@@ -2,18 +2,22 @@
 //! runner: examples as the float32 matrix a TorchScript model is given (sparse ones
 //! densified), logits as predictions, and outputs as CSV fields.
 
+use super::error::JobsError;
 use super::wire::Prediction;
 use crate::recordio::{Example, Features};
 
 /// The examples as a row-major float32 matrix `[examples, width]`: dense examples as
 /// they are (each must be `width` long), sparse ones densified (every index below
-/// `width`). `width` is `dim`, else the first dense example's length.
-pub fn densify(examples: &[Example], dim: Option<usize>) -> Result<(Vec<f32>, usize), String> {
+/// `width`). `width` is `dim`, else the first dense example's length. Examples that do
+/// not fit that width are [`JobsError::BadData`].
+pub fn densify(examples: &[Example], dim: Option<usize>) -> Result<(Vec<f32>, usize), JobsError> {
     let width = match (dim, examples.first().map(|e| &e.features)) {
         (Some(d), _) => d,
         (None, Some(Features::Dense(v))) => v.len(),
         (None, Some(Features::Sparse { .. })) => {
-            return Err("sparse examples: give the model's input width (--dim)".into())
+            return Err(JobsError::BadData(
+                "sparse examples: give the model's input width (--dim)".into(),
+            ))
         }
         (None, None) => 0,
     };
@@ -22,12 +26,17 @@ pub fn densify(examples: &[Example], dim: Option<usize>) -> Result<(Vec<f32>, us
         let row = &mut x[i * width..(i + 1) * width];
         match &e.features {
             Features::Dense(v) if v.len() == width => row.copy_from_slice(v),
-            Features::Dense(v) => return Err(format!("an example of {} features, the model takes {width}", v.len())),
+            Features::Dense(v) => {
+                return Err(JobsError::BadData(format!(
+                    "an example of {} features, the model takes {width}",
+                    v.len()
+                )))
+            }
             Features::Sparse { idx, val } => {
                 for (&j, &v) in idx.iter().zip(val) {
-                    let slot = row
-                        .get_mut(j as usize)
-                        .ok_or_else(|| format!("a sparse example with feature {j}, the model takes {width}"))?;
+                    let slot = row.get_mut(j as usize).ok_or_else(|| {
+                        JobsError::BadData(format!("a sparse example with feature {j}, the model takes {width}"))
+                    })?;
                     *slot = v;
                 }
             }
@@ -81,14 +90,14 @@ mod tests {
     fn examples_become_a_dense_matrix() {
         let dense = [ex(Features::Dense(vec![1.0, 2.0])), ex(Features::Dense(vec![3.0, 4.0]))];
         assert_eq!(densify(&dense, None).unwrap(), (vec![1.0, 2.0, 3.0, 4.0], 2));
-        assert!(densify(&dense, Some(3)).unwrap_err().contains("2 features"));
+        assert!(densify(&dense, Some(3)).unwrap_err().to_string().contains("2 features"));
         let sparse = [ex(Features::Sparse {
             idx: vec![0, 3],
             val: vec![5.0, 6.0],
         })];
         assert_eq!(densify(&sparse, Some(4)).unwrap().0, vec![5.0, 0.0, 0.0, 6.0]);
-        assert!(densify(&sparse, Some(3)).unwrap_err().contains("feature 3"));
-        assert!(densify(&sparse, None).unwrap_err().contains("--dim"));
+        assert!(densify(&sparse, Some(3)).unwrap_err().to_string().contains("feature 3"));
+        assert!(densify(&sparse, None).unwrap_err().to_string().contains("--dim"));
     }
 
     #[test]

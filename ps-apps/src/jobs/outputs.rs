@@ -6,6 +6,7 @@
 //! Python function's outputs, `index,output` (`index,output_0,output_1,...` when an
 //! output is a list).
 
+use super::error::JobsError;
 use super::inputs::csv_field;
 use super::wire::Prediction;
 use crate::storage::files::write_atomic;
@@ -21,9 +22,10 @@ fn labelled(p: &Prediction) -> bool {
     p.label.is_finite() && p.label >= 0.0
 }
 
-/// Saves batch `task`'s predictions in `dir` (replacing an earlier copy).
-pub fn save_batch(dir: &Path, task: u64, preds: &[Prediction]) -> Result<(), String> {
-    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+/// Saves batch `task`'s predictions in `dir` (replacing an earlier copy);
+/// [`JobsError::Io`] names the file that could not be written.
+pub fn save_batch(dir: &Path, task: u64, preds: &[Prediction]) -> Result<(), JobsError> {
+    std::fs::create_dir_all(dir).map_err(|e| JobsError::Io(format!("{}: {e}", dir.display())))?;
     let mut s = String::new();
     for p in preds {
         let label = if labelled(p) {
@@ -34,12 +36,13 @@ pub fn save_batch(dir: &Path, task: u64, preds: &[Prediction]) -> Result<(), Str
         s.push_str(&format!("{},{:.6},{label}\n", p.class, p.prob));
     }
     let path = batch_path(dir, task);
-    write_atomic(&path, s.as_bytes()).map_err(|e| format!("{}: {e}", path.display()))
+    write_atomic(&path, s.as_bytes()).map_err(|e| JobsError::Io(format!("{}: {e}", path.display())))
 }
 
-/// Saves batch `task`'s outputs of a Python function (each a list of fields) in `dir`.
-pub fn save_rows(dir: &Path, task: u64, rows: &[Vec<String>]) -> Result<(), String> {
-    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+/// Saves batch `task`'s outputs of a Python function (each a list of fields) in `dir`;
+/// [`JobsError::Io`] names the file that could not be written.
+pub fn save_rows(dir: &Path, task: u64, rows: &[Vec<String>]) -> Result<(), JobsError> {
+    std::fs::create_dir_all(dir).map_err(|e| JobsError::Io(format!("{}: {e}", dir.display())))?;
     let mut s = String::new();
     for r in rows {
         let fields: Vec<String> = r.iter().map(|f| csv_field(f)).collect();
@@ -47,7 +50,7 @@ pub fn save_rows(dir: &Path, task: u64, rows: &[Vec<String>]) -> Result<(), Stri
         s.push('\n');
     }
     let path = batch_path(dir, task);
-    write_atomic(&path, s.as_bytes()).map_err(|e| format!("{}: {e}", path.display()))
+    write_atomic(&path, s.as_bytes()).map_err(|e| JobsError::Io(format!("{}: {e}", path.display())))
 }
 
 /// What a job's batches hold.
@@ -103,11 +106,12 @@ pub struct Joined {
 }
 
 /// Joins batches `0..tasks` of `dir` into `out` (CSV with a header and a running
-/// index); a missing batch is an error naming it.
-pub fn join(dir: &Path, tasks: u64, out: &Path, columns: Columns) -> Result<Joined, String> {
+/// index); a missing batch, or an output that cannot be written, is [`JobsError::Io`]
+/// naming it.
+pub fn join(dir: &Path, tasks: u64, out: &Path, columns: Columns) -> Result<Joined, JobsError> {
     let read = |t: u64| {
         let p = batch_path(dir, t);
-        std::fs::read_to_string(&p).map_err(|e| format!("batch {t} ({}): {e}", p.display()))
+        std::fs::read_to_string(&p).map_err(|e| JobsError::Io(format!("batch {t} ({}): {e}", p.display())))
     };
     let header = match columns {
         Columns::Predictions => "index,class,probability,label".to_string(),
@@ -122,9 +126,9 @@ pub fn join(dir: &Path, tasks: u64, out: &Path, columns: Columns) -> Result<Join
             }
         }
     };
-    let file = std::fs::File::create(out).map_err(|e| format!("{}: {e}", out.display()))?;
+    let file = std::fs::File::create(out).map_err(|e| JobsError::Io(format!("{}: {e}", out.display())))?;
     let mut w = std::io::BufWriter::new(file);
-    let err = |e: std::io::Error| format!("{}: {e}", out.display());
+    let err = |e: std::io::Error| JobsError::Io(format!("{}: {e}", out.display()));
     writeln!(w, "{header}").map_err(err)?;
     let (mut n, mut labelled, mut correct) = (0u64, 0u64, 0u64);
     for t in 0..tasks {
@@ -175,6 +179,7 @@ mod tests {
         let out = d.path().join("out.csv");
         assert!(join(&dir, 3, &out, Columns::Predictions)
             .unwrap_err()
+            .to_string()
             .contains("batch 2"));
         // a batch done twice replaces its first copy
         save_batch(&dir, 1, &[p(1, 1.0), p(0, f32::NAN)]).unwrap();

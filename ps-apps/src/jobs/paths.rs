@@ -7,6 +7,7 @@
 //! path outside is refused without touching it, so refusals say nothing about what
 //! exists there. Checked when the job is submitted.
 
+use super::error::JobsError;
 use super::spec::JobSpec;
 use std::path::{Component, Path, PathBuf};
 
@@ -30,15 +31,20 @@ pub fn is_url(p: &str) -> bool {
     ["s3://", "http://", "https://"].iter().any(|s| p.starts_with(s))
 }
 
-fn absolute(p: &Path) -> Result<PathBuf, String> {
-    std::path::absolute(p).map_err(|e| format!("'{}': {e}", p.display()))
+fn absolute(p: &Path) -> Result<PathBuf, JobsError> {
+    std::path::absolute(p).map_err(|e| JobsError::BadRequest(format!("'{}': {e}", p.display())))
 }
 
 impl Dir {
-    fn new(flag: &'static str, p: &Path) -> Result<Dir, String> {
-        let real = p.canonicalize().map_err(|e| format!("{flag} '{}': {e}", p.display()))?;
+    fn new(flag: &'static str, p: &Path) -> Result<Dir, JobsError> {
+        let real = p
+            .canonicalize()
+            .map_err(|e| JobsError::BadRequest(format!("{flag} '{}': {e}", p.display())))?;
         if !real.is_dir() {
-            return Err(format!("{flag} '{}' is not a directory", p.display()));
+            return Err(JobsError::BadRequest(format!(
+                "{flag} '{}' is not a directory",
+                p.display()
+            )));
         }
         Ok(Dir {
             flag,
@@ -57,22 +63,25 @@ impl JobPaths {
     /// Confines inputs to `data` (and `outputs`) and outputs to `outputs` when `data`
     /// is given (`psrs cluster --data-dir`, which needs `--outputs-dir`); without it
     /// nothing is confined (`--outputs-dir` alone only says where inference batches
-    /// go). `data` must exist; `outputs` is made if missing.
-    pub fn new(data: Option<&Path>, outputs: Option<&Path>) -> Result<JobPaths, String> {
+    /// go). `data` must exist; `outputs` is made if missing. A directory that cannot
+    /// be used is [`JobsError::BadRequest`] naming its flag.
+    pub fn new(data: Option<&Path>, outputs: Option<&Path>) -> Result<JobPaths, JobsError> {
         let Some(data) = data else {
             return Ok(JobPaths::default());
         };
-        let outputs = outputs.ok_or("--data-dir needs --outputs-dir (where jobs may write)")?;
-        std::fs::create_dir_all(outputs).map_err(|e| format!("--outputs-dir '{}': {e}", outputs.display()))?;
+        let outputs = outputs
+            .ok_or_else(|| JobsError::BadRequest("--data-dir needs --outputs-dir (where jobs may write)".into()))?;
+        std::fs::create_dir_all(outputs)
+            .map_err(|e| JobsError::BadRequest(format!("--outputs-dir '{}': {e}", outputs.display())))?;
         Ok(JobPaths {
             data: Some(Dir::new("--data-dir", data)?),
             outputs: Some(Dir::new("--outputs-dir", outputs)?),
         })
     }
 
-    /// Checks every path of `spec`; the error is one line naming the field and the
-    /// path as given.
-    pub fn check(&self, spec: &JobSpec) -> Result<(), String> {
+    /// Checks every path of `spec`; [`JobsError::BadRequest`] is one line naming the
+    /// field and the path as given.
+    pub fn check(&self, spec: &JobSpec) -> Result<(), JobsError> {
         match spec {
             JobSpec::Train(t) => {
                 for p in &t.train {
@@ -101,7 +110,7 @@ impl JobPaths {
         Ok(())
     }
 
-    fn input(&self, field: &str, p: &str) -> Result<(), String> {
+    fn input(&self, field: &str, p: &str) -> Result<(), JobsError> {
         let Some(data) = &self.data else {
             return Ok(());
         };
@@ -109,7 +118,7 @@ impl JobPaths {
         confine(field, p, &dirs, false)
     }
 
-    fn output(&self, field: &str, p: &str) -> Result<(), String> {
+    fn output(&self, field: &str, p: &str) -> Result<(), JobsError> {
         match &self.outputs {
             Some(o) => confine(field, p, &[o], true),
             None => Ok(()),
@@ -117,18 +126,20 @@ impl JobPaths {
     }
 }
 
-fn confine(field: &str, p: &str, dirs: &[&Dir], may_be_new: bool) -> Result<(), String> {
+fn confine(field: &str, p: &str, dirs: &[&Dir], may_be_new: bool) -> Result<(), JobsError> {
     if is_url(p) {
         return Ok(());
     }
     let names = dirs.iter().map(|d| d.flag).collect::<Vec<_>>().join(" or ");
     let path = Path::new(p);
     if path.components().any(|c| c == Component::ParentDir) {
-        return Err(format!("\"{field}\": '{p}' has '..'; give a path inside {names}"));
+        return Err(JobsError::BadRequest(format!(
+            "\"{field}\": '{p}' has '..'; give a path inside {names}"
+        )));
     }
-    let abs = absolute(path).map_err(|e| format!("\"{field}\": {e}"))?;
+    let abs = absolute(path).map_err(|e| JobsError::BadRequest(format!("\"{field}\": {e}")))?;
     let Some(dir) = dirs.iter().find(|d| d.holds(&abs)) else {
-        return Err(format!("\"{field}\": '{p}' is outside {names}"));
+        return Err(JobsError::BadRequest(format!("\"{field}\": '{p}' is outside {names}")));
     };
     // resolve the file, or for an output not written yet its nearest existing directory
     let mut existing = abs.as_path();
@@ -138,11 +149,18 @@ fn confine(field: &str, p: &str, dirs: &[&Dir], may_be_new: bool) -> Result<(), 
             Err(_) if may_be_new && existing != dir.given && existing.parent().is_some() => {
                 existing = existing.parent().expect("checked");
             }
-            Err(_) => return Err(format!("\"{field}\": '{p}' does not exist in {}", dir.flag)),
+            Err(_) => {
+                return Err(JobsError::BadRequest(format!(
+                    "\"{field}\": '{p}' does not exist in {}",
+                    dir.flag
+                )))
+            }
         }
     };
     if !dirs.iter().any(|d| real.starts_with(&d.real)) {
-        return Err(format!("\"{field}\": '{p}' leads outside {names} (a symbolic link)"));
+        return Err(JobsError::BadRequest(format!(
+            "\"{field}\": '{p}' leads outside {names} (a symbolic link)"
+        )));
     }
     Ok(())
 }
@@ -184,6 +202,8 @@ mod tests {
 
         let refused = |spec: JobSpec, what: &str| {
             let err = jp.check(&spec).unwrap_err();
+            assert!(matches!(err, JobsError::BadRequest(_)));
+            let err = err.to_string();
             assert!(err.contains(what), "{err} (wanted {what})");
             assert!(!err.contains("root:x"), "never the contents: {err}");
         };
@@ -221,17 +241,19 @@ mod tests {
         // --outputs-dir alone confines nothing
         let alone = JobPaths::new(None, Some(&t.path().join("batches"))).unwrap();
         alone.check(&train("/anywhere/a.rio", "/anywhere/evil.bin")).unwrap();
-        let e = JobPaths::new(Some(t.path()), None).unwrap_err();
+        let e = JobPaths::new(Some(t.path()), None).unwrap_err().to_string();
         assert!(e.contains("--outputs-dir"), "{e}");
         let made = t.path().join("outputs/new");
-        let e = JobPaths::new(Some(Path::new("/nonexistent/psrs-data")), Some(&made)).unwrap_err();
+        let e = JobPaths::new(Some(Path::new("/nonexistent/psrs-data")), Some(&made))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("--data-dir"), "{e}");
         JobPaths::new(Some(t.path()), Some(&made)).unwrap();
         assert!(made.is_dir(), "--outputs-dir made");
         let f = tempfile::NamedTempFile::new().unwrap();
-        let e = JobPaths::new(Some(t.path()), Some(f.path())).unwrap_err();
+        let e = JobPaths::new(Some(t.path()), Some(f.path())).unwrap_err().to_string();
         assert!(e.contains("--outputs-dir"), "{e}");
-        let e = JobPaths::new(Some(f.path()), Some(&made)).unwrap_err();
+        let e = JobPaths::new(Some(f.path()), Some(&made)).unwrap_err().to_string();
         assert!(e.contains("not a directory"), "{e}");
     }
 }

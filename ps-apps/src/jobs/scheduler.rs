@@ -14,7 +14,7 @@ use super::rate::RateWindow;
 use super::spec::JobSpec;
 use super::table::{Job, JobNum, JobState, JobTable};
 use super::view::{JobView, WorkerView};
-use crate::master::{Master, MasterConfig, Store};
+use crate::master::{Master, MasterConfig, MasterError, Store};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
@@ -113,17 +113,18 @@ fn store_name(job: &Job) -> String {
 
 impl JobScheduler {
     /// A scheduler resuming the jobs saved in the `jobs` store (each active job's
-    /// queues from its own store: nothing finished is redone), or starting empty.
-    pub fn new(cfg: SchedulerConfig, stores: StoreFactory, now_ms: u64) -> Result<JobScheduler, String> {
+    /// queues from its own store: nothing finished is redone), or starting empty. A
+    /// table that does not decode is [`JobsError::Corrupt`], a store that cannot load
+    /// [`JobsError::Internal`].
+    pub fn new(cfg: SchedulerConfig, stores: StoreFactory, now_ms: u64) -> Result<JobScheduler, JobsError> {
         let mut table_store = stores("jobs");
-        let table = match table_store.load().map_err(|e| e.to_string())? {
+        let table = match table_store.load().map_err(MasterError::from)? {
             Some(b) => JobTable::decode(&b)?,
             None => JobTable::default(),
         };
         let mut active = BTreeMap::new();
         for job in table.active() {
-            let master = Master::recover(stores(&store_name(job)), master_config(&job.spec), now_ms)
-                .map_err(|e| e.to_string())?;
+            let master = Master::recover(stores(&store_name(job)), master_config(&job.spec), now_ms)?;
             log::info!("resuming job {} ({:?})", job.id(), job.state);
             let mut a = Active::new(master);
             a.tally = Tally::resume(&job.figures);
@@ -148,12 +149,13 @@ impl JobScheduler {
         &self.table
     }
 
-    /// Applies `f` to a copy of the table, saves the copy, and only then adopts it.
-    pub(super) fn change<T>(&mut self, f: impl FnOnce(&mut JobTable) -> Result<T, String>) -> Result<T, String> {
+    /// Applies `f` to a copy of the table, saves the copy, and only then adopts it. The
+    /// error is `f`'s as it is, or [`JobsError::Internal`] when saving failed.
+    pub(super) fn change<T>(&mut self, f: impl FnOnce(&mut JobTable) -> Result<T, JobsError>) -> Result<T, JobsError> {
         let mut copy = self.table.clone();
         let out = f(&mut copy)?;
         if copy != self.table {
-            self.table_store.save(&copy.encode()).map_err(|e| e.to_string())?;
+            self.table_store.save(&copy.encode()).map_err(MasterError::from)?;
             self.table = copy;
         }
         Ok(out)
@@ -165,9 +167,9 @@ impl JobScheduler {
     /// directories jobs are confined to among them), [`JobsError::Internal`] when
     /// saving failed.
     pub fn submit(&mut self, body: &str, now_ms: u64) -> Result<JobView, JobsError> {
-        let spec = JobSpec::from_json(body).map_err(JobsError::BadRequest)?;
-        self.cfg.paths.check(&spec).map_err(JobsError::BadRequest)?;
-        let model = spec.check_files().map_err(JobsError::BadRequest)?;
+        let spec = JobSpec::from_json(body)?;
+        self.cfg.paths.check(&spec)?;
+        let model = spec.check_files()?;
         if let JobSpec::Infer(i) = &spec {
             let parent = std::path::Path::new(&i.out)
                 .parent()
@@ -185,8 +187,7 @@ impl JobScheduler {
         match &spec {
             JobSpec::Train(t) => master.report_dataset(t.train.clone())?,
             JobSpec::Infer(i) if i.reads_directory() => {
-                let files = super::directory::list_directory(std::path::Path::new(&i.data[0]))
-                    .map_err(JobsError::BadRequest)?;
+                let files = super::directory::list_directory(std::path::Path::new(&i.data[0]))?;
                 master.report_chunks(i.data.clone(), super::directory::file_chunks(&files))?
             }
             JobSpec::Infer(i) => master.report_dataset(i.data.clone())?,
@@ -194,8 +195,7 @@ impl JobScheduler {
         self.change(|t| {
             *t = preview;
             Ok(())
-        })
-        .map_err(JobsError::Internal)?;
+        })?;
         self.active.insert(num, Active::new(master));
         log::info!("job {} submitted: {} {}", job.id(), spec.kind(), job.model_name());
         let what = format!("{} submitted ({} {})", job.id(), spec.kind(), job.model_name());
@@ -206,7 +206,8 @@ impl JobScheduler {
 
     /// Cancels job `num` (saved before returning); its workers go to other jobs and its
     /// servers drop its shards at their next poll. A job that already ended is
-    /// [`JobsError::Ended`].
+    /// [`JobsError::Ended`] (or [`JobsError::Final`] from the table), one the table
+    /// does not hold [`JobsError::NoSuchJob`]; a failed save [`JobsError::Internal`].
     pub fn cancel(&mut self, num: JobNum, now_ms: u64) -> Result<JobView, JobsError> {
         match self.table.get(num) {
             None => return Err(JobsError::NoSuchJob(format!("j{num}"))),
@@ -225,8 +226,7 @@ impl JobScheduler {
             let j = t.jobs.get_mut(&num).expect("cancelled");
             (j.progress, j.figures) = (progress, figures);
             Ok(())
-        })
-        .map_err(JobsError::Internal)?;
+        })?;
         self.end(num, now_ms);
         log::info!("job j{num} cancelled");
         Ok(self.view(num, now_ms).expect("exists"))

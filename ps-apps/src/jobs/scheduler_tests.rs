@@ -264,6 +264,30 @@ fn http_api_statuses_and_reasons() {
     );
 }
 
+/// The status follows the kind of the error that came out of the table or the
+/// store, not its words: the table's refusal to change an ended job is a conflict, a
+/// store that cannot save is the scheduler's failure.
+#[test]
+fn a_tables_refusal_is_a_conflict_and_a_failed_save_an_internal_error() {
+    let d = tempfile::tempdir().unwrap();
+    let stores = Stores::default();
+    let data = dataset(d.path(), 8);
+    let mut s = sched(d.path(), &stores, 1);
+    let (c, _, text) = route(&mut s, "POST", "/jobs", &infer_body(d.path(), &data), 5).unwrap();
+    assert_eq!(c, 201, "{text}");
+    s.cancel(1, 6).unwrap();
+    let e = s.change(|t| t.finish(1, None, 7)).unwrap_err();
+    assert!(matches!(e, super::error::JobsError::Final { num: 1, .. }), "{e}");
+    assert_eq!(
+        (e.http_status(), e.to_string().as_str()),
+        (409, "job j1 is already cancelled")
+    );
+    *stores.lock().get("jobs").unwrap().fail.lock() = true;
+    let (c, _, text) = route(&mut s, "POST", "/jobs", &infer_body(d.path(), &data), 8).unwrap();
+    assert_eq!(c, 500, "{text}");
+    assert!(text.contains("the store is unavailable"), "{text}");
+}
+
 #[test]
 fn a_worker_moved_to_another_job_finishes_its_batch_first() {
     let d = tempfile::tempdir().unwrap();

@@ -5,6 +5,7 @@
 //! job has, and drops a job's shards (freeing their memory) a few seconds after the
 //! job left the list, so tasks in flight on a cancelled job end normally.
 
+use super::error::JobsError;
 use super::table::JobNum;
 use super::wire::{job_app, JobsRequest, JobsResponse, ServerJob};
 use super::worker::{call, PATIENCE};
@@ -29,7 +30,7 @@ struct Hosted {
     gone_since: Option<Instant>,
 }
 
-fn start(po: &Arc<Postoffice>, work_dir: &Path, j: &ServerJob) -> Result<Hosted, String> {
+fn start(po: &Arc<Postoffice>, work_dir: &Path, j: &ServerJob) -> Result<Hosted, JobsError> {
     let s = &j.spec;
     let mode = match s.mode {
         UpdateRule::Sync => Mode::Sync {
@@ -60,8 +61,9 @@ fn start(po: &Arc<Postoffice>, work_dir: &Path, j: &ServerJob) -> Result<Hosted,
     })
 }
 
-/// Runs the server until the scheduler stays unreachable for [`PATIENCE`].
-pub fn run(po: &Arc<Postoffice>, work_dir: &Path) -> Result<(), String> {
+/// Runs the server until the scheduler stays unreachable for [`PATIENCE`]
+/// ([`JobsError::Train`] of kind `TrainError::Unanswered`).
+pub fn run(po: &Arc<Postoffice>, work_dir: &Path) -> Result<(), JobsError> {
     let app = super::worker::client(po)?;
     let mut hosted: BTreeMap<JobNum, Hosted> = BTreeMap::new();
     loop {

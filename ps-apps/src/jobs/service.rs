@@ -2,6 +2,7 @@
 //! and servers over SimpleApp, its ticker (timeouts, periodic reallocation), node
 //! deaths, and the HTTP API plus dashboard on the stats port.
 
+use super::error::JobsError;
 use super::scheduler::JobScheduler;
 use super::wire::{JobsRequest, JOBS_APP};
 use crate::stats::{base_snapshot, Api, StatsServer};
@@ -32,13 +33,15 @@ pub struct JobService {
 
 impl JobService {
     /// Serves `sched` on this (scheduler) node, the API on `http_addr` (HTTPS with
-    /// security on; `insecure`: allowed beyond loopback without security).
+    /// security on; `insecure`: allowed beyond loopback without security). Fails with
+    /// [`JobsError::Register`] if the jobs app cannot register, [`JobsError::Stats`]
+    /// if the HTTP API cannot start.
     pub fn start(
         po: &Arc<Postoffice>,
         mut sched: JobScheduler,
         http_addr: &str,
         insecure: bool,
-    ) -> Result<JobService, String> {
+    ) -> Result<JobService, JobsError> {
         let (epoch, _) = po.van().scheduler_epoch();
         let what = format!("scheduler #{} active (term {})", epoch.candidate, epoch.term.max(1));
         sched.note(now_ms(), super::history::EventKind::Takeover, what);
@@ -49,7 +52,7 @@ impl JobService {
                 Ok(r) => s.lock().handle(req.sender, r, now_ms()),
                 Err(e) => {
                     log::warn!("from {}: {e}", req.sender);
-                    super::wire::JobsResponse::Error(e)
+                    super::wire::JobsResponse::Error(e.to_string())
                 }
             };
             if let Err(e) = resp.response(req, encode(&reply)) {
@@ -78,7 +81,7 @@ impl JobService {
                     sc.lock().tick(now_ms());
                 }
             })
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| JobsError::Internal(e.to_string()))?;
         let sa = Arc::clone(&sched);
         let api: Api = Arc::new(move |m, p, b| super::api::route(&mut sa.lock(), m, p, b, now_ms()));
         let (po2, started, sp) = (Arc::clone(po), Instant::now(), Arc::clone(&sched));

@@ -4,6 +4,7 @@
 //! Unknown fields are refused, so a misspelt option is an error and not a silent
 //! default.
 
+use super::error::JobsError;
 pub use crate::model::ModelKind;
 use crate::model::{Model, ModelOptions};
 use crate::pyrunner::UserModel;
@@ -242,50 +243,54 @@ impl InferSpec {
         }
     }
 
-    fn validate(&self) -> Result<(), String> {
+    fn validate(&self) -> Result<(), JobsError> {
         let given = [&self.model, &self.torch, &self.runner];
         if given.iter().filter(|m| m.is_some()).count() != 1 {
-            return Err("give one of \"model\" (a psrs model file), \"torch\" (a TorchScript file) or \"runner\" (module:function)".into());
+            return Err(JobsError::BadRequest("give one of \"model\" (a psrs model file), \"torch\" (a TorchScript file) or \"runner\" (module:function)".into()));
         }
         if given.iter().any(|m| m.as_deref() == Some("")) {
-            return Err("the model is an empty path".into());
+            return Err(JobsError::BadRequest("the model is an empty path".into()));
         }
         if self.out.is_empty() || self.data.is_empty() || self.data.iter().any(|p| p.is_empty()) {
-            return Err("\"data\" and \"out\" are required".into());
+            return Err(JobsError::BadRequest("\"data\" and \"out\" are required".into()));
         }
         if let Some(r) = &self.runner {
             let ok = r
                 .split_once(':')
                 .is_some_and(|(m, f)| m.split('.').all(identifier) && identifier(f));
             if !ok {
-                return Err(format!(
+                return Err(JobsError::BadRequest(format!(
                     "\"runner\" {r:?}: write it module:function (e.g. mymodels:classify)"
-                ));
+                )));
             }
         } else if self.pythonpath.is_some() {
-            return Err("\"pythonpath\" goes with \"runner\"".into());
+            return Err(JobsError::BadRequest("\"pythonpath\" goes with \"runner\"".into()));
         }
         if self.dim.is_some() && self.torch.is_none() {
-            return Err("\"dim\" goes with \"torch\"".into());
+            return Err(JobsError::BadRequest("\"dim\" goes with \"torch\"".into()));
         }
         if self.chunks_per_task == 0 || self.batch == 0 || self.task_timeout_ms == 0 || self.dim == Some(0) {
-            return Err("\"chunks_per_task\", \"batch\", \"dim\" and \"task_timeout_ms\" must be above 0".into());
+            return Err(JobsError::BadRequest(
+                "\"chunks_per_task\", \"batch\", \"dim\" and \"task_timeout_ms\" must be above 0".into(),
+            ));
         }
         Ok(())
     }
 
     /// Reads what the job needs before it is accepted (see [`JobSpec::check_files`]).
-    fn check_files(&self) -> Result<Option<Model>, String> {
+    fn check_files(&self) -> Result<Option<Model>, JobsError> {
         let dirs = self.data.iter().filter(|p| Path::new(p).is_dir()).count();
         if dirs > 0 {
             if self.data.len() > 1 {
-                return Err("\"data\": a directory dataset is one directory".into());
+                return Err(JobsError::BadRequest(
+                    "\"data\": a directory dataset is one directory".into(),
+                ));
             }
             if self.runner.is_none() {
-                return Err(format!(
+                return Err(JobsError::BadRequest(format!(
                     "\"data\" {} is a directory: its files go to a \"runner\" function; \"model\" and \"torch\" read RecordIO files",
                     self.data[0]
-                ));
+                )));
             }
             super::directory::list_directory(Path::new(&self.data[0]))?;
         } else {
@@ -297,7 +302,9 @@ impl InferSpec {
             return crate::model::load(Path::new(m))
                 .map(|(m, _)| Some(m))
                 .map_err(|e| match e {
-                    crate::model::ModelFileError::Io { ref source, .. } => format!("\"model\": '{m}': {source}"),
+                    crate::model::ModelFileError::Io { ref source, .. } => {
+                        JobsError::BadRequest(format!("\"model\": '{m}': {source}"))
+                    }
                     _ => unusable("model", m, "psrs model file", None, &e),
                 });
         }
@@ -305,15 +312,15 @@ impl InferSpec {
             let mut magic = [0u8; 4];
             std::fs::File::open(t)
                 .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut magic))
-                .map_err(|e| format!("\"torch\" {t}: {e}"))?;
+                .map_err(|e| JobsError::BadRequest(format!("\"torch\" {t}: {e}")))?;
             if &magic != b"PK\x03\x04" {
-                return Err(format!(
+                return Err(JobsError::BadRequest(format!(
                     "\"torch\" {t}: not a TorchScript file (torch.jit.save writes a zip archive)"
-                ));
+                )));
             }
         }
         if let Some(p) = self.pythonpath.as_ref().filter(|p| !Path::new(p).is_dir()) {
-            return Err(format!("\"pythonpath\" {p}: no such directory"));
+            return Err(JobsError::BadRequest(format!("\"pythonpath\" {p}: no such directory")));
         }
         Ok(None)
     }
@@ -340,42 +347,63 @@ fn normalize(v: &mut serde_json::Value) {
 }
 
 impl JobSpec {
-    /// Parses a `POST /jobs` body; the error is one line saying what is wrong.
-    pub fn from_json(body: &str) -> Result<JobSpec, String> {
-        let mut v: serde_json::Value = serde_json::from_str(body).map_err(|e| format!("malformed JSON: {e}"))?;
+    /// Parses a `POST /jobs` body; [`JobsError::BadRequest`] is one line saying what is
+    /// wrong.
+    pub fn from_json(body: &str) -> Result<JobSpec, JobsError> {
+        let mut v: serde_json::Value =
+            serde_json::from_str(body).map_err(|e| JobsError::BadRequest(format!("malformed JSON: {e}")))?;
         if !v.is_object() {
-            return Err("the body must be a JSON object".into());
+            return Err(JobsError::BadRequest("the body must be a JSON object".into()));
         }
         match v.get("kind").and_then(|k| k.as_str()) {
             Some("train") | Some("infer") => {}
-            Some(k) => return Err(format!("unknown kind {k:?}: use \"train\" or \"infer\"")),
-            None => return Err("missing \"kind\": use \"train\" or \"infer\"".into()),
+            Some(k) => {
+                return Err(JobsError::BadRequest(format!(
+                    "unknown kind {k:?}: use \"train\" or \"infer\""
+                )))
+            }
+            None => {
+                return Err(JobsError::BadRequest(
+                    "missing \"kind\": use \"train\" or \"infer\"".into(),
+                ))
+            }
         }
         normalize(&mut v);
-        let spec: JobSpec = serde_json::from_value(v).map_err(|e| e.to_string())?;
+        let spec: JobSpec = serde_json::from_value(v).map_err(|e| JobsError::BadRequest(e.to_string()))?;
         spec.validate()?;
         Ok(spec)
     }
 
     /// Checks the values that need no file (the shell checks the files with
-    /// [`JobSpec::check_files`]).
-    pub fn validate(&self) -> Result<(), String> {
+    /// [`JobSpec::check_files`]); [`JobsError::BadRequest`] names the field.
+    pub fn validate(&self) -> Result<(), JobsError> {
         match self {
             JobSpec::Train(t) => {
                 if t.train.is_empty() || t.train.iter().any(|p| p.is_empty()) {
-                    return Err("\"train\" must name at least one RecordIO file".into());
+                    return Err(JobsError::BadRequest(
+                        "\"train\" must name at least one RecordIO file".into(),
+                    ));
                 }
                 if t.batch == 0 || t.epochs == 0 || !t.lr.is_finite() || t.lr <= 0.0 {
-                    return Err("\"batch\", \"epochs\" and \"lr\" must be above 0".into());
+                    return Err(JobsError::BadRequest(
+                        "\"batch\", \"epochs\" and \"lr\" must be above 0".into(),
+                    ));
                 }
                 if !(t.lr_decay.is_finite() && t.lr_decay > 0.0 && t.lr_decay <= 1.0) {
-                    return Err(format!("\"lr_decay\" {}: must be in (0, 1]", t.lr_decay));
+                    return Err(JobsError::BadRequest(format!(
+                        "\"lr_decay\" {}: must be in (0, 1]",
+                        t.lr_decay
+                    )));
                 }
                 if !t.momentum.is_finite() || !t.weight_decay.is_finite() {
-                    return Err("\"momentum\" and \"weight_decay\" must be finite".into());
+                    return Err(JobsError::BadRequest(
+                        "\"momentum\" and \"weight_decay\" must be finite".into(),
+                    ));
                 }
                 if t.chunks_per_task == 0 || t.task_timeout_ms == 0 {
-                    return Err("\"chunks_per_task\" and \"task_timeout_ms\" must be above 0".into());
+                    return Err(JobsError::BadRequest(
+                        "\"chunks_per_task\" and \"task_timeout_ms\" must be above 0".into(),
+                    ));
                 }
             }
             JobSpec::Infer(i) => i.validate()?,
@@ -394,11 +422,11 @@ impl JobSpec {
     /// Reads what the job needs before it is accepted: every dataset file's index (or
     /// the dataset directory's listing) and, for training, the model's sizes (the input
     /// width from the first example unless `dim` is given); for inference, the model
-    /// file. Returns the model, None for a model a Python runner runs. An error names
-    /// the field and the path only, never what the file holds (a detail such as a wrong
+    /// file. Returns the model, None for a model a Python runner runs. An error
+    /// ([`JobsError::BadRequest`]) names the field and the path only, never what the file holds (a detail such as a wrong
     /// magic number quotes its bytes, and the file may be anyone's): the detail goes to
     /// the scheduler's log.
-    pub fn check_files(&self) -> Result<Option<Model>, String> {
+    pub fn check_files(&self) -> Result<Option<Model>, JobsError> {
         match self {
             JobSpec::Train(t) => {
                 let files = t
@@ -417,7 +445,7 @@ impl JobSpec {
 }
 
 /// Checks that `f` (the job's field `field`) is a readable RecordIO file.
-fn check_recordio(field: &str, f: &str) -> Result<(), String> {
+fn check_recordio(field: &str, f: &str) -> Result<(), JobsError> {
     recordio::index(Path::new(f))
         .map(|_| ())
         .map_err(|e| unusable(field, f, "RecordIO file", e.unreachable(), &e))
@@ -426,36 +454,44 @@ fn check_recordio(field: &str, f: &str) -> Result<(), String> {
 /// The one-line answer for a job file that cannot be used: a file that cannot be
 /// reached (`unreachable`: no such file, no permission, an object storage's missing
 /// object) says what the file system or store said; anything else is "not a readable
-/// WHAT", the detail logged.
-fn unusable(field: &str, path: &str, what: &str, unreachable: Option<&str>, detail: &dyn std::fmt::Display) -> String {
+/// WHAT", the detail logged. Either is the request's fault ([`JobsError::BadRequest`]).
+fn unusable(
+    field: &str,
+    path: &str,
+    what: &str,
+    unreachable: Option<&str>,
+    detail: &dyn std::fmt::Display,
+) -> JobsError {
     if let Some(io) = unreachable {
-        return format!("\"{field}\": '{path}': {io}");
+        return JobsError::BadRequest(format!("\"{field}\": '{path}': {io}"));
     }
     log::warn!("job refused: \"{field}\": {detail}");
-    format!("\"{field}\": '{path}' is not a readable {what} (the scheduler's log says why)")
+    JobsError::BadRequest(format!(
+        "\"{field}\": '{path}' is not a readable {what} (the scheduler's log says why)"
+    ))
 }
 
 /// The first example of a training file, its errors as the job's one-line answers
 /// (file contents never echoed).
-fn first_example(path: &str) -> Result<Example, String> {
+fn first_example(path: &str) -> Result<Example, JobsError> {
     let p = Path::new(path);
     let bad = |detail: &dyn std::fmt::Display| unusable("train", path, "RecordIO dataset", None, detail);
     let idx = recordio::index(p).map_err(|e| unusable("train", path, "RecordIO file", e.unreachable(), &e))?;
     let c = idx
         .first()
-        .ok_or_else(|| format!("\"train\": '{path}' holds no records"))?;
+        .ok_or_else(|| JobsError::BadRequest(format!("\"train\": '{path}' holds no records")))?;
     let rec = recordio::read_chunk(p, c).map_err(|e| bad(&e))?;
     Example::decode(
         rec.first()
-            .ok_or_else(|| format!("\"train\": '{path}' holds no records"))?,
+            .ok_or_else(|| JobsError::BadRequest(format!("\"train\": '{path}' holds no records")))?,
     )
     .map_err(|e| bad(&e))
 }
 
 impl TrainSpec {
     /// The model this job trains (the input width read from the first example of the
-    /// first training file unless `dim` is set); validated.
-    pub fn resolve_model(&self) -> Result<Model, String> {
+    /// first training file unless `dim` is set); validated ([`JobsError::BadRequest`]).
+    pub fn resolve_model(&self) -> Result<Model, JobsError> {
         ModelOptions {
             kind: self.model,
             dim: self.dim,
@@ -530,6 +566,8 @@ mod tests {
             ),
         ] {
             let e = JobSpec::from_json(body).unwrap_err();
+            assert!(matches!(e, JobsError::BadRequest(_)));
+            let e = e.to_string();
             assert!(e.contains(want), "{body}: {e}");
             assert!(!e.contains('\n'), "one line: {e}");
         }
@@ -538,7 +576,7 @@ mod tests {
     #[test]
     fn missing_files_are_refused() {
         let s = JobSpec::from_json(r#"{"kind":"train","train":"/nonexistent/a.rio"}"#).unwrap();
-        assert!(s.check_files().unwrap_err().contains("/nonexistent/a.rio"));
+        assert!(s.check_files().unwrap_err().to_string().contains("/nonexistent/a.rio"));
         let s = JobSpec::from_json(r#"{"kind":"infer","model":"/no/m","data":"/no/d","out":"o"}"#).unwrap();
         assert!(s.check_files().is_err());
     }
@@ -559,9 +597,9 @@ mod tests {
             .unwrap();
         let check = |v: serde_json::Value| JobSpec::from_json(&v.to_string()).and_then(|s| s.check_files());
         let ok = check(serde_json::json!({"kind":"infer","runner":"pkg.m:f","data":dir,"out":"o"}));
-        assert_eq!(ok, Ok(None), "a directory for a function");
+        assert_eq!(ok.unwrap(), None, "a directory for a function");
         let ok = check(serde_json::json!({"kind":"infer","torch":pt,"data":rio,"out":"o"}));
-        assert_eq!(ok, Ok(None), "a TorchScript file over RecordIO");
+        assert_eq!(ok.unwrap(), None, "a TorchScript file over RecordIO");
         for (v, want) in [
             (
                 serde_json::json!({"kind":"infer","torch":junk,"data":rio,"out":"o"}),
@@ -584,7 +622,7 @@ mod tests {
                 "/no/m.pt",
             ),
         ] {
-            let e = check(v.clone()).unwrap_err();
+            let e = check(v.clone()).unwrap_err().to_string();
             assert!(e.contains(want), "{v}: {e}");
         }
         let s =
@@ -609,7 +647,8 @@ mod tests {
             let e = JobSpec::from_json(&body.to_string())
                 .unwrap()
                 .check_files()
-                .unwrap_err();
+                .unwrap_err()
+                .to_string();
             assert!(e.contains(&p) && e.contains("is not a readable"), "{e}");
             assert!(
                 !e.contains("root") && !e.contains("0x746f6f72") && !e.contains("6f72"),
@@ -620,7 +659,8 @@ mod tests {
         let e = JobSpec::from_json(&serde_json::json!({"kind": "train", "train": missing}).to_string())
             .unwrap()
             .check_files()
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("No such file"), "{e}");
     }
 }

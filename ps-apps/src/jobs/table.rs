@@ -3,6 +3,7 @@
 //! or fail). Finished states are final. Pure: times are passed in, and the whole table
 //! serializes (JSON) so the shell saves it through a `Store` before replying.
 
+use super::error::JobsError;
 use super::figures::JobFigures;
 use super::spec::JobSpec;
 use crate::model::Model;
@@ -133,10 +134,13 @@ impl JobTable {
         self.jobs.values().filter(|j| !j.state.is_final())
     }
 
-    fn change(&mut self, num: JobNum, to: JobState, now_ms: u64) -> Result<&mut Job, String> {
-        let job = self.jobs.get_mut(&num).ok_or_else(|| format!("no job j{num}"))?;
+    fn change(&mut self, num: JobNum, to: JobState, now_ms: u64) -> Result<&mut Job, JobsError> {
+        let job = self.jobs.get_mut(&num).ok_or(JobsError::UnknownJob(num))?;
         if job.state.is_final() {
-            return Err(format!("job j{num} is already {:?}", job.state).to_lowercase());
+            return Err(JobsError::Final {
+                num,
+                state: format!("{:?}", job.state).to_lowercase(),
+            });
         }
         if to == JobState::Running && job.state == JobState::Running {
             return Ok(job);
@@ -151,25 +155,27 @@ impl JobTable {
         Ok(job)
     }
 
-    /// A queued job starts running (no change if it runs already).
-    pub fn start(&mut self, num: JobNum, now_ms: u64) -> Result<(), String> {
+    /// A queued job starts running (no change if it runs already). Every state change
+    /// fails with [`JobsError::UnknownJob`] for a number the table does not hold and
+    /// [`JobsError::Final`] for a job that already ended.
+    pub fn start(&mut self, num: JobNum, now_ms: u64) -> Result<(), JobsError> {
         self.change(num, JobState::Running, now_ms).map(|_| ())
     }
 
     /// A job finished, with its accuracy if measured.
-    pub fn finish(&mut self, num: JobNum, accuracy: Option<f64>, now_ms: u64) -> Result<(), String> {
+    pub fn finish(&mut self, num: JobNum, accuracy: Option<f64>, now_ms: u64) -> Result<(), JobsError> {
         self.change(num, JobState::Done, now_ms)?.accuracy = accuracy;
         Ok(())
     }
 
     /// A job failed for `why` (one line).
-    pub fn fail(&mut self, num: JobNum, why: &str, now_ms: u64) -> Result<(), String> {
+    pub fn fail(&mut self, num: JobNum, why: &str, now_ms: u64) -> Result<(), JobsError> {
         self.change(num, JobState::Failed, now_ms)?.error = Some(why.lines().next().unwrap_or("").to_string());
         Ok(())
     }
 
     /// A client cancelled a job.
-    pub fn cancel(&mut self, num: JobNum, now_ms: u64) -> Result<(), String> {
+    pub fn cancel(&mut self, num: JobNum, now_ms: u64) -> Result<(), JobsError> {
         self.change(num, JobState::Cancelled, now_ms).map(|_| ())
     }
 
@@ -178,9 +184,9 @@ impl JobTable {
         serde_json::to_vec(self).expect("the job table serializes")
     }
 
-    /// Reads the stored form; corrupt bytes are an error.
-    pub fn decode(bytes: &[u8]) -> Result<JobTable, String> {
-        serde_json::from_slice(bytes).map_err(|e| format!("the stored job table is corrupt: {e}"))
+    /// Reads the stored form; corrupt bytes are [`JobsError::Corrupt`].
+    pub fn decode(bytes: &[u8]) -> Result<JobTable, JobsError> {
+        serde_json::from_slice(bytes).map_err(|e| JobsError::Corrupt(format!("the stored job table is corrupt: {e}")))
     }
 }
 
@@ -209,10 +215,14 @@ mod tests {
         assert_eq!(t.get(a).unwrap().started_ms, Some(20), "a second start changes nothing");
         t.finish(a, Some(0.9), 40).unwrap();
         assert_eq!(t.get(a).unwrap().state, JobState::Done);
-        assert!(t.cancel(a, 50).unwrap_err().contains("already done"));
+        let e = t.cancel(a, 50).unwrap_err();
+        assert!(matches!(e, JobsError::Final { num: 1, .. }));
+        assert_eq!(e.to_string(), "job j1 is already done");
         t.cancel(b, 50).unwrap();
         assert!(t.fail(b, "x", 60).is_err());
-        assert!(t.start(9, 0).unwrap_err().contains("no job j9"));
+        let e = t.start(9, 0).unwrap_err();
+        assert!(matches!(e, JobsError::UnknownJob(9)));
+        assert_eq!(e.to_string(), "no job j9");
         let c = t.submit(spec(), M, 70);
         t.fail(c, "disk full\nmore", 80).unwrap();
         assert_eq!(t.get(c).unwrap().error.as_deref(), Some("disk full"));
@@ -227,6 +237,8 @@ mod tests {
         assert_eq!(back, t);
         let mut back = back;
         assert_eq!(back.submit(spec(), M, 2), 2);
-        assert!(JobTable::decode(b"{").unwrap_err().contains("corrupt"));
+        let e = JobTable::decode(b"{").unwrap_err();
+        assert!(matches!(e, JobsError::Corrupt(_)));
+        assert!(e.to_string().contains("corrupt"));
     }
 }

@@ -4,6 +4,7 @@
 //! `batch` inputs per call. The whole query must end by its deadline; a runner still
 //! busy then is killed.
 
+use super::error::JobsError;
 use super::inputs::{densify, predictions};
 use super::spec::InferSpec;
 use super::table::JobNum;
@@ -12,6 +13,7 @@ use crate::master::Task;
 use crate::pyrunner::{Inputs, RunnerSlot, UserModel};
 use crate::recordio;
 use crate::train::worker::task_examples;
+use crate::train::TrainError;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -28,36 +30,38 @@ pub enum Output {
     Rows(Vec<Vec<String>>),
 }
 
-/// The time left of `timeout` since `start`; an error once none is left.
-fn left(start: Instant, timeout: Duration) -> Result<Duration, String> {
+/// The time left of `timeout` since `start`; [`JobsError::Timeout`] once none is left.
+fn left(start: Instant, timeout: Duration) -> Result<Duration, JobsError> {
     timeout
         .checked_sub(start.elapsed())
         .filter(|d| !d.is_zero())
-        .ok_or_else(|| format!("the query took longer than its timeout ({timeout:.1?})"))
+        .ok_or_else(|| JobsError::Timeout(format!("the query took longer than its timeout ({timeout:.1?})")))
 }
 
 /// Runs `task` of job `job` in the runner of `slot` (loading the model first if the
-/// runner does not hold it), within `timeout`. The error is one line.
+/// runner does not hold it), within `timeout`. The error is one line:
+/// [`JobsError::Runner`] for the runner's failures, [`JobsError::Timeout`] when the
+/// query ran out of time, [`JobsError::BadData`] or [`JobsError::Train`] for the
+/// task's data.
 pub fn run(
     slot: &mut RunnerSlot,
     job: JobNum,
     spec: &InferSpec,
     task: &Task,
     timeout: Duration,
-) -> Result<Output, String> {
+) -> Result<Output, JobsError> {
     let start = Instant::now();
-    let model = spec.user_model().ok_or("not a Python runner's model")?;
-    slot.load(job, &model, left(start, timeout)?)
-        .map_err(|e| e.to_string())?;
+    let model = spec
+        .user_model()
+        .ok_or_else(|| JobsError::Internal("not a Python runner's model".into()))?;
+    slot.load(job, &model, left(start, timeout)?)?;
     match model {
         UserModel::Torch(_) => {
             let examples = task_examples(task)?;
             let mut out = Vec::with_capacity(examples.len());
             for batch in examples.chunks(spec.batch) {
                 let (x, width) = densify(batch, spec.dim)?;
-                let (logits, classes) = slot
-                    .forward(&x, batch.len(), width, left(start, timeout)?)
-                    .map_err(|e| e.to_string())?;
+                let (logits, classes) = slot.forward(&x, batch.len(), width, left(start, timeout)?)?;
                 let labels: Vec<f32> = batch.iter().map(|e| e.label).collect();
                 out.extend(predictions(&logits, classes, &labels));
             }
@@ -69,13 +73,13 @@ pub fn run(
             } else {
                 let mut records = Vec::new();
                 for c in &task.chunks {
-                    records.extend(recordio::read_chunk(Path::new(&c.path), &c.index).map_err(|e| e.to_string())?);
+                    records.extend(recordio::read_chunk(Path::new(&c.path), &c.index).map_err(TrainError::from)?);
                 }
                 Inputs::Bytes(records)
             };
             let mut rows = Vec::with_capacity(inputs.len());
             for batch in split(inputs, spec.batch) {
-                rows.extend(slot.call(&batch, left(start, timeout)?).map_err(|e| e.to_string())?);
+                rows.extend(slot.call(&batch, left(start, timeout)?)?);
             }
             Ok(Output::Rows(rows))
         }
@@ -103,8 +107,8 @@ mod tests {
         assert_eq!(b, vec![Inputs::Bytes(vec![vec![1], vec![2]])]);
         let start = Instant::now();
         assert!(left(start, Duration::from_secs(60)).is_ok());
-        assert!(left(start - Duration::from_secs(2), Duration::from_secs(1))
-            .unwrap_err()
-            .contains("timeout"));
+        let late = left(start - Duration::from_secs(2), Duration::from_secs(1)).unwrap_err();
+        assert!(matches!(late, JobsError::Timeout(_)));
+        assert!(late.to_string().contains("timeout"));
     }
 }

@@ -7,6 +7,7 @@
 //! as the scheduler's answers say. A failed task (the runner raised, died or hung) is
 //! reported with its reason and the worker goes on.
 
+use super::error::JobsError;
 use super::table::JobNum;
 use super::user_infer::{self, Output};
 use super::wire::{job_app, Finished, JobsRequest, JobsResponse, Prediction, JOBS_APP, JOBS_HEAD};
@@ -21,6 +22,7 @@ use crate::train::layout::Layout;
 use crate::train::master_client::MasterClient;
 use crate::train::minibatch::MinibatchLoop;
 use crate::train::worker::{evaluate, read_examples, task_examples, train_task};
+use crate::train::TrainError;
 use ps_core::kv::KVWorker;
 use ps_core::Postoffice;
 use std::path::Path;
@@ -32,14 +34,16 @@ pub const PATIENCE: Duration = Duration::from_secs(120);
 
 /// Sends `req` to the scheduler's jobs service; sent again as soon as the scheduler
 /// was replaced (a standby took over, or it restarted) or after a silent attempt, for
-/// at most `patience` in all.
-pub fn call(client: &MasterClient, req: &JobsRequest, patience: Duration) -> Result<JobsResponse, String> {
-    decode(&client.call_bytes(encode(req), patience)?)
+/// at most `patience` in all. A scheduler that does not answer in that time, or an
+/// answer that does not decode, is [`JobsError::Train`] of its kind.
+pub fn call(client: &MasterClient, req: &JobsRequest, patience: Duration) -> Result<JobsResponse, JobsError> {
+    Ok(decode(&client.call_bytes(encode(req), patience)?)?)
 }
 
-/// The client of the scheduler's jobs service.
-pub fn client(po: &Arc<Postoffice>) -> Result<MasterClient, String> {
-    MasterClient::on_app(po, JOBS_APP, JOBS_HEAD)
+/// The client of the scheduler's jobs service ([`JobsError::Train`] if it cannot
+/// register).
+pub fn client(po: &Arc<Postoffice>) -> Result<MasterClient, JobsError> {
+    Ok(MasterClient::on_app(po, JOBS_APP, JOBS_HEAD)?)
 }
 
 /// The worker's link to one training job's parameters.
@@ -49,8 +53,8 @@ struct TrainCtx {
     lp: MinibatchLoop,
 }
 
-fn train_ctx(po: &Arc<Postoffice>, job: JobNum, model: &Model, spec: &TrainSpec) -> Result<TrainCtx, String> {
-    let kv = KVWorker::<f32>::new(po, job_app(job))?;
+fn train_ctx(po: &Arc<Postoffice>, job: JobNum, model: &Model, spec: &TrainSpec) -> Result<TrainCtx, JobsError> {
+    let kv = KVWorker::<f32>::new(po, job_app(job)).map_err(TrainError::from)?;
     let ex = KvExchange::new(
         kv,
         Layout::new(model.num_params(), po.num_servers()),
@@ -60,7 +64,7 @@ fn train_ctx(po: &Arc<Postoffice>, job: JobNum, model: &Model, spec: &TrainSpec)
     Ok(TrainCtx { job, ex, lp })
 }
 
-fn predict(model: &Model, params: &[f32], task: &Task) -> Result<(Vec<Prediction>, TaskReport), String> {
+fn predict(model: &Model, params: &[f32], task: &Task) -> Result<(Vec<Prediction>, TaskReport), TrainError> {
     let examples = task_examples(task)?;
     let mut rep = TaskReport::default();
     let preds = examples
@@ -88,7 +92,7 @@ fn predict(model: &Model, params: &[f32], task: &Task) -> Result<(Vec<Prediction
 }
 
 /// The test accuracy of the job's model as its servers hold it now (after pass `pass`).
-fn evaluate_pass(ctx: &mut TrainCtx, model: &Model, spec: &TrainSpec, pass: u64) -> Result<Option<f64>, String> {
+fn evaluate_pass(ctx: &mut TrainCtx, model: &Model, spec: &TrainSpec, pass: u64) -> Result<Option<f64>, TrainError> {
     let Some(test) = &spec.test else { return Ok(None) };
     let params = ctx.ex.pull(None, &vec![None; ctx.ex.num_shards()])?.values;
     let ev = evaluate(model, &params, &read_examples(Path::new(test))?);
@@ -96,7 +100,7 @@ fn evaluate_pass(ctx: &mut TrainCtx, model: &Model, spec: &TrainSpec, pass: u64)
     Ok(Some(ev.accuracy))
 }
 
-fn finalize(ctx: &mut TrainCtx, model: &Model, spec: &TrainSpec) -> Result<Option<f64>, String> {
+fn finalize(ctx: &mut TrainCtx, model: &Model, spec: &TrainSpec) -> Result<Option<f64>, TrainError> {
     let params = ctx.ex.pull(None, &vec![None; ctx.ex.num_shards()])?.values;
     let mut accuracy = None;
     if let Some(test) = &spec.test {
@@ -108,7 +112,7 @@ fn finalize(ctx: &mut TrainCtx, model: &Model, spec: &TrainSpec) -> Result<Optio
         accuracy = Some(ev.accuracy);
     }
     if let Some(out) = &spec.out {
-        crate::model::save(Path::new(out), model, &params).map_err(|e| e.to_string())?;
+        crate::model::save(Path::new(out), model, &params)?;
         println!("job j{} model saved to {out}", ctx.job);
     }
     Ok(accuracy)
@@ -128,7 +132,8 @@ fn leave(ctx: &mut Option<TrainCtx>) {
 type Loaded = Option<(JobNum, Model, Vec<f32>)>;
 
 /// Runs one inference task: with the psrs model file (loaded once per job), or in the
-/// Python runner. The error is one line.
+/// Python runner. The error is one line: [`JobsError::BadRequest`] for a model file
+/// that cannot be loaded, the task's or the runner's errors by their kinds.
 fn infer(
     slot: &mut RunnerSlot,
     loaded: &mut Loaded,
@@ -136,11 +141,12 @@ fn infer(
     spec: &InferSpec,
     task: &Task,
     timeout: Duration,
-) -> Result<Finished, String> {
+) -> Result<Finished, JobsError> {
     let (predictions, rows) = match &spec.model {
         Some(path) => {
             if loaded.as_ref().map(|l| l.0) != Some(job) {
-                let (m, p) = crate::model::load(Path::new(path)).map_err(|e| format!("{path}: {e}"))?;
+                let (m, p) =
+                    crate::model::load(Path::new(path)).map_err(|e| JobsError::BadRequest(format!("{path}: {e}")))?;
                 *loaded = Some((job, m, p));
                 log::info!("working on job j{job}");
             }
@@ -176,9 +182,10 @@ fn infer(
     })
 }
 
-/// Runs the worker until the scheduler stays unreachable for [`PATIENCE`]; inference
-/// jobs with a user's model run in a Python runner started with `runner`.
-pub fn run(po: &Arc<Postoffice>, runner: RunnerConfig) -> Result<(), String> {
+/// Runs the worker until the scheduler stays unreachable for [`PATIENCE`]
+/// ([`JobsError::Train`] of kind [`TrainError::Unanswered`]); inference jobs with a
+/// user's model run in a Python runner started with `runner`.
+pub fn run(po: &Arc<Postoffice>, runner: RunnerConfig) -> Result<(), JobsError> {
     let app = client(po)?;
     let mut ctx: Option<TrainCtx> = None;
     let mut loaded: Loaded = None;
@@ -232,7 +239,7 @@ pub fn run(po: &Arc<Postoffice>, runner: RunnerConfig) -> Result<(), String> {
                         let failed = JobsRequest::Failed {
                             job,
                             task: task.id,
-                            error: Some(e),
+                            error: Some(e.to_string()),
                         };
                         call(&app, &failed, PATIENCE)?;
                     }
@@ -273,7 +280,7 @@ pub fn run(po: &Arc<Postoffice>, runner: RunnerConfig) -> Result<(), String> {
                         let failed = JobsRequest::Failed {
                             job,
                             task: task.id,
-                            error: Some(e),
+                            error: Some(e.to_string()),
                         };
                         call(&app, &failed, PATIENCE)?;
                     }
@@ -303,7 +310,7 @@ pub fn run(po: &Arc<Postoffice>, runner: RunnerConfig) -> Result<(), String> {
                 let out = finalize(ctx.as_mut().expect("set above"), &model, &spec);
                 let (accuracy, error) = match out {
                     Ok(a) => (a, None),
-                    Err(e) => (None, Some(e)),
+                    Err(e) => (None, Some(e.to_string())),
                 };
                 call(&app, &JobsRequest::Finalized { job, accuracy, error }, PATIENCE)?;
                 ctx = None;

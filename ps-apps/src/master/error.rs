@@ -32,6 +32,14 @@ impl From<String> for StoreError {
     }
 }
 
+/// The scheduler's van could not hand the state to the standbys (this scheduler is
+/// not active, or its lock is lost): the save fails with that reason.
+impl From<ps_core::failover::FailoverError> for StoreError {
+    fn from(e: ps_core::failover::FailoverError) -> StoreError {
+        StoreError(e.to_string())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -42,5 +50,7 @@ mod tests {
         assert!(matches!(e, MasterError::Store(_)));
         assert_eq!(e.to_string(), "the store is unavailable");
         assert_eq!(MasterError::Config("x".into()).to_string(), "x");
+        let inactive = StoreError::from(ps_core::failover::FailoverError::NotScheduler("replicates state"));
+        assert_eq!(inactive.0, "only a scheduler replicates state");
     }
 }

@@ -4,6 +4,7 @@
 //! cut it off) can no longer write: its saves fail, and a new master holding the lock
 //! carries on from what was saved last.
 
+use super::error::StoreError;
 use etcd_client::{Client, Compare, CompareOp, LockOptions, Txn, TxnOp};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -25,21 +26,23 @@ pub struct EtcdStore {
     keeper: Option<std::thread::JoinHandle<()>>,
 }
 
-fn err(what: &str, e: impl std::fmt::Display) -> String {
-    format!("etcd: {what}: {e}")
+/// etcd (or the runtime talking to it) failed at `what`.
+fn err(what: &str, e: impl std::fmt::Display) -> StoreError {
+    StoreError(format!("etcd: {what}: {e}"))
 }
 
 impl EtcdStore {
     /// Connects to `endpoints`, grants a lease of `ttl`, acquires lock `lock` with it
     /// (waiting at most `lock_wait` for another master to let go) and keeps the lease
-    /// alive from a background thread. The queues live under `key`.
+    /// alive from a background thread. The queues live under `key`. Every failure is a
+    /// [`StoreError`] naming the etcd call.
     pub fn connect(
         endpoints: &[String],
         key: &str,
         lock: &str,
         ttl: Duration,
         lock_wait: Duration,
-    ) -> Result<EtcdStore, String> {
+    ) -> Result<EtcdStore, StoreError> {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -59,7 +62,11 @@ impl EtcdStore {
             .block_on(async {
                 tokio::time::timeout(lock_wait, client.lock(lock, Some(LockOptions::new().with_lease(lease)))).await
             })
-            .map_err(|_| format!("etcd: another master holds {lock}; gave up after {lock_wait:?}"))?
+            .map_err(|_| {
+                StoreError(format!(
+                    "etcd: another master holds {lock}; gave up after {lock_wait:?}"
+                ))
+            })?
             .map_err(|e| err("lock", e))?
             .key()
             .to_vec();
@@ -86,7 +93,7 @@ impl EtcdStore {
     }
 
     /// The stored queues, if any.
-    pub fn load(&mut self) -> Result<Option<Vec<u8>>, String> {
+    pub fn load(&mut self) -> Result<Option<Vec<u8>>, StoreError> {
         let resp = self
             .rt
             .block_on(self.client.get(self.key.as_str(), None))
@@ -95,7 +102,7 @@ impl EtcdStore {
     }
 
     /// Writes the queues, only while this master still holds the lock.
-    pub fn save(&mut self, bytes: &[u8]) -> Result<(), String> {
+    pub fn save(&mut self, bytes: &[u8]) -> Result<(), StoreError> {
         let txn = Txn::new()
             .when([Compare::version(self.lock_key.clone(), CompareOp::Greater, 0)])
             .and_then([TxnOp::put(self.key.as_str(), bytes, None)]);
@@ -103,12 +110,14 @@ impl EtcdStore {
         if resp.succeeded() {
             Ok(())
         } else {
-            Err("etcd: this master no longer holds the master lock (its lease expired); not saved".into())
+            Err(StoreError(
+                "etcd: this master no longer holds the master lock (its lease expired); not saved".into(),
+            ))
         }
     }
 
     /// Gives up the lock at once (for tests and orderly hand-over).
-    pub fn revoke(&mut self) -> Result<(), String> {
+    pub fn revoke(&mut self) -> Result<(), StoreError> {
         self.stop.store(true, Ordering::Relaxed);
         self.rt
             .block_on(self.client.lease_revoke(self.lease))

@@ -64,10 +64,10 @@ impl Store for MemStore {
 #[cfg(feature = "etcd")]
 impl Store for crate::master::etcd_store::EtcdStore {
     fn load(&mut self) -> Result<Option<Vec<u8>>, StoreError> {
-        crate::master::etcd_store::EtcdStore::load(self).map_err(StoreError)
+        crate::master::etcd_store::EtcdStore::load(self)
     }
     fn save(&mut self, state: &[u8]) -> Result<(), StoreError> {
-        crate::master::etcd_store::EtcdStore::save(self, state).map_err(StoreError)
+        crate::master::etcd_store::EtcdStore::save(self, state)
     }
 }
 

@@ -6,7 +6,7 @@
 //! have it — before the inner store saves locally. A standby that took over builds
 //! its set from the state it received, so every named store loads what was replicated.
 
-use super::error::StoreError;
+use super::error::{MasterError, StoreError};
 use super::store::Store;
 use bytes::Bytes;
 use parking_lot::Mutex;
@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// Sends the encoded set to the standbys; an error fails the save.
-pub type ReplicateFn = Arc<dyn Fn(Bytes) -> Result<(), String> + Send + Sync>;
+pub type ReplicateFn = Arc<dyn Fn(Bytes) -> Result<(), StoreError> + Send + Sync>;
 
 /// The set of named stores replicated together.
 #[derive(Clone)]
@@ -28,11 +28,12 @@ pub struct ReplicatedSet {
 impl ReplicatedSet {
     /// A set starting from `received` (the state a standby was sent; None or empty on
     /// a first start), sending every change through `replicate`. Corrupt bytes are
-    /// an error.
-    pub fn new(received: Option<&[u8]>, replicate: ReplicateFn) -> Result<ReplicatedSet, String> {
+    /// [`MasterError::Corrupt`].
+    pub fn new(received: Option<&[u8]>, replicate: ReplicateFn) -> Result<ReplicatedSet, MasterError> {
         let (entries, received) = match received.filter(|b| !b.is_empty()) {
             Some(b) => (
-                bincode::deserialize(b).map_err(|e| format!("the replicated jobs state is corrupt: {e}"))?,
+                bincode::deserialize(b)
+                    .map_err(|e| MasterError::Corrupt(format!("the replicated jobs state is corrupt: {e}")))?,
                 true,
             ),
             None => (BTreeMap::new(), false),
@@ -129,12 +130,15 @@ mod tests {
             standby.open("job-2", Box::new(MemStore::default())).load().unwrap(),
             None
         );
-        assert!(ReplicatedSet::new(Some(b"\xff"), Arc::new(|_| Ok(()))).is_err());
+        assert!(matches!(
+            ReplicatedSet::new(Some(b"\xff"), Arc::new(|_| Ok(()))),
+            Err(MasterError::Corrupt(_))
+        ));
     }
 
     #[test]
     fn a_failed_replication_fails_the_save_and_keeps_nothing_locally() {
-        let set = ReplicatedSet::new(None, Arc::new(|_| Err("not active".into()))).unwrap();
+        let set = ReplicatedSet::new(None, Arc::new(|_| Err(StoreError("not active".into())))).unwrap();
         let local = MemStore::default();
         let mut s = set.open("jobs", Box::new(local.clone()));
         assert!(s.save(b"x").unwrap_err().0.contains("not active"));

@@ -96,12 +96,6 @@ impl std::error::Error for ModelFileError {
     }
 }
 
-impl From<ModelFileError> for String {
-    fn from(e: ModelFileError) -> String {
-        e.to_string()
-    }
-}
-
 /// The file bytes of `model` with `params`.
 ///
 /// # Panics
@@ -156,7 +150,7 @@ pub fn decode(path: &Path, bytes: &[u8]) -> Result<(Model, Vec<f32>), ModelFileE
         .reject_trailing_bytes()
         .deserialize(body)
         .map_err(|e| malformed(e.to_string()))?;
-    model.validate().map_err(malformed)?;
+    model.validate().map_err(|e| malformed(e.to_string()))?;
     if params.len() != model.num_params() {
         return Err(malformed(format!(
             "{} parameters for {}, which has {}",

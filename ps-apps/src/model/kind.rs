@@ -1,6 +1,7 @@
 //! [`Model`]: which architecture, with its sizes. It is what a job is configured
 //! with, what a model file records, and it dispatches to the model types.
 
+use super::error::ModelError;
 use super::flat::{BatchStats, FlatModel};
 use super::learner::Learner;
 use super::logreg::LogisticRegression;
@@ -63,21 +64,30 @@ const MAX_PARAMS: u128 = 1 << 32;
 
 impl Model {
     /// Checks the sizes: at least one feature, one hidden unit, two classes, and at
-    /// most 2^32 parameters. The error names the offending size.
-    pub fn validate(&self) -> Result<(), String> {
+    /// most 2^32 parameters. [`ModelError::Invalid`] names the offending size.
+    pub fn validate(&self) -> Result<(), ModelError> {
         let (dim, hidden, classes) = match *self {
             Model::Softmax { dim, classes } => (dim, 1, classes),
             Model::Mlp { dim, hidden, classes } => (dim, hidden, classes),
             Model::LogReg { dim } => (dim, 1, 2),
         };
         if dim == 0 {
-            return Err(format!("{}: the input dimension must be at least 1", self.name()));
+            return Err(ModelError::Invalid(format!(
+                "{}: the input dimension must be at least 1",
+                self.name()
+            )));
         }
         if hidden == 0 {
-            return Err(format!("{}: at least one hidden unit is needed", self.name()));
+            return Err(ModelError::Invalid(format!(
+                "{}: at least one hidden unit is needed",
+                self.name()
+            )));
         }
         if classes < 2 {
-            return Err(format!("{}: at least two classes are needed", self.name()));
+            return Err(ModelError::Invalid(format!(
+                "{}: at least two classes are needed",
+                self.name()
+            )));
         }
         let (d, h, c) = (dim as u128, hidden as u128, classes as u128);
         let n = match self {
@@ -86,7 +96,10 @@ impl Model {
             Model::LogReg { .. } => d + 1,
         };
         if n > MAX_PARAMS {
-            return Err(format!("{}: {n} parameters, more than the 2^32 supported", self.name()));
+            return Err(ModelError::Invalid(format!(
+                "{}: {n} parameters, more than the 2^32 supported",
+                self.name()
+            )));
         }
         Ok(())
     }

@@ -19,6 +19,7 @@
 
 mod batch;
 mod check;
+mod error;
 mod file;
 mod flat;
 mod init;
@@ -32,6 +33,7 @@ mod optim;
 pub mod options;
 mod softmax;
 
+pub use error::ModelError;
 pub use file::{decode, encode, load, save, ModelFileError};
 pub use flat::{BatchStats, FlatModel};
 pub use init::{shuffle, shuffled_indices};

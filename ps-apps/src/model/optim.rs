@@ -1,6 +1,7 @@
 //! Optimizers as pure functions on a slice of parameters, its gradient and its own
 //! state slice, so each server applies them to the key range it holds.
 
+use super::error::ModelError;
 use serde::{Deserialize, Serialize};
 
 /// Stochastic gradient descent with optional momentum and L2 weight decay:
@@ -54,16 +55,25 @@ impl Sgd {
     }
 
     /// Checks the settings: `lr > 0`, `0 <= momentum < 1`, `weight_decay >= 0`, all
-    /// finite. The error names the offending setting.
-    pub fn validate(&self) -> Result<(), String> {
+    /// finite. [`ModelError::Invalid`] names the offending setting.
+    pub fn validate(&self) -> Result<(), ModelError> {
         if !(self.lr.is_finite() && self.lr > 0.0) {
-            return Err(format!("learning rate {} must be a positive number", self.lr));
+            return Err(ModelError::Invalid(format!(
+                "learning rate {} must be a positive number",
+                self.lr
+            )));
         }
         if !(0.0..1.0).contains(&self.momentum) {
-            return Err(format!("momentum {} must be in [0, 1)", self.momentum));
+            return Err(ModelError::Invalid(format!(
+                "momentum {} must be in [0, 1)",
+                self.momentum
+            )));
         }
         if !(self.weight_decay.is_finite() && self.weight_decay >= 0.0) {
-            return Err(format!("weight decay {} must be 0 or more", self.weight_decay));
+            return Err(ModelError::Invalid(format!(
+                "weight decay {} must be 0 or more",
+                self.weight_decay
+            )));
         }
         Ok(())
     }
@@ -185,12 +195,17 @@ mod tests {
     #[test]
     fn validation() {
         assert!(Sgd::new(0.1).with_momentum(0.9).validate().is_ok());
-        assert!(Sgd::new(0.0).validate().unwrap_err().contains("learning rate"));
+        assert!(Sgd::new(0.0)
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("learning rate"));
         assert!(Sgd::new(f32::NAN).validate().is_err());
         assert!(Sgd::new(0.1)
             .with_momentum(1.0)
             .validate()
             .unwrap_err()
+            .to_string()
             .contains("momentum"));
         assert!(Sgd::new(0.1).with_weight_decay(-1.0).validate().is_err());
     }

@@ -2,6 +2,7 @@
 //! options) and the jobs cluster (a training job's JSON): the architecture by name, the
 //! input width read from the data when not given, validated.
 
+use super::error::ModelError;
 use super::kind::Model;
 use crate::recordio::{self, Example, Features};
 use serde::{Deserialize, Serialize};
@@ -27,15 +28,19 @@ impl ModelKind {
 }
 
 impl FromStr for ModelKind {
-    type Err = String;
+    type Err = ModelError;
 
-    /// A kind by its name (as in [`ModelKind::NAMES`]).
-    fn from_str(s: &str) -> Result<ModelKind, String> {
+    /// A kind by its name (as in [`ModelKind::NAMES`]); another name is
+    /// [`ModelError::Invalid`].
+    fn from_str(s: &str) -> Result<ModelKind, ModelError> {
         match s {
             "softmax" => Ok(ModelKind::Softmax),
             "mlp" => Ok(ModelKind::Mlp),
             "logreg" => Ok(ModelKind::Logreg),
-            _ => Err(format!("unknown model {s:?} (one of: {})", ModelKind::NAMES.join(", "))),
+            _ => Err(ModelError::Invalid(format!(
+                "unknown model {s:?} (one of: {})",
+                ModelKind::NAMES.join(", ")
+            ))),
         }
     }
 }
@@ -57,14 +62,22 @@ pub struct ModelOptions {
 impl ModelOptions {
     /// The model, validated. Without `dim` the input width is the length of the first
     /// training example, which `first` reads (e.g. [`first_example`] of the first
-    /// training file; its error is returned as it is); sparse data then is an error
-    /// naming `dim_option` (the option as the caller's user writes it: `--dim`, `"dim"`).
-    pub fn build(&self, first: impl FnOnce() -> Result<Example, String>, dim_option: &str) -> Result<Model, String> {
+    /// training file; its error, of the caller's type `E`, is returned as it is); sparse
+    /// data then is [`ModelError::Invalid`] naming `dim_option` (the option as the
+    /// caller's user writes it: `--dim`, `"dim"`), and so is an invalid model, both
+    /// turned into `E`.
+    pub fn build<E: From<ModelError>>(
+        &self,
+        first: impl FnOnce() -> Result<Example, E>,
+        dim_option: &str,
+    ) -> Result<Model, E> {
         let dim = match self.dim {
             Some(d) => d,
             None => match first()?.features {
                 Features::Dense(v) => v.len(),
-                Features::Sparse { .. } => return Err(format!("{dim_option} is required for sparse data")),
+                Features::Sparse { .. } => {
+                    return Err(ModelError::Invalid(format!("{dim_option} is required for sparse data")).into())
+                }
             },
         };
         let m = match self.kind {
@@ -84,15 +97,16 @@ impl ModelOptions {
     }
 }
 
-/// The first example of the RecordIO file (or URL) `path`; an empty file is an error
-/// naming it.
-pub fn first_example(path: &str) -> Result<Example, String> {
+/// The first example of the RecordIO file (or URL) `path`: an empty file is
+/// [`ModelError::Empty`] naming it, one that cannot be read [`ModelError::Data`]
+/// (RecordIO errors name the file already).
+pub fn first_example(path: &str) -> Result<Example, ModelError> {
     let p = Path::new(path);
-    // RecordIO errors name the file already
-    let idx = recordio::index(p).map_err(|e| e.to_string())?;
-    let c = idx.first().ok_or_else(|| format!("{path} holds no records"))?;
-    let rec = recordio::read_chunk(p, c).map_err(|e| e.to_string())?;
-    Example::decode(rec.first().ok_or_else(|| format!("{path} holds no records"))?).map_err(|e| e.to_string())
+    let empty = || ModelError::Empty(format!("{path} holds no records"));
+    let idx = recordio::index(p)?;
+    let c = idx.first().ok_or_else(empty)?;
+    let rec = recordio::read_chunk(p, c)?;
+    Ok(Example::decode(rec.first().ok_or_else(empty)?)?)
 }
 
 #[cfg(test)]
@@ -114,34 +128,42 @@ mod tests {
             .iter()
             .zip([ModelKind::Softmax, ModelKind::Mlp, ModelKind::Logreg])
         {
-            assert_eq!(name.parse::<ModelKind>(), Ok(kind));
+            assert_eq!(name.parse::<ModelKind>().unwrap(), kind);
             assert_eq!(serde_json::to_string(&kind).unwrap(), format!("\"{name}\""));
         }
-        assert!("cnn".parse::<ModelKind>().unwrap_err().contains("softmax, mlp, logreg"));
+        let e = "cnn".parse::<ModelKind>().unwrap_err();
+        assert!(matches!(e, ModelError::Invalid(_)));
+        assert_eq!(e.to_string(), "unknown model \"cnn\" (one of: softmax, mlp, logreg)");
     }
 
     #[test]
     fn a_given_dim_builds_each_kind_without_reading_data() {
         let none = || first_example("/nonexistent/data.rio");
         assert_eq!(
-            opts(ModelKind::Softmax, Some(4)).build(none, "--dim"),
-            Ok(Model::Softmax { dim: 4, classes: 3 })
+            opts(ModelKind::Softmax, Some(4)).build(none, "--dim").unwrap(),
+            Model::Softmax { dim: 4, classes: 3 }
         );
         assert_eq!(
-            opts(ModelKind::Mlp, Some(4)).build(none, "--dim"),
-            Ok(Model::Mlp {
+            opts(ModelKind::Mlp, Some(4)).build(none, "--dim").unwrap(),
+            Model::Mlp {
                 dim: 4,
                 hidden: 8,
                 classes: 3
-            })
+            }
         );
         assert_eq!(
-            opts(ModelKind::Logreg, Some(4)).build(none, "--dim"),
-            Ok(Model::LogReg { dim: 4 })
+            opts(ModelKind::Logreg, Some(4)).build(none, "--dim").unwrap(),
+            Model::LogReg { dim: 4 }
         );
         // without dim the data is read, and a missing file is the error
-        assert!(opts(ModelKind::Softmax, None).build(none, "--dim").is_err());
+        assert!(matches!(
+            opts(ModelKind::Softmax, None).build(none, "--dim"),
+            Err(ModelError::Data(_))
+        ));
         // an invalid model is refused by its validation
-        assert!(opts(ModelKind::Softmax, Some(0)).build(none, "--dim").is_err());
+        assert!(matches!(
+            opts(ModelKind::Softmax, Some(0)).build(none, "--dim"),
+            Err(ModelError::Invalid(_))
+        ));
     }
 }

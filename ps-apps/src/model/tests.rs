@@ -273,20 +273,23 @@ fn model_validation_and_names() {
     assert!(Model::Softmax { dim: 0, classes: 10 }
         .validate()
         .unwrap_err()
+        .to_string()
         .contains("dimension"));
     assert!(Model::Softmax { dim: 3, classes: 1 }
         .validate()
         .unwrap_err()
+        .to_string()
         .contains("two classes"));
     let no_hidden = Model::Mlp {
         dim: 3,
         hidden: 0,
         classes: 2,
     };
-    assert!(no_hidden.validate().unwrap_err().contains("hidden"));
+    assert!(no_hidden.validate().unwrap_err().to_string().contains("hidden"));
     assert!(Model::LogReg { dim: usize::MAX }
         .validate()
         .unwrap_err()
+        .to_string()
         .contains("2^32"));
     let mlp = Model::Mlp {
         dim: 784,
@@ -359,7 +362,7 @@ mod files {
 
         let missing = load(Path::new("/nonexistent/m.bin")).unwrap_err();
         assert!(matches!(missing, ModelFileError::Io { .. }));
-        assert!(String::from(missing).starts_with("/nonexistent/m.bin: "));
+        assert!(missing.to_string().starts_with("/nonexistent/m.bin: "));
     }
 
     #[test]

@@ -27,6 +27,9 @@ pub enum RunnerError {
     /// The runner said something that is not the protocol.
     #[error("the Python runner broke the protocol: {0}")]
     Protocol(String),
+    /// The runner's settings are invalid (bad input; names the option).
+    #[error("{0}")]
+    Invalid(String),
 }
 
 impl RunnerError {
@@ -34,5 +37,18 @@ impl RunnerError {
     /// a new one started on the next request); false when only the user's code raised.
     pub fn is_fatal(&self) -> bool {
         !matches!(self, RunnerError::Raised(_))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_text_is_the_message_and_the_kind_is_the_variant() {
+        let e = RunnerError::Invalid("--runner-threads must be at least 1".into());
+        assert_eq!(e.to_string(), "--runner-threads must be at least 1");
+        assert!(!RunnerError::Raised("ValueError: x".into()).is_fatal());
+        assert!(RunnerError::Timeout(Duration::from_secs(2)).is_fatal());
     }
 }

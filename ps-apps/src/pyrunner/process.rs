@@ -30,13 +30,13 @@ pub struct RunnerConfig {
 }
 
 impl RunnerConfig {
-    /// Checks the values; the error names the option.
-    pub fn validate(&self) -> Result<(), String> {
+    /// Checks the values; [`RunnerError::Invalid`] names the option.
+    pub fn validate(&self) -> Result<(), RunnerError> {
         if self.python.trim().is_empty() {
-            return Err("--python: name a Python interpreter".into());
+            return Err(RunnerError::Invalid("--python: name a Python interpreter".into()));
         }
         if self.threads == 0 {
-            return Err("--runner-threads must be at least 1".into());
+            return Err(RunnerError::Invalid("--runner-threads must be at least 1".into()));
         }
         Ok(())
     }

@@ -166,6 +166,12 @@ impl RecordIoError {
     }
 }
 
+/// Why a chunk's header or payload does not decode: the reason of a
+/// [`RecordIoKind::Corrupt`] error, which the caller names with the file and chunk.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub(crate) struct Damaged(pub String);
+
 /// A decoded chunk header.
 pub(crate) struct Header {
     pub crc: u32,
@@ -184,23 +190,26 @@ pub(crate) fn encode_header(crc: u32, c: Compressor, len: u32, records: u32) -> 
     h
 }
 
-/// Decodes and bounds-checks a chunk header (either magic, see [`LEGACY_MAGIC`]).
-pub(crate) fn decode_header(h: &[u8; HEADER_LEN]) -> Result<Header, String> {
+/// Decodes and bounds-checks a chunk header (either magic, see [`LEGACY_MAGIC`]);
+/// [`Damaged`] says what is wrong with it.
+pub(crate) fn decode_header(h: &[u8; HEADER_LEN]) -> Result<Header, Damaged> {
     let u = |a: usize| u32::from_le_bytes(h[a..a + 4].try_into().expect("4 bytes"));
     if u(0) != MAGIC && u(0) != LEGACY_MAGIC {
-        return Err(format!(
+        return Err(Damaged(format!(
             "bad magic {:#010x} (not a RecordIO chunk; expected {MAGIC:#010x})",
             u(0)
-        ));
+        )));
     }
-    let compressor = Compressor::from_code(u(8)).ok_or_else(|| format!("unknown compressor {}", u(8)))?;
+    let compressor = Compressor::from_code(u(8)).ok_or_else(|| Damaged(format!("unknown compressor {}", u(8))))?;
     let len = u(12) as u64;
     if len > MAX_CHUNK_BYTES {
-        return Err(format!("chunk of {len} bytes exceeds the 256 MiB limit"));
+        return Err(Damaged(format!("chunk of {len} bytes exceeds the 256 MiB limit")));
     }
     let records = u(16);
     if records > MAX_CHUNK_RECORDS {
-        return Err(format!("chunk claims {records} records, more than can fit in 256 MiB"));
+        return Err(Damaged(format!(
+            "chunk claims {records} records, more than can fit in 256 MiB"
+        )));
     }
     Ok(Header {
         crc: u(4),
@@ -210,24 +219,27 @@ pub(crate) fn decode_header(h: &[u8; HEADER_LEN]) -> Result<Header, String> {
     })
 }
 
-/// Splits an uncompressed payload into its records.
-pub(crate) fn split_records(raw: &[u8], records: u32) -> Result<Vec<Vec<u8>>, String> {
+/// Splits an uncompressed payload into its records; [`Damaged`] when they do not fit it.
+pub(crate) fn split_records(raw: &[u8], records: u32) -> Result<Vec<Vec<u8>>, Damaged> {
     let mut out = Vec::with_capacity((records as usize).min(raw.len() / 4 + 1));
     let mut at = 0usize;
     for i in 0..records {
         let len = raw
             .get(at..at + 4)
             .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")) as usize)
-            .ok_or_else(|| format!("record {i} is cut off"))?;
+            .ok_or_else(|| Damaged(format!("record {i} is cut off")))?;
         at += 4;
         let rec = raw
             .get(at..at + len)
-            .ok_or_else(|| format!("record {i} claims {len} bytes past the end"))?;
+            .ok_or_else(|| Damaged(format!("record {i} claims {len} bytes past the end")))?;
         out.push(rec.to_vec());
         at += len;
     }
     if at != raw.len() {
-        return Err(format!("{} stray bytes after {records} records", raw.len() - at));
+        return Err(Damaged(format!(
+            "{} stray bytes after {records} records",
+            raw.len() - at
+        )));
     }
     Ok(out)
 }

@@ -213,7 +213,7 @@ fn unknown_compressors_are_refused() {
     for code in [3u32, 0x100, 0x0100_0001] {
         h[8..12].copy_from_slice(&code.to_le_bytes());
         let e = decode_header(&h).err().unwrap();
-        assert_eq!(e, format!("unknown compressor {code}"));
+        assert_eq!(e.to_string(), format!("unknown compressor {code}"));
     }
 }
 

@@ -70,7 +70,7 @@ pub fn index_stream(f: &mut (impl Read + Seek), size: u64, path: &Path) -> Resul
         let idx = out.len();
         let mut h = [0u8; HEADER_LEN];
         f.read_exact(&mut h).map_err(|e| err(path, Some(idx), read_error(e)))?;
-        let header = decode_header(&h).map_err(|e| err(path, Some(idx), corrupt(e)))?;
+        let header = decode_header(&h).map_err(|e| err(path, Some(idx), corrupt(e.0)))?;
         let end = offset + HEADER_LEN as u64 + header.len;
         if end > size {
             return Err(err(
@@ -111,7 +111,7 @@ pub fn read_chunk_stream(
     f.seek(SeekFrom::Start(c.offset)).map_err(|x| e(io(x)))?;
     let mut h = [0u8; HEADER_LEN];
     f.read_exact(&mut h).map_err(|x| e(read_error(x)))?;
-    let header = decode_header(&h).map_err(|x| e(corrupt(x)))?;
+    let header = decode_header(&h).map_err(|x| e(corrupt(x.0)))?;
     let mut stored = Vec::with_capacity(header.len as usize);
     f.take(header.len).read_to_end(&mut stored).map_err(|x| e(io(x)))?;
     if stored.len() as u64 != header.len {
@@ -124,7 +124,7 @@ pub fn read_chunk_stream(
         .compressor
         .decompress(&stored)
         .map_err(|x| e(corrupt(format!("cannot decompress: {x}"))))?;
-    split_records(&raw, header.records).map_err(|x| e(corrupt(x)))
+    split_records(&raw, header.records).map_err(|x| e(corrupt(x.0)))
 }
 
 /// The remote object `path` names (its size read by a HEAD request when `sized`), or

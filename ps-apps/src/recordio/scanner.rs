@@ -67,7 +67,7 @@ impl Scanner {
                 Err(e) => return Err(self.error(RecordIoKind::Io, e.to_string())),
             }
         }
-        let header = decode_header(&h).map_err(|e| self.err(e))?;
+        let header = decode_header(&h).map_err(|e| self.err(e.0))?;
         let mut stored = Vec::with_capacity(header.len as usize);
         f.take(header.len)
             .read_to_end(&mut stored)
@@ -82,7 +82,7 @@ impl Scanner {
             .compressor
             .decompress(&stored)
             .map_err(|e| self.err(format!("cannot decompress: {e}")))?;
-        self.records = split_records(&raw, header.records).map_err(|e| self.err(e))?.into();
+        self.records = split_records(&raw, header.records).map_err(|e| self.err(e.0))?.into();
         self.chunk += 1;
         Ok(true)
     }

@@ -7,6 +7,7 @@
 //! (`Secret::http_token`; none without a secret: certificates only).
 //! `PS_HTTP_OPEN_READS=1` opens GET/HEAD (reads) to everyone.
 
+use super::error::StatsError;
 use ps_core::config::Security;
 use ps_core::tls::CertRole;
 use std::net::SocketAddr;
@@ -51,9 +52,9 @@ impl Access {
     }
 
     /// Checks a request; `certified` says the caller presented a certificate of the
-    /// cluster's CA naming `client` or `scheduler`. The error is the one-line reason
-    /// for a 401.
-    pub fn check(&self, method: &str, authorization: Option<&str>, certified: bool) -> Result<(), &'static str> {
+    /// cluster's CA naming `client` or `scheduler`. [`StatsError::Unauthorized`] says
+    /// in one line what is needed (a 401).
+    pub fn check(&self, method: &str, authorization: Option<&str>, certified: bool) -> Result<(), StatsError> {
         if !self.secured || certified {
             return Ok(());
         }
@@ -61,27 +62,30 @@ impl Access {
             return Ok(());
         }
         let Some(token) = &self.token else {
-            return Err("this cluster needs a client certificate (psrs certs issue --role client; `psrs job` sends PS_TLS_CERT)");
+            return Err(StatsError::Unauthorized(
+                "this cluster needs a client certificate (psrs certs issue --role client; `psrs job` sends PS_TLS_CERT)",
+            ));
         };
         let given = authorization
             .and_then(|a| a.trim().strip_prefix("Bearer "))
             .map(str::trim)
-            .ok_or(
+            .ok_or(StatsError::Unauthorized(
                 "this cluster needs a client certificate or Authorization: Bearer TOKEN (`psrs job` sends either)",
-            )?;
+            ))?;
         // constant time over the token's length
         let same =
             given.len() == token.len() && given.bytes().zip(token.bytes()).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0;
         if same {
             Ok(())
         } else {
-            Err("wrong bearer token")
+            Err(StatsError::Unauthorized("wrong bearer token"))
         }
     }
 
     /// Whether the server may listen on `addr`: loopback always; beyond it only with
-    /// security, or with `--insecure`. The error is one line naming both ways out.
-    pub fn check_listen(&self, addr: SocketAddr) -> Result<(), String> {
+    /// security, or with `--insecure`. [`StatsError::Exposed`] is one line naming both
+    /// ways out.
+    pub fn check_listen(&self, addr: SocketAddr) -> Result<(), StatsError> {
         if addr.ip().is_loopback() || self.secured {
             return Ok(());
         }
@@ -89,9 +93,7 @@ impl Access {
             log::warn!("the HTTP API listens on {addr} without security (--insecure): anyone who reaches it can submit jobs and read and write files as this user");
             return Ok(());
         }
-        Err(format!(
-            "refusing to serve the HTTP API on {addr} without security: anyone who reaches it could run jobs as this user; set PS_TLS_CA/PS_TLS_CERT/PS_TLS_KEY or PS_SECRET_FILE, listen on 127.0.0.1, or pass --insecure"
-        ))
+        Err(StatsError::Exposed(addr))
     }
 }
 
@@ -123,11 +125,13 @@ impl HttpSecurity {
     }
 
     /// The guard of a scheduler with these settings; `insecure` as
-    /// [`Access::insecure`]. With security on, the scheduler's credentials serve HTTPS.
-    pub fn from_security(sec: &Security, insecure: bool) -> Result<HttpSecurity, String> {
+    /// [`Access::insecure`]. With security on, the scheduler's credentials serve HTTPS;
+    /// credentials that cannot be read are [`StatsError::Config`], ones rustls
+    /// refuses [`StatsError::Tls`].
+    pub fn from_security(sec: &Security, insecure: bool) -> Result<HttpSecurity, StatsError> {
         let access = Access::from_security(sec).insecure(insecure);
-        let tls = match sec.credentials(CertRole::Scheduler).map_err(|e| e.to_string())? {
-            Some(c) => Some(c.http_server_config().map_err(|e| e.to_string())?),
+        let tls = match sec.credentials(CertRole::Scheduler)? {
+            Some(c) => Some(c.http_server_config()?),
             None => None,
         };
         Ok(HttpSecurity {
@@ -166,11 +170,10 @@ mod tests {
 
     #[test]
     fn open_without_security() {
-        assert_eq!(Access::open().check("POST", None, false), Ok(()));
-        assert_eq!(
-            Access::from_security(&Security::default()).check("DELETE", None, false),
-            Ok(())
-        );
+        assert!(Access::open().check("POST", None, false).is_ok());
+        assert!(Access::from_security(&Security::default())
+            .check("DELETE", None, false)
+            .is_ok());
     }
 
     #[test]
@@ -182,12 +185,12 @@ mod tests {
             a.check("POST", Some(&token), false).is_err(),
             "the Bearer scheme is required"
         );
-        assert_eq!(a.check("POST", Some(&format!("Bearer {token}")), false), Ok(()));
-        assert_eq!(a.check("POST", None, true), Ok(()), "a client certificate is enough");
+        assert!(a.check("POST", Some(&format!("Bearer {token}")), false).is_ok());
+        assert!(a.check("POST", None, true).is_ok(), "a client certificate is enough");
         let (a, token) = secured(true);
-        assert_eq!(a.check("GET", None, false), Ok(()));
+        assert!(a.check("GET", None, false).is_ok());
         assert!(a.check("DELETE", None, false).is_err());
-        assert_eq!(a.check("DELETE", Some(&format!("Bearer {token}")), false), Ok(()));
+        assert!(a.check("DELETE", Some(&format!("Bearer {token}")), false).is_ok());
     }
 
     #[test]
@@ -197,8 +200,9 @@ mod tests {
             ..Access::default()
         };
         let e = a.check("GET", Some("Bearer anything"), false).unwrap_err();
-        assert!(e.contains("client certificate"), "{e}");
-        assert_eq!(a.check("GET", None, true), Ok(()));
+        assert!(matches!(e, StatsError::Unauthorized(_)));
+        assert!(e.to_string().contains("client certificate"), "{e}");
+        assert!(a.check("GET", None, true).is_ok());
         use ps_core::tls::{CertRole as R, Roles};
         assert!(certified(&Roles(vec![R::Client])) && certified(&Roles(vec![R::Scheduler])));
         assert!(!certified(&Roles(vec![R::Worker])) && !certified(&Roles(vec![R::Server])));
@@ -208,12 +212,14 @@ mod tests {
     fn beyond_loopback_needs_security_or_insecure() {
         let any: SocketAddr = "0.0.0.0:8080".parse().unwrap();
         let lo: SocketAddr = "127.0.0.1:8080".parse().unwrap();
-        assert_eq!(Access::open().check_listen(lo), Ok(()));
+        assert!(Access::open().check_listen(lo).is_ok());
         let e = Access::open().check_listen(any).unwrap_err();
+        assert!(matches!(e, StatsError::Exposed(a) if a == any));
+        let e = e.to_string();
         assert!(e.contains("--insecure") && e.contains("0.0.0.0:8080"), "{e}");
-        assert_eq!(Access::open().insecure(true).check_listen(any), Ok(()));
-        assert_eq!(secured(false).0.check_listen(any), Ok(()));
-        assert_eq!(Access::open().check_listen("[::1]:80".parse().unwrap()), Ok(()));
+        assert!(Access::open().insecure(true).check_listen(any).is_ok());
+        assert!(secured(false).0.check_listen(any).is_ok());
+        assert!(Access::open().check_listen("[::1]:80".parse().unwrap()).is_ok());
     }
 
     #[test]

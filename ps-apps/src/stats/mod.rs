@@ -4,6 +4,7 @@
 mod access;
 mod cluster;
 mod dashboard;
+mod error;
 pub mod https;
 mod node_view;
 mod prometheus;
@@ -12,6 +13,7 @@ mod snapshot;
 
 pub use access::{bind_addr, Access, HttpSecurity};
 pub use cluster::{node_stats, nodes, traffic};
+pub use error::StatsError;
 pub use node_view::base_snapshot;
 pub use prometheus::to_prometheus;
 pub use server::{Api, ApiResponse, StatsServer};

@@ -4,6 +4,7 @@
 
 use super::access::{Access, HttpSecurity};
 use super::dashboard;
+use super::error::StatsError;
 use super::prometheus::to_prometheus;
 use super::snapshot::Snapshot;
 use std::net::ToSocketAddrs;
@@ -45,22 +46,24 @@ struct Handler {
 impl StatsServer {
     /// Serves on `addr` (e.g. `127.0.0.1:0` for any free port; a bare port binds
     /// 127.0.0.1): `/stats.json`, `/metrics` and `/` (dashboard), to requests `sec`
-    /// allows (others get 401, logged); HTTPS when `sec` has a TLS configuration.
-    pub fn start(addr: &str, provider: Provider, sec: HttpSecurity) -> Result<StatsServer, String> {
+    /// allows (others get 401, logged); HTTPS when `sec` has a TLS configuration. An
+    /// address that cannot be served is [`StatsError::Io`] naming it.
+    pub fn start(addr: &str, provider: Provider, sec: HttpSecurity) -> Result<StatsServer, StatsError> {
         StatsServer::start_with_api(addr, provider, None, sec)
     }
 
     /// Like [`StatsServer::start`], with `api` consulted first for every request.
     /// Fails before binding when the address is beyond loopback and `sec` allows
-    /// that neither by security nor by `--insecure` ([`Access::check_listen`]).
+    /// that neither by security nor by `--insecure` ([`Access::check_listen`],
+    /// [`StatsError::Exposed`]).
     pub fn start_with_api(
         addr: &str,
         provider: Provider,
         api: Option<Api>,
         sec: HttpSecurity,
-    ) -> Result<StatsServer, String> {
+    ) -> Result<StatsServer, StatsError> {
         let addr = &super::access::bind_addr(addr);
-        let cannot = |e: &dyn std::fmt::Display| format!("cannot serve statistics on {addr}: {e}");
+        let cannot = |e: &dyn std::fmt::Display| StatsError::Io(format!("cannot serve statistics on {addr}: {e}"));
         for a in addr.to_socket_addrs().map_err(|e| cannot(&e))? {
             sec.access.check_listen(a)?;
         }
@@ -75,7 +78,7 @@ impl StatsServer {
             let bound = server
                 .server_addr()
                 .to_ip()
-                .ok_or_else(|| "statistics server has no IP address".to_string())?;
+                .ok_or_else(|| StatsError::Io("statistics server has no IP address".to_string()))?;
             let t = serve(server, Arc::clone(&handler), false, Arc::clone(&stop))?;
             return Ok(StatsServer {
                 addr: bound,
@@ -145,7 +148,7 @@ fn serve(
     handler: Arc<Handler>,
     certified: bool,
     stop: Arc<AtomicBool>,
-) -> Result<JoinHandle<()>, String> {
+) -> Result<JoinHandle<()>, StatsError> {
     std::thread::Builder::new()
         .name("stats-http".into())
         .spawn(move || {
@@ -153,17 +156,17 @@ fn serve(
                 match server.recv_timeout(Duration::from_millis(100)) {
                     Ok(Some(req)) => match allowed(&req, &handler.access, certified) {
                         Ok(()) => respond(req, &handler.provider, handler.api.as_ref()),
-                        Err(why) => refuse(req, why),
+                        Err(why) => refuse(req, &why),
                     },
                     Ok(None) => {}
                     Err(e) => log::warn!("statistics server: {e}"),
                 }
             }
         })
-        .map_err(|e| e.to_string())
+        .map_err(|e| StatsError::Io(e.to_string()))
 }
 
-fn allowed(req: &tiny_http::Request, access: &Access, certified: bool) -> Result<(), &'static str> {
+fn allowed(req: &tiny_http::Request, access: &Access, certified: bool) -> Result<(), StatsError> {
     let auth = req
         .headers()
         .iter()
@@ -172,15 +175,16 @@ fn allowed(req: &tiny_http::Request, access: &Access, certified: bool) -> Result
     access.check(req.method().as_str(), auth, certified)
 }
 
-fn refuse(req: tiny_http::Request, why: &str) {
+/// Answers a refused request with the status of `why`'s kind and its one line.
+fn refuse(req: tiny_http::Request, why: &StatsError) {
     let from = req
         .remote_addr()
         .map(|a| a.to_string())
         .unwrap_or_else(|| "an HTTPS caller".into());
     log::warn!("HTTP {} {} from {from} refused: {why}", req.method(), req.url());
-    let body = format!("{}\n", serde_json::json!({ "error": why }));
+    let body = format!("{}\n", serde_json::json!({ "error": why.to_string() }));
     let resp = tiny_http::Response::from_string(body)
-        .with_status_code(401)
+        .with_status_code(why.http_status())
         .with_header(header("application/json"));
     let _ = req.respond(resp);
 }
@@ -302,6 +306,8 @@ mod tests {
         let e = StatsServer::start("0.0.0.0:0", Arc::clone(&provider), HttpSecurity::open())
             .err()
             .expect("refused");
+        assert!(matches!(e, StatsError::Exposed(_)));
+        let e = e.to_string();
         assert!(e.contains("--insecure") && e.contains("0.0.0.0"), "{e}");
         let mut sec = HttpSecurity::open();
         sec.access = sec.access.insecure(true);

@@ -5,6 +5,7 @@
 //! `psrs train --mode sync` does). Requests survive a server's replacement
 //! ([`exchange_all`]).
 
+use super::error::TablesError;
 use super::keys::KeySpace;
 use super::pack::{step_pairs, RowGrads};
 use super::shard::dense_block;
@@ -73,8 +74,9 @@ pub struct TableClient {
 
 impl TableClient {
     /// A client for `spec` (validated) over `kv`; a request unanswered after
-    /// `timeout` fails.
-    pub fn new(kv: KVWorker<f32>, spec: ModelSpec, timeout: Duration) -> Result<TableClient, String> {
+    /// `timeout` fails. An invalid spec, or more servers than the key layout holds, is
+    /// [`TablesError::Invalid`].
+    pub fn new(kv: KVWorker<f32>, spec: ModelSpec, timeout: Duration) -> Result<TableClient, TablesError> {
         spec.validate()?;
         let space = KeySpace::new(kv.ranges().len())?;
         let n = space.num_servers();
@@ -377,7 +379,7 @@ impl TableClient {
         self.check_len(out.len())?;
         let n = self.space.num_servers();
         let to = |s: usize| send.get(s).copied().unwrap_or(true);
-        let kvs = step_pairs(&self.space, dense, rows).map_err(ClientError::Refused)?;
+        let kvs = step_pairs(&self.space, dense, rows).map_err(|e| ClientError::Refused(e.to_string()))?;
         self.idle.end();
         let sync = matches!(self.spec.mode, Mode::Sync { .. });
         let versions = self.versions.clone();
@@ -416,6 +418,8 @@ impl TableClient {
     /// Tells the servers this worker holds no task: sync versions stop waiting for its
     /// gradients until its next step.
     pub fn idle(&mut self) -> Result<(), ClientError> {
-        self.idle.send(&self.kv, CMD_IDLE).map_err(ClientError::Cluster)
+        self.idle
+            .send(&self.kv, CMD_IDLE)
+            .map_err(|e| ClientError::Cluster(e.to_string()))
     }
 }

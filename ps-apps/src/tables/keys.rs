@@ -11,6 +11,7 @@
 //! A key is decoded back (by the server holding it) into the dense block or
 //! `(table, id)`, and a row key on the wrong server is refused.
 
+use super::error::TablesError;
 use ps_core::kv::{server_key_ranges, KeyRange};
 
 /// Bits of the row id in a packed row.
@@ -55,12 +56,13 @@ pub struct KeySpace {
 }
 
 impl KeySpace {
-    /// The layout over `num_servers` servers (their ranges as `server_key_ranges`).
-    pub fn new(num_servers: usize) -> Result<KeySpace, String> {
+    /// The layout over `num_servers` servers (their ranges as `server_key_ranges`);
+    /// [`TablesError::Invalid`] for a count it cannot hold.
+    pub fn new(num_servers: usize) -> Result<KeySpace, TablesError> {
         if num_servers == 0 || num_servers > MAX_SERVERS {
-            return Err(format!(
+            return Err(TablesError::Invalid(format!(
                 "{num_servers} servers: psrs.torch works with 1 to {MAX_SERVERS}"
-            ));
+            )));
         }
         Ok(KeySpace {
             ranges: server_key_ranges(num_servers),
@@ -94,22 +96,26 @@ impl KeySpace {
         self.ranges[s].begin + 1 + p
     }
 
-    /// What `key` names on server `s`: an error if it is not a key of that server.
-    pub fn decode(&self, s: usize, key: u64) -> Result<KeyOf, String> {
-        let r = self.ranges.get(s).ok_or_else(|| format!("no server {s}"))?;
+    /// What `key` names on server `s`: [`TablesError::Misfit`] if it is not a key of
+    /// that server.
+    pub fn decode(&self, s: usize, key: u64) -> Result<KeyOf, TablesError> {
+        let r = self
+            .ranges
+            .get(s)
+            .ok_or_else(|| TablesError::Misfit(format!("no server {s}")))?;
         if key == r.begin {
             return Ok(KeyOf::Dense);
         }
         let p = key
             .checked_sub(r.begin + 1)
             .filter(|&p| p < (MAX_TABLES as u64) << ID_BITS)
-            .ok_or_else(|| format!("key {key} is not a psrs.torch key of server {s}"))?;
+            .ok_or_else(|| TablesError::Misfit(format!("key {key} is not a psrs.torch key of server {s}")))?;
         let (table, id) = ((p >> ID_BITS) as usize, p & (MAX_ROWS - 1));
         if self.row_server(table, id) != s {
-            return Err(format!(
+            return Err(TablesError::Misfit(format!(
                 "key {key} (table {table}, row {id}) belongs to server {}, not {s}",
                 self.row_server(table, id)
-            ));
+            )));
         }
         Ok(KeyOf::Row { table, id })
     }
@@ -144,15 +150,15 @@ mod tests {
     fn keys_decode_back_on_their_server_only() {
         let ks = KeySpace::new(3).unwrap();
         for s in 0..3 {
-            assert_eq!(ks.decode(s, ks.dense_key(s)), Ok(KeyOf::Dense));
+            assert_eq!(ks.decode(s, ks.dense_key(s)).unwrap(), KeyOf::Dense);
         }
         for (table, id) in [(0, 0), (0, MAX_ROWS - 1), (255, 12345), (7, 1_000_000_000)] {
             let k = ks.row_key(table, id);
             let s = ks.row_server(table, id);
             assert!(ks.ranges()[s].contains(k));
-            assert_eq!(ks.decode(s, k), Ok(KeyOf::Row { table, id }));
+            assert_eq!(ks.decode(s, k).unwrap(), KeyOf::Row { table, id });
             let other = (s + 1) % 3;
-            assert!(ks.decode(other, k).is_err());
+            assert!(matches!(ks.decode(other, k), Err(TablesError::Misfit(_))));
         }
         assert!(ks
             .decode(0, ks.dense_key(0) + 1 + ((MAX_TABLES as u64) << ID_BITS))

@@ -59,6 +59,7 @@
 //! their current dense values.
 
 pub mod client;
+pub mod error;
 pub mod init;
 pub mod keys;
 pub mod optim;
@@ -68,3 +69,5 @@ pub mod shard;
 pub mod sparse;
 pub mod spec;
 pub mod wire;
+
+pub use error::TablesError;

@@ -7,6 +7,7 @@
 //! correction follows its own updates, not the table's). A state slice is laid out
 //! as `[first moment..., second moment...]`.
 
+use super::error::TablesError;
 use serde::{Deserialize, Serialize};
 
 /// An optimizer and its settings.
@@ -48,13 +49,13 @@ pub enum Optimizer {
 }
 
 impl Optimizer {
-    /// Checks the settings: a one-line error naming the bad one.
-    pub fn validate(&self) -> Result<(), String> {
+    /// Checks the settings: [`TablesError::Invalid`], one line naming the bad one.
+    pub fn validate(&self) -> Result<(), TablesError> {
         let fine = |name: &str, v: f32, ok: bool| {
             if v.is_finite() && ok {
                 Ok(())
             } else {
-                Err(format!("{name}={v}: out of range"))
+                Err(TablesError::Invalid(format!("{name}={v}: out of range")))
             }
         };
         match *self {
@@ -289,12 +290,14 @@ mod tests {
             eps: 1e-8,
             weight_decay: 0.0,
         };
-        assert_eq!(bad.validate().unwrap_err(), "beta1=1: out of range");
+        let e = bad.validate().unwrap_err();
+        assert!(matches!(e, TablesError::Invalid(_)));
+        assert_eq!(e.to_string(), "beta1=1: out of range");
         let nan = Optimizer::Sgd {
             lr: f32::NAN,
             momentum: 0.0,
             weight_decay: 0.0,
         };
-        assert!(nan.validate().unwrap_err().starts_with("lr=NaN"));
+        assert!(nan.validate().unwrap_err().to_string().starts_with("lr=NaN"));
     }
 }

@@ -3,6 +3,7 @@
 //! caller's gradient buffer (no copy); rows are gathered in key order, and a row
 //! looked up twice in one step gets the sum of its gradients.
 
+use super::error::TablesError;
 use super::keys::KeySpace;
 use super::shard::dense_block;
 use ps_core::kv::{KVPairs, SArray};
@@ -19,18 +20,19 @@ pub struct RowGrads<'a> {
 }
 
 /// The push of one step: each server's block of `dense` (the flattened dense
-/// gradient) under its dense key, then its rows from `rows`.
-pub fn step_pairs(space: &KeySpace, dense: SArray<f32>, rows: &[RowGrads<'_>]) -> Result<KVPairs<f32>, String> {
+/// gradient) under its dense key, then its rows from `rows`. Rows whose gradients do
+/// not match their keys and width are [`TablesError::Misfit`].
+pub fn step_pairs(space: &KeySpace, dense: SArray<f32>, rows: &[RowGrads<'_>]) -> Result<KVPairs<f32>, TablesError> {
     let n = space.num_servers();
     let blocks: Vec<_> = (0..n).map(|s| dense_block(dense.len() as u64, n, s)).collect();
     for r in rows {
         if r.grads.len() != r.keys.len() * r.dim {
-            return Err(format!(
+            return Err(TablesError::Misfit(format!(
                 "{} gradient values for {} rows of {}",
                 r.grads.len(),
                 r.keys.len(),
                 r.dim
-            ));
+            )));
         }
     }
     let dense_keys: Vec<u64> = (0..n).map(|s| space.dense_key(s)).collect();
@@ -131,7 +133,7 @@ mod tests {
         let parts = p.slice(ks.ranges(), true);
         let mut seen = 0;
         for (s, part) in parts.iter().enumerate() {
-            assert_eq!(ks.decode(s, part.keys[0]), Ok(KeyOf::Dense));
+            assert_eq!(ks.decode(s, part.keys[0]).unwrap(), KeyOf::Dense);
             let block = dense_block(5, 2, s);
             assert_eq!(part.lens[0] as usize, block.len());
             let mut at = block.len();

@@ -6,6 +6,7 @@
 //! With `PS_REPLICAS` the server keeps a shard per range it holds (the replication
 //! layer forwards their pushes), and a replacement copies them from a live replica.
 
+use super::error::TablesError;
 use super::keys::KeySpace;
 use super::shard::TableShard;
 use super::spec::ModelSpec;
@@ -94,10 +95,10 @@ fn status(resp: &KVResponder, meta: &KVMeta, status: i32, version: u64) {
     }
 }
 
-fn refuse(resp: &KVResponder, meta: &KVMeta, why: String) {
+fn refuse(resp: &KVResponder, meta: &KVMeta, why: TablesError) {
     log::warn!("refused a request from {}: {why}", meta.sender);
     // the worker sees the text alone (a refusal travels as text)
-    if let Err(e) = resp.error(meta, &KvError::Transport(why)) {
+    if let Err(e) = resp.error(meta, &KvError::Transport(why.to_string())) {
         log::warn!("refusal to {} not sent: {e}", meta.sender);
     }
 }
@@ -161,7 +162,11 @@ impl Ctx {
             self.rank
         };
         let Some(rs) = st.ranges.get_mut(&r) else {
-            refuse(resp, meta, format!("server {} does not hold range {r}", self.rank));
+            refuse(
+                resp,
+                meta,
+                TablesError::Misfit(format!("server {} does not hold range {r}", self.rank)),
+            );
             return;
         };
         match (meta.cmd, meta.push) {
@@ -215,10 +220,10 @@ impl Ctx {
             (cmd, push) => refuse(
                 resp,
                 meta,
-                format!(
+                TablesError::Misfit(format!(
                     "command {cmd} ({}) is not a parameter-table request",
                     if push { "push" } else { "pull" }
-                ),
+                )),
             ),
         }
     }
@@ -232,7 +237,11 @@ impl Ctx {
         };
         match &rs.shard {
             Some(shard) => match spec.difference(shard.spec()) {
-                Some(why) => refuse(resp, meta, format!("the model differs from the declared one: {why}")),
+                Some(why) => refuse(
+                    resp,
+                    meta,
+                    TablesError::Misfit(format!("the model differs from the declared one: {why}")),
+                ),
                 None => status(resp, meta, 0, shard.version()),
             },
             None if meta.cmd == CMD_JOIN => status(resp, meta, STATUS_NOT_YET, 0),
@@ -282,8 +291,9 @@ impl TableServer {
     /// Serves app `app_id`'s parameter tables on this server node: the model arrives
     /// with the first declaration. A node that replaced a dead server restores its own
     /// range from its checkpoint if there is one (with `PS_REPLICAS` it copies every
-    /// range it holds from a live replica instead).
-    pub fn start(po: &Arc<Postoffice>, app_id: i32, opts: TableServerOptions) -> Result<TableServer, String> {
+    /// range it holds from a live replica instead). A checkpoint that cannot be read
+    /// is [`TablesError::Train`], a KV server that cannot start [`TablesError::Kv`].
+    pub fn start(po: &Arc<Postoffice>, app_id: i32, opts: TableServerOptions) -> Result<TableServer, TablesError> {
         let rank = po.my_rank();
         let space = KeySpace::new(po.num_servers())?;
         let holders = Holders::new(po.num_servers(), po.config().replicas);
@@ -333,7 +343,7 @@ impl TableServer {
                     ctx.tick(&mut st.lock());
                 }
             })
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| TablesError::Thread(e.to_string()))?;
         Ok(TableServer {
             _kv: kv,
             stop,
@@ -391,21 +401,24 @@ impl RangeCopy for TablesCopy {
         )
     }
 
-    fn restore(&mut self, range: usize, _keys: KeyRange, data: &[u8]) -> Result<(), String> {
+    fn restore(&mut self, range: usize, _keys: KeyRange, data: &[u8]) -> Result<(), KvError> {
         let (shard, idle): (Option<TableShard>, BTreeSet<i32>) = copy_codec()
             .deserialize(data)
-            .map_err(|e| format!("malformed copy of range {range}: {e}"))?;
+            .map_err(|e| KvError::BadCopy(format!("malformed copy of range {range}: {e}")))?;
         let mut st = self.0.lock();
         let rs = st
             .ranges
             .get_mut(&range)
-            .ok_or(format!("range {range} is not held here"))?;
+            .ok_or_else(|| KvError::BadCopy(format!("range {range} is not held here")))?;
         let Some(mut shard) = shard else {
             rs.shard = None;
             return Ok(());
         };
         if shard.range != range {
-            return Err(format!("a copy of range {} offered for range {range}", shard.range));
+            return Err(KvError::BadCopy(format!(
+                "a copy of range {} offered for range {range}",
+                shard.range
+            )));
         }
         shard.rule.set_idle_workers(idle);
         rs.last_checkpoint = shard.version();

@@ -4,6 +4,7 @@
 //! push is checked whole before any of it is taken, so a malformed one changes
 //! nothing. No sockets, no clock.
 
+use super::error::TablesError;
 use super::keys::{KeyOf, KeySpace};
 use super::sparse::SparseTable;
 use super::spec::ModelSpec;
@@ -50,19 +51,20 @@ pub fn dense_block(dense_len: u64, num_servers: usize, range: usize) -> std::ops
 impl TableShard {
     /// Range `range` of `spec` over `num_servers` servers, its dense block starting at
     /// `values` (that block's initial values), under a rule for `num_workers` workers.
+    /// A block of another length is [`TablesError::Misfit`].
     pub fn new(
         spec: ModelSpec,
         range: usize,
         num_servers: usize,
         values: Vec<f32>,
         num_workers: usize,
-    ) -> Result<TableShard, String> {
+    ) -> Result<TableShard, TablesError> {
         let want = dense_block(spec.dense_len(), num_servers, range).len();
         if values.len() != want {
-            return Err(format!(
+            return Err(TablesError::Misfit(format!(
                 "server {range}'s block of the dense parameters holds {want} values, {} were sent",
                 values.len()
-            ));
+            )));
         }
         let n = values.len();
         Ok(TableShard {
@@ -100,9 +102,16 @@ impl TableShard {
         self.tables.iter().map(SparseTable::stored_rows).collect()
     }
 
-    fn check<'a>(&self, space: &KeySpace, keys: &[u64], lens: &[i32], vals: &'a [f32]) -> Result<Parts<'a>, String> {
+    fn check<'a>(
+        &self,
+        space: &KeySpace,
+        keys: &[u64],
+        lens: &[i32],
+        vals: &'a [f32],
+    ) -> Result<Parts<'a>, TablesError> {
+        let misfit = TablesError::Misfit;
         if !lens.is_empty() && lens.len() != keys.len() {
-            return Err(format!("{} lengths for {} keys", lens.len(), keys.len()));
+            return Err(misfit(format!("{} lengths for {} keys", lens.len(), keys.len())));
         }
         let mut parts = Parts {
             dense: None,
@@ -113,30 +122,32 @@ impl TableShard {
             let (want, what) = match space.decode(self.range, k)? {
                 KeyOf::Dense => (self.dense.values.len(), None),
                 KeyOf::Row { table, id } => {
-                    let t =
-                        self.spec.tables.get(table).ok_or_else(|| {
-                            format!("table {table} is not declared ({} tables)", self.spec.tables.len())
-                        })?;
+                    let t = self.spec.tables.get(table).ok_or_else(|| {
+                        misfit(format!(
+                            "table {table} is not declared ({} tables)",
+                            self.spec.tables.len()
+                        ))
+                    })?;
                     if id >= t.rows {
-                        return Err(format!(
+                        return Err(misfit(format!(
                             "row {id} of embedding {}: not below num_embeddings {}",
                             t.name, t.rows
-                        ));
+                        )));
                     }
                     (t.dim as usize, Some((table, id)))
                 }
             };
             let len = match lens.get(i) {
-                Some(&l) => usize::try_from(l).map_err(|_| format!("negative length {l}"))?,
+                Some(&l) => usize::try_from(l).map_err(|_| misfit(format!("negative length {l}")))?,
                 None if keys.len() == 1 => vals.len(),
-                None => return Err("a push of several keys needs their lengths".into()),
+                None => return Err(misfit("a push of several keys needs their lengths".into())),
             };
             if len != want {
-                return Err(format!("key {k}: {len} values, {want} expected"));
+                return Err(misfit(format!("key {k}: {len} values, {want} expected")));
             }
             let v = vals
                 .get(at..at + len)
-                .ok_or_else(|| format!("{} values are fewer than the lengths say", vals.len()))?;
+                .ok_or_else(|| misfit(format!("{} values are fewer than the lengths say", vals.len())))?;
             at += len;
             match what {
                 None => parts.dense = Some(v),
@@ -144,15 +155,16 @@ impl TableShard {
             }
         }
         if at != vals.len() {
-            return Err(format!("{} values, the lengths add up to {at}", vals.len()));
+            return Err(misfit(format!("{} values, the lengths add up to {at}", vals.len())));
         }
         Ok(parts)
     }
 
     /// A push from `worker` of gradients computed on `version`: the dense block's
     /// (its key, all its values) and rows' (their keys, `dim` values each), `lens`
-    /// giving each key's count (may be empty for a single key). An error (naming the
-    /// problem) changes nothing.
+    /// giving each key's count (may be empty for a single key). A push that does not
+    /// fit the model is [`TablesError::Misfit`] (naming the problem) and changes
+    /// nothing.
     #[allow(clippy::too_many_arguments)]
     pub fn push(
         &mut self,
@@ -163,7 +175,7 @@ impl TableShard {
         lens: &[i32],
         vals: &[f32],
         now_ms: u64,
-    ) -> Result<PushOutcome, String> {
+    ) -> Result<PushOutcome, TablesError> {
         let parts = self.check(space, keys, lens, vals)?;
         if let Admit::Rejected { current } = self.rule.admit(worker, version, now_ms) {
             return Ok(PushOutcome::Rejected { current });
@@ -180,28 +192,30 @@ impl TableShard {
         })
     }
 
-    /// The values of the rows `keys` (all of one width) in key order.
-    pub fn rows(&self, space: &KeySpace, keys: &[u64]) -> Result<Vec<f32>, String> {
+    /// The values of the rows `keys` (all of one width) in key order; a key that is no
+    /// declared row is [`TablesError::Misfit`].
+    pub fn rows(&self, space: &KeySpace, keys: &[u64]) -> Result<Vec<f32>, TablesError> {
+        let misfit = TablesError::Misfit;
         let mut out = Vec::new();
         let mut width = None;
         for &k in keys {
             let KeyOf::Row { table, id } = space.decode(self.range, k)? else {
-                return Err(format!("key {k} is the dense block, not a row"));
+                return Err(misfit(format!("key {k} is the dense block, not a row")));
             };
             let t = self
                 .tables
                 .get(table)
-                .ok_or_else(|| format!("table {table} is not declared ({} tables)", self.tables.len()))?;
+                .ok_or_else(|| misfit(format!("table {table} is not declared ({} tables)", self.tables.len())))?;
             let rows = self.spec.tables[table].rows;
             if id >= rows {
-                return Err(format!(
+                return Err(misfit(format!(
                     "row {id} of embedding {}: not below num_embeddings {rows}",
                     self.spec.tables[table].name
-                ));
+                )));
             }
             let d = t.dim();
             if *width.get_or_insert(d) != d {
-                return Err("one lookup takes rows of one width".into());
+                return Err(misfit("one lookup takes rows of one width".into()));
             }
             let at = out.len();
             out.resize(at + d, 0.0);

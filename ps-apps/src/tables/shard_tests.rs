@@ -42,8 +42,9 @@ fn dense_blocks_cover_the_parameters() {
     let mut sp = spec();
     sp.tables.clear();
     let err = TableShard::new(sp, 0, 2, vec![0.0; 4], 1).unwrap_err();
+    assert!(matches!(err, TablesError::Misfit(_)));
     assert_eq!(
-        err,
+        err.to_string(),
         "server 0's block of the dense parameters holds 5 values, 4 were sent"
     );
 }
@@ -136,7 +137,7 @@ fn a_malformed_push_changes_nothing() {
         (vec![dk], vec![5], vec![1.0; 6], "lengths add up"),
     ];
     for (keys, lens, vals, why) in cases {
-        let err = s.push(&ks, 9, 0, &keys, &lens, &vals, 0).unwrap_err();
+        let err = s.push(&ks, 9, 0, &keys, &lens, &vals, 0).unwrap_err().to_string();
         assert!(err.contains(why), "{err} (wanted {why})");
     }
     // none of them counted worker 9 for version 0
@@ -146,9 +147,9 @@ fn a_malformed_push_changes_nothing() {
     assert_eq!(s.dense(), &[-1.0, 0.0, 1.0, 2.0, 3.0]);
     let huge = spec().tables[0].rows;
     let past = (huge..).find(|&id| id < 1 << 40 && ks.row_server(0, id) == 0).unwrap();
-    let err = s.rows(&ks, &[ks.row_key(0, past)]).unwrap_err();
+    let err = s.rows(&ks, &[ks.row_key(0, past)]).unwrap_err().to_string();
     assert!(err.contains("not below num_embeddings"), "{err}");
-    assert!(s.rows(&ks, &[dk]).unwrap_err().contains("dense block"));
+    assert!(s.rows(&ks, &[dk]).unwrap_err().to_string().contains("dense block"));
 }
 
 #[test]
@@ -184,7 +185,7 @@ fn optimizer_state_survives_a_copy() {
         step(&mut b, i);
     }
     assert_eq!(a.dense(), b.dense());
-    assert_eq!(a.rows(&ks, &[rk]), b.rows(&ks, &[rk]));
+    assert_eq!(a.rows(&ks, &[rk]).unwrap(), b.rows(&ks, &[rk]).unwrap());
     assert_eq!(a.version(), 6);
     // without the moments (a shard started over from the values) it would differ
     for i in 3..6 {

@@ -3,6 +3,7 @@
 //! optimizer, initial deviation, seed). Worker 0 declares it with its initial values;
 //! every other worker's model must match it, and a mismatch is named in one line.
 
+use super::error::TablesError;
 use super::keys::{MAX_ROWS, MAX_TABLES};
 use super::optim::Optimizer;
 use crate::train::versions::Mode;
@@ -57,43 +58,47 @@ impl ModelSpec {
         self.params.iter().map(|p| p.shape.iter().product::<u64>()).sum()
     }
 
-    /// Checks the settings: a one-line error naming the bad one.
-    pub fn validate(&self) -> Result<(), String> {
+    /// Checks the settings: [`TablesError::Invalid`], one line naming the bad one.
+    pub fn validate(&self) -> Result<(), TablesError> {
+        let invalid = TablesError::Invalid;
         self.dense_optimizer
             .validate()
-            .map_err(|e| format!("the optimizer's {e}"))?;
+            .map_err(|e| invalid(format!("the optimizer's {e}")))?;
         if self.tables.len() > MAX_TABLES {
-            return Err(format!(
+            return Err(invalid(format!(
                 "{} embedding tables: at most {MAX_TABLES} per model",
                 self.tables.len()
-            ));
+            )));
         }
         if let Mode::Sync {
             grads_per_version: 0, ..
         } = self.mode
         {
-            return Err("sync mode needs at least one gradient per version".into());
+            return Err(invalid("sync mode needs at least one gradient per version".into()));
         }
         for t in &self.tables {
             t.optimizer
                 .validate()
-                .map_err(|e| format!("embedding {}: {e}", t.name))?;
+                .map_err(|e| invalid(format!("embedding {}: {e}", t.name)))?;
             if t.rows == 0 || t.rows > MAX_ROWS {
-                return Err(format!(
+                return Err(invalid(format!(
                     "embedding {}: num_embeddings={} must be 1 to {MAX_ROWS}",
                     t.name, t.rows
-                ));
+                )));
             }
             if t.dim == 0 || t.dim > 1 << 20 {
-                return Err(format!(
+                return Err(invalid(format!(
                     "embedding {}: embedding_dim={} must be 1 to {}",
                     t.name,
                     t.dim,
                     1 << 20
-                ));
+                )));
             }
             if !(t.init_std.is_finite() && t.init_std >= 0.0) {
-                return Err(format!("embedding {}: init_std={} must be >= 0", t.name, t.init_std));
+                return Err(invalid(format!(
+                    "embedding {}: init_std={} must be >= 0",
+                    t.name, t.init_std
+                )));
             }
         }
         Ok(())
@@ -156,11 +161,12 @@ impl ModelSpec {
         codec().serialize(self).expect("a spec always serializes")
     }
 
-    /// A spec from [`ModelSpec::encode`]'s bytes, validated.
-    pub fn decode(bytes: &[u8]) -> Result<ModelSpec, String> {
+    /// A spec from [`ModelSpec::encode`]'s bytes, validated: [`TablesError::Malformed`]
+    /// if they do not decode, [`TablesError::Invalid`] if the spec is not valid.
+    pub fn decode(bytes: &[u8]) -> Result<ModelSpec, TablesError> {
         let s: ModelSpec = codec()
             .deserialize(bytes)
-            .map_err(|e| format!("malformed model declaration: {e}"))?;
+            .map_err(|e| TablesError::Malformed(format!("malformed model declaration: {e}")))?;
         s.validate()?;
         Ok(s)
     }
@@ -215,10 +221,10 @@ pub(crate) mod tests {
     fn round_trip_and_differences() {
         let s = spec();
         assert_eq!(s.dense_len(), 9);
-        assert_eq!(ModelSpec::decode(&s.encode()), Ok(s.clone()));
-        assert!(ModelSpec::decode(&s.encode()[..5])
-            .unwrap_err()
-            .starts_with("malformed"));
+        assert_eq!(ModelSpec::decode(&s.encode()).unwrap(), s.clone());
+        let e = ModelSpec::decode(&s.encode()[..5]).unwrap_err();
+        assert!(matches!(e, TablesError::Malformed(_)));
+        assert!(e.to_string().starts_with("malformed"));
         assert_eq!(s.difference(&s), None);
         let mut other = s.clone();
         other.params[1].shape = vec![4];
@@ -234,7 +240,7 @@ pub(crate) mod tests {
             .starts_with("embedding emb (1000000000 x 4, adagrad)"));
         let mut bad = s.clone();
         bad.tables[0].rows = 0;
-        assert!(bad.validate().unwrap_err().contains("num_embeddings=0"));
-        assert!(ModelSpec::decode(&bad.encode()).is_err());
+        assert!(bad.validate().unwrap_err().to_string().contains("num_embeddings=0"));
+        assert!(matches!(ModelSpec::decode(&bad.encode()), Err(TablesError::Invalid(_))));
     }
 }

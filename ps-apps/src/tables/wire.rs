@@ -3,6 +3,7 @@
 //! 4-byte words (a length word, then the bytes), then the dense block's initial
 //! values.
 
+use super::error::TablesError;
 pub use crate::train::kv_exchange::{CMD_IDLE, STATUS_REJECTED};
 
 /// Push: worker 0 declares the model (spec and its initial block) to a range. A range
@@ -38,13 +39,17 @@ pub fn encode_declaration(spec: &[u8], block: &[f32]) -> Vec<f32> {
     out
 }
 
-/// The spec bytes and block values of a declaration's values.
-pub fn decode_declaration(vals: &[f32]) -> Result<(Vec<u8>, &[f32]), String> {
-    let len = vals.first().ok_or("an empty declaration")?.to_bits() as usize;
+/// The spec bytes and block values of a declaration's values;
+/// [`TablesError::Malformed`] if they are cut short.
+pub fn decode_declaration(vals: &[f32]) -> Result<(Vec<u8>, &[f32]), TablesError> {
+    let len = vals
+        .first()
+        .ok_or_else(|| TablesError::Malformed("an empty declaration".into()))?
+        .to_bits() as usize;
     let words = len.div_ceil(4);
     let spec = vals
         .get(1..1 + words)
-        .ok_or_else(|| format!("a declaration of {len} bytes in {} values", vals.len()))?;
+        .ok_or_else(|| TablesError::Malformed(format!("a declaration of {len} bytes in {} values", vals.len())))?;
     let mut bytes: Vec<u8> = spec.iter().flat_map(|w| w.to_bits().to_le_bytes()).collect();
     bytes.truncate(len);
     Ok((bytes, &vals[1 + words..]))
@@ -61,7 +66,7 @@ mod tests {
         let v = encode_declaration(&spec, &[1.5, 2.5]);
         let (s, b) = decode_declaration(&v).unwrap();
         assert_eq!((&s[..], b), (&spec[..], &[1.5, 2.5][..]));
-        assert!(decode_declaration(&[]).is_err());
+        assert!(matches!(decode_declaration(&[]), Err(TablesError::Malformed(_))));
         assert!(decode_declaration(&v[..2]).is_err());
         let empty = encode_declaration(&[], &[]);
         let (s, b) = decode_declaration(&empty).unwrap();

@@ -3,6 +3,7 @@
 //! `psrs train`'s shards and `psrs.torch`'s tables ([`save_file`], [`load_file`]) use
 //! the same file format.
 
+use super::error::TrainError;
 use super::shard::Shard;
 use crate::storage::files::write_atomic;
 use bincode::Options;
@@ -18,38 +19,46 @@ pub fn path(dir: &Path, rank: usize) -> PathBuf {
     dir.join(format!("server-{rank}.ckpt"))
 }
 
-/// Saves `shard` for server `rank` in `dir`.
-pub fn save(dir: &Path, rank: usize, shard: &Shard) -> Result<(), String> {
+/// Saves `shard` for server `rank` in `dir` (errors as [`save_file`]'s).
+pub fn save(dir: &Path, rank: usize, shard: &Shard) -> Result<(), TrainError> {
     save_file(&path(dir, rank), shard)
 }
 
 /// Loads server `rank`'s checkpoint from `dir`: `Ok(None)` if there is none, an error
-/// naming the file if it is corrupt.
-pub fn load(dir: &Path, rank: usize) -> Result<Option<Shard>, String> {
+/// naming the file if it is corrupt (as [`load_file`]'s).
+pub fn load(dir: &Path, rank: usize) -> Result<Option<Shard>, TrainError> {
     load_file(&path(dir, rank))
 }
 
-/// Saves `value` to the checkpoint file `p` (written atomically).
-pub fn save_file<T: Serialize>(p: &Path, value: &T) -> Result<(), String> {
+/// Saves `value` to the checkpoint file `p` (written atomically):
+/// [`TrainError::CheckpointIo`] if it cannot be written,
+/// [`TrainError::CorruptCheckpoint`] if `value` cannot be encoded.
+pub fn save_file<T: Serialize>(p: &Path, value: &T) -> Result<(), TrainError> {
     let body = bincode::DefaultOptions::new()
         .serialize(value)
-        .map_err(|e| format!("cannot encode checkpoint: {e}"))?;
+        .map_err(|e| TrainError::CorruptCheckpoint(format!("cannot encode checkpoint: {e}")))?;
     let mut out = Vec::with_capacity(body.len() + 12);
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
     out.extend_from_slice(&body);
-    write_atomic(p, &out).map_err(|e| format!("cannot write checkpoint {}: {e}", p.display()))
+    write_atomic(p, &out).map_err(|e| TrainError::CheckpointIo(format!("cannot write checkpoint {}: {e}", p.display())))
 }
 
-/// Loads the checkpoint file `p`: `Ok(None)` if there is none, an error naming the
-/// file if it is corrupt.
-pub fn load_file<T: DeserializeOwned>(p: &Path) -> Result<Option<T>, String> {
+/// Loads the checkpoint file `p`: `Ok(None)` if there is none,
+/// [`TrainError::CorruptCheckpoint`] naming the file if it is corrupt,
+/// [`TrainError::CheckpointIo`] if it cannot be read.
+pub fn load_file<T: DeserializeOwned>(p: &Path) -> Result<Option<T>, TrainError> {
     let bytes = match std::fs::read(p) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(format!("cannot read checkpoint {}: {e}", p.display())),
+        Err(e) => {
+            return Err(TrainError::CheckpointIo(format!(
+                "cannot read checkpoint {}: {e}",
+                p.display()
+            )))
+        }
     };
-    let bad = |why: &str| format!("checkpoint {} is corrupt: {why}", p.display());
+    let bad = |why: &str| TrainError::CorruptCheckpoint(format!("checkpoint {} is corrupt: {why}", p.display()));
     if bytes.len() < 12 || &bytes[..8] != MAGIC {
         return Err(bad("bad magic"));
     }
@@ -93,8 +102,10 @@ mod tests {
         let n = bytes.len();
         bytes[n - 1] ^= 0xff;
         std::fs::write(&p, &bytes).unwrap();
-        assert!(load(dir.path(), 0).unwrap_err().contains("CRC"));
+        let e = load(dir.path(), 0).unwrap_err();
+        assert!(matches!(e, TrainError::CorruptCheckpoint(_)));
+        assert!(e.to_string().contains("CRC"));
         std::fs::write(&p, b"nonsense").unwrap();
-        assert!(load(dir.path(), 0).unwrap_err().contains("corrupt"));
+        assert!(load(dir.path(), 0).unwrap_err().to_string().contains("corrupt"));
     }
 }

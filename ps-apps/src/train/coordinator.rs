@@ -1,6 +1,7 @@
 //! The scheduler's side of training: the master served over SimpleApp, its timeout
 //! ticker, dead-worker requeueing, progress reporting and the statistics endpoint.
 
+use super::error::TrainError;
 use super::pacer::Pacer;
 use crate::master::{Master, MasterRequest, MasterResponse, QueueSnapshot};
 use crate::stats::{base_snapshot, Snapshot, StatsServer, TrainStat};
@@ -30,12 +31,13 @@ pub fn encode<T: serde::Serialize>(v: &T) -> Bytes {
     )
 }
 
-/// Decodes a master message from untrusted bytes.
-pub fn decode<T: serde::de::DeserializeOwned>(b: &[u8]) -> Result<T, String> {
+/// Decodes a master message from untrusted bytes; [`TrainError::Malformed`] if it
+/// does not decode.
+pub fn decode<T: serde::de::DeserializeOwned>(b: &[u8]) -> Result<T, TrainError> {
     bincode::DefaultOptions::new()
         .with_limit(64 << 20)
         .deserialize(b)
-        .map_err(|e| format!("malformed master message: {e}"))
+        .map_err(|e| TrainError::Malformed(format!("malformed master message: {e}")))
 }
 
 /// How the coordinator reports.
@@ -84,25 +86,27 @@ pub struct Coordinator {
 
 impl Coordinator {
     /// Serves `master` on this (scheduler) node; statistics on `stats_addr` if given;
-    /// default options.
+    /// default options. Fails as [`Coordinator::start_with`] does.
     pub fn start(
         po: &Arc<Postoffice>,
         master: Master,
         stats_addr: Option<&str>,
         job: String,
-    ) -> Result<Coordinator, String> {
+    ) -> Result<Coordinator, TrainError> {
         Coordinator::start_with(po, master, stats_addr, job, CoordinatorOptions::default())
     }
 
     /// [`Coordinator::start`] with options. When the job completes, the master's
-    /// [`Master::final_report`] is printed once (stdout) and logged.
+    /// [`Master::final_report`] is printed once (stdout) and logged. Fails with
+    /// [`TrainError::Register`] if the master's app cannot register,
+    /// [`TrainError::Stats`] if the statistics server cannot start.
     pub fn start_with(
         po: &Arc<Postoffice>,
         master: Master,
         stats_addr: Option<&str>,
         job: String,
         opts: CoordinatorOptions,
-    ) -> Result<Coordinator, String> {
+    ) -> Result<Coordinator, TrainError> {
         let master = Arc::new(Mutex::new(master));
         let progress = Arc::new(Mutex::new(Progress {
             pacer: Some(Pacer::new(opts.progress_every.as_millis() as u64)),
@@ -148,7 +152,7 @@ impl Coordinator {
                 }
                 Err(e) => {
                     log::warn!("from {}: {e}", req.sender);
-                    MasterResponse::Error(e)
+                    MasterResponse::Error(e.to_string())
                 }
             };
             if let Err(e) = resp.response(req, encode(&reply)) {
@@ -180,7 +184,7 @@ impl Coordinator {
                     }
                 }
             })
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| TrainError::Thread(e.to_string()))?;
         let stats = match stats_addr {
             None => None,
             Some(addr) => {

@@ -5,7 +5,7 @@
 use super::exchange::{ParamExchange, Pulled, ShardReply};
 use super::layout::Layout;
 use super::resend::{exchange_all, IdleNotice, Outgoing};
-use ps_core::kv::{KVPairs, KVWorker, KvRequest, SArray, ServerReply};
+use ps_core::kv::{KVPairs, KVWorker, KvError, KvRequest, SArray, ServerReply};
 use std::time::Duration;
 
 /// Push response status: the gradient was rejected (stale version).
@@ -38,12 +38,12 @@ impl KvExchange {
     }
 
     /// Sends the request `make` builds until it is answered ([`exchange_all`]).
-    fn exchange(&self, idempotent: bool, make: impl Fn() -> KvRequest<f32>) -> Result<Vec<ServerReply<f32>>, String> {
+    fn exchange(&self, idempotent: bool, make: impl Fn() -> KvRequest<f32>) -> Result<Vec<ServerReply<f32>>, KvError> {
         let out = Outgoing {
             idempotent,
             make: &make,
         };
-        let mut replies = exchange_all(&self.kv, self.timeout, &[out], &|| false).map_err(|e| e.to_string())?;
+        let mut replies = exchange_all(&self.kv, self.timeout, &[out], &|| false)?;
         Ok(replies.pop().unwrap_or_default())
     }
 
@@ -60,7 +60,7 @@ impl ParamExchange for KvExchange {
         self.kv.ranges().len()
     }
 
-    fn pull(&mut self, keys: Option<&[u64]>, after: &[Option<u64>]) -> Result<Pulled, String> {
+    fn pull(&mut self, keys: Option<&[u64]>, after: &[Option<u64>]) -> Result<Pulled, KvError> {
         let keys = self.keys_for(keys);
         let replies = self.exchange(true, || {
             let kvs = KVPairs {
@@ -87,7 +87,7 @@ impl ParamExchange for KvExchange {
         grads: &[f32],
         versions: &[u64],
         send: &[bool],
-    ) -> Result<Vec<ShardReply>, String> {
+    ) -> Result<Vec<ShardReply>, KvError> {
         self.idle.end();
         let kvs = KVPairs {
             keys: self.keys_for(keys),
@@ -114,7 +114,7 @@ impl ParamExchange for KvExchange {
     }
 
     /// Sends the idle notice ([`IdleNotice`]).
-    fn idle(&mut self) -> Result<(), String> {
+    fn idle(&mut self) -> Result<(), KvError> {
         self.idle.send(&self.kv, CMD_IDLE)
     }
 }

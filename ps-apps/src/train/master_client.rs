@@ -7,6 +7,7 @@
 //! task once, and a task still pending on a worker that asks again goes back to todo.
 
 use super::coordinator::{decode, encode, MASTER_APP, MASTER_HEAD};
+use super::error::TrainError;
 use crate::master::{MasterRequest, MasterResponse};
 use bytes::Bytes;
 use parking_lot::Mutex;
@@ -40,13 +41,15 @@ pub struct MasterClient {
 }
 
 impl MasterClient {
-    /// A client on this node's master app.
-    pub fn new(po: &Arc<Postoffice>) -> Result<MasterClient, String> {
+    /// A client on this node's master app ([`TrainError::Register`] if it cannot
+    /// register).
+    pub fn new(po: &Arc<Postoffice>) -> Result<MasterClient, TrainError> {
         MasterClient::on_app(po, MASTER_APP, MASTER_HEAD)
     }
 
-    /// A client of the scheduler's SimpleApp `app_id`, requests with head `head`.
-    pub fn on_app(po: &Arc<Postoffice>, app_id: i32, head: i32) -> Result<MasterClient, String> {
+    /// A client of the scheduler's SimpleApp `app_id`, requests with head `head`
+    /// ([`TrainError::Register`] if it cannot register).
+    pub fn on_app(po: &Arc<Postoffice>, app_id: i32, head: i32) -> Result<MasterClient, TrainError> {
         let answers: Answers = Arc::default();
         let a2 = Arc::clone(&answers);
         let on_answer = move |d: &SimpleData| {
@@ -65,12 +68,15 @@ impl MasterClient {
 
     /// Sends `req` to the master and returns its answer, sending it again when the
     /// scheduler was replaced or after [`ATTEMPT`], for at most `patience` in all.
-    pub fn call(&self, req: &MasterRequest, patience: Duration) -> Result<MasterResponse, String> {
+    /// [`TrainError::Unanswered`] when no answer came in that time,
+    /// [`TrainError::Malformed`] when the answer does not decode.
+    pub fn call(&self, req: &MasterRequest, patience: Duration) -> Result<MasterResponse, TrainError> {
         decode(&self.call_bytes(encode(req), patience)?)
     }
 
-    /// [`MasterClient::call`] with the encoded request; returns the encoded answer.
-    pub fn call_bytes(&self, body: Bytes, patience: Duration) -> Result<Bytes, String> {
+    /// [`MasterClient::call`] with the encoded request; returns the encoded answer
+    /// ([`TrainError::Unanswered`] when none came within `patience`).
+    pub fn call_bytes(&self, body: Bytes, patience: Duration) -> Result<Bytes, TrainError> {
         let start = Instant::now();
         // a scheduler that stays unreachable is logged when the reason changes and then
         // every WARN_EVERY, not at every retry (5 a second while it cannot be resolved)
@@ -104,7 +110,9 @@ impl MasterClient {
                 }
             };
             if start.elapsed() >= patience {
-                return Err(format!("the scheduler did not answer for {patience:?}: {why}"));
+                return Err(TrainError::Unanswered(format!(
+                    "the scheduler did not answer for {patience:?}: {why}"
+                )));
             }
             match &warned {
                 Some((last, at)) if *last == why && at.elapsed() < WARN_EVERY => {

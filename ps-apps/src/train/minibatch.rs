@@ -5,6 +5,7 @@
 
 use super::exchange::{ParamExchange, ShardReply};
 use crate::model::learner::Learner;
+use ps_core::kv::KvError;
 
 /// What one minibatch did.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -25,7 +26,7 @@ pub enum BatchError {
     /// Rejected `max_rejections` times in a row: the task should be reported failed.
     TooManyRejections(u32),
     /// The exchange with the servers failed.
-    Exchange(String),
+    Exchange(KvError),
 }
 
 /// The per-worker state carried across minibatches.
@@ -131,7 +132,7 @@ mod tests {
         fn num_shards(&self) -> usize {
             1
         }
-        fn pull(&mut self, _k: Option<&[u64]>, after: &[Option<u64>]) -> Result<Pulled, String> {
+        fn pull(&mut self, _k: Option<&[u64]>, after: &[Option<u64>]) -> Result<Pulled, KvError> {
             self.pulls.push(after.to_vec());
             if after[0] == Some(self.version) {
                 // the fake applies the pending update when asked to wait for it
@@ -142,7 +143,13 @@ mod tests {
                 versions: vec![self.version],
             })
         }
-        fn push(&mut self, _k: Option<&[u64]>, g: &[f32], v: &[u64], send: &[bool]) -> Result<Vec<ShardReply>, String> {
+        fn push(
+            &mut self,
+            _k: Option<&[u64]>,
+            g: &[f32],
+            v: &[u64],
+            send: &[bool],
+        ) -> Result<Vec<ShardReply>, KvError> {
             assert!(send[0]);
             if self.reject > 0 {
                 self.reject -= 1;

@@ -4,6 +4,7 @@
 
 pub mod checkpoint;
 pub mod coordinator;
+pub mod error;
 pub mod exchange;
 pub mod kv_exchange;
 pub mod layout;
@@ -17,3 +18,5 @@ mod server_state;
 pub mod shard;
 pub mod versions;
 pub mod worker;
+
+pub use error::TrainError;

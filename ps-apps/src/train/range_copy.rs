@@ -8,7 +8,7 @@ use bincode::Options;
 use bytes::Bytes;
 use parking_lot::Mutex;
 use ps_core::kv::replication::RangeCopy;
-use ps_core::kv::KeyRange;
+use ps_core::kv::{KeyRange, KvError};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
@@ -34,23 +34,23 @@ impl RangeCopy for ShardCopy {
         Bytes::from(codec().serialize(&copy).expect("a shard always serializes"))
     }
 
-    fn restore(&mut self, range: usize, _keys: KeyRange, data: &[u8]) -> Result<(), String> {
+    fn restore(&mut self, range: usize, _keys: KeyRange, data: &[u8]) -> Result<(), KvError> {
         let (mut shard, idle): (Shard, BTreeSet<i32>) = codec()
             .deserialize(data)
-            .map_err(|e| format!("malformed shard copy: {e}"))?;
+            .map_err(|e| KvError::BadCopy(format!("malformed shard copy: {e}")))?;
         let mut st = self.0.lock();
         let rs = st
             .ranges
             .get_mut(&range)
-            .ok_or(format!("range {range} is not held here"))?;
+            .ok_or_else(|| KvError::BadCopy(format!("range {range} is not held here")))?;
         if shard.begin != rs.shard.begin || shard.len() != rs.shard.len() {
-            return Err(format!(
+            return Err(KvError::BadCopy(format!(
                 "shard copy of range {range} covers other keys ({} from {}) than this server's ({} from {})",
                 shard.len(),
                 shard.begin,
                 rs.shard.len(),
                 rs.shard.begin
-            ));
+            )));
         }
         shard.rule.set_idle_workers(idle);
         rs.last_checkpoint = shard.version();

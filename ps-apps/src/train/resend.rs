@@ -135,8 +135,9 @@ pub struct IdleNotice {
 }
 
 impl IdleNotice {
-    /// Sends the notice (command `cmd`) unless this idle spell's already went out.
-    pub fn send<V: Pod + Send + Sync>(&mut self, kv: &KVWorker<V>, cmd: i32) -> Result<(), String> {
+    /// Sends the notice (command `cmd`) unless this idle spell's already went out; the
+    /// key-value layer's error if it cannot be sent.
+    pub fn send<V: Pod + Send + Sync>(&mut self, kv: &KVWorker<V>, cmd: i32) -> Result<(), KvError> {
         let n = kv.ranges().len();
         let servers = server_incarnations(kv.postoffice(), n);
         if self.sent.as_ref() == Some(&servers) {
@@ -144,7 +145,7 @@ impl IdleNotice {
         }
         let mut req = KvRequest::new(ps_core::kv::KVPairs::<V>::default(), cmd, false, false);
         req.only = vec![true; n];
-        let ts = kv.request(req, None).map_err(|e| e.to_string())?;
+        let ts = kv.request(req, None)?;
         kv.abandon(ts);
         self.sent = Some(servers);
         Ok(())

@@ -7,6 +7,7 @@
 //! the server keeps one shard per key range it holds.
 
 use super::checkpoint;
+use super::error::TrainError;
 use super::kv_exchange::{CMD_IDLE, STATUS_REJECTED};
 use super::layout::Layout;
 use super::server_state::{RangeState, State};
@@ -94,14 +95,16 @@ impl TrainServer {
     /// Serves the shard of this server's rank: restored from its checkpoint if this
     /// node replaced a dead server and one exists, else `init`'s block. With
     /// `PS_REPLICAS` > 0 it also holds (from `init`) the shards of the ranges it backs
-    /// up: the replication layer forwards their pushes here.
+    /// up: the replication layer forwards their pushes here. A checkpoint that cannot
+    /// be read is [`TrainError::CheckpointIo`] or [`TrainError::CorruptCheckpoint`],
+    /// a KV server that cannot start [`TrainError::Kv`].
     pub fn start(
         po: &Arc<Postoffice>,
         app_id: i32,
         layout: &Layout,
         init: &[f32],
         opts: ServerOptions,
-    ) -> Result<TrainServer, String> {
+    ) -> Result<TrainServer, TrainError> {
         let rank = po.my_rank();
         let holders = Holders::new(po.num_servers(), po.config().replicas);
         let replicated = holders.replicas() > 0;
@@ -241,7 +244,7 @@ impl TrainServer {
                     }
                 }
             })
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| TrainError::Thread(e.to_string()))?;
         Ok(TrainServer {
             _kv: kv,
             stop,

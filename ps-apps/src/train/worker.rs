@@ -2,6 +2,7 @@
 //! by minibatch through the parameter servers, reports each task, and (rank 0)
 //! evaluates the model after every pass and saves it at the end.
 
+use super::error::TrainError;
 use super::exchange::ParamExchange;
 use super::master_client::MasterClient;
 use super::minibatch::{BatchError, MinibatchLoop};
@@ -89,32 +90,34 @@ pub fn evaluate(model: &Model, params: &[f32], examples: &[Example]) -> Evaluati
     }
 }
 
-/// Reads every example of `path`.
-pub fn read_examples(path: &Path) -> Result<Vec<Example>, String> {
-    recordio::read_all(path)
-        .map_err(|e| e.to_string())?
+/// Reads every example of `path`: [`TrainError::Data`] if the file cannot be read,
+/// [`TrainError::BadData`] for a record that is not an example.
+pub fn read_examples(path: &Path) -> Result<Vec<Example>, TrainError> {
+    recordio::read_all(path)?
         .iter()
-        .map(|r| Example::decode(r).map_err(|e| e.to_string()))
+        .map(|r| Example::decode(r).map_err(|e| TrainError::BadData(e.to_string())))
         .collect()
 }
 
-/// Reads every example of a task's chunks, in order.
-pub fn task_examples(t: &Task) -> Result<Vec<Example>, String> {
+/// Reads every example of a task's chunks, in order (errors as [`read_task`]'s).
+pub fn task_examples(t: &Task) -> Result<Vec<Example>, TrainError> {
     read_task(t, None)
 }
 
 /// Reads every example of a task's chunks, in order, each checked against `model`
-/// if given; an error names the file and chunk (a corrupt chunk, an undecodable
-/// record, an example that does not fit the model).
-pub fn read_task(t: &Task, model: Option<&Model>) -> Result<Vec<Example>, String> {
+/// if given; an error names the file and chunk: [`TrainError::Data`] for a chunk
+/// that cannot be read, [`TrainError::BadData`] for an undecodable record or an
+/// example that does not fit the model.
+pub fn read_task(t: &Task, model: Option<&Model>) -> Result<Vec<Example>, TrainError> {
     let mut out = Vec::new();
     for c in &t.chunks {
         let at = || format!("{}: chunk {}", c.path, c.index.idx);
-        for r in recordio::read_chunk(Path::new(&c.path), &c.index).map_err(|e| e.to_string())? {
-            let e = Example::decode(&r).map_err(|e| format!("{}: {e}", at()))?;
+        for r in recordio::read_chunk(Path::new(&c.path), &c.index)? {
+            let e = Example::decode(&r).map_err(|e| TrainError::BadData(format!("{}: {e}", at())))?;
             if let Some(m) = model {
-                m.check_example(&e)
-                    .map_err(|why| format!("{}: an example does not fit the model: {why}", at()))?;
+                m.check_example(&e).map_err(|why| {
+                    TrainError::BadData(format!("{}: an example does not fit the model: {why}", at()))
+                })?;
             }
             out.push(e);
         }
@@ -124,15 +127,15 @@ pub fn read_task(t: &Task, model: Option<&Model>) -> Result<Vec<Example>, String
 
 /// Trains one task minibatch by minibatch (`batch` examples each) through `ex`; the
 /// report, or None if the task failed (too many rejected pushes in a row). A failed
-/// exchange with the servers, an unreadable chunk or data that does not fit the model
-/// is an error.
+/// exchange with the servers ([`TrainError::Kv`]), an unreadable chunk or data that
+/// does not fit the model (as [`read_task`]) is an error.
 pub fn train_task(
     model: &Model,
     ex: &mut impl ParamExchange,
     lp: &mut MinibatchLoop,
     task: &Task,
     batch: usize,
-) -> Result<Option<TaskReport>, String> {
+) -> Result<Option<TaskReport>, TrainError> {
     let examples = read_task(task, Some(model))?;
     train_examples(model, ex, lp, task, &examples, batch)
 }
@@ -145,7 +148,7 @@ pub fn train_examples(
     task: &Task,
     examples: &[Example],
     batch: usize,
-) -> Result<Option<TaskReport>, String> {
+) -> Result<Option<TaskReport>, TrainError> {
     let mut rep = TaskReport::default();
     for b in examples.chunks(batch.max(1)) {
         match lp.step(model, ex, b) {
@@ -159,20 +162,22 @@ pub fn train_examples(
                 log::warn!("task {} failed: {n} rejected pushes in a row", task.id);
                 return Ok(None);
             }
-            Err(BatchError::Exchange(e)) => return Err(e),
+            Err(BatchError::Exchange(e)) => return Err(e.into()),
         }
     }
     Ok(Some(rep))
 }
 
 /// Runs the worker until the master says the job is complete, or until it is asked to
-/// leave ([`WorkerOptions::leave`]).
+/// leave ([`WorkerOptions::leave`]). A master that stays silent is
+/// [`TrainError::Unanswered`], one that refuses the dataset [`TrainError::Master`];
+/// the test set's and the servers' errors keep their kinds.
 pub fn run(
     po: &Arc<Postoffice>,
     model: Model,
     ex: &mut impl ParamExchange,
     opts: &WorkerOptions,
-) -> Result<Ending, String> {
+) -> Result<Ending, TrainError> {
     let master = MasterClient::new(po)?;
     let me = po.my_id();
     let lead = po.my_rank() == 0 && !po.is_recovery();
@@ -190,7 +195,7 @@ pub fn run(
         },
         opts.master_patience,
     )? {
-        MasterResponse::Error(e) => return Err(e),
+        MasterResponse::Error(e) => return Err(TrainError::Master(e)),
         _ => log::debug!("dataset reported"),
     }
     let mut lp = MinibatchLoop::new(ex.num_shards(), opts.sync, opts.max_rejections);
@@ -240,7 +245,7 @@ pub fn run(
                 std::thread::sleep(Duration::from_millis(200));
                 continue;
             }
-            other => return Err(format!("unexpected master reply {other:?}")),
+            other => return Err(TrainError::Master(format!("unexpected master reply {other:?}"))),
         };
         if let Some(test) = &test {
             if task.epoch > epoch_seen {
@@ -262,7 +267,10 @@ pub fn run(
                 // a corrupt chunk fails this task (the master retries it, then gives
                 // it up and reports it); the job goes on
                 log::warn!("task {}: {error}", task.id);
-                let req = MasterRequest::TaskUnreadable { task: task.id, error };
+                let req = MasterRequest::TaskUnreadable {
+                    task: task.id,
+                    error: error.to_string(),
+                };
                 master.call(&req, opts.master_patience)?;
                 continue;
             }

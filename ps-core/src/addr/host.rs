@@ -6,10 +6,12 @@ use std::net::IpAddr;
 /// rules are tested without a network).
 pub trait HostLookup {
     /// The addresses `host` stands for (an IP literal stands for itself); an error
-    /// says why it does not resolve.
-    fn resolve(&self, host: &str) -> Result<Vec<IpAddr>, String>;
-    /// The local source address of this host's route to `to`.
-    fn route_source(&self, to: IpAddr) -> Result<IpAddr, String>;
+    /// is the name service's answer (its kind [`std::io::ErrorKind::NotFound`] when the
+    /// name stands for no address).
+    fn resolve(&self, host: &str) -> std::io::Result<Vec<IpAddr>>;
+    /// The local source address of this host's route to `to`; an error is the
+    /// operating system's answer.
+    fn route_source(&self, to: IpAddr) -> std::io::Result<IpAddr>;
     /// The addresses of the network interface `name` (empty if there is none).
     fn interface_addrs(&self, name: &str) -> Vec<IpAddr>;
     /// Every address of every local interface.

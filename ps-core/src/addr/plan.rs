@@ -125,16 +125,16 @@ mod tests {
     }
 
     impl HostLookup for Fake {
-        fn resolve(&self, host: &str) -> Result<Vec<IpAddr>, String> {
+        fn resolve(&self, host: &str) -> std::io::Result<Vec<IpAddr>> {
             if let Ok(i) = host.trim_matches(|c| c == '[' || c == ']').parse() {
                 return Ok(vec![i]);
             }
             self.names
                 .get(host)
                 .cloned()
-                .ok_or_else(|| "Name or service not known".into())
+                .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::NotFound, "Name or service not known"))
         }
-        fn route_source(&self, to: IpAddr) -> Result<IpAddr, String> {
+        fn route_source(&self, to: IpAddr) -> std::io::Result<IpAddr> {
             Ok(match (to.is_loopback(), to.is_ipv4()) {
                 (true, _) => to,
                 (false, true) => ip("10.0.0.5"),

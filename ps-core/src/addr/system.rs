@@ -10,31 +10,27 @@ use std::time::Duration;
 pub struct SystemLookup;
 
 impl HostLookup for SystemLookup {
-    fn resolve(&self, host: &str) -> Result<Vec<IpAddr>, String> {
+    fn resolve(&self, host: &str) -> std::io::Result<Vec<IpAddr>> {
         let bare = host.trim_start_matches('[').trim_end_matches(']');
         if let Ok(ip) = bare.parse::<IpAddr>() {
             return Ok(vec![ip]);
         }
-        let addrs: Vec<IpAddr> = (bare, 0u16)
-            .to_socket_addrs()
-            .map_err(|e| e.to_string())?
-            .map(|a| a.ip())
-            .collect();
+        let addrs: Vec<IpAddr> = (bare, 0u16).to_socket_addrs()?.map(|a| a.ip()).collect();
         if addrs.is_empty() {
-            return Err("no address".into());
+            return Err(std::io::Error::new(std::io::ErrorKind::NotFound, "no address"));
         }
         Ok(addrs)
     }
 
-    fn route_source(&self, to: IpAddr) -> Result<IpAddr, String> {
+    fn route_source(&self, to: IpAddr) -> std::io::Result<IpAddr> {
         let any: SocketAddr = match to {
             IpAddr::V4(_) => "0.0.0.0:0".parse().expect("literal"),
             IpAddr::V6(_) => "[::]:0".parse().expect("literal"),
         };
-        let s = UdpSocket::bind(any).map_err(|e| e.to_string())?;
+        let s = UdpSocket::bind(any)?;
         // connect() on UDP only picks the route and the source address.
-        s.connect(SocketAddr::new(to, 9)).map_err(|e| e.to_string())?;
-        Ok(s.local_addr().map_err(|e| e.to_string())?.ip())
+        s.connect(SocketAddr::new(to, 9))?;
+        Ok(s.local_addr()?.ip())
     }
 
     fn interface_addrs(&self, name: &str) -> Vec<IpAddr> {

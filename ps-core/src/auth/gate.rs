@@ -43,6 +43,8 @@ impl fmt::Display for GateRefusal {
     }
 }
 
+impl std::error::Error for GateRefusal {}
+
 /// How a handshake on an accepted connection failed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum HandshakeFailure {
@@ -80,6 +82,8 @@ impl fmt::Display for HandshakeFailure {
         }
     }
 }
+
+impl std::error::Error for HandshakeFailure {}
 
 /// Connection counts and failure history per peer address.
 pub struct Gate {

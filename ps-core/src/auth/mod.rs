@@ -5,7 +5,9 @@
 //! (`config::Security`). Everything here is pure: no sockets, time passed in; the shell
 //! is `van::tcp::guard` (TCP van) and the places that enforce a limit.
 
+mod error;
 pub mod gate;
 pub mod secret;
 
+pub use error::AuthError;
 pub use secret::{Secret, SecretSource};

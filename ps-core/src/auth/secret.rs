@@ -5,6 +5,7 @@
 //! environment is visible in `/proc/PID/environ` and in launcher logs, so the node
 //! warns about it once at start. Neither set: the cluster is open (as before).
 
+use super::error::AuthError;
 use hkdf::Hkdf;
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
@@ -37,14 +38,14 @@ impl fmt::Debug for Secret {
 }
 
 impl Secret {
-    /// A secret from raw bytes; fails (naming the source) when shorter than
+    /// A secret from raw bytes; [`AuthError::TooShort`] when shorter than
     /// [`MIN_SECRET_BYTES`].
-    pub fn new(bytes: Vec<u8>, source: SecretSource) -> Result<Secret, String> {
+    pub fn new(bytes: Vec<u8>, source: SecretSource) -> Result<Secret, AuthError> {
         if bytes.len() < MIN_SECRET_BYTES {
-            return Err(format!(
-                "the secret has {} bytes; it needs at least {MIN_SECRET_BYTES} (e.g. `head -c 32 /dev/urandom | base64`)",
-                bytes.len()
-            ));
+            return Err(AuthError::TooShort {
+                len: bytes.len(),
+                min: MIN_SECRET_BYTES,
+            });
         }
         Ok(Secret { bytes, source })
     }
@@ -98,12 +99,12 @@ pub fn from_vars(
         let text = trim(&bytes);
         return Secret::new(text.to_vec(), SecretSource::File)
             .map(Some)
-            .map_err(|e| ("PS_SECRET_FILE", e));
+            .map_err(|e| ("PS_SECRET_FILE", e.to_string()));
     }
     match env {
         Some(v) => Secret::new(v.trim().as_bytes().to_vec(), SecretSource::Env)
             .map(Some)
-            .map_err(|e| ("PS_SECRET", e)),
+            .map_err(|e| ("PS_SECRET", e.to_string())),
         None => Ok(None),
     }
 }
@@ -143,6 +144,13 @@ mod tests {
         assert_eq!(from_vars(None, None, no_file).unwrap(), None);
         assert_eq!(from_vars(Some("/x"), None, no_file).unwrap_err().0, "PS_SECRET_FILE");
         assert_eq!(from_vars(None, Some("short"), no_file).unwrap_err().0, "PS_SECRET");
+        assert_eq!(
+            Secret::new(b"short".to_vec(), SecretSource::Env),
+            Err(AuthError::TooShort {
+                len: 5,
+                min: MIN_SECRET_BYTES
+            })
+        );
         assert!(!format!("{s:?}").contains("env-secret"));
     }
 

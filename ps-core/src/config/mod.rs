@@ -139,7 +139,7 @@ impl Config {
     /// names, routes and interfaces.
     pub fn from_vars_with(vars: &HashMap<String, String>, lookup: &dyn HostLookup) -> Result<Config, ConfigError> {
         let mut vars = vars.clone();
-        slurm::fill_from_slurm(&mut vars).map_err(|(var, reason)| err(&var, reason))?;
+        slurm::fill_from_slurm(&mut vars)?;
         let role = vars.get("DMLC_ROLE").and_then(|r| Role::parse(r));
         Config::read(&vars, lookup).map_err(|e| ConfigError { role, ..e })
     }
@@ -181,15 +181,14 @@ impl Config {
         let drop_msg_percent = v.parse("PS_DROP_MSG", "a percent (0-100)")?.unwrap_or(0);
         let schedulers = match v.get("PS_SCHEDULERS") {
             None => vec![(root_uri.clone(), root_port)],
-            Some(list) => parse_candidates(list).map_err(|e| err("PS_SCHEDULERS", e))?,
+            Some(list) => parse_candidates(list)?,
         };
         let scheduler_standby = v.parse::<i64>("PS_SCHEDULER_STANDBY", "0 or 1")?.unwrap_or(0) != 0;
         let election = parse_election(
             v.get("PS_ELECTION"),
             v.get("PS_ETCD_ENDPOINTS"),
             v.get("PS_ETCD_PREFIX"),
-        )
-        .map_err(|(var, e)| err(var, e))?;
+        )?;
         let cfg = Config {
             role,
             root_uri,
@@ -273,7 +272,7 @@ impl Config {
                 "only the TCP van spins (set DMLC_PS_VAN_TYPE=tcp, or PS_SPIN_US=0)",
             ));
         }
-        self.shm.validate().map_err(|(var, why)| err(var, why))?;
+        self.shm.validate()?;
         if self.verbose > 2 {
             return Err(err("PS_VERBOSE", format!("{} is not 0, 1 or 2", self.verbose)));
         }

@@ -1,5 +1,7 @@
 //! The shared-memory settings of the TCP van's links to peers on this host.
 
+use super::error::{err, ConfigError};
+
 /// Default `PS_SHM_MB`: region size per link, MiB. Pages are only allocated when
 /// written, and the allocator reuses the lowest spans first.
 pub const DEFAULT_REGION_MB: u64 = 128;
@@ -37,13 +39,13 @@ impl ShmConfig {
         self.region_mb << 20
     }
 
-    /// Checks the bounds; the error names the variable.
-    pub fn validate(&self) -> Result<(), (&'static str, String)> {
+    /// Checks the bounds; the [`ConfigError`] names the variable.
+    pub fn validate(&self) -> Result<(), ConfigError> {
         if !REGION_MB_RANGE.contains(&self.region_mb) {
-            return Err(("PS_SHM_MB", format!("{} is outside 1..=4096 MiB", self.region_mb)));
+            return Err(err("PS_SHM_MB", format!("{} is outside 1..=4096 MiB", self.region_mb)));
         }
         if self.min_bytes < 256 || self.min_bytes as u64 > self.region_bytes() {
-            return Err((
+            return Err(err(
                 "PS_SHM_MIN_BYTES",
                 format!(
                     "{} is outside 256..={} (the region, PS_SHM_MB)",

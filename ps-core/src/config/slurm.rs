@@ -4,6 +4,7 @@
 //! `DMLC_PS_ROOT_URI` to the first host of `SLURM_JOB_NODELIST`. Pure: it only fills
 //! in the missing variables of a map.
 
+use super::error::{err, ConfigError};
 use std::collections::HashMap;
 
 /// The first host of a Slurm node list (`node[03-05,9],gpu1` → `node03`).
@@ -22,9 +23,9 @@ pub fn first_host(nodelist: &str) -> Option<String> {
 }
 
 /// Fills in `DMLC_ROLE`, `DMLC_NUM_WORKER` and `DMLC_PS_ROOT_URI` from the `SLURM_*`
-/// variables when `DMLC_ROLE` is unset; returns an error naming the variable when the
+/// variables when `DMLC_ROLE` is unset; a [`ConfigError`] naming the variable when the
 /// Slurm variables do not fit.
-pub fn fill_from_slurm(vars: &mut HashMap<String, String>) -> Result<(), (String, String)> {
+pub fn fill_from_slurm(vars: &mut HashMap<String, String>) -> Result<(), ConfigError> {
     let get = |v: &HashMap<String, String>, k: &str| v.get(k).map(|s| s.trim().to_string()).filter(|s| !s.is_empty());
     if get(vars, "DMLC_ROLE").is_some() {
         return Ok(());
@@ -32,7 +33,7 @@ pub fn fill_from_slurm(vars: &mut HashMap<String, String>) -> Result<(), (String
     let Some(procid) = get(vars, "SLURM_PROCID") else {
         return Ok(());
     };
-    let bad = |k: &str, why: String| (k.to_string(), why);
+    let bad = |k: &str, why: String| err(k, why);
     let procid: usize = procid
         .parse()
         .map_err(|_| bad("SLURM_PROCID", format!("'{procid}' is not a task number")))?;
@@ -111,9 +112,9 @@ mod tests {
         // errors name the variable
         let mut v = slurm("0");
         v.remove("DMLC_NUM_SERVER");
-        assert_eq!(fill_from_slurm(&mut v).unwrap_err().0, "DMLC_NUM_SERVER");
+        assert_eq!(fill_from_slurm(&mut v).unwrap_err().var, "DMLC_NUM_SERVER");
         let mut v = slurm("0");
         v.insert("SLURM_NTASKS".into(), "3".into());
-        assert_eq!(fill_from_slurm(&mut v).unwrap_err().0, "SLURM_NTASKS");
+        assert_eq!(fill_from_slurm(&mut v).unwrap_err().var, "SLURM_NTASKS");
     }
 }

@@ -22,6 +22,7 @@
 //! taken as lost with the scheduler that made it.
 
 use super::epoch::{candidate_key, Epoch};
+use super::error::FailoverError;
 use super::lease::Lease;
 use super::outbox::Outbox;
 use super::terms::next_term;
@@ -296,11 +297,16 @@ impl Candidacy {
 
     /// Active only: the state changed (the node table `core`, the application's
     /// `app`; `None` keeps that part). It is streamed to the standbys (the returned
-    /// messages); what is decided on it waits for their acknowledgements. Fails on a
-    /// candidate that is not active.
-    pub fn replicate(&mut self, core: Option<Bytes>, app: Option<Bytes>, now_ms: u64) -> Result<Vec<Out>, String> {
+    /// messages); what is decided on it waits for their acknowledgements. Fails with
+    /// [`FailoverError::NotActive`] on a candidate that is not active.
+    pub fn replicate(
+        &mut self,
+        core: Option<Bytes>,
+        app: Option<Bytes>,
+        now_ms: u64,
+    ) -> Result<Vec<Out>, FailoverError> {
         if !self.is_active() {
-            return Err(format!("this scheduler is not active ({} is)", self.epoch));
+            return Err(FailoverError::NotActive(self.epoch));
         }
         if let Some(c) = core {
             if !self.formed() && !c.is_empty() {

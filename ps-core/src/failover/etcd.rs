@@ -9,6 +9,7 @@
 //! succeeds while this candidate's lock key exists. Every decision is in
 //! [`super::locked::LockCandidate`].
 
+use super::error::FailoverError;
 use super::lock_service::LockService;
 use super::locked::Lock;
 use etcd_client::{
@@ -20,18 +21,19 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::runtime::Runtime;
 
-fn err(what: &str, e: impl std::fmt::Display) -> String {
-    format!("etcd: {what}: {e}")
+/// etcd (or the runtime talking to it) failed at `what`.
+fn err(what: &str, e: impl std::fmt::Display) -> FailoverError {
+    FailoverError::Unavailable(format!("etcd: {what}: {e}"))
 }
 
-fn runtime() -> Result<Runtime, String> {
+fn runtime() -> Result<Runtime, FailoverError> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| err("runtime", e))
 }
 
-fn connect(rt: &Runtime, endpoints: &[String]) -> Result<Client, String> {
+fn connect(rt: &Runtime, endpoints: &[String]) -> Result<Client, FailoverError> {
     let opts = ConnectOptions::new()
         .with_connect_timeout(Duration::from_secs(2))
         .with_timeout(Duration::from_secs(5));
@@ -63,9 +65,10 @@ pub struct EtcdElection {
 }
 
 impl EtcdElection {
-    /// Connects to `endpoints` (failing at once, with one line, when etcd is not
-    /// reachable); the lock and state keys live under `prefix`; leases last `ttl`.
-    pub fn connect(endpoints: &[String], prefix: &str, ttl: Duration) -> Result<EtcdElection, String> {
+    /// Connects to `endpoints` (failing at once with [`FailoverError::Unavailable`],
+    /// one line, when etcd is not reachable); the lock and state keys live under
+    /// `prefix`; leases last `ttl`.
+    pub fn connect(endpoints: &[String], prefix: &str, ttl: Duration) -> Result<EtcdElection, FailoverError> {
         let rt = runtime()?;
         let client = connect(&rt, endpoints)?;
         Ok(EtcdElection {
@@ -105,10 +108,12 @@ impl LockService for EtcdElection {
         self.shared.lock.lock().0
     }
 
-    fn save(&self, core: &[u8], app: &[u8]) -> Result<(), String> {
+    fn save(&self, core: &[u8], app: &[u8]) -> Result<(), FailoverError> {
         let (lock, key) = self.shared.lock.lock().clone();
         if !matches!(lock, Lock::Held(_)) {
-            return Err("this scheduler does not hold the etcd lock".into());
+            return Err(FailoverError::LockLost(
+                "this scheduler does not hold the etcd lock".into(),
+            ));
         }
         let txn = Txn::new()
             .when([Compare::version(key, CompareOp::Greater, 0)])
@@ -123,13 +128,15 @@ impl LockService for EtcdElection {
             return Ok(());
         }
         self.shared.set(Lock::Lost, Vec::new());
-        Err("etcd: the scheduler lock is gone (its lease expired); not saved".into())
+        Err(FailoverError::LockLost(
+            "etcd: the scheduler lock is gone (its lease expired); not saved".into(),
+        ))
     }
 
-    fn load(&self) -> Result<(Vec<u8>, Vec<u8>), String> {
+    fn load(&self) -> Result<(Vec<u8>, Vec<u8>), FailoverError> {
         let mut io = self.io.lock();
         let (rt, client) = &mut *io;
-        let mut get = |k: String| -> Result<Vec<u8>, String> {
+        let mut get = |k: String| -> Result<Vec<u8>, FailoverError> {
             let r = rt.block_on(client.get(k, None)).map_err(|e| err("get", e))?;
             Ok(r.kvs().first().map(|kv| kv.value().to_vec()).unwrap_or_default())
         };
@@ -164,7 +171,7 @@ fn hold_lock(endpoints: &[String], name: &str, ttl: Duration, shared: &Arc<Share
 /// One holding of the lock, from seeking it to losing it. The lease is renewed from
 /// its grant on, also while waiting in the lock's queue (else it would expire there and
 /// the lock would be lost as soon as it is won).
-async fn term_once(endpoints: &[String], name: &str, ttl: Duration, shared: &Arc<Shared>) -> Result<(), String> {
+async fn term_once(endpoints: &[String], name: &str, ttl: Duration, shared: &Arc<Shared>) -> Result<(), FailoverError> {
     let mut client = Client::connect(endpoints, None).await.map_err(|e| err("connect", e))?;
     let ttl_s = ttl.as_secs_f64().ceil().max(1.0) as i64;
     let lease = client
@@ -178,7 +185,11 @@ async fn term_once(endpoints: &[String], name: &str, ttl: Duration, shared: &Arc
     let resp = client.lock(name, Some(LockOptions::new().with_lease(lease))).await;
     let resp = match resp {
         Ok(r) if !renewing.is_finished() => r,
-        Ok(_) => return Err("etcd: the lease expired while waiting for the scheduler lock".into()),
+        Ok(_) => {
+            return Err(FailoverError::LockLost(
+                "etcd: the lease expired while waiting for the scheduler lock".into(),
+            ))
+        }
         Err(e) => {
             renewing.abort();
             return Err(err("lock", e));
@@ -197,20 +208,26 @@ async fn renew(
     mut answers: LeaseKeepAliveStream,
     granted: Duration,
     shared: Arc<Shared>,
-) -> Result<(), String> {
+) -> Result<(), FailoverError> {
     let mut renewed = Instant::now();
     let period = granted / 4;
     while !shared.stop.load(Ordering::Relaxed) {
         keeper.keep_alive().await.map_err(|e| err("keep-alive", e))?;
         match tokio::time::timeout(period, answers.message()).await {
             Ok(Ok(Some(a))) if a.ttl() > 0 => renewed = Instant::now(),
-            Ok(Ok(Some(_))) => return Err("etcd: the scheduler lock's lease expired".into()),
-            Ok(Ok(None)) => return Err("etcd: the keep-alive stream closed".into()),
+            Ok(Ok(Some(_))) => {
+                return Err(FailoverError::LockLost(
+                    "etcd: the scheduler lock's lease expired".into(),
+                ))
+            }
+            Ok(Ok(None)) => return Err(FailoverError::Unavailable("etcd: the keep-alive stream closed".into())),
             Ok(Err(e)) => return Err(err("keep-alive", e)),
             Err(_) => {}
         }
         if renewed.elapsed() >= granted {
-            return Err("etcd: the lease was not renewed in time".into());
+            return Err(FailoverError::LockLost(
+                "etcd: the lease was not renewed in time".into(),
+            ));
         }
         tokio::time::sleep(period.saturating_sub(renewed.elapsed().min(period))).await;
     }

@@ -2,6 +2,7 @@
 //! and saving the active scheduler's state under its lock before the active acts on it.
 //! The decisions stay in [`super::LockCandidate`].
 
+use super::error::FailoverError;
 use super::lock_service::LockService;
 use super::locked::{Lock, LockCandidate};
 use super::state::{Failover, SchedFailover};
@@ -21,13 +22,12 @@ impl Failover {
         self.lock.read().clone()
     }
 
-    /// Fails when `cfg` asks for a lock service this van was not given.
-    pub fn check_lock_service(&self, cfg: &Config) -> Result<(), String> {
+    /// [`FailoverError::NoLockService`] when `cfg` asks for a lock service this van
+    /// was not given.
+    pub fn check_lock_service(&self, cfg: &Config) -> Result<(), FailoverError> {
         let wanted = cfg.role == Role::Scheduler && matches!(cfg.election, ElectionMode::Etcd { .. });
         if wanted && self.lock_service().is_none() {
-            return Err(
-                "PS_ELECTION=etcd: this program has no etcd lock service (build psrs with `--features etcd`)".into(),
-            );
+            return Err(FailoverError::NoLockService);
         }
         Ok(())
     }
@@ -40,23 +40,24 @@ impl Failover {
         &self,
         ls: &Arc<dyn LockService>,
         update: impl FnOnce(&mut Bytes, &mut Bytes),
-    ) -> Result<(), String> {
-        let s = self.sched.as_ref().ok_or("only a scheduler keeps state")?;
+    ) -> Result<(), FailoverError> {
+        let s = self.sched.as_ref().ok_or(FailoverError::NotScheduler("keeps state"))?;
         let _in_order = self.persist_order.lock();
         let (core, app) = {
             let mut g = s.lock();
             let SchedFailover::Locked { cand, core, app } = &mut *g else {
-                return Err("this scheduler keeps no state in a lock service".into());
+                return Err(FailoverError::WrongElection(
+                    "this scheduler keeps no state in a lock service",
+                ));
             };
             if !cand.is_active() {
-                return Err(format!("this scheduler is not active ({} is)", cand.epoch()));
+                return Err(FailoverError::NotActive(cand.epoch()));
             }
             update(app, core);
             cand.next_seq();
             (core.clone(), app.clone())
         };
-        ls.save(&core, &app)
-            .map_err(|e| format!("state not saved under the scheduler lock: {e}"))
+        ls.save(&core, &app).map_err(|e| FailoverError::NotSaved(Box::new(e)))
     }
 }
 

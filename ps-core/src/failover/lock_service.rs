@@ -4,6 +4,7 @@
 //! handed to the scheduler's van before it starts (`Van::set_lock_service`), so a
 //! build without the feature holds no etcd client.
 
+use super::error::FailoverError;
 use super::locked::Lock;
 
 /// A lease-backed lock and the state saved under it. Every method returns at once
@@ -15,8 +16,10 @@ pub trait LockService: Send + Sync {
     /// The lock as last seen: free (sought or not), held under a term, or lost.
     fn lock(&self) -> Lock;
     /// Saves the node table and the application state, only while the lock is held;
-    /// fails (and the lock reads as lost) when it is not.
-    fn save(&self, core: &[u8], app: &[u8]) -> Result<(), String>;
-    /// The node table and application state saved last (empty when none).
-    fn load(&self) -> Result<(Vec<u8>, Vec<u8>), String>;
+    /// fails with [`FailoverError::LockLost`] (and the lock reads as lost) when it is
+    /// not, with [`FailoverError::Unavailable`] when the service does not answer.
+    fn save(&self, core: &[u8], app: &[u8]) -> Result<(), FailoverError>;
+    /// The node table and application state saved last (empty when none); fails with
+    /// [`FailoverError::Unavailable`] when the service does not answer.
+    fn load(&self) -> Result<(Vec<u8>, Vec<u8>), FailoverError>;
 }

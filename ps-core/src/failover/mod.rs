@@ -41,6 +41,7 @@
 
 pub mod candidacy;
 pub mod epoch;
+pub mod error;
 #[cfg(feature = "etcd")]
 pub mod etcd;
 pub mod follower;
@@ -56,6 +57,7 @@ pub mod terms;
 
 pub use candidacy::{is_act, voters, Candidacy, Out, Timing};
 pub use epoch::{candidate_key, Epoch};
+pub use error::FailoverError;
 pub use follower::{Ballot, Follower, Heard, STALE_VOTE_TIMEOUTS};
 pub use host::Host;
 pub use lease::Lease;

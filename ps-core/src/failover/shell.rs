@@ -6,6 +6,7 @@
 
 use super::candidacy::Out;
 use super::epoch::{candidate_key, Epoch};
+use super::error::FailoverError;
 use super::follower::Heard;
 use super::host::Host;
 use super::leased::lock_view;
@@ -272,10 +273,11 @@ impl Failover {
     /// Active scheduler: the application's new state (the master's queues). Under
     /// the embedded election it is streamed to the standbys, and every act decided
     /// on it (the reply) waits until the live standbys hold it; under a lock service
-    /// it is saved before this returns. Fails if this scheduler is not active.
-    pub fn replicate_app(&self, host: &dyn Host, state: Bytes) -> Result<(), String> {
+    /// it is saved before this returns. Fails with [`FailoverError::NotActive`] if
+    /// this scheduler is not active.
+    pub fn replicate_app(&self, host: &dyn Host, state: Bytes) -> Result<(), FailoverError> {
         let Some(s) = &self.sched else {
-            return Err("only a scheduler replicates state".into());
+            return Err(FailoverError::NotScheduler("replicates state"));
         };
         if let Some(ls) = self.lock_service() {
             return self.persist(&ls, |app, _| *app = state);
@@ -283,7 +285,7 @@ impl Failover {
         let now = host.now_ms();
         let outs = match &mut *s.lock() {
             SchedFailover::Embedded(c) => c.replicate(None, Some(state), now)?,
-            SchedFailover::Locked { .. } => return Err("the lock service is missing".into()),
+            SchedFailover::Locked { .. } => return Err(FailoverError::WrongElection("the lock service is missing")),
         };
         self.run(host, outs, now);
         Ok(())

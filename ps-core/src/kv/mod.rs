@@ -1,6 +1,7 @@
 //! The key-value layer: workers push and pull sorted `u64` keys with dense values of a
 //! plain-old-data type `V`; each server owns one contiguous key range.
 
+pub mod error;
 pub mod handles;
 pub mod key_cache;
 mod lazy;
@@ -16,7 +17,8 @@ mod store_copy;
 pub mod worker;
 mod worker_state;
 
-pub use pairs::{KVPairs, KvError};
+pub use error::KvError;
+pub use pairs::KVPairs;
 pub use range::{server_key_ranges, KeyRange};
 pub use reply::{Callback, ServerReply};
 pub use request::{KVMeta, KVResponder, ReqHandle};

@@ -1,11 +1,11 @@
 //! `KVPairs<V>`: sorted keys with their values, optionally with a value length per
 //! key; validated, sliced across servers by key range, and packed into data frames.
 
+use super::error::KvError;
 use super::range::KeyRange;
 use super::sarray::SArray;
 use bytemuck::Pod;
 use bytes::Bytes;
-use std::fmt;
 
 /// Keys (sorted, unique) and values. Without `lens`, every key has
 /// `vals.len() / keys.len()` values; with `lens`, key i has `lens[i]` values.
@@ -18,42 +18,6 @@ pub struct KVPairs<V: Pod> {
     /// Values per key (empty = equal lengths).
     pub lens: SArray<i32>,
 }
-
-/// Why a key/value set is invalid.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum KvError {
-    /// Keys not strictly ascending at this index.
-    Unsorted(usize),
-    /// Value count does not fit the keys and lengths.
-    BadLength(String),
-    /// A key outside the receiving server's range.
-    OutOfRange(u64, KeyRange),
-    /// A data frame did not decode.
-    BadFrame(String),
-    /// The server refused the request.
-    Server(i32, String),
-    /// Sending failed or no reply in time.
-    Transport(String),
-}
-
-impl fmt::Display for KvError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            KvError::Unsorted(i) => write!(
-                f,
-                "keys must be sorted ascending and unique (key {i} is not above key {})",
-                i - 1
-            ),
-            KvError::BadLength(s) => write!(f, "values do not match keys: {s}"),
-            KvError::OutOfRange(k, r) => write!(f, "key {k} is outside this server's range {r}"),
-            KvError::BadFrame(s) => write!(f, "malformed key/value frame: {s}"),
-            KvError::Server(id, s) => write!(f, "server {id} refused the request: {s}"),
-            KvError::Transport(s) => write!(f, "{s}"),
-        }
-    }
-}
-
-impl std::error::Error for KvError {}
 
 impl<V: Pod + Send + Sync> Default for KVPairs<V> {
     fn default() -> Self {
@@ -207,8 +171,10 @@ impl<V: Pod + Send + Sync> KVPairs<V> {
         f
     }
 
-    /// Reads frames written by [`KVPairs::to_frames`] (missing frames are empty).
+    /// Reads frames written by [`KVPairs::to_frames`] (missing frames are empty); a
+    /// frame that does not decode is [`KvError::BadFrame`].
     pub fn from_frames(frames: &[Bytes]) -> Result<KVPairs<V>, KvError> {
+        let bad_frame = |e: KvError| KvError::BadFrame(e.to_string());
         let get = |i: usize| frames.get(i).cloned().unwrap_or_default();
         if frames.len() > 3 {
             return Err(KvError::BadFrame(format!(
@@ -217,9 +183,9 @@ impl<V: Pod + Send + Sync> KVPairs<V> {
             )));
         }
         Ok(KVPairs {
-            keys: SArray::from_bytes(get(0)).map_err(KvError::BadFrame)?,
-            vals: SArray::from_bytes(get(1)).map_err(KvError::BadFrame)?,
-            lens: SArray::from_bytes(get(2)).map_err(KvError::BadFrame)?,
+            keys: SArray::from_bytes(get(0)).map_err(bad_frame)?,
+            vals: SArray::from_bytes(get(1)).map_err(bad_frame)?,
+            lens: SArray::from_bytes(get(2)).map_err(bad_frame)?,
         })
     }
 }

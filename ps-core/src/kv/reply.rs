@@ -1,7 +1,8 @@
 //! What a KV worker gets back: each server's answer, and the callback called once
 //! every server answered.
 
-use super::pairs::{KVPairs, KvError};
+use super::error::KvError;
+use super::pairs::KVPairs;
 use bytemuck::Pod;
 
 /// One server's answer to a request.

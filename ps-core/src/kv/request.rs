@@ -3,8 +3,9 @@
 //! and the [`KVResponder`] it answers through (now, or later: the responder and the
 //! meta can be kept).
 
+use super::error::KvError;
 use super::key_cache::KnownKeys;
-use super::pairs::{KVPairs, KvError};
+use super::pairs::KVPairs;
 use super::range::KeyRange;
 use crate::customer::STATUS_NOT_COUNTED;
 use crate::message::{Message, Meta};

@@ -1,6 +1,7 @@
 //! `SArray<T>`: a shared, immutable array of plain-old-data values backed by
 //! `bytes::Bytes`, so it travels to and from the wire without copies (ps-lite's SArray).
 
+use super::error::KvError;
 use bytemuck::Pod;
 use bytes::Bytes;
 use std::fmt;
@@ -32,14 +33,12 @@ impl<T: Pod + Send + Sync> SArray<T> {
     }
 
     /// Views `bytes` as `[T]`: without copying when they are aligned for `T`, with one
-    /// copy otherwise. Fails if the length is not a multiple of `size_of::<T>()`.
-    pub fn from_bytes(bytes: Bytes) -> Result<SArray<T>, String> {
+    /// copy otherwise. [`KvError::Misaligned`] if the length is not a multiple of
+    /// `size_of::<T>()`.
+    pub fn from_bytes(bytes: Bytes) -> Result<SArray<T>, KvError> {
         let size = std::mem::size_of::<T>();
         if size == 0 || !bytes.len().is_multiple_of(size) {
-            return Err(format!(
-                "{} bytes are not a whole number of {size}-byte values",
-                bytes.len()
-            ));
+            return Err(KvError::Misaligned { len: bytes.len(), size });
         }
         if (bytes.as_ptr() as usize).is_multiple_of(std::mem::align_of::<T>()) || bytes.is_empty() {
             return Ok(SArray { bytes, _t: PhantomData });
@@ -133,7 +132,10 @@ mod tests {
         let a = SArray::<u32>::from_bytes(bytes.clone()).unwrap();
         assert_eq!(a[0], u32::from_le_bytes([1, 2, 3, 4]));
         assert_eq!(a.len(), 4);
-        assert!(SArray::<u64>::from_bytes(bytes.slice(0..5)).is_err());
+        assert_eq!(
+            SArray::<u64>::from_bytes(bytes.slice(0..5)).err(),
+            Some(KvError::Misaligned { len: 5, size: 8 })
+        );
         assert!(SArray::<u64>::from_bytes(Bytes::new()).unwrap().is_empty());
     }
 }

@@ -4,6 +4,7 @@
 //! `PS_REPLICAS` > 0 the requests go through the replication layer instead
 //! (`kv/replication/`), which calls the same handle.
 
+use super::error::KvError;
 use super::key_cache::KnownKeys;
 use super::range::{server_key_ranges, KeyRange};
 use super::replication::{self, RangeCopy, Replication};
@@ -29,7 +30,9 @@ impl<V: Pod + Send + Sync + 'static> KVServer<V> {
     /// ranges of the servers before it on the ring (see `kv/replication/`); `handle`
     /// then gets those ranges' pushes too, and must answer a push at once. A
     /// replacement server cannot copy its ranges this way: see [`KVServer::with_copy`].
-    pub fn new(po: &Arc<Postoffice>, app_id: i32, handle: ReqHandle<V>) -> Result<KVServer<V>, String> {
+    /// Fails with [`KvError::Register`] if its customer cannot register, with
+    /// [`KvError::CannotServe`] for a replacement that cannot take up its ranges.
+    pub fn new(po: &Arc<Postoffice>, app_id: i32, handle: ReqHandle<V>) -> Result<KVServer<V>, KvError> {
         Self::with_copy(po, app_id, handle, None)
     }
 
@@ -41,7 +44,7 @@ impl<V: Pod + Send + Sync + 'static> KVServer<V> {
         app_id: i32,
         handle: ReqHandle<V>,
         copy: Option<Box<dyn RangeCopy>>,
-    ) -> Result<KVServer<V>, String> {
+    ) -> Result<KVServer<V>, KvError> {
         let range = server_key_ranges(po.num_servers())[po.my_rank().min(po.num_servers().saturating_sub(1))];
         let responder = KVResponder::new(po, app_id);
         if po.config().replicas > 0 {

@@ -2,6 +2,7 @@
 //! values of the range, bincode-encoded (bounded decode, checked before anything is
 //! changed).
 
+use super::error::KvError;
 use super::range::KeyRange;
 use super::replication::RangeCopy;
 use super::store::SortedStore;
@@ -28,18 +29,21 @@ fn codec() -> impl Options {
 /// Copies key ranges of a shared store.
 pub(crate) struct StoreCopy<V: Pod>(pub(crate) Arc<Mutex<SortedStore<V>>>);
 
-/// Decodes a copy of `range`, checking keys (sorted, inside the range) and counts.
-fn decode<V: Pod>(range: KeyRange, data: &[u8]) -> Result<Decoded<V>, String> {
-    let (keys, lens, raw): Wire = codec().deserialize(data).map_err(|e| format!("malformed copy: {e}"))?;
+/// Decodes a copy of `range`, checking keys (sorted, inside the range) and counts;
+/// [`KvError::BadCopy`] when they do not fit.
+fn decode<V: Pod>(range: KeyRange, data: &[u8]) -> Result<Decoded<V>, KvError> {
+    let (keys, lens, raw): Wire = codec()
+        .deserialize(data)
+        .map_err(|e| KvError::BadCopy(format!("malformed copy: {e}")))?;
     if lens.len() != keys.len() || lens.iter().any(|&l| l < 0) {
-        return Err("copy: value counts do not match the keys".into());
+        return Err(KvError::BadCopy("copy: value counts do not match the keys".into()));
     }
     if keys.windows(2).any(|w| w[0] >= w[1]) || keys.iter().any(|&k| !range.contains(k)) {
-        return Err(format!("copy: keys unsorted or outside {range}"));
+        return Err(KvError::BadCopy(format!("copy: keys unsorted or outside {range}")));
     }
     let total: usize = lens.iter().map(|&l| l as usize).sum();
     if raw.len() != total * std::mem::size_of::<V>() {
-        return Err("copy: value bytes do not match the counts".into());
+        return Err(KvError::BadCopy("copy: value bytes do not match the counts".into()));
     }
     let vals = bytemuck::pod_collect_to_vec::<u8, V>(&raw);
     Ok((keys, lens, vals))
@@ -52,7 +56,7 @@ impl<V: Pod + Send + Sync> RangeCopy for StoreCopy<V> {
         Bytes::from(codec().serialize(&wire).expect("a copy always serializes"))
     }
 
-    fn restore(&mut self, _range: usize, keys: KeyRange, data: &[u8]) -> Result<(), String> {
+    fn restore(&mut self, _range: usize, keys: KeyRange, data: &[u8]) -> Result<(), KvError> {
         let (k, l, v) = decode::<V>(keys, data)?;
         self.0.lock().push(&k, &v, &l, |s, x| *s = x);
         Ok(())
@@ -80,7 +84,10 @@ mod tests {
             (vec![5, 9], vec![2, 1], vec![2.0, 2.5, 3.0])
         );
         // a copy of another range, or garbage, is refused
-        assert!(copy.restore(0, KeyRange { begin: 0, end: 5 }, &data).is_err());
+        assert!(matches!(
+            copy.restore(0, KeyRange { begin: 0, end: 5 }, &data),
+            Err(KvError::BadCopy(_))
+        ));
         assert!(copy.restore(0, range, b"\x07garbage").is_err());
         assert_eq!(dst.lock().len(), 2);
     }

@@ -2,9 +2,10 @@
 //! range, tracking each request by timestamp, and reassembling pulled values in key
 //! order. Every call returns at once with a timestamp; `wait*` blocks for the answer.
 
+use super::error::KvError;
 use super::key_cache::SentKeys;
 use super::lazy::{may_defer, LazyLinks};
-use super::pairs::{KVPairs, KvError};
+use super::pairs::KVPairs;
 use super::range::{server_key_ranges, KeyRange};
 use super::replication::Holders;
 use super::reply::{Callback, ServerReply};
@@ -61,8 +62,9 @@ pub struct KVWorker<V: Pod> {
 }
 
 impl<V: Pod + Send + Sync> KVWorker<V> {
-    /// A worker talking to the KV servers of app `app_id`.
-    pub fn new(po: &Arc<Postoffice>, app_id: i32) -> Result<KVWorker<V>, String> {
+    /// A worker talking to the KV servers of app `app_id`; [`KvError::Register`] if its
+    /// customer cannot register.
+    pub fn new(po: &Arc<Postoffice>, app_id: i32) -> Result<KVWorker<V>, KvError> {
         let state: State<V> = Arc::default();
         let st = Arc::clone(&state);
         let po2 = Arc::clone(po);

@@ -1,8 +1,9 @@
 //! A `KVWorker`'s pending requests and what happens to them when answers come in, or
 //! (with replication) when a server holding one of their ranges dies.
 
+use super::error::KvError;
 use super::key_cache::SentKeys;
-use super::pairs::{KVPairs, KvError};
+use super::pairs::KVPairs;
 use super::replication::{dead_server_ranks, Holders};
 use super::reply::{Callback, ServerReply};
 use super::request::STATUS_INVALID;

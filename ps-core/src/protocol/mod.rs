@@ -4,9 +4,12 @@
 //! deterministically; the van is a thin shell that feeds them events.
 
 pub mod barrier;
+pub mod error;
 pub mod join_backoff;
 pub mod liveness;
 pub mod membership;
 pub mod peers;
 pub mod resender;
 pub mod scheduler;
+
+pub use error::ProtocolError;

@@ -2,6 +2,7 @@
 //! combined, turning each control event into the actions the van must carry out.
 
 use super::barrier::Barriers;
+use super::error::ProtocolError;
 use super::liveness::Liveness;
 use super::membership::{Join, Membership};
 use crate::message::{Command, Message};
@@ -121,15 +122,15 @@ impl SchedulerCore {
     /// (see [`SchedulerCore::export`]), `me` as the scheduler (`is_recovery` set). Barrier
     /// counts start empty: nodes repeat their pending requests. Every live node is
     /// watched afresh and sent the table; dead ones stay dead. Bytes that do not decode
-    /// are an error and change nothing.
-    pub fn adopt(&mut self, exported: &[u8], mut me: Node, now_ms: u64) -> Result<Vec<Action>, String> {
+    /// are [`ProtocolError::CorruptTable`] and change nothing.
+    pub fn adopt(&mut self, exported: &[u8], mut me: Node, now_ms: u64) -> Result<Vec<Action>, ProtocolError> {
         me.is_recovery = true;
         if exported.is_empty() {
             self.membership.set_scheduler(me);
             return Ok(Vec::new());
         }
         let mut m: Membership =
-            bincode::deserialize(exported).map_err(|e| format!("the node table from the active scheduler: {e}"))?;
+            bincode::deserialize(exported).map_err(|e| ProtocolError::CorruptTable(e.to_string()))?;
         m.set_scheduler(me);
         self.membership = m;
         self.barriers = Barriers::new();

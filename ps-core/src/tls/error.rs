@@ -1,7 +1,7 @@
 //! The errors of the credentials room; each `Display` is one line naming the file or
 //! the peer's fault.
 
-use super::role::{CertRole, Roles};
+use super::role::{CertRole, Roles, UnknownRole};
 
 /// A credentials or TLS set-up error.
 #[derive(Debug, thiserror::Error)]
@@ -53,8 +53,33 @@ pub enum TlsError {
     Setup(#[from] rustls::Error),
 }
 
+/// A certificate naming an unknown psrs role is malformed.
+impl From<UnknownRole> for TlsError {
+    fn from(e: UnknownRole) -> TlsError {
+        TlsError::BadCertificate(e.to_string())
+    }
+}
+
 impl From<rcgen::Error> for TlsError {
     fn from(e: rcgen::Error) -> TlsError {
         TlsError::Issue(e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unknown_role_is_a_malformed_certificate() {
+        let e = TlsError::from(UnknownRole {
+            name: "admin".into(),
+            uri: "psrs://role/admin".into(),
+        });
+        assert!(matches!(e, TlsError::BadCertificate(_)));
+        assert_eq!(
+            e.to_string(),
+            "malformed certificate: unknown psrs role 'admin' in the certificate URI 'psrs://role/admin'"
+        );
     }
 }

@@ -24,5 +24,5 @@ mod verify;
 
 pub use creds::{provider, server_name, Credentials, Trust};
 pub use error::TlsError;
-pub use role::{CertRole, Roles};
+pub use role::{CertRole, Roles, UnknownRole};
 pub use settings::TlsFiles;

@@ -16,7 +16,7 @@ pub fn roles(cert: &CertificateDer<'_>) -> Result<Roles, TlsError> {
     let mut out = Vec::new();
     for name in san.iter().flat_map(|s| s.value.general_names.iter()) {
         if let GeneralName::URI(uri) = name {
-            if let Some(r) = CertRole::from_uri(uri).map_err(TlsError::BadCertificate)? {
+            if let Some(r) = CertRole::from_uri(uri)? {
                 if !out.contains(&r) {
                     out.push(r);
                 }

@@ -3,6 +3,7 @@
 use super::tcp::TcpTransport;
 use super::transport::Transport;
 use super::zmq_transport::ZmqTransport;
+use crate::config::ConfigError;
 use std::sync::Arc;
 
 /// Makes the transport named by `DMLC_PS_VAN_TYPE` for a node of `role`, with the
@@ -12,7 +13,8 @@ use std::sync::Arc;
 /// the configuration refuses it with the ZMQ van, whose I/O thread is libzmq's), and
 /// the TCP van's shared memory to peers on this host as `shm` says (`PS_SHM`; the ZMQ
 /// van has none), and its links to nodes on this host over Unix sockets when
-/// `local_socket` (`PS_LOCAL_SOCKET`; the ZMQ van always uses TCP).
+/// `local_socket` (`PS_LOCAL_SOCKET`; the ZMQ van always uses TCP). An unknown van type
+/// or credentials that cannot be read are a [`ConfigError`] naming the variable.
 pub fn create(
     kind: &str,
     role: crate::node::Role,
@@ -20,19 +22,19 @@ pub fn create(
     spin: std::time::Duration,
     shm: &crate::config::ShmConfig,
     local_socket: bool,
-) -> Result<Arc<dyn Transport>, String> {
+) -> Result<Arc<dyn Transport>, ConfigError> {
     match kind {
         "zmq" => Ok(Arc::new(ZmqTransport::with_limits(&sec.limits))),
         "tcp" => Ok(Arc::new(
-            TcpTransport::with_security(
-                sec,
-                sec.credentials(crate::tls::CertRole::of_node(role))
-                    .map_err(|e| e.to_string())?,
-            )
-            .with_spin(spin)
-            .with_shm(shm)
-            .with_local_socket(local_socket),
+            TcpTransport::with_security(sec, sec.credentials(crate::tls::CertRole::of_node(role))?)
+                .with_spin(spin)
+                .with_shm(shm)
+                .with_local_socket(local_socket),
         )),
-        other => Err(format!("DMLC_PS_VAN_TYPE: unknown van type '{other}' (zmq or tcp)")),
+        other => Err(ConfigError {
+            role: Some(role),
+            var: "DMLC_PS_VAN_TYPE".into(),
+            reason: format!("unknown van type '{other}' (zmq or tcp)"),
+        }),
     }
 }

@@ -5,6 +5,7 @@
 //! [`crate::protocol`]. Everything above it is reached through [`VanHandler`].
 
 pub mod cork;
+pub mod error;
 pub mod factory;
 mod handler;
 pub mod join_watch;
@@ -17,6 +18,7 @@ pub(crate) mod test_transport;
 pub mod transport;
 pub mod zmq_transport;
 
+pub use error::VanError;
 pub use handler::VanHandler;
 pub use shell::Van;
 pub use stats::VanStats;

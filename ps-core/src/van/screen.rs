@@ -8,29 +8,17 @@
 use crate::message::{Command, Message};
 use crate::node::Role;
 use crate::tls::{CertRole, Roles};
-use std::fmt;
 
 /// A message registering a node of a role the sending link's certificate does not
-/// name; `Display` is the one-line reason it is dropped.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// name; `Display` is the one-line reason it is dropped (the link stays up).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("an ADD_NODE registering a {registers} from a peer whose certificate names {names}")]
 pub struct NotItsRole {
     /// The role the message registers.
     pub registers: Role,
     /// The roles the certificate names.
     pub names: Roles,
 }
-
-impl fmt::Display for NotItsRole {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "an ADD_NODE registering a {} from a peer whose certificate names {}",
-            self.registers, self.names
-        )
-    }
-}
-
-impl std::error::Error for NotItsRole {}
 
 /// Whether `msg`, from a peer whose certificate names `roles`, may be handled.
 pub fn screen(roles: &Roles, msg: &Message) -> Result<(), NotItsRole> {

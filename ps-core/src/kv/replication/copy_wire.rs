@@ -8,6 +8,7 @@
 
 use super::dedup::{Outcome, RequestId};
 use super::wire::{decode_head, encode_head};
+use crate::kv::error::KvError;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
@@ -37,8 +38,8 @@ impl CopyHead {
         encode_head(self)
     }
 
-    /// Decodes the first frame of a copy.
-    pub fn decode(frames: &[Bytes]) -> Result<CopyHead, String> {
+    /// Decodes the first frame of a copy ([`KvError::BadHeader`] if it cannot).
+    pub fn decode(frames: &[Bytes]) -> Result<CopyHead, KvError> {
         decode_head(frames, MAX_COPY_HEAD_BYTES, "copy")
     }
 }

@@ -7,6 +7,7 @@ use super::catchup::{CatchUp, Fetch};
 use super::copy_wire::{CopyHead, OP_COPY, OP_FETCH, OP_REJOINED};
 use super::shared::Shared;
 use super::wire::FORWARD_CUSTOMER;
+use crate::kv::error::KvError;
 use crate::message::{Message, Meta};
 use crate::node::{id_to_rank, server_rank_to_id, SERVER_GROUP, WORKER_GROUP};
 use bytemuck::Pod;
@@ -14,15 +15,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// Starts a replacement's catch-up: asks for every range's copy and runs a ticker
-/// that asks again when a copy does not come. Fails if a range has no live copy.
-pub(super) fn start<V: Pod + Send + Sync + 'static>(shared: &Arc<Shared<V>>) -> Result<(), String> {
+/// that asks again when a copy does not come. [`KvError::CannotServe`] if a range has
+/// no live copy.
+pub(super) fn start<V: Pod + Send + Sync + 'static>(shared: &Arc<Shared<V>>) -> Result<(), KvError> {
     let (c, fetches) = CatchUp::new(shared.holders, shared.me, &shared.dead(), shared.now_ms());
     let lost = c.lost();
     if !lost.is_empty() {
-        return Err(format!(
+        return Err(KvError::CannotServe(format!(
             "server {} replaced a dead server, but no live replica holds its key ranges {lost:?}; not serving",
             shared.me
-        ));
+        )));
     }
     log::info!(
         "server {}: copying key ranges {fetches:?} from live replicas",
@@ -50,7 +52,7 @@ pub(super) fn start<V: Pod + Send + Sync + 'static>(shared: &Arc<Shared<V>>) -> 
                 s.ask(f);
             }
         })
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| KvError::Register(crate::error::PostofficeError::Thread(e.to_string())))?;
     Ok(())
 }
 

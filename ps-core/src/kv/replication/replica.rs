@@ -12,8 +12,9 @@ use super::shared::{Applied, Shared};
 use super::wire::ForwardHead;
 use super::wire::FORWARD_CUSTOMER;
 use crate::customer::Customer;
+use crate::kv::error::KvError;
 use crate::kv::key_cache::KnownKeys;
-use crate::kv::pairs::{KVPairs, KvError};
+use crate::kv::pairs::KVPairs;
 use crate::kv::range::{server_key_ranges, KeyRange};
 use crate::kv::request::{checked_pairs, KVMeta, KVResponder, ReqHandle};
 use crate::message::{Message, Meta};
@@ -32,19 +33,20 @@ pub struct Replication {
 
 /// Serves app `app_id` as one replica: returns the customer taking the workers'
 /// requests, and the replication state. A replacement server first copies its ranges
-/// through `copy` from live replicas (it refuses to start without one).
+/// through `copy` from live replicas (without one it refuses to start:
+/// [`KvError::CannotServe`]).
 pub(crate) fn serve<V: Pod + Send + Sync + 'static>(
     po: &Arc<Postoffice>,
     app_id: i32,
     handle: ReqHandle<V>,
     copy: Option<Box<dyn RangeCopy>>,
     responder: KVResponder,
-) -> Result<(Customer, Replication), String> {
+) -> Result<(Customer, Replication), KvError> {
     if po.is_recovery() && copy.is_none() {
-        return Err(format!(
+        return Err(KvError::CannotServe(format!(
             "server {} replaced a dead server, but its application cannot copy key ranges from a live replica (KVServer::with_copy); not serving (the other replicas hold its ranges)",
             po.my_rank()
-        ));
+        )));
     }
     let n = po.num_servers();
     let shared = Arc::new(Shared {

@@ -3,6 +3,7 @@
 //! value and length frames follow.
 
 use super::dedup::RequestId;
+use crate::kv::error::KvError;
 use bincode::Options;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
@@ -30,18 +31,21 @@ pub(super) fn encode_head<T: Serialize>(head: &T) -> Bytes {
     )
 }
 
-/// Decodes the first of `frames` as a `what` header of at most `limit` bytes.
+/// Decodes the first of `frames` as a `what` header of at most `limit` bytes;
+/// [`KvError::BadHeader`] when it is missing or does not decode.
 pub(super) fn decode_head<T: serde::de::DeserializeOwned>(
     frames: &[Bytes],
     limit: u64,
     what: &str,
-) -> Result<T, String> {
-    let first = frames.first().ok_or_else(|| format!("{what} without a header frame"))?;
+) -> Result<T, KvError> {
+    let first = frames
+        .first()
+        .ok_or_else(|| KvError::BadHeader(format!("{what} without a header frame")))?;
     bincode::DefaultOptions::new()
         .with_limit(limit)
         .reject_trailing_bytes()
         .deserialize(first)
-        .map_err(|e| format!("malformed {what} header: {e}"))
+        .map_err(|e| KvError::BadHeader(format!("malformed {what} header: {e}")))
 }
 
 impl ForwardHead {
@@ -50,8 +54,8 @@ impl ForwardHead {
         encode_head(self)
     }
 
-    /// Decodes the first frame of `frames`.
-    pub fn decode(frames: &[Bytes]) -> Result<ForwardHead, String> {
+    /// Decodes the first frame of `frames` ([`KvError::BadHeader`] if it cannot).
+    pub fn decode(frames: &[Bytes]) -> Result<ForwardHead, KvError> {
         decode_head(frames, MAX_HEAD_BYTES, "forward")
     }
 }
@@ -78,7 +82,10 @@ mod tests {
             version: 11,
         };
         assert_eq!(ForwardHead::decode(&[h.encode()]), Ok(h));
-        assert!(ForwardHead::decode(&[]).is_err());
+        assert_eq!(
+            ForwardHead::decode(&[]),
+            Err(KvError::BadHeader("forward without a header frame".into()))
+        );
         assert!(ForwardHead::decode(&[Bytes::from_static(b"\x01")]).is_err());
     }
 }

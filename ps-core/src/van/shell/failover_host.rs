@@ -2,7 +2,7 @@
 //! ([`crate::failover`]), and the failover queries the layers above ask the van.
 
 use super::Van;
-use crate::failover::{Epoch, Host, LockService};
+use crate::failover::{Epoch, FailoverError, Host, LockService};
 use crate::message::Message;
 use crate::protocol::peers::Peers;
 use bytes::Bytes;
@@ -83,8 +83,9 @@ impl Van {
     }
 
     /// Active scheduler: the application's new state (the master's queues) reaches the
-    /// live standbys before this returns. Fails if this scheduler is not active.
-    pub fn replicate_app(&self, state: Bytes) -> Result<(), String> {
+    /// live standbys before this returns. Fails with [`FailoverError::NotActive`] if
+    /// this scheduler is not active.
+    pub fn replicate_app(&self, state: Bytes) -> Result<(), FailoverError> {
         self.fo.replicate_app(self, state)
     }
 

@@ -7,6 +7,7 @@ use super::Van;
 use crate::message::{Command, Message};
 use crate::node::SCHEDULER;
 use crate::protocol::scheduler::LEFT;
+use crate::van::error::VanError;
 use std::time::{Duration, Instant};
 
 /// How often a goodbye is sent again while unanswered (a lost message, a scheduler
@@ -16,20 +17,24 @@ const RESEND: Duration = Duration::from_millis(500);
 impl Van {
     /// Says goodbye to the scheduler and waits up to `timeout` for its answer. After
     /// it the scheduler and every node count this node as gone (not dead); the caller
-    /// stops the van without a finalize barrier.
-    pub fn leave(&self, timeout: Duration) -> Result<(), String> {
+    /// stops the van without a finalize barrier. [`VanError::Timeout`] when the
+    /// scheduler does not answer in time, [`VanError::Io`] when the goodbye cannot be
+    /// sent.
+    pub fn leave(&self, timeout: Duration) -> Result<(), VanError> {
         let start = Instant::now();
         let mut done = self.goodbye.lock();
         while !*done {
             let left = timeout.saturating_sub(start.elapsed());
             if left.is_zero() {
-                return Err(format!("the scheduler did not answer the goodbye within {timeout:?}"));
+                return Err(VanError::Timeout(format!(
+                    "the scheduler did not answer the goodbye within {timeout:?}"
+                )));
             }
             let mut m = Message::control(SCHEDULER, Command::Leave);
             m.meta.request = true;
             m.meta.timestamp = self.next_timestamp();
             parking_lot::MutexGuard::unlocked(&mut done, || self.send(m))
-                .map_err(|e| format!("goodbye not sent: {e}"))?;
+                .map_err(|e| VanError::Io(format!("goodbye not sent: {e}")))?;
             crate::van::cork::flush();
             self.goodbye_cv.wait_for(&mut done, left.min(RESEND));
         }

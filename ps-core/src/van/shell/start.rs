@@ -7,6 +7,7 @@ use crate::addr::{host_port, system::tcp_reachable};
 use crate::message::{Command, Message};
 use crate::node::{Node, SCHEDULER};
 use crate::protocol::join_backoff::JoinBackoff;
+use crate::van::error::VanError;
 use crate::van::join_watch::{scheduler_gave_up, scheduler_waiting, JoinEvent, JoinView, JoinWatch};
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
@@ -35,20 +36,23 @@ impl Van {
     /// Binds, starts the receiving thread, registers with the scheduler and waits until
     /// the scheduler sent the node table (every node has joined), then starts the
     /// heartbeat thread. While waiting it logs what it waits for every few seconds,
-    /// and fails within seconds when the scheduler is up but cannot reach this node.
-    pub fn start(self: &Arc<Self>, join_timeout: Duration) -> Result<(), String> {
+    /// and fails within seconds when the scheduler is up but cannot reach this node
+    /// ([`VanError::Unreachable`]). A scheduler that refuses this node is
+    /// [`VanError::Refused`], a cluster that does not complete in `join_timeout`
+    /// [`VanError::Timeout`], a port or thread this host cannot have [`VanError::Io`].
+    pub fn start(self: &Arc<Self>, join_timeout: Duration) -> Result<(), VanError> {
         self.fo.check_lock_service(&self.cfg)?;
         let want = self.me.read().port;
         let bind = self.cfg.bind_host.clone();
         let port = self
             .transport
             .bind(&bind, want)
-            .map_err(|e| format!("cannot bind {}: {e}", host_port(&bind, want)))?;
+            .map_err(|e| VanError::Io(format!("cannot bind {}: {e}", host_port(&bind, want))))?;
         self.me.write().port = port;
         log::debug!("bound to {} (advertised as {})", host_port(&bind, port), self.my_node());
         self.transport
             .connect(SCHEDULER, &self.cfg.root_uri, self.cfg.root_port)
-            .map_err(|e| format!("cannot connect to the scheduler: {e}"))?;
+            .map_err(|e| VanError::Io(format!("cannot connect to the scheduler: {e}")))?;
         self.fo.connect_candidates(self.as_ref());
         let weak = Arc::downgrade(self);
         self.transport
@@ -57,13 +61,13 @@ impl Van {
                     van.on_frames(frames, roles);
                 }
             }))
-            .map_err(|e| format!("cannot start receiving: {e}"))?;
+            .map_err(|e| VanError::Io(format!("cannot start receiving: {e}")))?;
         let me = Arc::clone(self);
         self.threads.lock().push(
             std::thread::Builder::new()
                 .name("van-tick".into())
                 .spawn(move || me.ticking())
-                .map_err(|e| e.to_string())?,
+                .map_err(|e| VanError::Io(e.to_string()))?,
         );
         let deadline = Instant::now() + join_timeout;
         let scheduler = host_port(&self.cfg.root_uri, self.cfg.root_port);
@@ -87,7 +91,9 @@ impl Van {
                         // refused the scheduler's): retrying will not change that
                         refused += 1;
                         if refused >= CREDENTIAL_TRIES {
-                            return Err(format!("cannot join the scheduler at {scheduler}: {e}"));
+                            return Err(VanError::Refused(format!(
+                                "cannot join the scheduler at {scheduler}: {e}"
+                            )));
                         }
                         log::warn!("{e}");
                         false
@@ -113,14 +119,16 @@ impl Van {
                 }
                 match ready.clone() {
                     Some(Ok(())) => break,
-                    Some(Err(reason)) => return Err(format!("the scheduler refused this node: {reason}")),
+                    Some(Err(reason)) => {
+                        return Err(VanError::Refused(format!("the scheduler refused this node: {reason}")))
+                    }
                     // a standby waits as long as the active scheduler lives
                     None if Instant::now() >= deadline && !self.cfg.scheduler_standby => {
                         if self.sched.is_none() {
-                            return Err(format!(
+                            return Err(VanError::Timeout(format!(
                             "no node table from the scheduler at {scheduler} within {join_timeout:?}; is it running, and are all {} servers and {} workers started?",
                             expected.0, expected.1
-                        ));
+                        )));
                         }
                         timed_out = true;
                     }
@@ -133,7 +141,11 @@ impl Van {
                     .sched
                     .as_ref()
                     .map_or((0, 0), |s| s.lock().membership().pending_counts());
-                return Err(scheduler_gave_up(have, expected, join_timeout.as_secs_f64()));
+                return Err(VanError::Timeout(scheduler_gave_up(
+                    have,
+                    expected,
+                    join_timeout.as_secs_f64(),
+                )));
             }
             match &self.sched {
                 Some(s) => {
@@ -154,7 +166,7 @@ impl Van {
                     match watch.check(self.now_ms(), &self.scheduler_view(&scheduler, up)) {
                         JoinEvent::Quiet => {}
                         JoinEvent::Log(line) => log::info!("{line}"),
-                        JoinEvent::Fail(e) => return Err(e),
+                        JoinEvent::Fail(e) => return Err(VanError::Unreachable(e)),
                     }
                 }
             }
@@ -165,7 +177,7 @@ impl Van {
                 std::thread::Builder::new()
                     .name("van-heartbeat".into())
                     .spawn(move || me.heartbeat())
-                    .map_err(|e| e.to_string())?,
+                    .map_err(|e| VanError::Io(e.to_string()))?,
             );
         }
         log::info!("{} started", self.my_node());

@@ -78,7 +78,7 @@ impl Acceptor {
         let permit = match self.guard.admit(from) {
             Ok(p) => p,
             Err(e) => {
-                log::warn!("{e}");
+                log::warn!("refused a connection from {from}: {e}");
                 return;
             }
         };

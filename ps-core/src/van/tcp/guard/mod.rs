@@ -18,7 +18,7 @@ mod handshake;
 
 use super::spin_read::{FrameRead, SpinRead};
 use super::stream::Stream;
-use crate::auth::gate::{Gate, HandshakeFailure};
+use crate::auth::gate::{Gate, GateRefusal, HandshakeFailure};
 use crate::config::Limits;
 use crate::tls::{peer, Credentials, Roles};
 use acceptor::Acceptor;
@@ -294,16 +294,14 @@ impl Guard {
         Ok(Outgoing { tcp, tls: Some(conn) })
     }
 
-    /// Admits a new connection from `peer` at the door, or says why not (logged).
-    pub fn admit(self: &Arc<Self>, peer: SocketAddr) -> Result<Permit, String> {
+    /// Admits a new connection from `peer` at the door, or says why not.
+    pub fn admit(self: &Arc<Self>, peer: SocketAddr) -> Result<Permit, GateRefusal> {
         let ip = peer.ip();
-        match self.gate.lock().admit(ip, self.now()) {
-            Ok(()) => Ok(Permit {
-                guard: Arc::clone(self),
-                ip,
-            }),
-            Err(e) => Err(format!("refused a connection from {peer}: {e}")),
-        }
+        self.gate.lock().admit(ip, self.now())?;
+        Ok(Permit {
+            guard: Arc::clone(self),
+            ip,
+        })
     }
 
     /// Runs the accepting side's handshake on `tcp` from `peer`; the link's reads then

@@ -6,6 +6,7 @@
 //! link": the messages go over TCP as before, with a debug log.
 
 use super::alloc::SpanAllocator;
+use super::error::ShmError;
 use super::region::{boot_id, Region};
 use super::wire::{Descriptor, Layout, Offer, ACCEPT, REFUSE};
 use crate::config::ShmConfig;
@@ -240,21 +241,24 @@ impl ShmReceiver {
         Ok(byte)
     }
 
-    fn consider(&self, body: &[u8]) -> Result<Region, String> {
+    fn consider(&self, body: &[u8]) -> Result<Region, ShmError> {
         let mine = self
             .shm
             .boot_id
             .filter(|_| self.shm.cfg.enabled)
-            .ok_or("shared memory is off")?;
+            .ok_or(ShmError::Refused("shared memory is off".into()))?;
         if self.offered {
-            return Err("a second offer on one link".into());
+            return Err(ShmError::Refused("a second offer on one link".into()));
         }
         let offer = Offer::decode(body)?;
         if offer.boot_id != mine {
-            return Err("another host (boot id differs)".into());
+            return Err(ShmError::Refused("another host (boot id differs)".into()));
         }
         if !is_local(self.peer.ip()) {
-            return Err(format!("{} is not an address of this host", self.peer.ip()));
+            return Err(ShmError::Refused(format!(
+                "{} is not an address of this host",
+                self.peer.ip()
+            )));
         }
         Region::open(&offer)
     }

@@ -46,10 +46,12 @@
 //! [`ShmStats::bad_messages`](crate::van::stats::ShmStats::bad_messages)); the link stays up.
 
 pub mod alloc;
+pub mod error;
 pub mod link;
 pub mod region;
 pub mod wire;
 
+pub use error::ShmError;
 pub use link::{Shm, ShmLink, ShmReceiver, ShmSender};
 
 #[cfg(test)]

@@ -9,6 +9,7 @@
 //! and a receiver refuses an unsealed file, so no access can fault (SIGBUS) on a
 //! truncated file.
 
+use super::error::ShmError;
 use super::wire::{Descriptor, Layout, Offer, FLAGS_OFFSET, IN_USE, REGION_MAGIC, RELEASED};
 use bytes::Bytes;
 use memfd::{FileSeal, Memfd, MemfdOptions};
@@ -51,37 +52,45 @@ impl Region {
 
     /// Maps the region `offer` names: opens `/proc/<pid>/fd/<fd>` (a regular file
     /// only, so a FIFO or device is never opened), checks it is a memfd sealed against
-    /// shrinking of exactly the offered size, maps it and checks magic and token.
-    pub fn open(offer: &Offer) -> Result<Region, String> {
+    /// shrinking of exactly the offered size, maps it and checks magic and token. A file
+    /// that is not that region is [`ShmError::Refused`]; one that cannot be inspected
+    /// or mapped [`ShmError::Io`].
+    pub fn open(offer: &Offer) -> Result<Region, ShmError> {
         let layout = Layout::new(offer.size)?;
         let path = format!("/proc/{}/fd/{}", offer.pid, offer.fd);
-        let meta = std::fs::metadata(&path).map_err(|e| format!("{path}: {e}"))?;
+        let io = |e: &dyn std::fmt::Display| ShmError::Io(format!("{path}: {e}"));
+        let meta = std::fs::metadata(&path).map_err(|e| io(&e))?;
         let ft = meta.file_type();
         if !ft.is_file() || ft.is_fifo() || ft.is_char_device() || ft.is_block_device() {
-            return Err(format!("{path} is not a regular file"));
+            return Err(ShmError::Refused(format!("{path} is not a regular file")));
         }
         let file: File = OpenOptions::new()
             .read(true)
             .write(true)
             .custom_flags(libc::O_NONBLOCK)
             .open(&path)
-            .map_err(|e| format!("{path}: {e}"))?;
-        let fd = Memfd::try_from_file(file).map_err(|_| format!("{path} is not a memfd"))?;
-        let seals = fd.seals().map_err(|e| format!("{path}: {e}"))?;
+            .map_err(|e| io(&e))?;
+        let fd = Memfd::try_from_file(file).map_err(|_| ShmError::Refused(format!("{path} is not a memfd")))?;
+        let seals = fd.seals().map_err(|e| io(&e))?;
         if !seals.contains(&FileSeal::SealShrink) {
-            return Err(format!("{path} is not sealed against shrinking"));
+            return Err(ShmError::Refused(format!("{path} is not sealed against shrinking")));
         }
-        let len = fd.as_file().metadata().map_err(|e| e.to_string())?.len();
+        let len = fd.as_file().metadata().map_err(|e| ShmError::Io(e.to_string()))?.len();
         if len != offer.size {
-            return Err(format!("{path} has {len} bytes, the offer says {}", offer.size));
+            return Err(ShmError::Refused(format!(
+                "{path} has {len} bytes, the offer says {}",
+                offer.size
+            )));
         }
-        let map = MmapRaw::map_raw(fd.as_file()).map_err(|e| format!("cannot map {path}: {e}"))?;
+        let map = MmapRaw::map_raw(fd.as_file()).map_err(|e| ShmError::Io(format!("cannot map {path}: {e}")))?;
         let r = Region { map, layout };
         let mut head = [0u8; 24];
         // SAFETY: 24 bytes within the mapping, which is at least one page.
         unsafe { std::ptr::copy_nonoverlapping(r.map.as_ptr(), head.as_mut_ptr(), 24) };
         if head[..8] != REGION_MAGIC || head[8..] != offer.token {
-            return Err(format!("{path} is not the region offered (magic or token differ)"));
+            return Err(ShmError::Refused(format!(
+                "{path} is not the region offered (magic or token differ)"
+            )));
         }
         Ok(r)
     }

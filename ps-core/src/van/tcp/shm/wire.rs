@@ -3,6 +3,7 @@
 //! are in a region. Nothing here touches a socket or a mapping; every decoder
 //! validates and returns an error instead of panicking.
 
+use super::error::ShmError;
 use std::fmt;
 
 /// The granule of the region: the header is padded to it and every span is a whole
@@ -55,12 +56,12 @@ pub struct Layout {
 
 impl Layout {
     /// The layout of a region of `total` bytes: a multiple of [`PAGE`] within
-    /// [`MIN_REGION`]..=[`MAX_REGION`], else an error naming the size.
-    pub fn new(total: u64) -> Result<Layout, String> {
+    /// [`MIN_REGION`]..=[`MAX_REGION`], else [`ShmError::Invalid`] naming the size.
+    pub fn new(total: u64) -> Result<Layout, ShmError> {
         if !(MIN_REGION..=MAX_REGION).contains(&total) || total & (PAGE - 1) != 0 {
-            return Err(format!(
+            return Err(ShmError::Invalid(format!(
                 "region of {total} bytes: not a multiple of {PAGE} within {MIN_REGION}..={MAX_REGION}"
-            ));
+            )));
         }
         let slots = (total / PAGE).min(MAX_SLOTS as u64) as u32;
         let data_offset = (FLAGS_OFFSET + 4 * slots as u64).div_ceil(PAGE) * PAGE;
@@ -201,14 +202,20 @@ impl Offer {
         b
     }
 
-    /// Decodes an offer body (what follows magic and length).
-    pub fn decode(b: &[u8]) -> Result<Offer, String> {
+    /// Decodes an offer body (what follows magic and length); [`ShmError::Invalid`]
+    /// for another length or version.
+    pub fn decode(b: &[u8]) -> Result<Offer, ShmError> {
         if b.len() != OFFER_LEN {
-            return Err(format!("shared-memory offer of {} bytes (want {OFFER_LEN})", b.len()));
+            return Err(ShmError::Invalid(format!(
+                "shared-memory offer of {} bytes (want {OFFER_LEN})",
+                b.len()
+            )));
         }
         let version = u32::from_le_bytes(b[..4].try_into().expect("4 bytes"));
         if version != OFFER_VERSION {
-            return Err(format!("shared-memory offer version {version} (want {OFFER_VERSION})"));
+            return Err(ShmError::Invalid(format!(
+                "shared-memory offer version {version} (want {OFFER_VERSION})"
+            )));
         }
         Ok(Offer {
             boot_id: b[4..40].try_into().expect("36 bytes"),
@@ -338,7 +345,12 @@ mod tests {
         assert!(Offer::decode(&wire[8..70]).is_err());
         let mut v2 = wire[8..].to_vec();
         v2[0] = 2;
-        assert!(Offer::decode(&v2).unwrap_err().contains("version 2"));
+        assert_eq!(
+            Offer::decode(&v2),
+            Err(ShmError::Invalid(format!(
+                "shared-memory offer version 2 (want {OFFER_VERSION})"
+            )))
+        );
     }
 
     #[test]
