@@ -19,12 +19,24 @@ fn limits(timeout_ms: u64) -> Limits {
 /// stream, or the failure.
 type Accepted = Result<(Option<Roles>, Vec<u8>), HandshakeFailure>;
 
-/// Accepts one connection on `l` with `guard` in a thread.
-fn accept_one(l: TcpListener, guard: Arc<Guard>) -> std::thread::JoinHandle<Accepted> {
+/// Accepts one connection on `l` with `guard` in a thread and runs `then` on the
+/// incoming link (or on the handshake's failure).
+fn accept_then<T: Send + 'static>(
+    l: TcpListener,
+    guard: Arc<Guard>,
+    then: impl FnOnce(Result<Incoming, HandshakeFailure>) -> T + Send + 'static,
+) -> std::thread::JoinHandle<T> {
     std::thread::spawn(move || {
         let (tcp, peer) = l.accept().unwrap();
         let permit = guard.admit(peer).unwrap();
-        let mut inc = guard.accept(Stream::from(tcp), peer, permit, Duration::ZERO)?;
+        then(guard.accept(Stream::from(tcp), peer, permit, Duration::ZERO))
+    })
+}
+
+/// Accepts one connection on `l` with `guard` in a thread and reads it to its end.
+fn accept_one(l: TcpListener, guard: Arc<Guard>) -> std::thread::JoinHandle<Accepted> {
+    accept_then(l, guard, |inc| {
+        let mut inc = inc?;
         let mut got = Vec::new();
         let _ = inc.read_to_end(&mut got);
         Ok((inc.roles().cloned(), got))
@@ -125,10 +137,8 @@ fn messages_of_every_size_cross_a_tls_link_whole_and_in_order_across_a_key_updat
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = l.local_addr().unwrap().to_string();
     let server = Guard::new(&limits(5000), creds(1, CertRole::Server));
-    let reader = std::thread::spawn(move || {
-        let (tcp, peer) = l.accept().unwrap();
-        let permit = server.admit(peer).unwrap();
-        let mut inc = server.accept(Stream::from(tcp), peer, permit, Duration::ZERO).unwrap();
+    let reader = accept_then(l, server, |inc| {
+        let mut inc = inc.unwrap();
         let mut got = Vec::new();
         while let Some(m) = read_message(&mut inc, &Limits::default()).unwrap() {
             // every third message is answered, as a shared-memory offer is
@@ -172,12 +182,7 @@ fn a_link_cut_inside_a_record_is_an_error() {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = l.local_addr().unwrap().to_string();
     let server = Guard::new(&limits(5000), creds(1, CertRole::Server));
-    let reader = std::thread::spawn(move || {
-        let (tcp, peer) = l.accept().unwrap();
-        let permit = server.admit(peer).unwrap();
-        let mut inc = server.accept(Stream::from(tcp), peer, permit, Duration::ZERO).unwrap();
-        inc.read_frame(1000)
-    });
+    let reader = accept_then(l, server, |inc| inc.unwrap().read_frame(1000));
     let dialer = Guard::new(&limits(5000), creds(1, CertRole::Worker));
     let mut out = dialer.connect(TcpStream::connect(&addr).unwrap(), &addr).unwrap();
     out.seal(&[Bytes::from(vec![5u8; 1000])]).unwrap();
