@@ -21,6 +21,7 @@ pub mod protocol;
 pub mod simple_app;
 pub mod tls;
 pub mod van;
+pub mod var_error;
 
 #[cfg(test)]
 mod fuzz_tests;

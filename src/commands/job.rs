@@ -142,9 +142,9 @@ fn client() -> Result<Client, String> {
     }
     let tls = match (&sec.tls, &sec.secret) {
         (Some(files), _) => {
-            let trust = files.trust().map_err(|(var, e)| format!("{var}: {e}"))?;
+            let trust = files.trust().map_err(|e| e.to_string())?;
             let id = match files.identity {
-                Some(_) => Some(files.credentials().map_err(|(var, e)| format!("{var}: {e}"))?),
+                Some(_) => Some(files.credentials().map_err(|e| e.to_string())?),
                 None => None,
             };
             Some(trust.http_client_config(id.as_ref()).map_err(|e| e.to_string())?)

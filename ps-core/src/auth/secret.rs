@@ -6,6 +6,7 @@
 //! warns about it once at start. Neither set: the cluster is open (as before).
 
 use super::error::AuthError;
+use crate::var_error::VarError;
 use hkdf::Hkdf;
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
@@ -93,18 +94,18 @@ pub fn from_vars(
     file: Option<&str>,
     env: Option<&str>,
     read: impl Fn(&str) -> std::io::Result<Vec<u8>>,
-) -> Result<Option<Secret>, (&'static str, String)> {
+) -> Result<Option<Secret>, VarError> {
     if let Some(path) = file {
-        let bytes = read(path).map_err(|e| ("PS_SECRET_FILE", format!("cannot read '{path}': {e}")))?;
+        let bytes = read(path).map_err(|e| VarError::new("PS_SECRET_FILE", format!("cannot read '{path}': {e}")))?;
         let text = trim(&bytes);
         return Secret::new(text.to_vec(), SecretSource::File)
             .map(Some)
-            .map_err(|e| ("PS_SECRET_FILE", e.to_string()));
+            .map_err(|e| VarError::new("PS_SECRET_FILE", e.to_string()));
     }
     match env {
         Some(v) => Secret::new(v.trim().as_bytes().to_vec(), SecretSource::Env)
             .map(Some)
-            .map_err(|e| ("PS_SECRET", e.to_string())),
+            .map_err(|e| VarError::new("PS_SECRET", e.to_string())),
         None => Ok(None),
     }
 }
@@ -142,8 +143,8 @@ mod tests {
             .unwrap();
         assert_eq!(s.source, SecretSource::Env);
         assert_eq!(from_vars(None, None, no_file).unwrap(), None);
-        assert_eq!(from_vars(Some("/x"), None, no_file).unwrap_err().0, "PS_SECRET_FILE");
-        assert_eq!(from_vars(None, Some("short"), no_file).unwrap_err().0, "PS_SECRET");
+        assert_eq!(from_vars(Some("/x"), None, no_file).unwrap_err().var, "PS_SECRET_FILE");
+        assert_eq!(from_vars(None, Some("short"), no_file).unwrap_err().var, "PS_SECRET");
         assert_eq!(
             Secret::new(b"short".to_vec(), SecretSource::Env),
             Err(AuthError::TooShort {

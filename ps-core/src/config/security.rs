@@ -120,7 +120,7 @@ impl Security {
         let secret = secret::from_vars(get(vars, "PS_SECRET_FILE"), get(vars, "PS_SECRET"), |p| {
             std::fs::read(p)
         })
-        .map_err(|(var, reason)| err(var, reason))?;
+        .map_err(|e| err(e.var, e.reason))?;
         let d = Limits::default();
         let timeout = match get(vars, "PS_HANDSHAKE_TIMEOUT") {
             None => d.handshake_timeout,
@@ -149,7 +149,7 @@ impl Security {
             Some(v) => return Err(err("PS_HTTP_OPEN_READS", format!("'{v}' is not 0 or 1"))),
         };
         let tls = crate::tls::settings::from_vars(|v| get(vars, v).map(str::to_string), |p| std::fs::read(p))
-            .map_err(|(var, reason)| err(var, reason))?;
+            .map_err(|e| err(e.var, e.reason))?;
         let s = Security {
             secret,
             limits,
@@ -202,7 +202,7 @@ impl Security {
     /// an open cluster. Errors name the variable.
     pub fn credentials(&self, role: crate::tls::CertRole) -> Result<Option<crate::tls::Credentials>, ConfigError> {
         if let Some(files) = &self.tls {
-            let c = files.credentials().map_err(|(var, reason)| err(var, reason))?;
+            let c = files.credentials().map_err(|e| err(e.var, e.reason))?;
             c.require(role).map_err(|e| {
                 err(
                     "PS_TLS_CERT",
