@@ -24,6 +24,8 @@ mod leave;
 mod peers;
 mod receive;
 #[cfg(test)]
+mod receive_tests;
+#[cfg(test)]
 mod send_tests;
 mod start;
 
@@ -53,8 +55,8 @@ pub struct Van {
     welcomed: Mutex<Vec<i32>>,
     goodbye: Mutex<bool>,
     goodbye_cv: Condvar,
-    /// With the resender on: data messages from nodes this one cannot answer yet (not
-    /// connected: a restarted scheduler before its table), replayed once connected.
+    /// Data messages from nodes this one cannot answer yet (not connected, or a
+    /// process newer than the table), replayed when a table or connection arrives.
     unconnected: Mutex<std::collections::VecDeque<Message>>,
     /// Traffic counters.
     pub stats: VanStats,

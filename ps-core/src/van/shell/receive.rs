@@ -54,23 +54,26 @@ impl Van {
     }
 
     /// Acknowledges and de-duplicates `msg` through the resender (when on), then
-    /// processes it. A data message from a node not connected yet (a restarted
-    /// scheduler before its table) waits unacknowledged until it is: neither the ACK
-    /// nor an answer could go back, and once counted as seen its resends would be
-    /// dropped as duplicates, the answer lost.
+    /// processes it. A data message from a node this one cannot answer yet waits,
+    /// unacknowledged, until it can: its sender is not connected (a restarted
+    /// scheduler before its table), or the sender is a process that took an id since
+    /// the table this node holds (a replacement server asking for a copy of its key
+    /// ranges before the table naming it arrived here). An answer now would go to the
+    /// earlier holder's address and be lost; with the resender on, the message, once
+    /// counted as seen, would have its resends dropped as duplicates as well.
     fn acknowledge_and_process(&self, msg: Message) {
-        if let Some(r) = &self.resender {
-            if !msg.meta.is_control() && msg.meta.sender != EMPTY_ID && !self.reachable(&msg) {
-                let mut q = self.unconnected.lock();
-                if q.len() >= MAX_UNCONNECTED {
-                    if let Some(old) = q.pop_front() {
-                        log::debug!("dropped {old}: too many messages from nodes not connected yet");
-                    }
+        if !msg.meta.is_control() && msg.meta.sender != EMPTY_ID && !self.reachable(&msg) {
+            let mut q = self.unconnected.lock();
+            if q.len() >= MAX_UNCONNECTED {
+                if let Some(old) = q.pop_front() {
+                    log::debug!("dropped {old}: too many messages from nodes not connected yet");
                 }
-                log::debug!("held {msg}: its sender is not connected yet");
-                q.push_back(msg);
-                return;
             }
+            log::debug!("held {msg}: its sender is not connected yet");
+            q.push_back(msg);
+            return;
+        }
+        if let Some(r) = &self.resender {
             let verdict = r.lock().on_receive(&msg.meta, self.now_ms());
             match verdict {
                 Incoming::Ack => return,
