@@ -21,12 +21,15 @@ scripts/install-deps.sh
 # tests start their own etcd server (Debian's etcd-server).
 F=--all-features
 # A real S3-compatible server for tests/object_store.rs (s3s-fs, an S3 API over a
-# directory), built once into target/tools.
+# directory), built once into target/tools; unoptimised (a test server: it builds in
+# half the time).
 if [ ! -x target/tools/bin/s3s-fs ]; then
   step "cargo install s3s-fs"
-  cargo install --quiet --locked s3s-fs@0.14.1 --features binary --root target/tools
+  cargo install --quiet --debug --locked s3s-fs@0.14.1 --features binary --root target/tools
 fi
-step "workspace tests"
+step "workspace tests: build"
+cargo test --workspace $F --no-run
+step "workspace tests: run"
 # every test binary runs even after one fails, so one run shows every failure
 cargo test --workspace $F --no-fail-fast
 
