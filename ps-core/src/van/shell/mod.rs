@@ -55,8 +55,8 @@ pub struct Van {
     welcomed: Mutex<Vec<i32>>,
     goodbye: Mutex<bool>,
     goodbye_cv: Condvar,
-    /// Data messages from nodes this one cannot answer yet (not connected, or a
-    /// process newer than the table), replayed when a table or connection arrives.
+    /// Data messages from processes this one cannot answer yet (see `Van::waits`),
+    /// replayed when a table or connection arrives.
     unconnected: Mutex<std::collections::VecDeque<Message>>,
     /// Traffic counters.
     pub stats: VanStats,

@@ -54,22 +54,17 @@ impl Van {
     }
 
     /// Acknowledges and de-duplicates `msg` through the resender (when on), then
-    /// processes it. A data message from a node this one cannot answer yet waits,
-    /// unacknowledged, until it can: its sender is not connected (a restarted
-    /// scheduler before its table), or the sender is a process that took an id since
-    /// the table this node holds (a replacement server asking for a copy of its key
-    /// ranges before the table naming it arrived here). An answer now would go to the
-    /// earlier holder's address and be lost; with the resender on, the message, once
-    /// counted as seen, would have its resends dropped as duplicates as well.
+    /// processes it. A data message from a process this node cannot answer yet waits,
+    /// unacknowledged, until it can ([`Van::waits`]).
     fn acknowledge_and_process(&self, msg: Message) {
-        if !msg.meta.is_control() && msg.meta.sender != EMPTY_ID && !self.reachable(&msg) {
+        if self.waits(&msg) {
             let mut q = self.unconnected.lock();
             if q.len() >= MAX_UNCONNECTED {
                 if let Some(old) = q.pop_front() {
-                    log::debug!("dropped {old}: too many messages from nodes not connected yet");
+                    log::debug!("dropped {old}: too many messages from senders that cannot be answered yet");
                 }
             }
-            log::debug!("held {msg}: its sender is not connected yet");
+            log::debug!("held {msg}: its sender cannot be answered yet");
             q.push_back(msg);
             return;
         }
@@ -89,11 +84,21 @@ impl Van {
         self.process(msg);
     }
 
-    /// True if an answer to `msg` would reach its sender: it is connected and the
-    /// table taken names its process (see
-    /// [`crate::protocol::peers::Peers::unknown_sender`]).
-    fn reachable(&self, msg: &Message) -> bool {
-        self.transport.is_connected(msg.meta.sender) && !self.peers.read().unknown_sender(&msg.meta)
+    /// True if data message `msg` must wait before it is processed. Its sender is a
+    /// process that took an id since the table this node holds (a replacement server
+    /// asking for a copy of its key ranges before the table naming it arrived here):
+    /// an answer now would go to the earlier holder's address and be lost. Or, with the
+    /// resender on, its sender is not connected yet (a restarted scheduler before its
+    /// table): neither the ACK nor an answer could go back, and once counted as seen
+    /// its resends would be dropped as duplicates. (Without the resender, a message
+    /// from a node not connected goes on to the layer above, which holds what no
+    /// customer takes yet under its own limit.)
+    fn waits(&self, msg: &Message) -> bool {
+        if msg.meta.is_control() || msg.meta.sender == EMPTY_ID {
+            return false;
+        }
+        self.peers.read().unknown_sender(&msg.meta)
+            || (self.resender.is_some() && !self.transport.is_connected(msg.meta.sender))
     }
 
     /// Processes the held messages whose senders are connected now.
@@ -104,7 +109,7 @@ impl Van {
                 return;
             }
             let all = std::mem::take(&mut *q);
-            let (ready, wait): (Vec<Message>, Vec<Message>) = all.into_iter().partition(|m| self.reachable(m));
+            let (ready, wait): (Vec<Message>, Vec<Message>) = all.into_iter().partition(|m| !self.waits(m));
             q.extend(wait);
             ready
         };
