@@ -17,9 +17,10 @@ step "install-deps"
 scripts/install-deps.sh
 
 # Everything is built once, with every feature (the etcd master store and election):
-# each cargo call below uses the same features, so none rebuilds the workspace. The etcd
+# each cargo call below names the whole workspace with the same features (features
+# unify across the members as in the first build), so none rebuilds the workspace. The etcd
 # tests start their own etcd server (Debian's etcd-server).
-F=--all-features
+F="--workspace --all-features"
 # A real S3-compatible server for tests/object_store.rs (s3s-fs, an S3 API over a
 # directory), built once into target/tools; unoptimised (a test server: it builds in
 # half the time).
@@ -28,17 +29,17 @@ if [ ! -x target/tools/bin/s3s-fs ]; then
   cargo install --quiet --debug --locked s3s-fs@0.14.1 --features binary --root target/tools
 fi
 step "workspace tests: build"
-cargo test --workspace $F --no-run
+cargo test $F --no-run
 step "workspace tests: run"
 # every test binary runs even after one fails, so one run shows every failure
-cargo test --workspace $F --no-fail-fast
+cargo test $F --no-fail-fast
 
 # The deterministic simulator: whole clusters under a seeded network and clock with
 # partitions, losses and crashes, invariants checked after every step (a failing seed
-# prints the command that replays it). Built with the test profile (optimised, like
-# the tests above, so nothing is rebuilt but the binary).
+# prints the command that replays it). The binary the workspace tests built (the test
+# profile, optimised).
 step "simulator seeds"
-cargo run --quiet $F --profile test --bin psrs -- simulate --seeds 3000
+target/debug/psrs simulate --seeds 3000
 
 # Multi-host tests in network namespaces and the Slurm test need root; a plain
 # `cargo test` lists them as ignored.
@@ -80,7 +81,9 @@ step "Python package"
 # installed here and put into the container image below
 python3 -m venv target/py-venv
 rm -rf target/wheels
-target/py-venv/bin/pip wheel -q --disable-pip-version-check --no-deps -w target/wheels ./python
+# (optimisation level 1: it builds in about half the time of level 3, and the tests'
+# work is in the servers and in torch, not in the binding)
+CARGO_PROFILE_RELEASE_OPT_LEVEL=1 target/py-venv/bin/pip wheel -q --disable-pip-version-check --no-deps -w target/wheels ./python
 if [ "${PSRS_CI_FREE_DISK:-0}" = 1 ]; then
   # CI's fresh machine: the Python crate's build and the test binaries that already ran
   # are dropped before torch (5.8 GB) comes in; cargo relinks any a later step runs
@@ -89,8 +92,7 @@ if [ "${PSRS_CI_FREE_DISK:-0}" = 1 ]; then
 fi
 scripts/install-python.sh target/py-venv
 target/py-venv/bin/pip install -q --force-reinstall --no-deps target/wheels/psrs-*.whl
-# the binary the workspace tests built (the test profile), not a second build of everything
-cargo build --quiet --profile test $F --bin psrs
+# the binary the workspace tests built (the test profile) runs the Python tests' servers
 rc=0
 PSRS_BIN=target/debug/psrs target/py-venv/bin/python -m pytest python/tests -q -rs || rc=$?
 if [ "$rc" -eq 5 ]; then echo "pytest collected no tests" >&2; fi
