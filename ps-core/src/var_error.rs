@@ -1,6 +1,7 @@
 //! A variable whose value cannot be used: which one, and why. The rooms below the
-//! configuration (the cluster secret, the certificate files) read their own variables
-//! and report this; the configuration turns it into its own error with the node's role.
+//! configuration (the address rules, the cluster secret, the certificate files) read
+//! their own variables and report this; the configuration turns it into its own error
+//! with the node's role.
 
 /// A variable's value that cannot be used; `Display` is one line, `VAR: reason`.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

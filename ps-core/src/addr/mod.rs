@@ -19,4 +19,4 @@ mod plan;
 pub mod system;
 
 pub use host::{host_port, wildcard_for, HostLookup};
-pub use plan::{plan, AddrError, AddrVars, Addresses};
+pub use plan::{plan, AddrVars, Addresses};

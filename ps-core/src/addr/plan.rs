@@ -1,6 +1,7 @@
 //! The address rules as a pure function of the variables and a [`HostLookup`].
 
 use super::host::{wildcard_for, HostLookup};
+use crate::var_error::VarError;
 use std::net::IpAddr;
 
 /// The address variables of one node (`None` = unset).
@@ -27,22 +28,9 @@ pub struct Addresses {
     pub bind: String,
 }
 
-/// A variable whose value cannot work, and why.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct AddrError {
-    /// The variable to fix.
-    pub var: &'static str,
-    /// What is wrong, naming the value.
-    pub reason: String,
-}
-
-fn fail(var: &'static str, reason: String) -> AddrError {
-    AddrError { var, reason }
-}
-
-fn resolve(l: &dyn HostLookup, var: &'static str, host: &str) -> Result<Vec<IpAddr>, AddrError> {
+fn resolve(l: &dyn HostLookup, var: &'static str, host: &str) -> Result<Vec<IpAddr>, VarError> {
     l.resolve(host)
-        .map_err(|e| fail(var, format!("'{host}' does not resolve ({e})")))
+        .map_err(|e| VarError::new(var, format!("'{host}' does not resolve ({e})")))
 }
 
 /// The best of `ips` to talk to a peer at `towards`: same family, not link-local.
@@ -53,20 +41,20 @@ fn pick(ips: &[IpAddr], towards: IpAddr) -> Option<IpAddr> {
 }
 
 /// Applies the address rules (see the module documentation of [`crate::addr`]).
-pub fn plan(v: &AddrVars<'_>, l: &dyn HostLookup) -> Result<Addresses, AddrError> {
+pub fn plan(v: &AddrVars<'_>, l: &dyn HostLookup) -> Result<Addresses, VarError> {
     let root_ips = resolve(l, "DMLC_PS_ROOT_URI", v.root_uri)?;
     let root = root_ips[0];
     let (var, advertise, adv_ips) = if let Some(h) = v.node_host {
         ("DMLC_NODE_HOST", h.to_string(), resolve(l, "DMLC_NODE_HOST", h)?)
     } else if let Some(i) = v.interface {
         let ip = pick(&l.interface_addrs(i), root)
-            .ok_or_else(|| fail("DMLC_INTERFACE", format!("no address on interface '{i}'")))?;
+            .ok_or_else(|| VarError::new("DMLC_INTERFACE", format!("no address on interface '{i}'")))?;
         ("DMLC_INTERFACE", ip.to_string(), vec![ip])
     } else if v.is_scheduler {
         ("DMLC_PS_ROOT_URI", v.root_uri.to_string(), root_ips.clone())
     } else {
         let ip = l.route_source(root).map_err(|e| {
-            fail(
+            VarError::new(
                 "DMLC_PS_ROOT_URI",
                 format!("no route to the scheduler at {root} ({e}); set DMLC_NODE_HOST to this node's address"),
             )
@@ -76,7 +64,7 @@ pub fn plan(v: &AddrVars<'_>, l: &dyn HostLookup) -> Result<Addresses, AddrError
     let local = l.local_addrs();
     let adv = pick(&adv_ips, root).expect("resolve returns at least one address");
     if adv.is_loopback() && !root.is_loopback() && !local.contains(&root) {
-        return Err(fail(
+        return Err(VarError::new(
             var,
             format!(
                 "'{advertise}' is a loopback address but the scheduler ({}) is on another host, which could not connect back; advertise an address the scheduler can reach, or unset it",

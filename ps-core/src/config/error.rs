@@ -1,6 +1,7 @@
 //! The configuration's error: one line naming the variable to fix.
 
 use crate::node::Role;
+use crate::var_error::VarError;
 use std::fmt;
 
 /// A missing or malformed variable; its `Display` is one line naming the variable.
@@ -21,6 +22,14 @@ impl fmt::Display for ConfigError {
 }
 
 impl std::error::Error for ConfigError {}
+
+/// A variable read below the configuration (addresses, the secret, the certificate
+/// files) that cannot be used: the same line, the role filled in by the caller.
+impl From<VarError> for ConfigError {
+    fn from(e: VarError) -> ConfigError {
+        err(e.var, e.reason)
+    }
+}
 
 /// A configuration error about `var` (the role is filled in by the caller that knows it).
 pub(crate) fn err(var: &str, reason: impl Into<String>) -> ConfigError {

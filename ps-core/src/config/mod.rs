@@ -170,8 +170,7 @@ impl Config {
                 bind_host: v.get("DMLC_BIND_HOST"),
             },
             lookup,
-        )
-        .map_err(|e| err(e.var, e.reason))?;
+        )?;
         let port = v.parse("PORT", "a port number (0-65535)")?.unwrap_or(0);
         let verbose = v.parse("PS_VERBOSE", "0, 1 or 2")?.unwrap_or(0);
         let resend = v.parse::<i64>("PS_RESEND", "0 or 1")?.unwrap_or(0) != 0;

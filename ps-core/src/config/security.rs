@@ -119,8 +119,7 @@ impl Security {
     pub fn from_vars(vars: &HashMap<String, String>) -> Result<Security, ConfigError> {
         let secret = secret::from_vars(get(vars, "PS_SECRET_FILE"), get(vars, "PS_SECRET"), |p| {
             std::fs::read(p)
-        })
-        .map_err(|e| err(e.var, e.reason))?;
+        })?;
         let d = Limits::default();
         let timeout = match get(vars, "PS_HANDSHAKE_TIMEOUT") {
             None => d.handshake_timeout,
@@ -148,8 +147,7 @@ impl Security {
             Some("1") => true,
             Some(v) => return Err(err("PS_HTTP_OPEN_READS", format!("'{v}' is not 0 or 1"))),
         };
-        let tls = crate::tls::settings::from_vars(|v| get(vars, v).map(str::to_string), |p| std::fs::read(p))
-            .map_err(|e| err(e.var, e.reason))?;
+        let tls = crate::tls::settings::from_vars(|v| get(vars, v).map(str::to_string), |p| std::fs::read(p))?;
         let s = Security {
             secret,
             limits,
@@ -202,7 +200,7 @@ impl Security {
     /// an open cluster. Errors name the variable.
     pub fn credentials(&self, role: crate::tls::CertRole) -> Result<Option<crate::tls::Credentials>, ConfigError> {
         if let Some(files) = &self.tls {
-            let c = files.credentials().map_err(|e| err(e.var, e.reason))?;
+            let c = files.credentials()?;
             c.require(role).map_err(|e| {
                 err(
                     "PS_TLS_CERT",
