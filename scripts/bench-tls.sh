@@ -3,7 +3,7 @@
 # cluster open and with TLS (a CA derived from a cluster secret), over the Unix socket
 # (PS_LOCAL_SOCKET=1, the default between nodes of one host) and over loopback TCP
 # (PS_LOCAL_SOCKET=0), shared memory off (PS_SHM=0) so every byte crosses the link. The
-# four configurations alternate within each round; prints per link, mode and size the
+# configurations alternate within each round; prints per link, mode and size the
 # medians of messages/s and Gbps and the TLS/open ratios. Each round also times the
 # cipher on its own (`psrs bench --cipher`: AES-128-GCM on one core); from 1 MB, where
 # the plaintext link keeps both processes' cores busy, the `ceiling` column is the most
@@ -13,12 +13,14 @@
 #   scripts/bench-tls.sh [ROUNDS] [SIZES] [MODES]
 #   e.g. scripts/bench-tls.sh 5 256,4096,1048576,16777216 push-only,pull-only
 #
-# PSRS_TLS_LINKS (default "unix tcp") names the links measured; "net" adds a link
-# between two hosts: two network namespaces the script makes, joined by a veth pair
-# whose both ends are limited to PSRS_TLS_NET_RATE (tc tbf, default 10gbit), the
-# scheduler and server on one, the worker on the other, private addresses 10.78.0.1-2
-# (needs root, ip and tc; everything is removed on exit). On such a link the network,
-# not the CPU, is what plaintext runs into.
+# PSRS_TLS_LINKS (default "unix tcp") names the links measured. "shm" adds the
+# default between nodes of one host: the Unix socket, with frames from 64 KB through
+# shared memory offered inside the link (not encrypted). "net" adds a link between two
+# hosts: two network namespaces the script makes, joined by a veth pair whose both ends
+# are limited to PSRS_TLS_NET_RATE (tc tbf, default 10gbit), the scheduler and server
+# on one, the worker on the other, private addresses 10.78.0.1-2 (needs root, ip and
+# tc; everything is removed on exit). On such a link the network, not the CPU, is what
+# plaintext runs into.
 #
 # Start-up with and without TLS: PSRS_JOIN_CONFIGS="tcp tcp+secret" scripts/bench-join.sh 5 "2x2 8x16".
 # PSRS_BIN (default target/release/psrs) is the binary measured.
@@ -79,7 +81,12 @@ for r in $(seq "$rounds"); do
     awk '{ for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] } print "cipher", v["seal_gbps"], v["open_gbps"] }' >> "$tmp/cipher"
   for link in $links; do
     for c in open tls; do
-      env=(PS_SHM=0 PS_LOCAL_SOCKET=$([ "$link" = unix ] && echo 1 || echo 0) DMLC_PS_VAN_TYPE=tcp)
+      case $link in
+        unix) env=(PS_SHM=0 PS_LOCAL_SOCKET=1) ;;
+        shm) env=(PS_SHM=1 PS_LOCAL_SOCKET=1) ;;
+        *) env=(PS_SHM=0 PS_LOCAL_SOCKET=0) ;;
+      esac
+      env+=(DMLC_PS_VAN_TYPE=tcp)
       [ "$c" = tls ] && env+=(PS_SECRET_FILE="$tmp/secret")
       bench=(bench --modes "$modes" --sizes "$sizes" --seconds 1)
       if [ "$link" = net ]; then
@@ -93,7 +100,7 @@ for r in $(seq "$rounds"); do
     done
   done
 done
-echo "TCP van, 1 server 1 worker, PS_SHM=0, medians of $rounds rounds ($(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg))"
+echo "TCP van, 1 server 1 worker, PS_SHM=0 (but shm), medians of $rounds rounds ($(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg))"
 if [[ " $links " == *" net "* ]]; then echo "net: two network namespaces, a veth pair limited to $rate each way"; fi
 cipher=$(awk '{ s[n + 0] = $2; o[n + 0] = $3; n++ }
   function med(a, n,   i, j, t) { for (i = 0; i < n; i++) for (j = i + 1; j < n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
@@ -110,5 +117,5 @@ awk -v cipher="$slower" '{ k = $2 " " $3 " " $4; if (!(k in seen)) { seen[k] = 1
     return cnt % 2 ? a[int(cnt / 2)] : (a[cnt / 2 - 1] + a[cnt / 2]) / 2 }
   END { for (i = 0; i < m; i++) { k = order[i]; split(k, f, " ")
     om = med(x, n, "open", k); tm = med(x, n, "tls", k); og = med(g, ng, "open", k); tg = med(g, ng, "tls", k)
-    ceil = (f[3] >= 1048576 && cipher > 0 && f[1] != "net") ? sprintf("%.2f", 1 / (1 + og / cipher)) : "-"
+    ceil = (f[3] >= 1048576 && cipher > 0 && f[1] != "net" && f[1] != "shm") ? sprintf("%.2f", 1 / (1 + og / cipher)) : "-"
     printf "%-5s %-10s %9s %12.0f %12.0f %9.3f %9.3f %8.2f %8s\n", f[1], f[2], f[3], om, tm, og, tg, om ? tm / om : 0, ceil } }' "$tmp/all"
