@@ -32,12 +32,14 @@ modes=${3:-push-only,pull-only}
 bin=${PSRS_BIN:-target/release/psrs}
 [ -x "$bin" ] || { echo "$0: no $bin (cargo build --release)" >&2; exit 2; }
 links=${PSRS_TLS_LINKS:-unix tcp}
+net=0
+if [[ " $links " == *" net "* ]]; then net=1; fi
 rate=${PSRS_TLS_NET_RATE:-10gbit}
 tmp=$(mktemp -d)
 ns_a=psrs-bench-tls-$$-a
 ns_b=psrs-bench-tls-$$-b
 cleanup() {
-  if [[ " $links " == *" net "* ]]; then
+  if [ "$net" = 1 ]; then
     ip netns pids "$ns_a" 2>/dev/null | xargs -r kill -9 2>/dev/null || true
     ip netns pids "$ns_b" 2>/dev/null | xargs -r kill -9 2>/dev/null || true
     ip netns del "$ns_a" 2>/dev/null || true
@@ -48,7 +50,7 @@ cleanup() {
 trap cleanup EXIT
 head -c 32 /dev/urandom | base64 > "$tmp/secret"
 
-if [[ " $links " == *" net "* ]]; then
+if [ "$net" = 1 ]; then
   for t in ip tc; do command -v "$t" >/dev/null || { echo "$0: the net link needs $t (iproute2)" >&2; exit 2; }; done
   ip netns add "$ns_a" && ip netns add "$ns_b" || { echo "$0: the net link needs root (ip netns add)" >&2; exit 2; }
   ip link add veth0 netns "$ns_a" type veth peer name veth0 netns "$ns_b"
@@ -61,8 +63,9 @@ if [[ " $links " == *" net "* ]]; then
   done
 fi
 
-# Runs `psrs bench` on the two-host link: scheduler and server in namespace a, the
-# worker in namespace b; the worker's output on stdout. Exits non-zero if a node failed.
+# Runs `psrs bench` (the arguments in `bench`) with the variables given on the two-host
+# link: scheduler and server in namespace a, the worker in namespace b; the worker's
+# output on stdout. Exits non-zero if a node failed.
 run_net() {
   local port=$((20000 + RANDOM % 20000)) pids=() rc=0
   local common=(DMLC_PS_ROOT_URI=10.78.0.1 DMLC_PS_ROOT_PORT=$port DMLC_NUM_SERVER=1 DMLC_NUM_WORKER=1 "$@")
@@ -100,8 +103,8 @@ for r in $(seq "$rounds"); do
     done
   done
 done
-echo "TCP van, 1 server 1 worker, PS_SHM=0 (but shm), medians of $rounds rounds ($(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg))"
-if [[ " $links " == *" net "* ]]; then echo "net: two network namespaces, a veth pair limited to $rate each way"; fi
+echo "TCP van, 1 server 1 worker, PS_SHM=0 but on the shm link, medians of $rounds rounds ($(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg))"
+if [ "$net" = 1 ]; then echo "net: two network namespaces, a veth pair limited to $rate each way"; fi
 cipher=$(awk '{ s[n + 0] = $2; o[n + 0] = $3; n++ }
   function med(a, n,   i, j, t) { for (i = 0; i < n; i++) for (j = i + 1; j < n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
     return n % 2 ? a[int(n / 2)] : (a[n / 2 - 1] + a[n / 2]) / 2 }
@@ -117,5 +120,5 @@ awk -v cipher="$slower" '{ k = $2 " " $3 " " $4; if (!(k in seen)) { seen[k] = 1
     return cnt % 2 ? a[int(cnt / 2)] : (a[cnt / 2 - 1] + a[cnt / 2]) / 2 }
   END { for (i = 0; i < m; i++) { k = order[i]; split(k, f, " ")
     om = med(x, n, "open", k); tm = med(x, n, "tls", k); og = med(g, ng, "open", k); tg = med(g, ng, "tls", k)
-    ceil = (f[3] >= 1048576 && cipher > 0 && f[1] != "net" && f[1] != "shm") ? sprintf("%.2f", 1 / (1 + og / cipher)) : "-"
+    ceil = (f[3] >= 1048576 && cipher > 0 && (f[1] == "unix" || f[1] == "tcp")) ? sprintf("%.2f", 1 / (1 + og / cipher)) : "-"
     printf "%-5s %-10s %9s %12.0f %12.0f %9.3f %9.3f %8.2f %8s\n", f[1], f[2], f[3], om, tm, og, tg, om ? tm / om : 0, ceil } }' "$tmp/all"
