@@ -33,18 +33,20 @@ fn async_and_bounded_staleness_modes_train() {
     for mode in [&["--mode", "async"][..], &["--mode", "bounded", "--staleness", "4"]] {
         let work = dir.path().join(mode[1]);
         let mut a = args(&train, &test, &work);
-        // two passes; every push is applied on its own, so half the sync rate
-        let e = a.iter().position(|x| x == "--epochs").unwrap();
-        a[e + 1] = "2".into();
-        let l = a.iter().position(|x| x == "--lr").unwrap();
-        a[l + 1] = "0.025".into();
+        // Two passes of plain SGD. Every push is applied on its own; momentum on
+        // stale pushes made the final accuracy swing (0.78-0.84 over runs of the same
+        // command), plain SGD at 0.1 ends at 0.817-0.823 (24 runs, half under load).
+        for (flag, value) in [("--epochs", "2"), ("--lr", "0.1"), ("--momentum", "0")] {
+            let i = a.iter().position(|x| x == flag).unwrap();
+            a[i + 1] = value.into();
+        }
         a.extend(mode.iter().map(|s| s.to_string()));
         let a: Vec<&str> = a.iter().map(|s| s.as_str()).collect();
         let mut c = Cluster::start(2, 2, &a, ENV, LIMIT);
         c.wait_success();
         let acc = final_accuracy(&c);
         println!("{}: test accuracy {acc:.4}", mode[1]);
-        assert!(acc > 0.78, "{}: accuracy {acc}", mode[1]);
+        assert!(acc > 0.80, "{}: accuracy {acc}", mode[1]);
         assert_eq!(trained_tasks(&c), 120, "{}: 60 tasks x 2 passes\n{}", mode[1], c.dump());
     }
 }
