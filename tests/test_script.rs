@@ -1,0 +1,36 @@
+//! The README's test command keeps going: `scripts/lib/phases.sh`, the phase runner of
+//! `scripts/test.sh`, runs every phase whatever an earlier one returned, ends with a
+//! table of each phase's outcome and time, and fails the script if any phase failed.
+
+use std::process::Command;
+
+/// Runs `body` in bash with the phase runner sourced; returns (exit code, stderr).
+fn run(body: &str) -> (i32, String) {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let script = format!("set -uo pipefail\ncd {root}\n. scripts/lib/phases.sh\n{body}\nsummary");
+    let out = Command::new("bash").arg("-c").arg(script).output().expect("bash");
+    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+#[test]
+fn a_failing_early_phase_lets_the_later_ones_run_and_fails_the_script() {
+    let (code, log) = run(
+        "phase early-tests false\nphase later-tests bash -c 'echo later ran >&2'\nskipped root-tests 'needs root'",
+    );
+    assert_eq!(code, 1, "{log}");
+    assert!(log.contains("later ran"), "the later phase did not run:\n{log}");
+    let table = &log[log.find("summary").expect("no summary")..];
+    let line = |name: &str| table.lines().find(|l| l.contains(name)).unwrap_or_default().to_string();
+    assert!(line("early-tests").starts_with("FAILED"), "{table}");
+    assert!(line("early-tests").contains("(exit 1)"), "{table}");
+    assert!(line("later-tests").starts_with("passed"), "{table}");
+    assert!(line("root-tests").starts_with("skipped"), "{table}");
+    assert!(table.contains("FAILED (a phase above failed)"), "{table}");
+}
+
+#[test]
+fn every_phase_passing_passes_the_script() {
+    let (code, log) = run("phase one true\nphase two true");
+    assert_eq!(code, 0, "{log}");
+    assert!(log.contains("every phase passed"), "{log}");
+}
