@@ -182,7 +182,8 @@ impl Scheduler {
                 Out::Connect(n) => self.host.connect(n.id, slot_of(&n)),
                 Out::TakeOver { epoch, core, app } => self.take_over(epoch, core, app, now),
                 Out::StepDown(_) => {}
-                Out::Resumed => self.core.resume_watch(now),
+                Out::Acting(_) => self.core.resume_watch(now),
+                Out::Stopped { .. } => {}
             }
         }
     }

@@ -5,6 +5,7 @@
 
 pub mod etcd;
 pub mod jobs;
+pub mod logs;
 pub mod netns;
 pub mod training;
 

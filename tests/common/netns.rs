@@ -2,7 +2,9 @@
 //! `10.77.0.(i+1)/24`, IPv6 `fd77::(i+1)/64`) plugged into a bridge that lives in a
 //! namespace of its own, so nothing is added to the host's own network. Links are
 //! cut, healed or made lossy with nftables rules inside a namespace. Everything is
-//! removed on drop. Needs root (CAP_NET_ADMIN), `ip` (iproute2) and `nft` (nftables).
+//! removed on drop. Partitions between groups of namespaces are rules of the bridge
+//! (one nftables transaction, so every link is cut or healed at once). Needs root
+//! (CAP_NET_ADMIN), `ip` (iproute2) and `nft` (nftables).
 #![allow(dead_code)]
 
 use std::process::Command;
@@ -122,6 +124,75 @@ impl Net {
         let ns = self.ns(i);
         let _ = run(&["ip", "netns", "exec", &ns, "nft", "delete table inet psrs"]);
         Ok(())
+    }
+}
+
+impl Net {
+    /// Replaces the bridge's rules with `rules` (nft statements of the forward chain;
+    /// none: every frame passes), in one transaction: a partition starts or ends for
+    /// every link at once.
+    fn bridge_rules(&self, rules: &[String]) -> Result<(), String> {
+        let mut script = String::from("table bridge psrs {}\ndelete table bridge psrs\n");
+        if !rules.is_empty() {
+            script += "table bridge psrs {\n  chain cut {\n    type filter hook forward priority 0; policy accept;\n";
+            for r in rules {
+                script += &format!("    {r}\n");
+            }
+            script += "  }\n}\n";
+        }
+        let mut child = Command::new("ip")
+            .args(["netns", "exec", &self.switch(), "nft", "-f", "-"])
+            .stdin(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("ip netns exec ... nft: {e}"))?;
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .expect("piped")
+            .write_all(script.as_bytes())
+            .map_err(|e| e.to_string())?;
+        let out = child.wait_with_output().map_err(|e| e.to_string())?;
+        if !out.status.success() {
+            return Err(format!(
+                "nft -f in {}: {}\n{script}",
+                self.switch(),
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+        Ok(())
+    }
+
+    fn ports(ids: &[usize]) -> String {
+        let names: Vec<String> = ids.iter().map(|i| format!("\"p{i}\"")).collect();
+        format!("{{ {} }}", names.join(", "))
+    }
+
+    /// Splits the namespaces into `groups` at the bridge, in one step: no frame
+    /// crosses between two groups (each namespace in exactly one group); a
+    /// namespace in no group talks to every other.
+    pub fn partition(&self, groups: &[&[usize]]) -> Result<(), String> {
+        let mut rules = Vec::new();
+        for (a, ga) in groups.iter().enumerate() {
+            for (b, gb) in groups.iter().enumerate() {
+                if a != b && !ga.is_empty() && !gb.is_empty() {
+                    rules.push(format!("iifname {} oifname {} drop", Net::ports(ga), Net::ports(gb)));
+                }
+            }
+        }
+        self.bridge_rules(&rules)
+    }
+
+    /// Drops every frame namespace `from` sends to another namespace, at the bridge;
+    /// what the others send to it still arrives (one-way loss).
+    pub fn drop_from(&self, from: usize) -> Result<(), String> {
+        self.bridge_rules(&[format!("iifname \"p{from}\" drop")])
+    }
+
+    /// Removes every rule of [`Net::partition`] and [`Net::drop_from`].
+    pub fn heal_bridge(&self) -> Result<(), String> {
+        self.bridge_rules(&[])
     }
 }
 

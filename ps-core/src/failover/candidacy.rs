@@ -96,10 +96,19 @@ pub enum Out {
     /// This active (or campaigning) scheduler heard of a better epoch: it is a
     /// standby now; what it held back is dropped.
     StepDown(Epoch),
-    /// The lease holds again after a spell without it: nodes silent meanwhile were not
-    /// heard because this scheduler could not hear a majority, so their silence
-    /// starts afresh.
-    Resumed,
+    /// This candidate acts from now on under `epoch` (it took over, the cluster's
+    /// first active started, or its lease holds again after a spell without it):
+    /// nodes silent meanwhile were not heard because this scheduler could not hear a
+    /// majority, so their silence starts afresh.
+    Acting(Epoch),
+    /// This candidate stopped acting under `epoch` at `at_ms` (its lease ran out
+    /// then, or it stepped down or campaigned): from `at_ms` on it sends no act.
+    Stopped {
+        /// The epoch it acted under.
+        epoch: Epoch,
+        /// When it stopped (its clock; at or before the event that reports it).
+        at_ms: u64,
+    },
 }
 
 /// A pre-vote in flight: the nodes asked whether they would vote for `epoch`.
@@ -139,7 +148,9 @@ pub struct Candidacy {
     seen_seq: u64,
     lease: Lease,
     grace_until_ms: u64,
-    had_lease: bool,
+    /// Whether the last [`Candidacy::acting_change`] found it acting, and under which
+    /// epoch.
+    acting: Option<Epoch>,
     lease_lost_ms: u64,
     outbox: Outbox<Message>,
     next_beat_ms: u64,
@@ -175,7 +186,7 @@ impl Candidacy {
             lease: Lease::new(voters.clone(), timing.lease_ms()),
             voters,
             grace_until_ms: 0,
-            had_lease: true,
+            acting: (!standby).then_some(epoch),
             lease_lost_ms: now_ms,
             outbox: Outbox::new((0..n).filter(|&i| i != me), timing.standby_live_ms(), now_ms),
             next_beat_ms: now_ms,
@@ -237,6 +248,39 @@ impl Candidacy {
                 || !self.formed()
                 || now_ms < self.grace_until_ms
                 || self.lease.holds(now_ms))
+    }
+
+    /// Until when (ms) an active candidate may act without another echo: the later of
+    /// the lease and the grace after forming; `u64::MAX` when it needs no lease.
+    fn acting_until(&self) -> u64 {
+        if self.n == 1 || self.timing.timeout_ms == 0 || !self.formed() {
+            return u64::MAX;
+        }
+        self.lease.until_ms().unwrap_or(0).max(self.grace_until_ms)
+    }
+
+    /// Reports whether this candidate started or stopped acting since the last call:
+    /// [`Out::Acting`] at once when it may act; [`Out::Stopped`] with the time it
+    /// stopped (when its lease ran out, if that was before `now_ms`).
+    fn acting_change(&mut self, now_ms: u64) -> Option<Out> {
+        let now_acting = self.may_act(now_ms);
+        match (self.acting, now_acting) {
+            (None, true) => {
+                self.acting = Some(self.epoch);
+                Some(Out::Acting(self.epoch))
+            }
+            (Some(epoch), false) => {
+                self.acting = None;
+                let at_ms = if self.is_active() {
+                    self.acting_until().min(now_ms)
+                } else {
+                    now_ms
+                };
+                self.lease_lost_ms = at_ms;
+                Some(Out::Stopped { epoch, at_ms })
+            }
+            _ => None,
+        }
     }
 
     /// The newest state every live standby holds: what a message may depend on.
@@ -371,6 +415,7 @@ impl Candidacy {
                 out.push(Out::StepDown(from));
             }
             self.role = Role::Standby;
+            out.extend(self.acting_change(now_ms));
             self.epoch = from;
             self.last_heard_ms = now_ms;
         } else if self.is_campaigning()
@@ -464,8 +509,10 @@ impl Candidacy {
         } else {
             self.follow(epoch, None, now_ms)
         };
+        let mut out = out;
         if self.is_active() && epoch == self.epoch && alive {
             self.lease.on_echo(id, echo_ms);
+            out.extend(self.acting_change(now_ms));
         }
         out
     }
@@ -537,7 +584,6 @@ impl Candidacy {
             // a node that voted takes no other scheduler before the timeout after this
             self.lease.on_echo(g, sent_ms);
         }
-        self.had_lease = true;
         self.outbox = Outbox::new(self.others(), self.timing.standby_live_ms(), now_ms);
         // nodes saw up to `seen_seq`: the states from here on are newer than anything
         // any earlier active scheduler told them
@@ -548,6 +594,7 @@ impl Candidacy {
             core: self.core.clone(),
             app: self.app.clone(),
         }];
+        out.extend(self.acting_change(now_ms));
         let others: Vec<usize> = self.others().collect();
         for p in others {
             out.push(Out::Send(self.sync_msg(p, now_ms)));
@@ -632,7 +679,9 @@ impl Candidacy {
             sent_ms: now_ms,
             grants: BTreeSet::new(),
         };
-        self.ask(epoch, false, now_ms)
+        let mut out: Vec<Out> = self.acting_change(now_ms).into_iter().collect();
+        out.extend(self.ask(epoch, false, now_ms));
+        out
     }
 
     /// The periodic step (every few ms): beats to the other candidates and the state
@@ -657,26 +706,16 @@ impl Candidacy {
         }
         let timeout = self.timing.timeout_ms;
         if timeout == 0 {
+            out.extend(self.acting_change(now_ms));
             out.extend(self.release(now_ms));
             return out;
         }
+        out.extend(self.acting_change(now_ms));
         match &self.role {
             Role::Active => {
                 if self.may_act(now_ms) {
-                    if !self.had_lease {
-                        self.had_lease = true;
-                        out.push(Out::Resumed);
-                    }
                     out.extend(self.release(now_ms));
                 } else {
-                    if self.had_lease {
-                        self.had_lease = false;
-                        self.lease_lost_ms = now_ms;
-                        log::warn!(
-                            "the active scheduler ({}) has not heard a majority of the nodes within its lease: it stops acting",
-                            self.epoch
-                        );
-                    }
                     if now_ms.saturating_sub(self.lease_lost_ms) > timeout {
                         out.extend(self.pre_campaign(now_ms));
                     }

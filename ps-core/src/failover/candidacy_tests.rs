@@ -123,13 +123,21 @@ fn the_lease_needs_a_majority_of_fresh_echoes() {
     assert!(a.may_act(811) && a.may_act(1499) && !a.may_act(1500));
     // a lost lease holds acts back; regained, they leave and liveness restarts
     let out = a.tick(1500);
-    assert!(!out.contains(&Out::Resumed));
+    assert!(out.contains(&Out::Stopped {
+        epoch: e(1, 0),
+        at_ms: 1500
+    }));
     assert!(a.outgoing(data(9), 1501).is_none());
+    let mut regained = Vec::new();
     for id in [8, 9, 10] {
-        a.on_heartbeat(id, true, e(1, 0), 1, 1600, 1650);
+        regained.extend(a.on_heartbeat(id, true, e(1, 0), 1, 1600, 1650));
     }
+    assert_eq!(
+        regained,
+        vec![Out::Acting(e(1, 0))],
+        "acting again with the echo that makes the lease"
+    );
     let out = a.tick(1700);
-    assert!(out.contains(&Out::Resumed));
     assert_eq!(sent(&out).iter().filter(|m| m.meta.recver == 9).count(), 1);
 }
 
@@ -235,15 +243,18 @@ fn a_standby_takes_over_with_a_majority_only_after_the_old_lease() {
 fn an_active_without_its_lease_runs_again_for_a_newer_term() {
     let (mut a, _) = pair();
     let mut ns = nodes(100);
-    // no echo: the lease ends with the grace at 810 (seen at the tick of 900); a
-    // timeout later it campaigns
-    a.tick(900);
+    // no echo: the lease ends with the grace at 810 (seen at the tick of 900, which
+    // reports when it ended); a timeout after that it campaigns
+    assert!(a.tick(900).contains(&Out::Stopped {
+        epoch: e(1, 0),
+        at_ms: 810
+    }));
     assert!(a.is_active());
-    a.tick(1900);
-    assert!(a.is_active());
-    let out = a.tick(1901);
+    a.tick(1810);
+    assert!(a.is_active() && a.pre.is_none());
+    let out = a.tick(1811);
     assert!(a.pre.is_some());
-    let won = elect(&mut a, &out, &mut ns, 1901);
+    let won = elect(&mut a, &out, &mut ns, 1811);
     assert!(
         matches!(won[0], Out::TakeOver { epoch, .. } if epoch == e(3, 0)),
         "{won:?}"

@@ -15,6 +15,16 @@ use super::state::{Failover, SchedFailover};
 use crate::message::{Command, Message};
 use crate::node::SCHEDULER;
 use bytes::Bytes;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// The Unix time (ms) of the van clock's `at_ms`, read at van time `now_ms`: what
+/// the log lines of acting name, so that two schedulers' lines compare.
+fn unix_ms(at_ms: u64, now_ms: u64) -> u64 {
+    let wall = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    wall.saturating_sub(now_ms.saturating_sub(at_ms))
+}
 
 impl Failover {
     fn multi(&self) -> bool {
@@ -40,10 +50,18 @@ impl Failover {
             .map_or_else(|| "?".into(), |(h, p)| format!("{h}:{p}"))
     }
 
-    /// Connects to every other scheduler candidate (at start).
+    /// Connects to every other scheduler candidate (at start); the first active
+    /// scheduler logs that it acts.
     pub fn connect_candidates(&self, host: &dyn Host) {
         if !self.multi() {
             return;
+        }
+        if let (e, true) = self.scheduler_epoch() {
+            let now = host.now_ms();
+            log::warn!(
+                "acting as the active scheduler under {e} since {} (Unix ms)",
+                unix_ms(now, now)
+            );
         }
         let me = self.is_scheduler.then_some(self.me);
         for (i, (h, p)) in self.schedulers.iter().enumerate() {
@@ -262,10 +280,14 @@ impl Failover {
                     host.take_over(&core, now);
                 }
                 Out::StepDown(e) => log::warn!("{e} is active: this scheduler steps down"),
-                Out::Resumed => {
-                    log::warn!("the active scheduler holds its lease again");
+                Out::Acting(e) => {
+                    log::warn!("acting as the active scheduler under {e} since {} (Unix ms)", unix_ms(now, now));
                     host.resume_watch(now);
                 }
+                Out::Stopped { epoch, at_ms } => log::warn!(
+                    "not acting under {epoch} since {} (Unix ms): no majority of the nodes echoed it within its lease, or it stepped down",
+                    unix_ms(at_ms, now)
+                ),
             }
         }
     }
