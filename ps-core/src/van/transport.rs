@@ -36,7 +36,15 @@ pub trait Transport: Send + Sync {
     /// Sends `frames` as one message to `peer`; returns the bytes sent. The frames are
     /// not copied.
     fn send(&self, peer: i32, frames: Vec<Bytes>) -> io::Result<usize>;
-    /// Like [`Transport::send`], but the message may wait in the link's queue until
+    /// Like [`Transport::send`], but never waits for the link's connection to open:
+    /// the message waits for it instead, and is lost if it cannot be opened (a
+    /// failure to open is then returned at once for a short while). For a van's own
+    /// threads (heartbeats, ticks, answers), which must not stall on a peer that is
+    /// cut off. Transports whose connections never block send at once.
+    fn send_nowait(&self, peer: i32, frames: Vec<Bytes>) -> io::Result<usize> {
+        self.send(peer, frames)
+    }
+    /// Like [`Transport::send_nowait`], but the message may wait in the link's queue until
     /// the link is flushed ([`Transport::flush_link`]), the calling thread blocks in
     /// one of ps-core's waits ([`crate::van::cork`]), another message is sent on the
     /// link at once, or the queue is full. For a sender that knows an answer is on its

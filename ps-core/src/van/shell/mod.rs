@@ -29,6 +29,20 @@ mod receive_tests;
 mod send_tests;
 mod start;
 
+/// How a message waits for its link (see [`Van::send`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Pace {
+    /// Now, never waiting for the connection to open.
+    Prompt,
+    /// May wait in the link's queue ([`Van::send_lazy`]); never waits for the
+    /// connection to open.
+    Lazy,
+    /// Now, opening a missing connection first on this thread ([`Van::send_opened`]).
+    Opened,
+    /// Again, as it was sent (the resender): never waits for the connection.
+    Resend,
+}
+
 /// How many times the resender resends one message before giving up.
 pub const MAX_RESENDS: u32 = 10;
 const POLL: Duration = Duration::from_millis(20);
@@ -194,18 +208,29 @@ impl Van {
     /// resender when it is on. Returns the bytes sent (0 for a message the resender
     /// tracks whose link broke: it is sent again, not failed). Fails if the receiver is
     /// unknown (`NotConnected`), or the link broke and no resender tracks it.
+    /// No message waits for its link's connection to open (it waits in the link's
+    /// queue instead: [`crate::van::Transport::send_nowait`]): no thread stalls on a
+    /// peer that is cut off, and a failed connection loses the message as a failed
+    /// write does.
     pub fn send(&self, msg: Message) -> io::Result<usize> {
-        self.send_with(msg, false)
+        self.send_with(msg, Pace::Prompt)
     }
 
     /// Like [`Van::send`], but the message may wait in its link's queue until
     /// [`Van::flush_link`], this thread's next wait, or the link's next prompt send
     /// ([`crate::van::Transport::send_lazy`]).
     pub fn send_lazy(&self, msg: Message) -> io::Result<usize> {
-        self.send_with(msg, true)
+        self.send_with(msg, Pace::Lazy)
     }
 
-    fn send_with(&self, mut msg: Message, lazy: bool) -> io::Result<usize> {
+    /// Like [`Van::send`], but a missing connection is opened first, on this thread,
+    /// so that a failure to open it is this call's error (joining: a refusal of this
+    /// node's credentials ends the join).
+    pub(super) fn send_opened(&self, msg: Message) -> io::Result<usize> {
+        self.send_with(msg, Pace::Opened)
+    }
+
+    fn send_with(&self, mut msg: Message, pace: Pace) -> io::Result<usize> {
         {
             let me = self.me.read();
             msg.meta.sender = me.id;
@@ -215,7 +240,7 @@ impl Van {
             // held by the active scheduler, or dropped (see `Failover::outgoing`)
             return Ok(0);
         };
-        self.send_tracked(msg, lazy)
+        self.send_tracked(msg, pace)
     }
 
     /// Sends `msg`, stamped by the failover machine already (its own messages, the
@@ -226,10 +251,10 @@ impl Van {
             msg.meta.sender = me.id;
             msg.meta.incarnation = me.incarnation;
         }
-        self.send_tracked(msg, false)
+        self.send_tracked(msg, Pace::Prompt)
     }
 
-    fn send_tracked(&self, msg: Message, lazy: bool) -> io::Result<usize> {
+    fn send_tracked(&self, msg: Message, pace: Pace) -> io::Result<usize> {
         let mut tracked = false;
         if let Some(r) = &self.resender {
             if needs_ack(&msg.meta) {
@@ -237,7 +262,7 @@ impl Van {
                 tracked = true;
             }
         }
-        match self.send_frames(&msg, lazy) {
+        match self.send_frames(&msg, pace) {
             // the resender has it and sends it again: a broken link loses it like a
             // lossy network would, it does not fail the send (a link to a peer that
             // just died fails on TCP where ZMQ would have queued the message)
@@ -254,19 +279,21 @@ impl Van {
         self.transport.flush_link(peer);
     }
 
+    /// Sends `msg` as it is (a resend, a refusal): never waits for a connection.
     fn send_raw(&self, msg: &Message) -> io::Result<usize> {
-        self.send_frames(msg, false)
+        self.send_frames(msg, Pace::Resend)
     }
 
-    fn send_frames(&self, msg: &Message, lazy: bool) -> io::Result<usize> {
+    fn send_frames(&self, msg: &Message, pace: Pace) -> io::Result<usize> {
         let mut frames = Vec::with_capacity(msg.data.len() + 1);
         frames.push(msg.encode_meta());
         frames.extend(msg.data.iter().cloned());
         log::trace!("send {msg}");
-        let n = if lazy {
-            self.transport.send_lazy(msg.meta.recver, frames)?
-        } else {
-            self.transport.send(msg.meta.recver, frames)?
+        let to = msg.meta.recver;
+        let n = match pace {
+            Pace::Lazy => self.transport.send_lazy(to, frames)?,
+            Pace::Opened => self.transport.send(to, frames)?,
+            Pace::Prompt | Pace::Resend => self.transport.send_nowait(to, frames)?,
         };
         self.stats.sent_msgs.fetch_add(1, Ordering::Relaxed);
         self.stats.sent_bytes.fetch_add(n as u64, Ordering::Relaxed);

@@ -81,7 +81,7 @@ impl Van {
                 let mut m = Message::control(SCHEDULER, Command::AddNode);
                 m.meta.control.nodes = vec![self.my_node()];
                 m.meta.timestamp = self.next_timestamp();
-                let reached = match self.send(m.clone()) {
+                let reached = match self.send_opened(m.clone()) {
                     Ok(_) => {
                         refused = 0;
                         true

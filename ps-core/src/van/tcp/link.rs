@@ -36,6 +36,11 @@ pub(super) struct Peer {
     pub(super) queued_bytes: usize,
     pub(super) queued_msgs: usize,
     pub(super) shm: ShmLink,
+    /// The connection is being opened in the background ([`super::opening`]): what
+    /// is sent meanwhile waits in `queued`.
+    pub(super) opening: bool,
+    /// The last failure to open the connection: when, and the error.
+    pub(super) failed: Option<(Instant, io::ErrorKind, String)>,
 }
 
 impl Peer {
@@ -48,6 +53,8 @@ impl Peer {
             queued_bytes: 0,
             queued_msgs: 0,
             shm: ShmLink::NotOffered,
+            opening: false,
+            failed: None,
         }
     }
 
@@ -62,19 +69,34 @@ impl Peer {
     /// reopened by the next send, and the messages not written are lost (as a failed
     /// send's).
     pub(super) fn write_queued(&mut self, guard: &Guard) -> io::Result<bool> {
+        if self.opening {
+            // the thread opening the connection writes the queue once it is open
+            return Ok(true);
+        }
         let queued = std::mem::take(&mut self.queued);
         (self.queued_bytes, self.queued_msgs) = (0, 0);
         if queued.is_empty() && !self.pending() {
             return Ok(true);
         }
         if self.stream.is_none() {
-            self.stream = Some(Wire::new(open(&self.addr, guard, self.local_socket.as_deref())?));
+            self.stream = Some(Wire::new(self.open_now(guard)?));
         }
         let wire = self.stream.as_mut().expect("just opened");
         let r = wire.push(queued).and_then(|()| wire.write_now());
         if r.is_err() {
             self.drop_stream();
         }
+        r
+    }
+
+    /// Opens the connection on this thread (see [`open`]); a failure is remembered
+    /// (see [`Peer::recent_failure`]).
+    pub(super) fn open_now(&mut self, guard: &Guard) -> io::Result<Outgoing> {
+        let r = open(&self.addr, guard, self.local_socket.as_deref());
+        self.failed = match &r {
+            Ok(_) => None,
+            Err(e) => Some((Instant::now(), e.kind(), e.to_string())),
+        };
         r
     }
 

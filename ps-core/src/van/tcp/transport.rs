@@ -13,7 +13,8 @@
 use super::accept::Acceptor;
 use super::drain::Drain;
 use super::guard::Guard;
-use super::link::{header, open, Link, Peer};
+use super::link::{header, Link, Peer};
+use super::opening;
 pub(crate) use super::read::read_message;
 use super::shm::{self, Shm};
 use super::stream::{self, Stream};
@@ -105,7 +106,12 @@ impl TcpTransport {
     /// wait: a corking thread's (written before its next read, or after the message
     /// being handled once the queue is full) or a `lazy` one (written by the link's
     /// next flush or this thread's next wait, while the queue is small).
-    fn enqueue(&self, peer: i32, mut frames: Vec<Bytes>, lazy: bool) -> io::Result<usize> {
+    ///
+    /// A link without a connection opens it first: on this thread, or, for a send
+    /// that must not wait (`nowait`), in the background while the message waits in
+    /// the queue ([`super::opening`]). While a connection is being opened every
+    /// message queues behind the first.
+    fn enqueue(&self, peer: i32, mut frames: Vec<Bytes>, lazy: bool, nowait: bool) -> io::Result<usize> {
         let link = self
             .peers
             .lock()
@@ -114,8 +120,17 @@ impl TcpTransport {
             .ok_or_else(|| io::Error::new(io::ErrorKind::NotConnected, format!("no connection to node {peer}")))?;
         let len: usize = frames.iter().map(|f| f.len()).sum();
         let mut p = link.lock();
-        if p.stream.is_none() {
-            p.stream = Some(Wire::new(open(&p.addr, &self.guard, p.local_socket.as_deref())?));
+        if p.stream.is_none() && !p.opening {
+            if !nowait {
+                p.stream = Some(Wire::new(p.open_now(&self.guard)?));
+            } else if let Some(e) = p.recent_failure() {
+                return Err(e);
+            } else {
+                opening::open_in_background(&link, &mut p, &self.stop)?;
+            }
+        }
+        if p.opening {
+            return p.wait_for_opening(frames, len);
         }
         let Peer { stream, shm, .. } = &mut *p;
         let wire = stream.as_mut().expect("just opened");
@@ -245,11 +260,15 @@ impl Transport for TcpTransport {
     /// Queues the message behind any queued before it on this link, then writes the
     /// queue, unless the calling thread corks ([`cork`]) and the queue is still small.
     fn send(&self, peer: i32, frames: Vec<Bytes>) -> io::Result<usize> {
-        self.enqueue(peer, frames, false)
+        self.enqueue(peer, frames, false, false)
+    }
+
+    fn send_nowait(&self, peer: i32, frames: Vec<Bytes>) -> io::Result<usize> {
+        self.enqueue(peer, frames, false, true)
     }
 
     fn send_lazy(&self, peer: i32, frames: Vec<Bytes>) -> io::Result<usize> {
-        self.enqueue(peer, frames, true)
+        self.enqueue(peer, frames, true, true)
     }
 
     fn flush_link(&self, peer: i32) {
@@ -325,6 +344,9 @@ mod tests {
             .unwrap();
         let tx = TcpTransport::new();
         tx.connect(1, "127.0.0.1", port).unwrap();
+        // (the connection open: a lazy message waiting for one is written with it)
+        tx.send(1, vec![Bytes::from_static(b"0")]).unwrap();
+        assert_eq!(got.recv_timeout(Duration::from_secs(5)).unwrap(), &b"0"[..]);
         let quiet = Duration::from_millis(200);
         tx.send_lazy(1, vec![Bytes::from_static(b"a")]).unwrap();
         assert!(got.recv_timeout(quiet).is_err(), "a lazy send is not written by itself");
@@ -338,6 +360,43 @@ mod tests {
         assert!(got.recv_timeout(quiet).is_err());
         cork::flush(); // what a thread about to wait does
         assert_eq!(got.recv_timeout(Duration::from_secs(5)).unwrap(), &b"d"[..]);
+        tx.close();
+        rx.close();
+    }
+
+    /// A send that must not wait returns at once, even to a peer that takes long to
+    /// connect to; what is sent meanwhile waits, in order, and is written once the
+    /// connection is open. A peer that cannot be reached loses what waited, and for a
+    /// while such sends fail at once with the error.
+    #[test]
+    fn sends_that_must_not_wait_queue_while_the_connection_opens() {
+        let rx = TcpTransport::new().with_local_socket(false);
+        let port = rx.bind("127.0.0.1", 0).unwrap();
+        let (tx_frames, got) = crossbeam_channel::unbounded();
+        rx.start(Arc::new(move |f: Vec<Bytes>, _| tx_frames.send(f[0].clone()).unwrap()))
+            .unwrap();
+        let tx = TcpTransport::new().with_local_socket(false);
+        tx.connect(1, "127.0.0.1", port).unwrap();
+        for m in [&b"a"[..], b"b", b"c"] {
+            tx.send_nowait(1, vec![Bytes::from_static(m)]).unwrap();
+        }
+        tx.send(1, vec![Bytes::from_static(b"d")]).unwrap();
+        for m in [&b"a"[..], b"b", b"c", b"d"] {
+            assert_eq!(got.recv_timeout(Duration::from_secs(5)).unwrap(), m);
+        }
+        // nobody listens there: the messages are lost, then sends fail at once
+        let dead = TcpListener::bind("127.0.0.1:0").unwrap();
+        let dead_port = dead.local_addr().unwrap().port();
+        drop(dead);
+        tx.connect(2, "127.0.0.1", dead_port).unwrap();
+        let t = std::time::Instant::now();
+        tx.send_nowait(2, vec![Bytes::from_static(b"x")]).unwrap();
+        assert!(t.elapsed() < Duration::from_millis(100), "did not wait");
+        let failed = (0..100).find_map(|_| {
+            std::thread::sleep(Duration::from_millis(20));
+            tx.send_nowait(2, vec![Bytes::from_static(b"y")]).err()
+        });
+        assert_eq!(failed.map(|e| e.kind()), Some(io::ErrorKind::ConnectionRefused));
         tx.close();
         rx.close();
     }
