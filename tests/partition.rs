@@ -178,18 +178,21 @@ fn fault(shape: Shape, secs: f64, net: &Net, c: &Cluster) -> (u64, u64) {
     (start, logs::unix_now_ms())
 }
 
-/// Median of `v` (not empty).
-fn median(mut v: Vec<u64>) -> u64 {
-    v.sort_unstable();
-    v[v.len() / 2]
+/// The mean time (ms) between finished tasks over `points` (tasks finish in bursts:
+/// a median of the gaps says little), at least 1.
+fn mean_gap(points: &[(u64, usize)]) -> u64 {
+    match (points.first(), points.last()) {
+        (Some(a), Some(b)) if points.len() > 1 => ((b.0 - a.0) / (points.len() as u64 - 1)).max(1),
+        _ => 1,
+    }
 }
 
-/// Seconds from `heal` to the first finished task after which the next 5 come at
-/// least at two thirds of the normal rate for `workers` workers (`gap`: the median
+/// Seconds from `heal` to the first finished task after which the next 10 come at
+/// least at two thirds of the normal rate for `workers` workers (`gap`: the mean
 /// time between finished tasks with all 3 before the fault); 0 if training never
 /// slowed. None if the job ended before.
 fn heal_to_normal(points: &[(u64, usize)], heal: u64, gap: u64, workers: usize) -> Option<f64> {
-    const K: usize = 5;
+    const K: usize = 10;
     let after: Vec<u64> = points.iter().filter(|p| p.0 >= heal).map(|p| p.0).collect();
     let allowed = K as u64 * gap * 3 * 3 / (2 * workers.max(1) as u64);
     (0..after.len().saturating_sub(K))
@@ -316,12 +319,10 @@ fn run(shape: Shape) {
         .map(|t| (t - cut) as f64 / 1000.0);
     let mut points: Vec<(u64, usize)> = [S0, S1].iter().flat_map(|&s| logs::progress(&log(s))).collect();
     points.sort_unstable();
-    let gaps: Vec<u64> = points
-        .windows(2)
-        .filter(|w| w[1].0 < cut)
-        .map(|w| w[1].0 - w[0].0)
-        .collect();
-    let gap = median(gaps);
+    // the normal rate: the second half of the tasks before the fault (the first
+    // tasks of a job start together)
+    let before: Vec<(u64, usize)> = points.iter().filter(|p| p.0 < cut).copied().collect();
+    let gap = mean_gap(&before[before.len() / 2..]);
     let normal = heal_to_normal(&points, heal, gap, WORKERS.len() - evicted_workers);
     let show = |f: Option<f64>| f.map_or("-".to_string(), |s| format!("{s:.2} s"));
     println!(
@@ -351,12 +352,13 @@ fn log_times_and_acting_spells_are_read() {
     assert!(logs::overlap(&[a, vec![spell(2, 3900, 5000)]]).is_some());
     // five tasks after the heal at the normal rate: 0; slower first: from the first
     // of five at that rate
-    let pts: Vec<(u64, usize)> = (0..10).map(|i| (1000 + 100 * i, i as usize)).collect();
+    let pts: Vec<(u64, usize)> = (0..20).map(|i| (1000 + 100 * i, i as usize)).collect();
+    assert_eq!(mean_gap(&pts), 100);
     assert_eq!(heal_to_normal(&pts, 1000, 100, 3), Some(0.0));
     let mut slow = vec![(1000, 0), (3000, 1)];
-    slow.extend((0..6).map(|i| (3100 + 100 * i, 2 + i as usize)));
+    slow.extend((0..11).map(|i| (3100 + 100 * i, 2 + i as usize)));
     assert_eq!(heal_to_normal(&slow, 1000, 100, 3), Some(2.0));
-    assert_eq!(heal_to_normal(&slow[..3], 1000, 100, 3), None);
+    assert_eq!(heal_to_normal(&slow[..5], 1000, 100, 3), None);
 }
 
 #[test]

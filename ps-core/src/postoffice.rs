@@ -66,6 +66,7 @@ struct Customers {
 type ExitCallback = Box<dyn FnOnce() + Send>;
 type DeadCallback = Arc<dyn Fn(&[i32]) + Send + Sync>;
 type EvictedCallback = Box<dyn Fn(&str) + Send + Sync>;
+type TookOverCallback = Arc<dyn Fn(&[u8]) + Send + Sync>;
 
 /// The per-process postoffice.
 pub struct Postoffice {
@@ -80,6 +81,7 @@ pub struct Postoffice {
     dead_callbacks: Mutex<Vec<DeadCallback>>,
     exit_callbacks: Mutex<Vec<ExitCallback>>,
     evicted_callback: Mutex<Option<EvictedCallback>>,
+    took_over_callbacks: Mutex<Vec<TookOverCallback>>,
 }
 
 impl Postoffice {
@@ -116,6 +118,7 @@ impl Postoffice {
             dead_callbacks: Mutex::new(Vec::new()),
             exit_callbacks: Mutex::new(Vec::new()),
             evicted_callback: Mutex::new(None),
+            took_over_callbacks: Mutex::new(Vec::new()),
         });
         let weak: std::sync::Weak<dyn VanHandler> = Arc::downgrade(&po) as _;
         po.van.set_handler(weak);
@@ -238,6 +241,14 @@ impl Postoffice {
     /// Calls `cb` with the ids of nodes the scheduler declares dead.
     pub fn on_node_dead(&self, cb: impl Fn(&[i32]) + Send + Sync + 'static) {
         self.dead_callbacks.lock().push(Arc::new(cb));
+    }
+
+    /// Registers a callback run (on the van's thread, before any node's message is
+    /// taken again) each time this scheduler takes over as the active one, with the
+    /// application's state the active one before it replicated (empty if none): a
+    /// scheduler that acted before and won again resumes from it, not from its own.
+    pub fn on_took_over(&self, cb: impl Fn(&[u8]) + Send + Sync + 'static) {
+        self.took_over_callbacks.lock().push(Arc::new(cb));
     }
 
     /// Registers a customer's route; data for `(app_id, customer_id)` goes there,
@@ -430,6 +441,13 @@ impl VanHandler for Postoffice {
         let cbs = self.dead_callbacks.lock().clone();
         for cb in cbs {
             cb(nodes);
+        }
+    }
+
+    fn on_took_over(&self, app: &[u8]) {
+        let cbs = self.took_over_callbacks.lock().clone();
+        for cb in cbs {
+            cb(app);
         }
     }
 

@@ -182,8 +182,7 @@ impl Scheduler {
                 Out::Connect(n) => self.host.connect(n.id, slot_of(&n)),
                 Out::TakeOver { epoch, core, app } => self.take_over(epoch, core, app, now),
                 Out::StepDown(_) => {}
-                Out::Acting(_) => self.core.resume_watch(now),
-                Out::Stopped { .. } => {}
+                Out::Acting(_) | Out::Stopped { .. } => {}
             }
         }
     }
@@ -463,12 +462,16 @@ impl Scheduler {
     pub fn tick(&mut self, now: u64) {
         self.restamp(now);
         self.host.tick(now);
-        if self.fo.may_act(now) || (self.bugs.no_lease && self.fo.is_active()) {
-            let actions = self.core.tick(now);
-            self.execute(actions, now);
-        }
         let outs = self.fo.tick(now);
         self.run(outs, now);
+        let since = match self.fo.acting_since(now) {
+            None if self.bugs.no_lease && self.fo.is_active() => Some(0),
+            s => s,
+        };
+        if let Some(since) = since {
+            let actions = self.core.tick(now, since);
+            self.execute(actions, now);
+        }
         if now >= self.next_master_tick {
             self.next_master_tick = now + 100;
             if let Some(m) = self.master.as_mut() {

@@ -203,6 +203,7 @@ mod tests {
                     id: 1,
                     epoch: 0,
                     chunks: vec![],
+                    attempt: Default::default(),
                 },
                 timeout_ms: 7,
             },

@@ -22,7 +22,7 @@ mod wire;
 pub use codec::{decode_queues, encode_queues};
 pub use config::MasterConfig;
 pub use error::{MasterError, StoreError};
-pub use queues::{Chunk, GivenUp, Reply, Task, TaskEntry, TaskQueues};
+pub use queues::{Attempt, Chunk, Counted, GivenUp, Reply, Task, TaskEntry, TaskQueues};
 pub use service::{index_dataset, Master};
 pub use store::{FileStore, MemStore, ReplicatedStore, Store};
 pub use store_set::{ReplicateFn, ReplicatedSet};

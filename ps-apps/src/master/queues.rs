@@ -24,6 +24,39 @@ pub struct Task {
     pub epoch: u64,
     /// Its chunks.
     pub chunks: Vec<Chunk>,
+    /// Which hand-out of the task this is (in a queue: the latest).
+    pub attempt: Attempt,
+}
+
+/// Which hand-out of a task: the term of the scheduler that handed it out and how
+/// many times the task was handed out in its pass, this one included. A result names
+/// the attempt it trained, so the master counts a task once per pass whatever the
+/// failovers and timeouts in between ([`TaskQueues::finish_attempt`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Attempt {
+    /// The term of the scheduler that handed it out (0 without standby schedulers).
+    pub term: u64,
+    /// Hand-outs of the task in its pass so far (from 1; 0: never handed out).
+    pub n: u32,
+}
+
+/// What a result of an attempt did ([`TaskQueues::finish_attempt`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Counted {
+    /// The task is counted done now, from this attempt.
+    Now,
+    /// The task was counted from this very attempt before (a report sent again).
+    Already,
+    /// Not counted: the task was counted from another attempt, or this attempt was
+    /// never handed out by this master's state (a stale or unknown task).
+    Not,
+}
+
+impl Counted {
+    /// True when the task counts from this attempt (now or before).
+    pub fn counts(self) -> bool {
+        self != Counted::Not
+    }
 }
 
 /// A task in a queue, with its retry bookkeeping.
@@ -97,6 +130,11 @@ pub struct TaskQueues {
     pub finished: bool,
     /// Every task given up on over the whole job, in order.
     pub given_up: Vec<GivenUp>,
+    /// The term tasks are handed out under (the active scheduler's).
+    pub term: u64,
+    /// The previous pass's tasks and the attempts they were counted from: a report
+    /// sent again after its pass ended is answered as before.
+    pub prev_done: BTreeMap<u64, Attempt>,
 }
 
 impl TaskQueues {
@@ -118,6 +156,7 @@ impl TaskQueues {
     fn start_epoch(&mut self, epoch: u64) {
         let n = self.template.len() as u64;
         self.epoch = epoch;
+        self.prev_done = self.done.iter().map(|e| (e.task.id, e.task.attempt)).collect();
         self.done.clear();
         self.failed.clear();
         self.todo = self
@@ -129,6 +168,7 @@ impl TaskQueues {
                     id: epoch * n + i as u64,
                     epoch,
                     chunks: chunks.clone(),
+                    attempt: Attempt::default(),
                 },
                 num_timeout: 0,
                 worker: -1,
@@ -208,6 +248,42 @@ impl TaskQueues {
         self.done.push(entry);
         self.total_done += 1;
         true
+    }
+
+    /// `worker` reports that it trained `attempt` of task `id`, at `now_ms`: counted
+    /// at most once per pass. An attempt older than the task's latest hand-out, or the
+    /// latest as it was handed out (under its term), counts if the task is not done
+    /// yet (a late result of a task that timed out is not wasted: the later attempt
+    /// will not count); the attempt that counted, reported again, is answered
+    /// [`Counted::Already`]; anything else (another attempt of a done task, an attempt
+    /// this state never handed out) is [`Counted::Not`]. Otherwise as
+    /// [`TaskQueues::finish`].
+    pub fn finish_attempt(&mut self, worker: i32, id: u64, attempt: Attempt, now_ms: u64) -> Counted {
+        if let Some(e) = self.done.iter().find(|e| e.task.id == id) {
+            return if e.task.attempt == attempt && e.worker == worker {
+                Counted::Already
+            } else {
+                Counted::Not
+            };
+        }
+        if let Some(a) = self.prev_done.get(&id) {
+            return if *a == attempt { Counted::Already } else { Counted::Not };
+        }
+        let latest = self
+            .pending
+            .get(&id)
+            .or_else(|| self.todo.iter().find(|e| e.task.id == id))
+            .or_else(|| self.failed.iter().find(|e| e.task.id == id))
+            .map(|e| e.task.attempt);
+        let handed_out = latest.is_some_and(|l| attempt.n >= 1 && (attempt.n < l.n || attempt == l));
+        if !handed_out || !self.finish(id, now_ms) {
+            return Counted::Not;
+        }
+        if let Some(e) = self.done.last_mut() {
+            e.task.attempt = attempt;
+            e.worker = worker;
+        }
+        Counted::Now
     }
 
     fn retry_or_fail(&mut self, mut e: TaskEntry, cfg: &MasterConfig, why: &str) {
@@ -330,6 +406,10 @@ impl TaskQueues {
         match self.todo.pop_front() {
             Some(mut e) => {
                 e.worker = worker;
+                e.task.attempt = Attempt {
+                    term: self.term,
+                    n: e.task.attempt.n + 1,
+                };
                 e.dispatched_ms = now_ms;
                 e.deadline_ms = now_ms + self.timeout_ms(cfg);
                 let t = e.task.clone();

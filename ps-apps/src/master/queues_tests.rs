@@ -388,3 +388,38 @@ proptest::proptest! {
         proptest::prop_assert!(q.finished && q.todo.is_empty() && q.pending.is_empty());
     }
 }
+
+#[test]
+fn a_task_counts_once_per_pass_from_one_attempt() {
+    let c = cfg(2);
+    let mut q = TaskQueues {
+        term: 1,
+        ..Default::default()
+    };
+    q.report_dataset(vec![], chunks(4), &c);
+    let t = task(q.next(9, 0, &c));
+    assert_eq!(t.attempt, Attempt { term: 1, n: 1 });
+    // worker 9 is declared dead; after a failover the task goes to 11 under term 2
+    q.worker_dead(9);
+    q.term = 2;
+    let t2 = task(q.next(11, 10, &c));
+    assert_eq!((t2.id, t2.attempt), (t.id, Attempt { term: 2, n: 2 }));
+    // an attempt this state never handed out counts for nothing
+    assert_eq!(q.finish_attempt(13, t.id, Attempt { term: 2, n: 3 }, 20), Counted::Not);
+    assert_eq!(q.finish_attempt(13, t.id, Attempt { term: 1, n: 2 }, 20), Counted::Not);
+    assert_eq!(q.finish_attempt(13, t.id, Attempt::default(), 20), Counted::Not);
+    // the first attempt, late (9 was alive after all): counts, the task is not done
+    assert_eq!(q.finish_attempt(9, t.id, t.attempt, 30), Counted::Now);
+    // reported again: counted already; the later attempt does not count
+    assert_eq!(q.finish_attempt(9, t.id, t.attempt, 31), Counted::Already);
+    assert_eq!(q.finish_attempt(11, t.id, t2.attempt, 40), Counted::Not);
+    assert_eq!(q.total_done, 1);
+    // after its pass ended, a report sent again is answered as before
+    let u = task(q.next(11, 50, &c));
+    assert_eq!(q.finish_attempt(11, u.id, u.attempt, 60), Counted::Now);
+    let v = task(q.next(11, 70, &c));
+    assert_eq!(v.epoch, 1);
+    assert_eq!(q.finish_attempt(11, u.id, u.attempt, 80), Counted::Already);
+    assert_eq!(q.finish_attempt(11, t.id, t2.attempt, 80), Counted::Not);
+    assert_eq!(q.total_done, 2);
+}

@@ -5,7 +5,7 @@
 use super::codec::{decode_queues, encode_queues};
 use super::config::MasterConfig;
 use super::error::MasterError;
-use super::queues::{Chunk, Reply, TaskQueues};
+use super::queues::{Attempt, Chunk, Counted, Reply, TaskQueues};
 use super::store::Store;
 use super::wire::{MasterRequest, MasterResponse, QueueSnapshot};
 use crate::recordio;
@@ -174,6 +174,43 @@ impl Master {
         })
     }
 
+    /// Hand-outs from now on are made under `term` (the active scheduler's); taken
+    /// into the state with its next change.
+    pub fn set_term(&mut self, term: u64) {
+        self.q.term = term;
+    }
+
+    /// `worker` trained `attempt` of `task` at `now_ms`: whether the task counts from
+    /// it (see [`TaskQueues::finish_attempt`]). Persisted before returning.
+    pub fn finish_attempt(
+        &mut self,
+        worker: i32,
+        task: u64,
+        attempt: Attempt,
+        now_ms: u64,
+    ) -> Result<Counted, MasterError> {
+        self.change(|q, _| q.finish_attempt(worker, task, attempt, now_ms))
+    }
+
+    /// Replaces the queues with the stored queues `bytes` (the state a scheduler
+    /// taking over was sent), resumed at `now_ms` as [`Master::recover`] resumes:
+    /// a scheduler that acted before and takes over again goes on from the cluster's
+    /// state, not its own older one. Nothing is saved; corrupt bytes change nothing.
+    pub fn resume_from(&mut self, bytes: &[u8], now_ms: u64) -> Result<(), MasterError> {
+        let mut q = decode_queues(bytes)?;
+        q.resume(now_ms, &self.cfg);
+        log::info!(
+            "master resumed from the replicated state: pass {}, {} todo, {} pending, {} done",
+            q.epoch + 1,
+            q.todo.len(),
+            q.pending.len(),
+            q.done.len()
+        );
+        self.q = q;
+        self.dead.clear();
+        Ok(())
+    }
+
     /// Records that `task` was finished at `now_ms` (see [`TaskQueues::finish`])
     /// without handing out another; returns whether it changed anything. Persisted
     /// before returning.
@@ -232,6 +269,9 @@ impl Master {
                 self.change(|q, c| q.fail_because(worker, task, &why, c))
                     .map(|_| MasterResponse::Ok)
             }
+            MasterRequest::Finish { task, attempt, .. } => self
+                .finish_attempt(worker, task, attempt, now_ms)
+                .map(|c| MasterResponse::Counted(c.counts())),
             MasterRequest::Snapshot => Ok(MasterResponse::Snapshot(self.snapshot())),
             MasterRequest::Leaving { finished, .. } => self.leaving(worker, finished, now_ms).map(|n| {
                 log::info!("worker {worker} leaves the job: {n} of its tasks requeued");

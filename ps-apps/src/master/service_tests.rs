@@ -274,3 +274,29 @@ fn a_leaving_worker_counts_its_finished_task_and_returns_the_one_it_holds() {
     assert_eq!(get(&mut m, 13, None), b, "a newcomer gets the returned task first");
     assert_eq!(m.snapshot().total_done, 1);
 }
+
+#[test]
+fn a_master_that_takes_over_again_resumes_from_the_replicated_state() {
+    let d = tempfile::tempdir().unwrap();
+    let paths = dataset(d.path(), 2, 40);
+    // the active scheduler's master hands out a task and finishes another
+    let mut active = Master::new(cfg(1), Box::new(MemStore::default()), 0).unwrap();
+    active.report_dataset(paths.clone()).unwrap();
+    let Reply::Task(t) = active.ask_for_task(9, None, 10).unwrap() else {
+        panic!("a task")
+    };
+    assert!(active.finish_attempt(9, t.id, t.attempt, 20).unwrap().counts());
+    let Reply::Task(held) = active.ask_for_task(11, None, 30).unwrap() else {
+        panic!("a task")
+    };
+    let state = encode_queues(active.queues()).unwrap();
+    // an old active, stale since it was cut off, wins again with that state
+    let mut old = Master::new(cfg(1), Box::new(MemStore::default()), 0).unwrap();
+    old.report_dataset(paths).unwrap();
+    old.resume_from(&state, 1000).unwrap();
+    assert_eq!(old.queues().total_done, 1);
+    assert_eq!(old.queues().pending[&held.id].dispatched_ms, 1000, "fresh deadlines");
+    assert_eq!(old.finish_attempt(9, t.id, t.attempt, 1001).unwrap(), Counted::Already);
+    assert!(old.resume_from(b"garbage", 1002).is_err());
+    assert_eq!(old.queues().total_done, 1, "corrupt bytes change nothing");
+}

@@ -1,7 +1,7 @@
 //! The master's request and response types, as they travel between workers and the
 //! master (the network shell serializes them; [`super::Master::handle`] answers them).
 
-use super::queues::Task;
+use super::queues::{Attempt, Task};
 use serde::{Deserialize, Serialize};
 
 /// What a worker tells about the task it finished (for statistics).
@@ -44,6 +44,16 @@ pub enum MasterRequest {
         task: u64,
         /// What was wrong, e.g. `train.rio: chunk 3: CRC mismatch: the chunk is corrupt`.
         error: String,
+    },
+    /// The task's attempt was trained: counted once per pass whatever the failovers
+    /// (see [`super::TaskQueues::finish_attempt`]); answered [`MasterResponse::Counted`].
+    Finish {
+        /// The task.
+        task: u64,
+        /// The attempt trained (as handed out with the task).
+        attempt: Attempt,
+        /// Its statistics.
+        report: Option<TaskReport>,
     },
     /// The queues' sizes.
     Snapshot,
@@ -100,6 +110,8 @@ pub enum MasterResponse {
     NoMoreTasks,
     /// The queues.
     Snapshot(QueueSnapshot),
+    /// Whether a [`MasterRequest::Finish`] counts the task from that attempt.
+    Counted(bool),
     /// The request failed; nothing changed.
     Error(String),
 }

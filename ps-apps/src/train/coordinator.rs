@@ -3,7 +3,7 @@
 
 use super::error::TrainError;
 use super::pacer::Pacer;
-use crate::master::{Master, MasterRequest, MasterResponse, QueueSnapshot};
+use crate::master::{Counted, Master, MasterRequest, MasterResponse, QueueSnapshot};
 use crate::stats::{base_snapshot, Snapshot, StatsServer, TrainStat};
 use bincode::Options;
 use bytes::Bytes;
@@ -114,15 +114,45 @@ impl Coordinator {
         }));
         let epoch = Instant::now();
         let (m, p) = (Arc::clone(&master), Arc::clone(&progress));
-        let po2 = Arc::clone(po);
+        let (po2, van) = (Arc::clone(po), Arc::clone(po.van()));
         let dead_nodes = move |id: i32| id_role(id) == Some(Role::Worker) && po2.dead_nodes().contains(&id);
         let handle = move |req: &SimpleData, resp: &ps_core::simple_app::Responder| {
             let now = epoch.elapsed().as_millis() as u64;
             let reply = match decode::<MasterRequest>(&req.body) {
                 Ok(r) => {
-                    if let MasterRequest::GetTask { report: Some(rep), .. }
-                    | MasterRequest::Leaving { report: Some(rep), .. } = &r
-                    {
+                    let mut m = m.lock();
+                    // hand-outs name the term they are made under
+                    m.set_term(van.scheduler_epoch().0.term);
+                    // a request handled after its sender's death must not hand it a task
+                    let alive = !dead_nodes(req.sender);
+                    if let Err(e) = m.sender_liveness(req.sender, alive) {
+                        log::error!("master: {e}");
+                    }
+                    let (out, counted) = match r {
+                        // a result's statistics count once, with the task
+                        MasterRequest::Finish { task, attempt, report } => {
+                            match m.finish_attempt(req.sender, task, attempt, now) {
+                                Ok(c) => (
+                                    MasterResponse::Counted(c.counts()),
+                                    report.filter(|_| c == Counted::Now),
+                                ),
+                                Err(e) => {
+                                    log::error!("master: {e}");
+                                    (MasterResponse::Error(e.to_string()), None)
+                                }
+                            }
+                        }
+                        r => {
+                            let rep = match &r {
+                                MasterRequest::GetTask { report, .. } | MasterRequest::Leaving { report, .. } => {
+                                    report.clone()
+                                }
+                                _ => None,
+                            };
+                            (m.handle(req.sender, r, now), rep)
+                        }
+                    };
+                    if let Some(rep) = counted {
                         let mut p = p.lock();
                         p.examples += rep.examples;
                         p.loss_sum += rep.loss_sum;
@@ -133,13 +163,6 @@ impl Coordinator {
                                 .push((now as f64 / 1000.0, rep.loss_sum / rep.examples as f64));
                         }
                     }
-                    let mut m = m.lock();
-                    // a request handled after its sender's death must not hand it a task
-                    let alive = !dead_nodes(req.sender);
-                    if let Err(e) = m.sender_liveness(req.sender, alive) {
-                        log::error!("master: {e}");
-                    }
-                    let out = m.handle(req.sender, r, now);
                     let mut p = p.lock();
                     report_progress(&m.snapshot(), &mut p, now);
                     if m.complete() && !p.reported {
@@ -160,6 +183,18 @@ impl Coordinator {
             }
         };
         let app = SimpleApp::new(po, MASTER_APP, Some(Box::new(handle)), None)?;
+        // a scheduler that acted before and takes over again resumes from the state
+        // the active one replicated, not from its own older one
+        let m = Arc::clone(&master);
+        po.on_took_over(move |state| {
+            if state.is_empty() {
+                return;
+            }
+            let now = epoch.elapsed().as_millis() as u64;
+            if let Err(e) = m.lock().resume_from(state, now) {
+                log::error!("master: the replicated state cannot be resumed from: {e}");
+            }
+        });
         let (m, po3) = (Arc::clone(&master), Arc::clone(po));
         po.on_node_dead(move |ids| {
             for &id in ids.iter().filter(|&&id| id_role(id) == Some(Role::Worker)) {

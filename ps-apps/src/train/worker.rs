@@ -199,8 +199,6 @@ pub fn run(
         _ => log::debug!("dataset reported"),
     }
     let mut lp = MinibatchLoop::new(ex.num_shards(), opts.sync, opts.max_rejections);
-    let mut finished = None;
-    let mut report = None;
     let mut epoch_seen = 0;
     let mut tasks = 0;
     loop {
@@ -211,8 +209,8 @@ pub fn run(
                 log::warn!("idle notice not sent: {e}");
             }
             let req = MasterRequest::Leaving {
-                finished: finished.take(),
-                report: report.take(),
+                finished: None,
+                report: None,
             };
             master.call(&req, opts.master_patience)?;
             println!("worker {me} trained {tasks} tasks");
@@ -220,8 +218,8 @@ pub fn run(
             return Ok(Ending::Left);
         }
         let req = MasterRequest::GetTask {
-            finished: finished.take(),
-            report: report.take(),
+            finished: None,
+            report: None,
         };
         let task = match master.call(&req, opts.master_patience)? {
             MasterResponse::Task(t) => t,
@@ -280,10 +278,25 @@ pub fn run(
         let rep = outcome.unwrap_or_default();
         if failed {
             master.call(&MasterRequest::TaskFailed { task: task.id }, opts.master_patience)?;
-        } else {
-            finished = Some(task.id);
-            report = Some(rep);
-            tasks += 1;
+            continue;
+        }
+        // the task counts once per pass, from one attempt: this one, unless another
+        // worker's attempt counted first (the task was handed out again meanwhile)
+        let req = MasterRequest::Finish {
+            task: task.id,
+            attempt: task.attempt,
+            report: Some(rep),
+        };
+        match master.call(&req, opts.master_patience)? {
+            MasterResponse::Counted(true) => tasks += 1,
+            MasterResponse::Counted(false) => log::warn!(
+                "task {} (attempt {} of term {}) was counted from another attempt: not counted here",
+                task.id,
+                task.attempt.n,
+                task.attempt.term
+            ),
+            MasterResponse::Error(e) => log::warn!("master: {e}; the result of task {} is lost", task.id),
+            other => return Err(TrainError::Master(format!("unexpected master reply {other:?}"))),
         }
     }
     println!("worker {me} trained {tasks} tasks");

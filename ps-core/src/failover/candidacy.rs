@@ -30,7 +30,7 @@ use crate::message::{Command, Message};
 use crate::node::{server_rank_to_id, worker_rank_to_id, Node};
 use crate::protocol::membership::Membership;
 use bytes::Bytes;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// The election's clock settings.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -151,6 +151,10 @@ pub struct Candidacy {
     /// Whether the last [`Candidacy::acting_change`] found it acting, and under which
     /// epoch.
     acting: Option<Epoch>,
+    /// When it last started acting.
+    acting_since_ms: u64,
+    /// The process (incarnation) of each voter a link was opened to.
+    linked: BTreeMap<i32, u64>,
     lease_lost_ms: u64,
     outbox: Outbox<Message>,
     next_beat_ms: u64,
@@ -187,6 +191,8 @@ impl Candidacy {
             voters,
             grace_until_ms: 0,
             acting: (!standby).then_some(epoch),
+            acting_since_ms: now_ms,
+            linked: BTreeMap::new(),
             lease_lost_ms: now_ms,
             outbox: Outbox::new((0..n).filter(|&i| i != me), timing.standby_live_ms(), now_ms),
             next_beat_ms: now_ms,
@@ -267,20 +273,29 @@ impl Candidacy {
         match (self.acting, now_acting) {
             (None, true) => {
                 self.acting = Some(self.epoch);
+                self.acting_since_ms = now_ms;
                 Some(Out::Acting(self.epoch))
             }
             (Some(epoch), false) => {
                 self.acting = None;
-                let at_ms = if self.is_active() {
-                    self.acting_until().min(now_ms)
-                } else {
-                    now_ms
-                };
+                // when its lease ran out, if before now (it may step down or campaign
+                // only after that)
+                let at_ms = self.acting_until().min(now_ms);
                 self.lease_lost_ms = at_ms;
                 Some(Out::Stopped { epoch, at_ms })
             }
             _ => None,
         }
+    }
+
+    /// Since when (ms) this candidate acts, while it may act at `now_ms`: the
+    /// scheduler's liveness counts no silence from before then.
+    pub fn acting_since(&self, now_ms: u64) -> Option<u64> {
+        if !self.may_act(now_ms) {
+            return None;
+        }
+        // (acting, but not reported yet: from now)
+        Some(self.acting.map_or(now_ms, |_| self.acting_since_ms))
     }
 
     /// The newest state every live standby holds: what a message may depend on.
@@ -595,6 +610,16 @@ impl Candidacy {
             app: self.app.clone(),
         }];
         out.extend(self.acting_change(now_ms));
+        // every node hears the result at once, from the winner: it follows it from
+        // now on (a node that voted is bound to it only for a timeout, and the table
+        // may take longer to reach it)
+        for node in self.voter_nodes() {
+            let mut m = Message::control(node.id, Command::Heartbeat);
+            self.stamp(&mut m, now_ms);
+            m.meta.control.seq = self.committed(now_ms);
+            m.meta.recver_incarnation = node.incarnation;
+            out.push(Out::Send(m));
+        }
         let others: Vec<usize> = self.others().collect();
         for p in others {
             out.push(Out::Send(self.sync_msg(p, now_ms)));
@@ -626,12 +651,15 @@ impl Candidacy {
     /// Asks every node whether it would vote for this candidate's next epoch, without
     /// taking a term: only with a majority's yes does the campaign start (a candidate
     /// cut off with a minority never raises the term the others will hear). A pre-vote
-    /// still in flight (younger than the timeout) is waited for.
+    /// is asked again every heartbeat interval until a majority says yes: a node says
+    /// no until its own scheduler has been silent for the timeout, which it reaches
+    /// within an interval of this candidate (both measure from the same last words),
+    /// and a pre-vote changes nothing on a node, so asking again is free.
     fn pre_campaign(&mut self, now_ms: u64) -> Vec<Out> {
         if self
             .pre
             .as_ref()
-            .is_some_and(|p| now_ms.saturating_sub(p.sent_ms) <= self.timing.timeout_ms)
+            .is_some_and(|p| now_ms.saturating_sub(p.sent_ms) < self.timing.beat_ms.max(1))
         {
             return Vec::new();
         }
@@ -646,12 +674,9 @@ impl Candidacy {
 
     /// The `Campaign` messages asking every voter of the table held for its vote
     /// (`pre`: whether it would vote) for `epoch`.
-    fn ask(&self, epoch: Epoch, pre: bool, now_ms: u64) -> Vec<Out> {
-        let Ok(table) = bincode::deserialize::<Membership>(&self.core) else {
-            return Vec::new();
-        };
+    fn ask(&mut self, epoch: Epoch, pre: bool, now_ms: u64) -> Vec<Out> {
         let mut out = Vec::new();
-        for node in table.table().into_iter().filter(|n| self.voters.contains(&n.id)) {
+        for node in self.voter_nodes() {
             let mut m = Message::control(node.id, Command::Campaign);
             m.meta.request = pre;
             let c = &mut m.meta.control;
@@ -660,10 +685,27 @@ impl Candidacy {
             c.origin = self.me as u32;
             c.seq = self.seq;
             c.lease_ms = now_ms;
-            out.push(Out::Connect(node));
+            if self.linked.insert(node.id, node.incarnation) != Some(node.incarnation) {
+                // a link per process, opened once: reopening it every round would cut
+                // a working connection (and wait for one to a node cut off)
+                out.push(Out::Connect(node));
+            }
             out.push(Out::Send(m));
         }
         out
+    }
+
+    /// The voters of the node table held, alive in it.
+    fn voter_nodes(&self) -> Vec<Node> {
+        let Ok(table) = bincode::deserialize::<Membership>(&self.core) else {
+            return Vec::new();
+        };
+        let dead = table.dead().clone();
+        table
+            .table()
+            .into_iter()
+            .filter(|n| self.voters.contains(&n.id) && !dead.contains(&n.id))
+            .collect()
     }
 
     fn campaign(&mut self, now_ms: u64) -> Vec<Out> {

@@ -216,15 +216,46 @@ fn a_standby_takes_over_with_a_majority_only_after_the_old_lease() {
     assert!(elect(&mut b, &out, &mut ns, 1013).is_empty());
     assert!(!b.is_active() && !b.is_campaigning());
     assert_eq!(b.known_term, 1, "a pre-vote takes no term");
-    // the pre-vote is repeated a timeout later; the nodes would vote: the campaign
-    // for the next term follows and wins
-    assert!(sent(&b.tick(2013))
+    // the pre-vote is repeated every heartbeat interval, over the links opened once;
+    // once the nodes would vote the campaign for the next term follows and wins
+    assert!(sent(&b.tick(1212))
         .iter()
         .all(|m| m.meta.control.cmd != Command::Campaign));
-    let out = b.tick(2014);
-    let won = elect(&mut b, &out, &mut ns, 2014);
+    for now in [1213, 1413] {
+        let out = b.tick(now);
+        let asked = sent(&out)
+            .iter()
+            .filter(|m| m.meta.control.cmd == Command::Campaign)
+            .count();
+        assert_eq!(asked, 5, "asked again at {now}");
+        assert!(!out.iter().any(|o| matches!(o, Out::Connect(_))));
+        assert!(elect(&mut b, &out, &mut ns, now).is_empty());
+    }
+    let out = b.tick(1613);
+    let won = elect(&mut b, &out, &mut ns, 1613);
     assert!(b.is_active() && b.epoch() == e(2, 1), "{:?}", b.epoch());
     assert!(matches!(won[0], Out::TakeOver { epoch, .. } if epoch == e(2, 1)));
+    assert!(won.contains(&Out::Acting(e(2, 1))));
+    assert_eq!(b.acting_since(1614), Some(1613));
+    // every node hears of the win from the winner at once, and follows it
+    let told: Vec<Message> = sent(&won)
+        .into_iter()
+        .filter(|m| m.meta.control.cmd == Command::Heartbeat)
+        .collect();
+    assert_eq!(told.len(), 5);
+    for m in &told {
+        let (id, f) = ns.iter_mut().find(|(id, _)| *id == m.meta.recver).unwrap();
+        let c = &m.meta.control;
+        let from = Epoch {
+            term: c.term,
+            candidate: c.candidate,
+        };
+        assert_eq!(
+            f.on_message(from, c.seq, c.lease_ms, 1614),
+            Heard::Switched { from: e(1, 0) },
+            "node {id}"
+        );
+    }
     assert!(b.may_act(2015), "the votes are its lease");
     assert!(!a.may_act(1300), "the old one stopped acting long before");
     // the old active hears the new epoch: steps down, its held acts dropped

@@ -22,9 +22,7 @@ pub trait Host {
     /// and not as dead (its heartbeats count towards the lease).
     fn node_alive(&self, id: i32, incarnation: u64) -> bool;
     /// This scheduler takes over as the active one with the node table `core` (as
-    /// exported by the active scheduler it follows) at `now_ms`.
-    fn take_over(&self, core: &[u8], now_ms: u64);
-    /// The active scheduler holds its lease again after a spell without it: every
-    /// live node is watched afresh from `now_ms` (its silence meanwhile says nothing).
-    fn resume_watch(&self, now_ms: u64);
+    /// exported by the active scheduler it follows) and the application's state `app`
+    /// (as the active one replicated it; empty if none) at `now_ms`.
+    fn take_over(&self, core: &[u8], app: &[u8], now_ms: u64);
 }

@@ -15,6 +15,7 @@ use super::state::{Failover, SchedFailover};
 use crate::message::{Command, Message};
 use crate::node::SCHEDULER;
 use bytes::Bytes;
+use std::sync::atomic::Ordering;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// The Unix time (ms) of the van clock's `at_ms`, read at van time `now_ms`: what
@@ -238,12 +239,20 @@ impl Failover {
             }
         };
         let (active, acting) = active;
+        // a takeover decided here is carried out below, outside the lock: until it
+        // is, no other thread takes a node's message (the node table and the
+        // application's state are not this scheduler's yet)
+        let takes_over = outs.iter().any(|o| matches!(o, Out::TakeOver { .. }));
+        if takes_over {
+            self.taking_over.store(true, Ordering::SeqCst);
+        }
+        let acting = acting && !self.taking_over.load(Ordering::SeqCst);
         drop(g);
-        // messages to the other candidates and the acts released leave now; the rest
-        // (a takeover) waits for the ticking thread
-        let (now_outs, later): (Vec<Out>, Vec<Out>) = outs.into_iter().partition(|o| matches!(o, Out::Send(_)));
-        self.deferred.lock().extend(later);
-        self.run(host, now_outs, now);
+        // (nothing here waits on the network: sends never wait for a connection)
+        self.run(host, outs, now);
+        if takes_over {
+            self.taking_over.store(false, Ordering::SeqCst);
+        }
         if consumed {
             return false;
         }
@@ -271,18 +280,17 @@ impl Failover {
                         log::warn!("cannot connect to {n}: {e}");
                     }
                 }
-                Out::TakeOver { epoch, core, .. } => {
+                Out::TakeOver { epoch, core, app } => {
                     log::warn!(
                         "taking over as the active scheduler: #{} at {}, {epoch}",
                         epoch.candidate,
                         self.scheduler_addr(epoch.candidate as usize)
                     );
-                    host.take_over(&core, now);
+                    host.take_over(&core, &app, now);
                 }
                 Out::StepDown(e) => log::warn!("{e} is active: this scheduler steps down"),
                 Out::Acting(e) => {
-                    log::warn!("acting as the active scheduler under {e} since {} (Unix ms)", unix_ms(now, now));
-                    host.resume_watch(now);
+                    log::warn!("acting as the active scheduler under {e} since {} (Unix ms)", unix_ms(now, now))
                 }
                 Out::Stopped { epoch, at_ms } => log::warn!(
                     "not acting under {epoch} since {} (Unix ms): no majority of the nodes echoed it within its lease, or it stepped down",
@@ -366,6 +374,17 @@ impl Failover {
         })
     }
 
+    /// Since when (ms) this scheduler acts, while it may act at `now`: its liveness
+    /// counts no silence from before (see [`super::Candidacy::acting_since`]; under a
+    /// lock service, its takeover watched every node afresh). None while it may not.
+    pub fn acting_since(&self, now: u64) -> Option<u64> {
+        let s = self.sched.as_ref()?;
+        match &*s.lock() {
+            SchedFailover::Embedded(c) => c.acting_since(now),
+            SchedFailover::Locked { cand, .. } => cand.is_active().then_some(0),
+        }
+    }
+
     /// Scheduler tick: beats to the other candidates, standbys caught up, held acts
     /// released, the lease watched, elections run (or the lock watched).
     pub fn tick(&self, host: &dyn Host, now: u64) {
@@ -378,10 +397,15 @@ impl Failover {
         match (&mut *g, ls) {
             (SchedFailover::Embedded(c), _) => {
                 let outs = c.tick(now);
+                let takes_over = outs.iter().any(|o| matches!(o, Out::TakeOver { .. }));
+                if takes_over {
+                    self.taking_over.store(true, Ordering::SeqCst);
+                }
                 drop(g);
-                let deferred = std::mem::take(&mut *self.deferred.lock());
-                self.run(host, deferred, now);
                 self.run(host, outs, now);
+                if takes_over {
+                    self.taking_over.store(false, Ordering::SeqCst);
+                }
             }
             (SchedFailover::Locked { .. }, None) => {}
             (SchedFailover::Locked { cand, core, app }, Some(ls)) => {
@@ -400,7 +424,7 @@ impl Failover {
                             }
                             Err(e) => log::error!("{e}; waiting for the nodes to register again"),
                         }
-                        take_over = Some((e, core.clone()));
+                        take_over = Some((e, core.clone(), app.clone()));
                     }
                     LockDecision::StepDown(e) => {
                         log::warn!("lost the scheduler lock: this scheduler ({e}) steps down")
@@ -408,13 +432,13 @@ impl Failover {
                     LockDecision::Nothing => {}
                 }
                 drop(g);
-                if let Some((e, core)) = take_over {
+                if let Some((e, core, app)) = take_over {
                     log::warn!(
                         "taking over as the active scheduler: #{} at {}, {e}",
                         e.candidate,
                         self.scheduler_addr(e.candidate as usize)
                     );
-                    host.take_over(&core, now);
+                    host.take_over(&core, &app, now);
                 }
                 self.beat_peers(host, now);
             }

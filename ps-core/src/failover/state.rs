@@ -3,7 +3,7 @@
 //! node follows ([`Follower`]). The rules are in those machines; [`super::shell`]
 //! is the wiring.
 
-use super::candidacy::{voters, Candidacy, Out, Timing};
+use super::candidacy::{voters, Candidacy, Timing};
 use super::follower::Follower;
 use super::lock_service::LockService;
 use super::locked::LockCandidate;
@@ -11,6 +11,7 @@ use crate::config::{Config, ElectionMode};
 use crate::node::Role;
 use bytes::Bytes;
 use parking_lot::{Mutex, RwLock};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 /// A scheduler candidate's failover state (scheduler processes only).
@@ -47,11 +48,9 @@ pub struct Failover {
     pub(super) beat_ms: u64,
     /// Under a lock service: when the next beat to the other candidates is due.
     pub(super) next_peer_beat_ms: Mutex<u64>,
-    /// What the election decided on the receiving thread that may block (taking
-    /// over sends to every node, and connecting to one cut off waits for its
-    /// connection timeout): carried out by the next tick, so the receiving thread
-    /// goes on answering heartbeats.
-    pub(super) deferred: Mutex<Vec<Out>>,
+    /// A takeover is being carried out (the node table adopted, the application
+    /// told): node messages wait until it is done.
+    pub(super) taking_over: AtomicBool,
 }
 
 impl Failover {
@@ -91,7 +90,7 @@ impl Failover {
             is_scheduler: cfg.role == Role::Scheduler,
             beat_ms,
             next_peer_beat_ms: Mutex::new(0),
-            deferred: Mutex::new(Vec::new()),
+            taking_over: AtomicBool::new(false),
         }
     }
 }

@@ -151,17 +151,6 @@ impl SchedulerCore {
         Ok(self.addressed(out))
     }
 
-    /// Watches every live node afresh from `now_ms`: this scheduler could not hear a
-    /// majority of the nodes for a while (no lease), so their silence meanwhile says
-    /// nothing about them; they are declared dead only after a full timeout from now.
-    pub fn resume_watch(&mut self, now_ms: u64) {
-        for id in self.membership.alive_members(crate::node::ALL_GROUP) {
-            if id != SCHEDULER && !self.liveness.is_dead(id) {
-                self.liveness.revive(id, now_ms);
-            }
-        }
-    }
-
     /// An ADD_NODE from `node` at `now_ms`.
     pub fn on_add_node(&mut self, node: Node, now_ms: u64) -> Vec<Action> {
         let join = self.membership.add_node(node.clone());
@@ -274,11 +263,13 @@ impl SchedulerCore {
         self.addressed(vec![Action::Send(Message::control(sender, Command::Heartbeat))])
     }
 
-    /// Periodic check at `now_ms`: declares silent nodes dead, tells the living,
-    /// releases barriers they were holding, and hands their ids to waiting
+    /// Periodic check at `now_ms` of a scheduler acting since `acting_since_ms`:
+    /// declares dead the nodes silent for the timeout (silence before it acted does
+    /// not count: cut off or not yet active, it could not hear them), tells the
+    /// living, releases barriers they were holding, and hands their ids to waiting
     /// replacements.
-    pub fn tick(&mut self, now_ms: u64) -> Vec<Action> {
-        let newly = self.liveness.check(now_ms);
+    pub fn tick(&mut self, now_ms: u64, acting_since_ms: u64) -> Vec<Action> {
+        let newly = self.liveness.check(now_ms, acting_since_ms);
         if newly.is_empty() {
             return Vec::new();
         }

@@ -52,8 +52,8 @@ fn death_releases_barrier_and_replacement_gets_id() {
     s.on_heartbeat(8, 0, 900);
     s.on_heartbeat(9, 0, 900);
     assert!(s.on_barrier(WORKER_GROUP, 9).is_empty());
-    assert!(s.tick(1000).is_empty());
-    let a = s.tick(1001);
+    assert!(s.tick(1000, 0).is_empty());
+    let a = s.tick(1001, 0);
     assert!(a.contains(&Action::Dead(vec![11])));
     // the barrier of the worker group is released for worker 9
     assert!(sends(&a).contains(&(9, Command::Barrier)));
@@ -74,7 +74,7 @@ fn a_standby_adopts_the_table_and_keeps_the_dead_dead() {
     let mut s = cluster();
     s.on_heartbeat(8, 0, 900);
     s.on_heartbeat(9, 0, 900);
-    s.tick(1001);
+    s.tick(1001, 0);
     let exported = s.export();
     let mut standby = SchedulerCore::new(1, 2, node(Role::Scheduler, 5), 1000);
     assert!(matches!(
@@ -98,8 +98,8 @@ fn a_standby_adopts_the_table_and_keeps_the_dead_dead() {
     assert_eq!((t[0].id, t[0].port, t[0].is_recovery), (SCHEDULER, 5, true));
     assert!(standby.membership().dead().contains(&11));
     // watched from the takeover on, not from the old heartbeats
-    assert!(standby.tick(5900).is_empty());
-    assert!(standby.tick(6001).contains(&Action::Dead(vec![8, 9])));
+    assert!(standby.tick(5900, 0).is_empty());
+    assert!(standby.tick(6001, 0).contains(&Action::Dead(vec![8, 9])));
     // a node that re-registers under its id is sent the table
     let mut again = node(Role::Worker, 3);
     again.id = 9;
@@ -136,7 +136,7 @@ fn a_replacement_waiting_for_the_death_is_not_told_its_id_is_dead() {
     assert!(sent(&s.on_add_node(node(Role::Worker, 77), 500)).is_empty());
     s.on_heartbeat(8, 2, 900);
     s.on_heartbeat(9, 3, 900);
-    let a = s.tick(1001);
+    let a = s.tick(1001, 0);
     assert!(a.contains(&Action::Dead(vec![11])));
     let notices: Vec<i32> = sent(&a)
         .iter()
@@ -182,7 +182,7 @@ fn a_replaced_process_is_told_it_is_dead_and_its_beats_do_not_count() {
     let mut s = cluster();
     s.on_heartbeat(8, 2, 900);
     s.on_heartbeat(9, 3, 900);
-    s.tick(1001);
+    s.tick(1001, 0);
     s.on_add_node(node(Role::Worker, 77), 1100);
     // worker 11's old process comes back (a healed partition): told it is dead
     let a = s.on_heartbeat(11, 4, 1200);
@@ -199,7 +199,7 @@ fn a_replaced_process_is_told_it_is_dead_and_its_beats_do_not_count() {
         s.on_heartbeat(9, 3, t);
         s.on_heartbeat(11, 4, t);
     }
-    assert!(s.tick(2101).contains(&Action::Dead(vec![11])));
+    assert!(s.tick(2101, 0).contains(&Action::Dead(vec![11])));
 }
 
 #[test]
@@ -208,7 +208,7 @@ fn a_dead_process_registering_again_is_refused() {
     let mut s = cluster();
     s.on_heartbeat(8, 2, 900);
     s.on_heartbeat(9, 3, 900);
-    s.tick(1001);
+    s.tick(1001, 0);
     let mut again = node(Role::Worker, 4);
     again.id = 11;
     let a = s.on_add_node(again, 1200);
@@ -270,7 +270,7 @@ fn a_worker_joins_the_running_cluster_and_another_leaves() {
     for id in [8, 9, 13] {
         s.on_heartbeat(id, 0, 5000);
     }
-    assert!(!s.tick(5001).iter().any(|a| matches!(a, Action::Dead(_))));
+    assert!(!s.tick(5001, 0).iter().any(|a| matches!(a, Action::Dead(_))));
     assert!(s.membership().dead().is_empty());
 }
 
@@ -278,13 +278,12 @@ fn a_worker_joins_the_running_cluster_and_another_leaves() {
 fn watching_resumes_afresh_after_a_spell_without_the_lease() {
     let mut s = cluster();
     // nothing heard from anyone since 0; the scheduler could not hear a majority
-    s.resume_watch(5000);
-    assert!(s.tick(5999).is_empty(), "silent for a timeout only from now on");
-    let a = s.tick(6001);
+    // until it acted again at 5000
+    assert!(s.tick(5999, 5000).is_empty(), "silent for a timeout only from then on");
+    let a = s.tick(6001, 5000);
     assert!(a.contains(&Action::Dead(vec![8, 9, 11])));
     // the dead stay dead
-    s.resume_watch(7000);
-    assert!(s.tick(9000).is_empty());
+    assert!(s.tick(9000, 7000).is_empty());
 }
 
 #[test]
@@ -292,7 +291,7 @@ fn a_process_dead_in_an_adopted_table_is_told_so_when_heard() {
     let mut active = cluster();
     active.on_heartbeat(8, 0, 900);
     active.on_heartbeat(9, 0, 900);
-    assert!(active.tick(1001).contains(&Action::Dead(vec![11])));
+    assert!(active.tick(1001, 0).contains(&Action::Dead(vec![11])));
     // a standby takes the table over; its own liveness never saw worker 11 die
     let mut standby = SchedulerCore::new(1, 2, node(Role::Scheduler, 5), 1000);
     standby.adopt(&active.export(), node(Role::Scheduler, 5), 2000).unwrap();
@@ -308,7 +307,7 @@ fn a_process_dead_in_an_adopted_table_is_told_so_when_heard() {
 fn a_node_taking_the_table_also_hears_who_is_dead() {
     let mut s = cluster();
     s.on_heartbeat(9, 0, 900);
-    let a = s.tick(1001);
+    let a = s.tick(1001, 0);
     assert!(a.contains(&Action::Dead(vec![8, 11])));
     // a new worker takes worker 11's id: the table, then the death of server 8
     let a = s.on_add_node(node(Role::Worker, 77), 1100);

@@ -100,13 +100,17 @@ impl Van {
             }
         }
         if let Some(s) = &self.sched {
-            // liveness only under the lease: an active scheduler cut off from the
-            // majority does not declare the nodes it cannot hear dead
-            if self.fo.is_active_scheduler() && self.fo.may_act(now) {
-                let actions = s.lock().tick(now);
+            // the election first: a takeover it decided is carried out before liveness
+            // looks at the table
+            self.fo.tick(self, now);
+            // liveness only while acting, and only over what it could hear since: an
+            // active scheduler cut off from the majority declares no node dead, nor
+            // does one that just took over or got its lease back, from heartbeats it
+            // could not hear before
+            if let Some(since) = self.fo.acting_since(now).filter(|_| self.fo.is_active_scheduler()) {
+                let actions = s.lock().tick(now, since);
                 self.execute(actions);
             }
-            self.fo.tick(self, now);
         }
     }
 }

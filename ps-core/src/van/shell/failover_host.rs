@@ -38,13 +38,7 @@ impl Host for Van {
         self.sched.as_ref().map(|c| c.lock().export())
     }
 
-    fn resume_watch(&self, now_ms: u64) {
-        if let Some(core) = &self.sched {
-            core.lock().resume_watch(now_ms);
-        }
-    }
-
-    fn take_over(&self, core: &[u8], now_ms: u64) {
+    fn take_over(&self, core: &[u8], app: &[u8], now_ms: u64) {
         self.me.write().is_recovery = true;
         let me = self.my_node();
         let adopted = self.sched.as_ref().map(|c| {
@@ -66,6 +60,11 @@ impl Host for Van {
             }
             Some(Err(e)) => log::error!("{e}; waiting for the nodes to register again"),
             None => {}
+        }
+        // the application resumes from the state the active one replicated (a
+        // scheduler that acted before holds an older state of its own)
+        if let Some(h) = self.handler() {
+            h.on_took_over(app);
         }
     }
 }
