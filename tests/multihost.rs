@@ -409,7 +409,7 @@ fn a_scheduler_cut_off_with_a_minority_stops_acting_and_the_job_finishes() {
         n.cut(0).unwrap();
         let cut = std::time::Instant::now();
         c.wait_for_output(s0, "the cut-off scheduler to stop acting", |o| {
-            o.contains("it stops acting")
+            o.contains("] not acting under term")
         });
         c.wait_for_output(s1, "the standby to take over", |o| {
             o.contains("taking over as the active scheduler")
@@ -423,7 +423,7 @@ fn a_scheduler_cut_off_with_a_minority_stops_acting_and_the_job_finishes() {
             c.procs[s0].stderr().contains("steps down") || c.exited(s0)
         });
         let old = c.procs[s0].stderr();
-        let (before, after) = old.split_at(old.find("it stops acting").expect("checked above"));
+        let (before, after) = old.split_at(old.find("] not acting under term").expect("checked above"));
         assert_eq!(
             training::tasks_done(after).max(training::tasks_done(before)),
             training::tasks_done(before),

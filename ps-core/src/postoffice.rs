@@ -7,6 +7,7 @@ use crate::error::PostofficeError;
 use crate::held::Held;
 use crate::message::{Command, Control, Message, Meta};
 use crate::node::{group_members, Node, Role, ALL_GROUP, SCHEDULER};
+use crate::protocol::barrier_ask::BarrierAsk;
 use crate::van::{Transport, Van, VanHandler};
 use crossbeam_channel::Sender;
 use parking_lot::{Condvar, Mutex, RwLock};
@@ -105,7 +106,12 @@ impl Postoffice {
 
     /// A postoffice over any transport.
     pub fn with_transport(cfg: Config, transport: Arc<dyn Transport>) -> Arc<Postoffice> {
-        let van = Van::new(cfg.clone(), transport);
+        Postoffice::with_van(cfg.clone(), Van::new(cfg, transport))
+    }
+
+    /// A postoffice over `van` (made for `cfg`; a simulator's, with its own clock:
+    /// [`Van::with_clock`]).
+    pub fn with_van(cfg: Config, van: Arc<Van>) -> Arc<Postoffice> {
         let po = Arc::new(Postoffice {
             cfg,
             van,
@@ -137,29 +143,62 @@ impl Postoffice {
         Ok(())
     }
 
-    /// Waits at a barrier with every live node of `group`.
+    /// Waits at a barrier with every live node of `group` (the steps of
+    /// [`Postoffice::barrier_begin`] and [`Postoffice::barrier_poll`], waiting
+    /// between them).
     pub fn barrier(&self, group: i32) {
-        if self.node_ids(group).len() <= 1 {
+        let Some(mut ask) = self.barrier_begin(group) else {
             return;
-        }
-        self.barrier_done.lock().insert(group, false);
-        // A scheduler that restarted lost the barrier counts: ask the new one again.
-        let mut asked_incarnation = self.van.scheduler_incarnation();
-        if !self.send_barrier_request(group) {
-            return;
-        }
+        };
         crate::van::cork::flush();
         let mut done = self.barrier_done.lock();
         while done.get(&group) != Some(&true) {
             self.barrier_cv.wait_for(&mut done, Duration::from_millis(200));
-            let now = self.van.scheduler_incarnation();
-            if now != asked_incarnation && done.get(&group) != Some(&true) {
-                log::info!("the scheduler restarted; repeating the barrier request for group {group}");
-                asked_incarnation = now;
-                parking_lot::MutexGuard::unlocked(&mut done, || self.send_barrier_request(group));
+            drop(done);
+            if self.barrier_poll(&mut ask) {
+                return;
             }
+            done = self.barrier_done.lock();
         }
         done.remove(&group);
+    }
+
+    /// Enters `group`'s barrier without waiting: the request goes to the scheduler;
+    /// None when there is nothing to wait for (a group of one, or the request could
+    /// not be sent). Then [`Postoffice::barrier_poll`] until it says released.
+    pub fn barrier_begin(&self, group: i32) -> Option<BarrierAsk<(u64, crate::failover::Epoch)>> {
+        if self.node_ids(group).len() <= 1 {
+            return None;
+        }
+        self.barrier_done.lock().insert(group, false);
+        let ask = BarrierAsk::new(group, self.barrier_scheduler());
+        if !self.send_barrier_request(group) {
+            self.barrier_done.lock().remove(&group);
+            return None;
+        }
+        Some(ask)
+    }
+
+    /// True once the barrier `ask` waits at was released (it is left then). A
+    /// scheduler that restarted, or that acts anew, lost the barrier counts: while
+    /// waiting, the request is made again of the one acting now.
+    pub fn barrier_poll(&self, ask: &mut BarrierAsk<(u64, crate::failover::Epoch)>) -> bool {
+        let group = ask.group();
+        if self.barrier_done.lock().get(&group) != Some(&false) {
+            self.barrier_done.lock().remove(&group);
+            return true;
+        }
+        if ask.again(self.barrier_scheduler()) {
+            log::info!("another scheduler acts; repeating the barrier request for group {group}");
+            self.send_barrier_request(group);
+        }
+        false
+    }
+
+    /// The scheduler a barrier request goes to, as [`BarrierAsk`] tells them apart:
+    /// its process and the epoch it acts under.
+    fn barrier_scheduler(&self) -> (u64, crate::failover::Epoch) {
+        (self.van.scheduler_incarnation(), self.van.scheduler_epoch().0)
     }
 
     fn send_barrier_request(&self, group: i32) -> bool {
@@ -444,7 +483,13 @@ impl VanHandler for Postoffice {
         }
     }
 
-    fn on_took_over(&self, app: &[u8]) {
+    fn on_took_over(&self, dead: &[i32], app: &[u8]) {
+        {
+            let mut d = self.dead.write();
+            d.clear();
+            d.extend(dead.iter().copied());
+            self.left.write().retain(|id| dead.contains(id));
+        }
         let cbs = self.took_over_callbacks.lock().clone();
         for cb in cbs {
             cb(app);

@@ -9,7 +9,7 @@
 //!   and every node holding the active scheduler's node table.
 
 use crate::server::PushKey;
-use crate::world::{Effects, Proc, World};
+use crate::world::{App, Effects, Proc, World};
 use ps_core::kv::replication::Holders;
 use ps_core::node::{id_to_rank, server_rank_to_id};
 use std::collections::{BTreeMap, BTreeSet};
@@ -34,6 +34,10 @@ pub struct Checker {
     acked: BTreeMap<PushKey, i64>,
     /// Every range had a serving copy once (the cluster formed).
     formed: bool,
+    /// Every task the master told a worker it counted from its attempt.
+    counted: BTreeSet<u64>,
+    /// `PS_HEARTBEAT_TIMEOUT` of the run (ms).
+    timeout_ms: u64,
     /// Why the run went beyond the fault model the invariants assume, if it did.
     pub beyond: Option<String>,
 }
@@ -43,6 +47,14 @@ fn fail<T>(at_ms: u64, what: String) -> Result<T, Violation> {
 }
 
 impl Checker {
+    /// The invariants of a run whose heartbeat timeout is `timeout_ms`.
+    pub fn new(timeout_ms: u64) -> Checker {
+        Checker {
+            timeout_ms,
+            ..Checker::default()
+        }
+    }
+
     /// Takes what a step did.
     pub fn on_effects(&mut self, fx: Effects, now: u64) -> Result<(), Violation> {
         for (slot, inc, act) in fx.acts {
@@ -78,6 +90,27 @@ impl Checker {
         for (key, v) in fx.acked {
             self.acked.insert(key, v);
         }
+        for (slot, since) in fx.declared {
+            // silence from before a scheduler acted (it could not hear) is no death
+            match since {
+                Some(t) if now > t + self.timeout_ms => {}
+                _ => {
+                    return fail(
+                        now,
+                        format!(
+                            "scheduler slot {slot} declared nodes dead {} ms after it started acting (heartbeat timeout {} ms)",
+                            since.map_or("-".to_string(), |t| (now - t).to_string()),
+                            self.timeout_ms
+                        ),
+                    )
+                }
+            }
+        }
+        for task in fx.counted {
+            if !self.counted.insert(task) {
+                return fail(now, format!("task {task} was counted for two attempts"));
+            }
+        }
         Ok(())
     }
 
@@ -108,7 +141,13 @@ impl Checker {
         // copies held by a running process that is not copying them any more
         let mut live_copies: BTreeMap<usize, usize> = (0..w.cfg.servers).map(|r| (r, 0)).collect();
         for s in &w.slots {
-            let Some(Proc::Server(x)) = &s.proc else { continue };
+            let Some(Proc {
+                app: App::Server(x), ..
+            }) = &s.proc
+            else {
+                continue;
+            };
+            let x = x.lock();
             if let Some(e) = &x.double_apply {
                 return fail(now, e.clone());
             }
@@ -133,7 +172,7 @@ impl Checker {
             let id = server_rank_to_id(rank);
             let serving = !x.catching_up()
                 && !dead.contains(&id)
-                && holders.get(&id).is_none_or(|&inc| inc == x.node.host.me.incarnation);
+                && holders.get(&id).is_none_or(|&inc| inc == x.node.me().incarnation);
             if !serving {
                 continue;
             }
@@ -166,7 +205,10 @@ impl Checker {
 
     fn check_queues(&self, w: &World) -> Result<(), Violation> {
         for s in &w.slots {
-            let Some(Proc::Sched(x)) = &s.proc else { continue };
+            let Some(Proc { app: App::Sched(x), .. }) = &s.proc else {
+                continue;
+            };
+            let x = x.lock();
             let Some(m) = &x.master else { continue };
             let q = m.queues();
             if q.dataset.is_none() {
@@ -185,7 +227,7 @@ impl Checker {
                 if !seen.insert(id) {
                     return fail(
                         w.now,
-                        format!("task {id} is twice in the master's queues (slot {})", x.host.slot),
+                        format!("task {id} is twice in the master's queues (slot {})", x.slot),
                     );
                 }
             }
@@ -197,7 +239,7 @@ impl Checker {
                     w.now,
                     format!(
                         "the master of slot {} lost tasks {lost:?} of pass {} (foreign: {extra:?})",
-                        x.host.slot,
+                        x.slot,
                         q.epoch + 1
                     ),
                 );
@@ -212,15 +254,21 @@ impl Checker {
         if (0..w.slots.len()).any(|s| !w.up(s)) {
             return Ok(false);
         }
-        let Some(a) = w.active() else { return Ok(false) };
+        let Some(slot) = w.active() else { return Ok(false) };
+        let Some(a) = w.scheduler(slot) else { return Ok(false) };
+        let a = a.lock();
         let Some(m) = &a.master else { return Ok(false) };
         if !a.finished || !m.complete() {
             return Ok(false);
         }
         for s in &w.slots {
             let done = match &s.proc {
-                Some(Proc::Server(x)) => x.finished,
-                Some(Proc::Worker(x)) => x.finished(),
+                Some(Proc {
+                    app: App::Server(x), ..
+                }) => x.lock().finished,
+                Some(Proc {
+                    app: App::Worker(x), ..
+                }) => x.lock().finished(),
                 _ => true,
             };
             if !done {
@@ -239,11 +287,30 @@ impl Checker {
                 ),
             );
         }
-        let table: BTreeMap<i32, u64> = a.table().into_iter().map(|n| (n.id, n.incarnation)).collect();
+        // the workers were told of each task counted once at most (a worker that
+        // crashed may not have heard its last answer)
+        if self.counted.len() as u64 > total {
+            return fail(
+                w.now,
+                format!(
+                    "the workers were told of {} tasks counted, more than {total}",
+                    self.counted.len()
+                ),
+            );
+        }
+        let table: BTreeMap<i32, u64> = w.slots[slot]
+            .proc
+            .as_ref()
+            .map(|p| p.po.nodes().into_iter().map(|n| (n.id, n.incarnation)).collect())
+            .unwrap_or_default();
         for s in &w.slots {
             let (who, t) = match &s.proc {
-                Some(Proc::Server(x)) => (x.node.host.me.id, x.node.table()),
-                Some(Proc::Worker(x)) => (x.node.host.me.id, x.node.table()),
+                Some(
+                    p @ Proc {
+                        app: App::Server(_) | App::Worker(_),
+                        ..
+                    },
+                ) => (p.po.van().my_node().id, p.po.nodes()),
                 _ => continue,
             };
             let mine: BTreeMap<i32, u64> = t.iter().map(|n| (n.id, n.incarnation)).collect();

@@ -6,7 +6,7 @@
 //! end of the fault window the network heals and every process runs again.
 
 pub use crate::fault::Fault;
-use crate::world::{Ev, Proc, World};
+use crate::world::{App, Ev, Proc, World};
 use ps_core::node::Role;
 
 /// Schedules the first draw and the end of the fault window.
@@ -39,7 +39,12 @@ fn servers_out(w: &World) -> usize {
     let main = main_side(w);
     servers(w)
         .filter(|&s| match &w.slots[s].proc {
-            Some(Proc::Server(x)) => x.rank().is_none() || x.catching_up() || w.net.side(s) != main,
+            Some(Proc {
+                app: App::Server(x), ..
+            }) => {
+                let x = x.lock();
+                x.rank().is_none() || x.catching_up() || w.net.side(s) != main
+            }
             _ => true,
         })
         .count()
@@ -52,8 +57,9 @@ fn voters_available(w: &World) -> usize {
     (w.cfg.schedulers..w.slots.len())
         .filter(|&s| w.net.side(s) == main)
         .filter(|&s| match &w.slots[s].proc {
-            Some(Proc::Server(x)) => x.node.ready && !dead.contains(&x.node.host.me.id),
-            Some(Proc::Worker(x)) => x.node.ready && !dead.contains(&x.node.host.me.id),
+            Some(p) if !matches!(p.app, App::Sched(_)) => {
+                p.po.van().is_ready() && !dead.contains(&p.po.van().my_node().id)
+            }
             _ => false,
         })
         .count()
@@ -154,7 +160,7 @@ fn draw(w: &mut World) {
 fn partition(w: &mut World) -> Option<Vec<u32>> {
     let n = w.slots.len();
     let mut sides = vec![0u32; n];
-    let active = w.active().map(|a| a.host.slot);
+    let active = w.active();
     let sched = match active {
         Some(a) if w.rng.chance(0.7) => a,
         _ => w.rng.below(w.cfg.schedulers),
@@ -196,8 +202,10 @@ fn crash_victim(w: &mut World) -> Option<usize> {
             // the state lives in the candidates' memory: another running one must hold
             // it, as new as this one's (losing the newest state is the documented loss)
             let seq = |c: usize| match &w.slots[c].proc {
-                Some(Proc::Sched(x)) if !x.fo.core().is_empty() => Some((x.fo.state_epoch(), x.fo.seq())),
-                _ => None,
+                _ => w
+                    .sched_state(c)
+                    .filter(|v| !v.core.is_empty())
+                    .map(|v| (v.state_epoch, v.seq)),
             };
             let mine = seq(slot).unwrap_or_default();
             let others = (0..w.cfg.schedulers)

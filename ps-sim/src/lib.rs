@@ -2,29 +2,33 @@
 //! servers and workers training through the master's task queues, all in one thread
 //! under a simulated clock and network (loss, duplication, delays and reordering,
 //! partitions of any subset, crashes and restarts), every choice drawn from one
-//! seeded generator. The processes run ps-core's and ps-apps' own protocol state
-//! machines; the simulator only plays the vans and threads around them. After every
-//! step the invariants of [`check`] are checked; the first one broken ends the run
-//! with the seed that replays it exactly.
+//! seeded generator. Every process is psrs's own postoffice and van (its receive
+//! path, resender, failover and election, and on a scheduler the node table,
+//! barriers and liveness) over a simulated transport and clock, with no thread: the
+//! world runs the steps the van's threads run ([`process`]). On top runs each role's
+//! application: the master answering as the training coordinator does, and servers
+//! and workers of a summing job. After every step the invariants of [`check`] are
+//! checked; the first one broken ends the run with the seed that replays it exactly.
 
 pub mod check;
 pub mod config;
+pub mod context;
 pub mod events;
 pub mod fault;
 pub mod faults;
-pub mod host;
 pub mod net;
-pub mod node;
+pub mod process;
 pub mod rng;
 pub mod scheduler;
 pub mod server;
+pub mod transport;
 pub mod worker;
 pub mod world;
 
 pub use check::Violation;
 pub use config::{Plant, SimConfig};
 
-use world::{Proc, World};
+use world::World;
 
 /// Seeds `psrs simulate` runs unless told otherwise; each planted bug is found
 /// within this many (the simulator's own tests check it).
@@ -60,8 +64,9 @@ pub enum Outcome {
 
 /// The total number of tasks of the job, and how many the active master has done.
 fn progress(w: &World) -> Option<(u64, u64)> {
-    let m = w.active()?.master.as_ref()?;
-    Some((m.queues().total_done, w.cfg.tasks as u64 * w.cfg.passes))
+    let a = w.scheduler(w.active()?)?.lock();
+    let done = a.master.as_ref()?.queues().total_done;
+    Some((done, w.cfg.tasks as u64 * w.cfg.passes))
 }
 
 /// Runs seed `seed` of `cfg` to its end.
@@ -74,7 +79,7 @@ pub fn run_traced(cfg: &SimConfig, seed: u64, trace: bool) -> Outcome {
     let mut w = World::new(cfg.clone(), seed);
     w.trace = trace;
     faults::plan(&mut w);
-    let mut checker = check::Checker::default();
+    let mut checker = check::Checker::new(cfg.timeout_ms);
     let mut steps = 0u64;
     let mut faults_over = false;
     let mut deadline = u64::MAX;
@@ -125,6 +130,5 @@ pub fn run_traced(cfg: &SimConfig, seed: u64, trace: bool) -> Outcome {
             cfg.finish_ms / 1000
         ),
     };
-    let _ = Proc::Sched;
     failed(Violation { at_ms: w.now, what }, &w)
 }

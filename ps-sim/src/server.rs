@@ -5,7 +5,7 @@
 //! live holder before it serves). The bookkeeping of which pushes each copy applied
 //! is what the invariants read.
 
-use crate::node::{NodeEvent, NodeShell};
+use crate::process::{Changes, NodeLink};
 use bytes::Bytes;
 use ps_core::kv::replication::acks::AckTable;
 use ps_core::kv::replication::catchup::{CatchUp, Fetch, Joiners};
@@ -51,8 +51,8 @@ pub struct ServerBugs {
 
 /// A server process.
 pub struct Server {
-    /// Van and postoffice.
-    pub node: NodeShell,
+    /// Its postoffice.
+    pub node: NodeLink,
     holders: Holders,
     servers: usize,
     /// The ranges this server holds (by range), once it knows its rank.
@@ -83,7 +83,7 @@ fn value_of(data: &[Bytes], at: usize) -> Option<i64> {
 impl Server {
     /// A server process over `node` in a cluster of `servers` servers with `replicas`
     /// extra copies.
-    pub fn new(node: NodeShell, servers: usize, replicas: usize, bugs: ServerBugs) -> Server {
+    pub fn new(node: NodeLink, servers: usize, replicas: usize, bugs: ServerBugs) -> Server {
         Server {
             node,
             holders: Holders::new(servers, replicas),
@@ -104,7 +104,7 @@ impl Server {
 
     /// This server's rank (once it has its id).
     pub fn rank(&self) -> Option<usize> {
-        id_to_rank(self.node.host.me.id).filter(|_| self.node.ready)
+        id_to_rank(self.node.me().id).filter(|_| self.node.ready())
     }
 
     /// True while this replacement copies its ranges.
@@ -116,8 +116,8 @@ impl Server {
         dead_server_ranks(&self.node.unavailable())
     }
 
-    fn send(&mut self, msg: Message, now: u64) {
-        self.node.send(msg, now);
+    fn send(&mut self, msg: Message, _now: u64) {
+        self.node.send(msg);
     }
 
     fn meta(&mut self, head: i32, customer: i32, recver: i32, request: bool, range: i32) -> Meta {
@@ -125,7 +125,7 @@ impl Server {
             head,
             app_id: KV_APP,
             customer_id: customer,
-            timestamp: self.node.host.next_ts(),
+            timestamp: self.node.next_ts(),
             recver,
             request,
             range,
@@ -133,22 +133,21 @@ impl Server {
         }
     }
 
-    /// Events from the van.
-    pub fn on_events(&mut self, events: Vec<NodeEvent>, now: u64) {
-        for ev in events {
-            match ev {
-                NodeEvent::Table => self.on_table(now),
-                NodeEvent::Dead(_) => self.on_dead(now),
-                NodeEvent::Released(_) => {
-                    if self.started {
-                        self.finished = true;
-                    } else {
-                        self.started = true;
-                        // a training server finalizes at once: it waits in the final barrier
-                        self.node.barrier(ALL_GROUP, now);
-                    }
-                }
-                NodeEvent::Data(m) => self.on_data(m, now),
+    /// What changed in its postoffice (after every step it took part in).
+    pub fn on_changes(&mut self, c: Changes, now: u64) {
+        if c.table {
+            self.on_table(now);
+        }
+        if c.unavailable {
+            self.on_dead(now);
+        }
+        if c.released.is_some() {
+            if self.started {
+                self.finished = true;
+            } else {
+                self.started = true;
+                // a training server finalizes at once: it waits in the final barrier
+                self.node.barrier(ALL_GROUP);
             }
         }
     }
@@ -162,7 +161,7 @@ impl Server {
         for r in self.holders.ranges_of(me) {
             self.ranges.insert(r, RangeState::default());
         }
-        if self.node.host.me.is_recovery {
+        if self.node.me().is_recovery {
             let (c, fetches) = CatchUp::new(self.holders, me, &self.unavailable(), now);
             self.catchup = Some(c);
             for f in fetches {
@@ -170,13 +169,14 @@ impl Server {
             }
             // a replacement skips the start barrier; it finalizes at once
             self.started = true;
-            self.node.barrier(ALL_GROUP, now);
+            self.node.barrier(ALL_GROUP);
         } else {
-            self.node.barrier(ALL_GROUP, now);
+            self.node.barrier(ALL_GROUP);
         }
     }
 
-    fn on_data(&mut self, msg: Message, now: u64) {
+    /// A message for the server's KV app (its requests and forwards customers).
+    pub fn on_data(&mut self, msg: Message, now: u64) {
         if msg.meta.app_id != KV_APP {
             return;
         }
@@ -194,7 +194,7 @@ impl Server {
             if let Some(rank) = id_to_rank(msg.meta.sender) {
                 self.joiners.rejoined(rank, now);
             }
-            self.node.catching_up.remove(&msg.meta.sender);
+            self.node.po.mark_rejoined(msg.meta.sender);
             return;
         }
         if msg.meta.request && msg.meta.push {
@@ -263,13 +263,11 @@ impl Server {
         if self.bugs.early_ack {
             self.send(answer.clone(), now);
         }
-        if std::env::var("PS_SIM_DEBUG").is_ok() {
-            eprintln!(
-                "{now} server {me}: push {id:?} targets {others:?} unavailable {:?} dead {:?}",
-                self.unavailable(),
-                self.node.dead
-            );
-        }
+        log::debug!(
+            "push {id:?} targets {others:?} unavailable {:?} dead {:?}",
+            self.unavailable(),
+            self.node.po.dead_nodes()
+        );
         let held = self.acks.add(id, others.iter().copied(), answer);
         if let Some(a) = held {
             if !self.bugs.early_ack {
@@ -305,10 +303,10 @@ impl Server {
     /// this server gave a copy to is another process than the one declared dead (its
     /// copy request can overtake the table that revives its id).
     fn dead_ranks(&self) -> BTreeSet<usize> {
-        dead_server_ranks(&self.node.dead)
+        dead_server_ranks(&self.node.po.dead_nodes())
             .into_iter()
             .filter(|&r| match self.joiner_inc.get(&r) {
-                Some(&inc) => self.node.host.peers.dead_incarnation(server_rank_to_id(r)) == Some(inc),
+                Some(&inc) => self.node.po.van().dead_incarnation(server_rank_to_id(r)) == Some(inc),
                 None => true,
             })
             .collect()
@@ -479,7 +477,7 @@ impl Server {
             }
         }
         if rejoin {
-            let me = self.node.host.me.id;
+            let me = self.node.me().id;
             let ids: Vec<i32> = self
                 .node
                 .table()

@@ -2,10 +2,11 @@
 //! for a task (again when the scheduler changes or after the attempt time, as
 //! `MasterClient` does), computes for a while, pushes the task's value to every key
 //! range's first live holder (the same request to the next holder when that one
-//! dies, as `KVWorker` reroutes), and reports the task finished once every range
-//! answered. At the end it waits in the final barrier.
+//! dies, as `KVWorker` reroutes), and reports the attempt it trained once every
+//! range answered; the task counts for it if the master says so. At the end it waits
+//! in the final barrier.
 
-use crate::node::{NodeEvent, NodeShell};
+use crate::process::{Changes, NodeLink};
 use crate::rng::SimRng;
 use crate::server::{PushKey, KV_APP};
 use bytes::Bytes;
@@ -38,7 +39,7 @@ struct Part {
 enum Phase {
     /// Waiting for the table and the start barrier.
     Starting,
-    /// A master request is out.
+    /// A master request is out (a task asked for, or the attempt trained reported).
     Asking,
     /// Told to wait: ask again at this time.
     Idle { until: u64, finished: Option<u64> },
@@ -54,8 +55,9 @@ enum Phase {
 
 /// A worker process.
 pub struct Worker {
-    /// Van and postoffice.
-    pub node: NodeShell,
+    /// Its postoffice.
+    pub node: NodeLink,
+    rng: SimRng,
     holders: Holders,
     servers: usize,
     phase: Phase,
@@ -63,8 +65,11 @@ pub struct Worker {
     call: Option<Call>,
     /// Pushes answered since the world last looked: (push, value).
     pub acked: Vec<(PushKey, i64)>,
-    /// Tasks this process finished (reported to the master), in order.
-    pub trained: Vec<u64>,
+    /// Tasks the master counted from this process's attempts since the world last
+    /// looked.
+    pub counted: Vec<u64>,
+    /// The task whose attempt was reported, while the master's answer is awaited.
+    reported: Option<u64>,
 }
 
 /// The value a task pushes to every range.
@@ -73,17 +78,20 @@ pub fn task_value(task: u64) -> i64 {
 }
 
 impl Worker {
-    /// A worker over `node` in a cluster of `servers` servers with `replicas` copies.
-    pub fn new(node: NodeShell, servers: usize, replicas: usize) -> Worker {
+    /// A worker over `node` in a cluster of `servers` servers with `replicas` copies,
+    /// drawing its task times from `rng`.
+    pub fn new(node: NodeLink, rng: SimRng, servers: usize, replicas: usize) -> Worker {
         Worker {
             node,
+            rng,
             holders: Holders::new(servers, replicas),
             servers,
             phase: Phase::Starting,
             joined: false,
             call: None,
             acked: Vec::new(),
-            trained: Vec::new(),
+            counted: Vec::new(),
+            reported: None,
         }
     }
 
@@ -107,12 +115,12 @@ impl Worker {
 
     fn ask(&mut self, req: MasterRequest, now: u64) {
         let body = encode(&req);
-        let ts = self.node.host.next_ts();
+        let ts = self.node.next_ts();
         self.call = Some(Call {
             ts,
             body: body.clone(),
             sent_ms: now,
-            scheduler: self.node.scheduler_incarnation(),
+            scheduler: self.node.po.van().scheduler_incarnation(),
         });
         self.send_call(now);
         self.phase = Phase::Asking;
@@ -133,7 +141,8 @@ impl Worker {
             },
             data: vec![c.body.clone()],
         };
-        self.node.send(msg, now);
+        let _ = now;
+        self.node.send(msg);
     }
 
     fn target(&self, range: usize) -> i32 {
@@ -155,53 +164,54 @@ impl Worker {
             },
             data: vec![Bytes::copy_from_slice(&value.to_le_bytes())],
         };
-        self.node.send(msg, now);
+        let _ = now;
+        self.node.send(msg);
     }
 
-    /// Events from the van.
-    pub fn on_events(&mut self, events: Vec<NodeEvent>, rng: &mut SimRng, now: u64) {
-        for ev in events {
-            match ev {
-                NodeEvent::Table => {
-                    if matches!(self.phase, Phase::Starting) && !self.joined {
-                        // the first table: the start barrier (a replacement skips it)
-                        self.joined = true;
-                        if self.node.host.me.is_recovery {
-                            self.ask(
-                                MasterRequest::GetTask {
-                                    finished: None,
-                                    report: None,
-                                },
-                                now,
-                            );
-                        } else {
-                            self.node.barrier(ALL_GROUP, now);
-                        }
-                    }
-                    self.reroute(now);
-                }
-                NodeEvent::Dead(_) => self.reroute(now),
-                NodeEvent::Released(_) => match self.phase {
-                    Phase::Starting => self.ask(
+    /// What changed in its postoffice (after every step it took part in).
+    pub fn on_changes(&mut self, c: Changes, now: u64) {
+        if c.table {
+            if matches!(self.phase, Phase::Starting) && !self.joined {
+                // the first table: the start barrier (a replacement skips it)
+                self.joined = true;
+                if self.node.me().is_recovery {
+                    self.ask(
                         MasterRequest::GetTask {
                             finished: None,
                             report: None,
                         },
                         now,
-                    ),
-                    Phase::Finalizing => self.phase = Phase::Done,
-                    _ => {}
-                },
-                NodeEvent::Data(m) => self.on_data(m, rng, now),
+                    );
+                } else {
+                    self.node.barrier(ALL_GROUP);
+                }
+            }
+            self.reroute(now);
+        }
+        if c.unavailable {
+            self.reroute(now);
+        }
+        if c.released.is_some() {
+            match self.phase {
+                Phase::Starting => self.ask(
+                    MasterRequest::GetTask {
+                        finished: None,
+                        report: None,
+                    },
+                    now,
+                ),
+                Phase::Finalizing => self.phase = Phase::Done,
+                _ => {}
             }
         }
     }
 
-    fn on_data(&mut self, msg: Message, rng: &mut SimRng, now: u64) {
+    /// A message for the worker's KV or master app.
+    pub fn on_data(&mut self, msg: Message, now: u64) {
         if msg.meta.request {
             if msg.meta.app_id == KV_APP && msg.meta.head == OP_REJOINED {
                 // a replacement server holds its ranges again (as KVWorker hears it)
-                self.node.catching_up.remove(&msg.meta.sender);
+                self.node.po.mark_rejoined(msg.meta.sender);
                 self.reroute(now);
             }
             return;
@@ -215,14 +225,27 @@ impl Worker {
             let Some(Ok(resp)) = msg.data.first().map(|b| decode::<MasterResponse>(b)) else {
                 return;
             };
+            let reported = self.reported.take();
             match resp {
                 MasterResponse::Task(task) => {
-                    let until = now + rng.between(100, 500);
+                    let until = now + self.rng.between(100, 500);
                     self.phase = Phase::Computing { task, until };
+                }
+                MasterResponse::Counted(counts) => {
+                    if let (Some(id), true) = (reported, counts) {
+                        self.counted.push(id);
+                    }
+                    self.ask(
+                        MasterRequest::GetTask {
+                            finished: None,
+                            report: None,
+                        },
+                        now,
+                    );
                 }
                 MasterResponse::NoMoreTasks => {
                     self.phase = Phase::Finalizing;
-                    self.node.barrier(ALL_GROUP, now);
+                    self.node.barrier(ALL_GROUP);
                 }
                 _ => {
                     self.phase = Phase::Idle {
@@ -247,20 +270,16 @@ impl Worker {
                 return;
             }
             p.answered = true;
-            let key = (
-                self.node.host.me.id,
-                self.node.host.me.incarnation,
-                0,
-                p.ts,
-                p.range as i32,
-            );
+            let me = self.node.me();
+            let key = (me.id, me.incarnation, 0, p.ts, p.range as i32);
             self.acked.push((key, task_value(task.id)));
             if parts.iter().all(|p| p.answered) {
-                let id = task.id;
-                self.trained.push(id);
+                let (id, attempt) = (task.id, task.attempt);
+                self.reported = Some(id);
                 self.ask(
-                    MasterRequest::GetTask {
-                        finished: Some(id),
+                    MasterRequest::Finish {
+                        task: id,
+                        attempt,
                         report: None,
                     },
                     now,
@@ -298,7 +317,7 @@ impl Worker {
                 let task = task.clone();
                 let mut parts = Vec::new();
                 for range in 0..self.servers {
-                    let ts = self.node.host.next_ts();
+                    let ts = self.node.next_ts();
                     parts.push(Part {
                         range,
                         ts,
@@ -317,13 +336,13 @@ impl Worker {
                 self.ask(MasterRequest::GetTask { finished, report: None }, now);
             }
             Phase::Asking => {
-                let inc = self.node.scheduler_incarnation();
+                let inc = self.node.po.van().scheduler_incarnation();
                 let again = self
                     .call
                     .as_ref()
                     .is_some_and(|c| c.scheduler != inc || now.saturating_sub(c.sent_ms) >= ATTEMPT_MS);
                 if again {
-                    let ts = self.node.host.next_ts();
+                    let ts = self.node.next_ts();
                     if let Some(c) = self.call.as_mut() {
                         c.ts = ts;
                         c.sent_ms = now;

@@ -1,31 +1,60 @@
 //! The simulated cluster: every process in its slot (scheduler candidates first,
 //! then servers, then workers), the network between them, one clock and one agenda.
-//! [`World::step`] runs the next event and hands what it sent to the network.
+//! A process is psrs's own postoffice and van ([`crate::process`]) with its role's
+//! application on top; [`World::step`] runs the next event (a delivery, a van's tick,
+//! a heartbeat round) and hands what the process sent to the network.
 
 use crate::config::SimConfig;
 use crate::events::Agenda;
 use crate::fault::Fault;
-use crate::host::{Host, Outgoing};
 use crate::net::Net;
-use crate::node::NodeShell;
+use crate::process::{self, Changes, NodeLink, ProcClock, Shape, SimClock};
 use crate::rng::SimRng;
-use crate::scheduler::{Act, Scheduler};
-use crate::server::{PushKey, Server};
+use crate::scheduler::Scheduler;
+use crate::server::{PushKey, Server, KV_APP};
+use crate::transport::SimTransport;
 use crate::worker::Worker;
+use parking_lot::Mutex;
+use ps_apps::train::coordinator::MASTER_APP;
+use ps_core::failover::{is_act, StateView};
+use ps_core::kv::replication::FORWARD_CUSTOMER;
 use ps_core::message::Message;
-use ps_core::node::{Role, EMPTY_ID, SCHEDULER};
+use ps_core::node::{Role, SCHEDULER};
+use ps_core::postoffice::Route;
+use ps_core::protocol::resender::signature;
+use ps_core::van::Transport;
+use ps_core::Postoffice;
+use std::collections::BTreeSet;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 /// The van's tick period (ms).
 pub const TICK_MS: u64 = 20;
+/// A node that has no table yet asks to join this often (ms).
+const JOIN_EVERY_MS: u64 = 1000;
 
-/// A process.
-pub enum Proc {
-    /// A scheduler candidate.
-    Sched(Box<Scheduler>),
+/// A process's application.
+pub enum App {
+    /// A scheduler candidate's coordinator.
+    Sched(Arc<Mutex<Scheduler>>),
     /// A server.
-    Server(Box<Server>),
+    Server(Arc<Mutex<Server>>),
     /// A worker.
-    Worker(Box<Worker>),
+    Worker(Arc<Mutex<Worker>>),
+}
+
+/// A running process.
+pub struct Proc {
+    /// Its postoffice (and van).
+    pub po: Arc<Postoffice>,
+    /// Its end of the network.
+    pub net: Arc<SimTransport>,
+    /// Its application.
+    pub app: App,
+    /// Its clock.
+    pub clock: Arc<ProcClock>,
+    was_lost: bool,
+    next_join_ms: u64,
 }
 
 /// A slot: what runs there and how many processes ran there before.
@@ -42,14 +71,14 @@ pub struct Slot {
 
 /// A scheduled event.
 pub enum Ev {
-    /// A message reaches `to`.
+    /// A message's frames reach `to`.
     Deliver {
         /// The sending slot.
         from: usize,
         /// The receiving slot.
         to: usize,
-        /// The message.
-        msg: Message,
+        /// The message's frames.
+        frames: Vec<bytes::Bytes>,
     },
     /// A process's van tick.
     Tick {
@@ -58,7 +87,7 @@ pub enum Ev {
         /// The process's life.
         life: u64,
     },
-    /// A node's heartbeat.
+    /// A node's heartbeat round.
     Beat {
         /// The slot.
         slot: usize,
@@ -69,6 +98,15 @@ pub enum Ev {
     Fault(Fault),
 }
 
+/// What one act of a scheduler was, for the invariants.
+#[derive(Clone, Debug)]
+pub struct Act {
+    /// The term it acted under.
+    pub term: u64,
+    /// The command (or `Empty` for a master reply).
+    pub what: String,
+}
+
 /// What a step produced for the invariants.
 #[derive(Default)]
 pub struct Effects {
@@ -76,6 +114,10 @@ pub struct Effects {
     pub acts: Vec<(usize, u64, Act)>,
     /// Pushes workers saw answered.
     pub acked: Vec<(PushKey, i64)>,
+    /// Tasks the master counted from a worker's attempt.
+    pub counted: Vec<u64>,
+    /// Deaths a scheduler declared: (slot, since when it acted, if it did).
+    pub declared: Vec<(usize, Option<u64>)>,
     /// A fault that came due: the caller applies it before anything else runs.
     pub fault: Option<Fault>,
 }
@@ -92,6 +134,8 @@ pub struct World {
     pub rng: SimRng,
     /// Now (ms).
     pub now: u64,
+    /// The clock every van reads.
+    pub clock: Arc<SimClock>,
     /// The agenda.
     pub agenda: Agenda<Ev>,
     /// A short log of what happened (faults, takeovers), for the report.
@@ -100,6 +144,10 @@ pub struct World {
     pub trace: bool,
     /// The fault window is over.
     pub calm: bool,
+    /// Acts seen (slot, incarnation, signature): a resend is no new act.
+    acts_seen: BTreeSet<(usize, u64, u64)>,
+    /// Since when (world ms) each scheduler candidate acts, while it does.
+    acting_since: Vec<Option<u64>>,
 }
 
 impl World {
@@ -124,10 +172,13 @@ impl World {
             net: Net::new(n),
             rng: SimRng::new(seed),
             now: 0,
+            clock: Arc::new(SimClock::default()),
             agenda: Agenda::default(),
             log: Vec::new(),
             trace: false,
             calm: false,
+            acts_seen: BTreeSet::new(),
+            acting_since: vec![None; cfg.schedulers],
             cfg,
         };
         for slot in 0..n {
@@ -136,42 +187,87 @@ impl World {
         w
     }
 
+    fn shape(&self) -> Shape {
+        let c = &self.cfg;
+        Shape {
+            schedulers: c.schedulers,
+            servers: c.servers,
+            workers: c.workers,
+            replicas: c.replicas,
+            heartbeat_ms: c.heartbeat_ms,
+            timeout_ms: c.timeout_ms,
+            resend_ms: c.resend_ms,
+        }
+    }
+
     /// Starts a fresh process in `slot` (a restarted candidate is a standby).
     pub fn start(&mut self, slot: usize) {
-        let cfg = &self.cfg;
         let now = self.now;
+        self.clock.set(now);
         let inc = self.rng.u64() | 1;
+        let app_seed = self.rng.u64();
+        let shape = self.shape();
         let s = &mut self.slots[slot];
         s.life += 1;
         s.starts += 1;
         let first = s.starts == 1;
         let life = s.life;
         let role = s.role;
-        let id = if role == Role::Scheduler { SCHEDULER } else { EMPTY_ID };
-        let host = Host::new(slot, role, id, inc, cfg.resend_ms);
-        let proc = match role {
-            Role::Scheduler => Proc::Sched(Box::new(Scheduler::new(
-                host,
-                slot,
-                cfg.schedulers,
-                !(first && slot == 0),
-                cfg.servers,
-                cfg.workers,
-                (cfg.heartbeat_ms, cfg.timeout_ms),
-                (cfg.tasks, cfg.passes),
-                cfg.plant.scheduler,
-                now,
-            ))),
+        let standby = role == Role::Scheduler && !(first && slot == 0);
+        let cfg = process::config(&shape, slot, role, standby);
+        let clock = Arc::new(ProcClock::new(Arc::clone(&self.clock)));
+        let (po, net) = process::postoffice(cfg, Arc::clone(&clock), inc);
+        let link = NodeLink::new(Arc::clone(&po));
+        let c = Arc::clone(&clock);
+        let now_fn = move || ps_core::van::Clock::now_ms(&*c);
+        let app = match role {
+            Role::Scheduler => {
+                let a = Arc::new(Mutex::new(Scheduler::new(
+                    link,
+                    Arc::clone(&net),
+                    slot,
+                    (self.cfg.tasks, self.cfg.passes),
+                    self.cfg.plant.scheduler,
+                )));
+                route(&po, MASTER_APP, 0, &a, now_fn.clone(), |x, m, t| x.on_data(m, t));
+                let (a2, n2) = (Arc::clone(&a), now_fn.clone());
+                po.on_node_dead(move |ids| a2.lock().on_dead(ids));
+                let a3 = Arc::clone(&a);
+                po.on_took_over(move |state| a3.lock().on_took_over(state, n2()));
+                App::Sched(a)
+            }
             Role::Server => {
-                let node = NodeShell::new(host, cfg.schedulers, cfg.replicas > 0, cfg.timeout_ms, now);
-                Proc::Server(Box::new(Server::new(node, cfg.servers, cfg.replicas, cfg.plant.server)))
+                let a = Arc::new(Mutex::new(Server::new(
+                    link,
+                    self.cfg.servers,
+                    self.cfg.replicas,
+                    self.cfg.plant.server,
+                )));
+                for customer in [0, FORWARD_CUSTOMER] {
+                    route(&po, KV_APP, customer, &a, now_fn.clone(), |x, m, t| x.on_data(m, t));
+                }
+                App::Server(a)
             }
             Role::Worker => {
-                let node = NodeShell::new(host, cfg.schedulers, cfg.replicas > 0, cfg.timeout_ms, now);
-                Proc::Worker(Box::new(Worker::new(node, cfg.servers, cfg.replicas)))
+                let a = Arc::new(Mutex::new(Worker::new(
+                    link,
+                    SimRng::new(app_seed),
+                    self.cfg.servers,
+                    self.cfg.replicas,
+                )));
+                route(&po, KV_APP, 0, &a, now_fn.clone(), |x, m, t| x.on_data(m, t));
+                route(&po, MASTER_APP, 0, &a, now_fn, |x, m, t| x.on_data(m, t));
+                App::Worker(a)
             }
         };
-        s.proc = Some(proc);
+        s.proc = Some(Proc {
+            po,
+            net,
+            app,
+            clock,
+            was_lost: false,
+            next_join_ms: now,
+        });
         let jitter = self.rng.between(0, TICK_MS);
         self.agenda.at(now + jitter, Ev::Tick { slot, life });
         if role != Role::Scheduler {
@@ -186,7 +282,8 @@ impl World {
     /// Stops the process in `slot` (a crash: nothing more is sent or received).
     pub fn crash(&mut self, slot: usize, why: &str) {
         let s = &mut self.slots[slot];
-        if s.proc.take().is_some() {
+        if let Some(p) = s.proc.take() {
+            p.net.close();
             s.life += 1;
             self.log
                 .push(format!("{} ms: slot {slot} ({}) {why}", self.now, s.role));
@@ -202,70 +299,45 @@ impl World {
     pub fn step(&mut self) -> Option<Effects> {
         let (at, ev) = self.agenda.pop()?;
         self.now = at;
+        self.clock.set(at);
         let now = at;
         let mut fx = Effects::default();
         let slot = match ev {
-            Ev::Deliver { from, to, msg } => {
+            Ev::Deliver { from, to, frames } => {
                 if !self.net.connected(from, to) {
                     return Some(fx);
                 }
-                if self.trace && self.slots[to].proc.is_some() {
-                    let c = &msg.meta.control;
-                    let extra = if msg.meta.is_control() {
-                        format!(
-                            " [term {} cand {} origin {} seq {} lease {}{}{}]",
-                            c.term,
-                            c.candidate,
-                            c.origin,
-                            c.seq,
-                            c.lease_ms,
-                            if msg.meta.request { " request" } else { "" },
-                            if c.granted { " granted" } else { "" }
-                        ) + &if c.nodes.is_empty() {
-                            String::new()
-                        } else {
-                            format!(
-                                " nodes {:?}",
-                                c.nodes.iter().map(|n| (n.id, n.incarnation % 1000)).collect::<Vec<_>>()
-                            )
-                        }
-                    } else {
-                        String::new()
-                    };
-                    self.log.push(format!("{now} ms: {from} -> {to}: {msg}{extra}"));
+                let Some(p) = self.slots[to].proc.as_ref() else {
+                    return Some(fx);
+                };
+                if self.trace {
+                    self.log.push(format!("{now} ms: {from} -> {to}: {}", story(&frames)));
                 }
-                let rng = &mut self.rng;
-                match self.slots[to].proc.as_mut() {
-                    Some(Proc::Sched(s)) => s.on_message(msg, now),
-                    Some(Proc::Server(s)) => {
-                        let ev = s.node.on_message(msg, now);
-                        s.on_events(ev, now);
-                    }
-                    Some(Proc::Worker(w)) => {
-                        let ev = w.node.on_message(msg, now);
-                        w.on_events(ev, rng, now);
-                    }
-                    None => return Some(fx),
-                }
+                let net = Arc::clone(&p.net);
+                crate::context::enter(now, to);
+                net.deliver(frames);
                 to
             }
             Ev::Tick { slot, life } => {
                 if self.slots[slot].life != life {
                     return Some(fx);
                 }
-                match self.slots[slot].proc.as_mut() {
-                    Some(Proc::Sched(s)) => s.tick(now),
-                    Some(Proc::Server(s)) => {
-                        s.node.join(now);
-                        s.node.tick(now);
-                        s.tick(now);
-                    }
-                    Some(Proc::Worker(w)) => {
-                        w.node.join(now);
-                        w.node.tick(now);
-                        w.tick(now);
-                    }
-                    None => return Some(fx),
+                let role = self.slots[slot].role;
+                let Some(p) = self.slots[slot].proc.as_mut() else {
+                    return Some(fx);
+                };
+                let van = Arc::clone(p.po.van());
+                crate::context::enter(now, slot);
+                if role != Role::Scheduler && !van.is_ready() && now >= p.next_join_ms {
+                    p.next_join_ms = now + JOIN_EVERY_MS;
+                    let _ = van.join_step();
+                }
+                let pnow = ps_core::van::Clock::now_ms(&*p.clock);
+                van.tick(pnow);
+                match &p.app {
+                    App::Sched(a) => a.lock().tick(pnow),
+                    App::Server(a) => a.lock().tick(pnow),
+                    App::Worker(a) => a.lock().tick(pnow),
                 }
                 self.agenda.at(now + TICK_MS, Ev::Tick { slot, life });
                 slot
@@ -274,10 +346,13 @@ impl World {
                 if self.slots[slot].life != life {
                     return Some(fx);
                 }
-                match self.slots[slot].proc.as_mut() {
-                    Some(Proc::Server(s)) => s.node.heartbeat(now),
-                    Some(Proc::Worker(w)) => w.node.heartbeat(now),
-                    _ => return Some(fx),
+                let Some(p) = self.slots[slot].proc.as_mut() else {
+                    return Some(fx);
+                };
+                crate::context::enter(now, slot);
+                // (the heartbeat thread starts once the node joined)
+                if p.po.van().is_ready() {
+                    p.po.van().heartbeat_step(&mut p.was_lost);
                 }
                 self.agenda.at(now + self.cfg.heartbeat_ms, Ev::Beat { slot, life });
                 slot
@@ -289,34 +364,66 @@ impl World {
             }
         };
         self.collect(slot, &mut fx);
+        crate::context::leave();
+        // (a lease runs out with time alone: every candidate is looked at)
+        for s in 0..self.cfg.schedulers {
+            let acting = self.sched_state(s).is_some_and(|v| v.acting);
+            match (self.acting_since[s], acting) {
+                (None, true) => self.acting_since[s] = Some(now),
+                (Some(_), false) => self.acting_since[s] = None,
+                _ => {}
+            }
+        }
         Some(fx)
     }
 
-    /// Takes what the process in `slot` sent and produced, and stops it if it was
-    /// evicted.
+    /// Lets the application of `slot` see what changed, takes what the process sent
+    /// and produced, and stops it if it was evicted.
     fn collect(&mut self, slot: usize, fx: &mut Effects) {
         let now = self.now;
-        let (out, evicted): (Vec<Outgoing>, bool) = match self.slots[slot].proc.as_mut() {
-            Some(Proc::Sched(s)) => {
-                let inc = s.host.me.incarnation;
-                fx.acts.extend(s.acts.drain(..).map(|a| (slot, inc, a)));
-                (std::mem::take(&mut s.host.outbox), false)
-            }
-            Some(Proc::Server(s)) => (std::mem::take(&mut s.node.host.outbox), s.node.evicted),
-            Some(Proc::Worker(w)) => {
-                fx.acked.append(&mut w.acked);
-                (std::mem::take(&mut w.node.host.outbox), w.node.evicted)
-            }
-            None => return,
+        let Some(p) = self.slots[slot].proc.as_ref() else {
+            return;
         };
-        for o in out {
-            for d in self.net.delays(&mut self.rng, slot, o.to) {
+        let pnow = ps_core::van::Clock::now_ms(&*p.clock);
+        let evicted = match &p.app {
+            App::Sched(a) => {
+                let mut a = a.lock();
+                let c: Changes = a.node.changes();
+                a.on_changes(c, pnow);
+                for _ in 0..std::mem::take(&mut a.declared) {
+                    fx.declared.push((slot, self.acting_since[slot]));
+                }
+                false
+            }
+            App::Server(a) => {
+                let mut a = a.lock();
+                let c = a.node.changes();
+                a.on_changes(c, pnow);
+                a.node.evicted.load(Ordering::Relaxed)
+            }
+            App::Worker(a) => {
+                let mut a = a.lock();
+                let c = a.node.changes();
+                a.on_changes(c, pnow);
+                fx.acked.append(&mut a.acked);
+                fx.counted.append(&mut a.counted);
+                a.node.evicted.load(Ordering::Relaxed)
+            }
+        };
+        let scheduler = matches!(p.app, App::Sched(_));
+        let inc = p.po.van().my_node().incarnation;
+        let refused = p.po.van().refused().is_some();
+        for (to, frames) in p.net.take_out() {
+            if scheduler {
+                self.observe(slot, inc, &frames, fx);
+            }
+            for d in self.net.delays(&mut self.rng, slot, to) {
                 self.agenda.at(
                     now + d,
                     Ev::Deliver {
                         from: slot,
-                        to: o.to,
-                        msg: o.msg.clone(),
+                        to,
+                        frames: frames.clone(),
                     },
                 );
             }
@@ -324,6 +431,31 @@ impl World {
         if evicted {
             self.crash(slot, "stopped: the scheduler declared it dead");
             self.restart_later(slot);
+        } else if refused {
+            // (its start fails: the process ends)
+            self.crash(slot, "stopped: the scheduler refused it");
+            self.restart_later(slot);
+        }
+    }
+
+    /// A message a scheduler's process sent: an act is recorded for the invariants
+    /// (a resend of one is no new act).
+    fn observe(&mut self, slot: usize, inc: u64, frames: &[bytes::Bytes], fx: &mut Effects) {
+        let Ok(msg) = Message::decode(frames.to_vec()) else {
+            return;
+        };
+        if msg.meta.sender != SCHEDULER || msg.meta.recver == SCHEDULER || !is_act(&msg) {
+            return;
+        }
+        if self.acts_seen.insert((slot, inc, signature(&msg.meta))) {
+            fx.acts.push((
+                slot,
+                inc,
+                Act {
+                    term: msg.meta.control.term,
+                    what: format!("{:?} to {}", msg.meta.control.cmd, msg.meta.recver),
+                },
+            ));
         }
     }
 
@@ -339,16 +471,71 @@ impl World {
         self.agenda.at(at, Ev::Fault(Fault::Restart(slot)));
     }
 
-    /// The scheduler candidate acting with the best epoch, if any.
-    pub fn active(&self) -> Option<&Scheduler> {
-        self.slots
-            .iter()
-            .filter_map(|s| match &s.proc {
-                Some(Proc::Sched(x)) if x.is_active() => Some(x.as_ref()),
-                _ => None,
-            })
-            .max_by_key(|s| s.fo.epoch())
+    /// The failover state of the scheduler candidate in `slot`, if one runs there.
+    pub fn sched_state(&self, slot: usize) -> Option<StateView> {
+        match &self.slots[slot].proc {
+            Some(p @ Proc { app: App::Sched(_), .. }) => p.po.van().failover_state(),
+            _ => None,
+        }
     }
+
+    /// The slot of the scheduler candidate acting with the best epoch, if any.
+    pub fn active(&self) -> Option<usize> {
+        (0..self.cfg.schedulers)
+            .filter_map(|s| self.sched_state(s).filter(|v| v.active).map(|v| (v.epoch, s)))
+            .max()
+            .map(|(_, s)| s)
+    }
+
+    /// The scheduler application in `slot`.
+    pub fn scheduler(&self, slot: usize) -> Option<&Arc<Mutex<Scheduler>>> {
+        match &self.slots[slot].proc {
+            Some(Proc { app: App::Sched(a), .. }) => Some(a),
+            _ => None,
+        }
+    }
+}
+
+/// Registers an inline route of `po` for `(app_id, customer)` that hands each message
+/// to `app` with the time.
+fn route<A: Send + 'static>(
+    po: &Arc<Postoffice>,
+    app_id: i32,
+    customer: i32,
+    app: &Arc<Mutex<A>>,
+    now: impl Fn() -> u64 + Send + Sync + 'static,
+    on: fn(&mut A, Message, u64),
+) {
+    let a = Arc::clone(app);
+    let r = Route::Inline(Arc::new(move |m: Message| on(&mut a.lock(), m, now())));
+    po.add_customer(app_id, customer, r)
+        .expect("each route of a simulated process is registered once");
+}
+
+/// A delivery, for the trace of a replayed seed.
+fn story(frames: &[bytes::Bytes]) -> String {
+    let Ok(msg) = Message::decode(frames.to_vec()) else {
+        return "(malformed)".into();
+    };
+    let c = &msg.meta.control;
+    if !msg.meta.is_control() {
+        return msg.to_string();
+    }
+    let mut s = format!(
+        "{msg} [term {} cand {} origin {} seq {} lease {}{}{}]",
+        c.term,
+        c.candidate,
+        c.origin,
+        c.seq,
+        c.lease_ms,
+        if msg.meta.request { " request" } else { "" },
+        if c.granted { " granted" } else { "" }
+    );
+    if !c.nodes.is_empty() {
+        let nodes: Vec<_> = c.nodes.iter().map(|n| (n.id, n.incarnation % 1000)).collect();
+        s += &format!(" nodes {nodes:?}");
+    }
+    s
 }
 
 impl World {
@@ -360,54 +547,54 @@ impl World {
             .map(|(i, s)| {
                 let what = match &s.proc {
                     None => "down".to_string(),
-                    Some(Proc::Sched(x)) => format!(
-                        "scheduler id {} inc {}: {} {}, master {}, finished {}",
-                        x.host.me.id,
-                        x.host.me.incarnation % 1000,
-                        if x.is_active() { "active" } else { "standby" },
-                        x.fo.epoch(),
-                        x.master
-                            .as_ref()
-                            .map_or("none".to_string(), |m| format!("{:?}", m.snapshot())),
-                        x.finished
-                    ),
-                    Some(Proc::Server(x)) => format!(
-                        "server id {} inc {}: ready {}, catching up {}, finished {}, follows {}",
-                        x.node.host.me.id,
-                        x.node.host.me.incarnation % 1000,
-                        x.node.ready,
-                        x.catching_up(),
-                        x.finished,
-                        x.node.view.epoch()
-                    ),
-                    Some(Proc::Worker(x)) => format!(
-                        "worker id {} inc {}: ready {}, {}, finished {}, follows {}",
-                        x.node.host.me.id,
-                        x.node.host.me.incarnation % 1000,
-                        x.node.ready,
-                        x.phase_name(),
-                        x.finished(),
-                        x.node.view.epoch()
-                    ),
+                    Some(p) => {
+                        let me = p.po.van().my_node();
+                        let (epoch, active) = p.po.van().scheduler_epoch();
+                        let head = format!("id {} inc {}", me.id, me.incarnation % 1000);
+                        match &p.app {
+                            App::Sched(a) => {
+                                let a = a.lock();
+                                format!(
+                                    "scheduler {head}: {} {epoch}, master {}, finished {}",
+                                    if active { "active" } else { "standby" },
+                                    a.master
+                                        .as_ref()
+                                        .map_or("none".to_string(), |m| format!("{:?}", m.snapshot())),
+                                    a.finished
+                                )
+                            }
+                            App::Server(a) => {
+                                let a = a.lock();
+                                format!(
+                                    "server {head}: ready {}, catching up {}, finished {}, follows {epoch}",
+                                    a.node.ready(),
+                                    a.catching_up(),
+                                    a.finished
+                                )
+                            }
+                            App::Worker(a) => {
+                                let a = a.lock();
+                                format!(
+                                    "worker {head}: ready {}, {}, finished {}, follows {epoch}",
+                                    a.node.ready(),
+                                    a.phase_name(),
+                                    a.finished()
+                                )
+                            }
+                        }
+                    }
                 };
                 format!("slot {i}: {what}")
             })
             .collect()
     }
-}
 
-impl World {
     /// The node table of the newest scheduler state (the candidate holding the state
     /// of the newest epoch, and of that the highest sequence), if any holds one.
     pub fn newest_table(&self) -> Option<ps_core::protocol::membership::Membership> {
-        let newest = self
-            .slots
-            .iter()
-            .filter_map(|s| match &s.proc {
-                Some(Proc::Sched(x)) => Some(x),
-                _ => None,
-            })
-            .max_by_key(|x| (x.fo.state_epoch(), x.fo.seq(), x.is_active()))?;
-        bincode::deserialize(newest.fo.core()).ok()
+        let newest = (0..self.cfg.schedulers)
+            .filter_map(|s| self.sched_state(s))
+            .max_by_key(|v| (v.state_epoch, v.seq, v.active))?;
+        bincode::deserialize(&newest.core).ok()
     }
 }

@@ -3,7 +3,7 @@
 
 use super::error::TrainError;
 use super::pacer::Pacer;
-use crate::master::{Counted, Master, MasterRequest, MasterResponse, QueueSnapshot};
+use crate::master::{Counted, Master, MasterRequest, MasterResponse, QueueSnapshot, TaskReport};
 use crate::stats::{base_snapshot, Snapshot, StatsServer, TrainStat};
 use bincode::Options;
 use bytes::Bytes;
@@ -121,37 +121,9 @@ impl Coordinator {
             let reply = match decode::<MasterRequest>(&req.body) {
                 Ok(r) => {
                     let mut m = m.lock();
-                    // hand-outs name the term they are made under
-                    m.set_term(van.scheduler_epoch().0.term);
-                    // a request handled after its sender's death must not hand it a task
                     let alive = !dead_nodes(req.sender);
-                    if let Err(e) = m.sender_liveness(req.sender, alive) {
-                        log::error!("master: {e}");
-                    }
-                    let (out, counted) = match r {
-                        // a result's statistics count once, with the task
-                        MasterRequest::Finish { task, attempt, report } => {
-                            match m.finish_attempt(req.sender, task, attempt, now) {
-                                Ok(c) => (
-                                    MasterResponse::Counted(c.counts()),
-                                    report.filter(|_| c == Counted::Now),
-                                ),
-                                Err(e) => {
-                                    log::error!("master: {e}");
-                                    (MasterResponse::Error(e.to_string()), None)
-                                }
-                            }
-                        }
-                        r => {
-                            let rep = match &r {
-                                MasterRequest::GetTask { report, .. } | MasterRequest::Leaving { report, .. } => {
-                                    report.clone()
-                                }
-                                _ => None,
-                            };
-                            (m.handle(req.sender, r, now), rep)
-                        }
-                    };
+                    let term = van.scheduler_epoch().0.term;
+                    let (out, counted) = answer(&mut m, req.sender, alive, term, r, now);
                     if let Some(rep) = counted {
                         let mut p = p.lock();
                         p.examples += rep.examples;
@@ -245,6 +217,44 @@ impl Coordinator {
             stop,
             ticker: Some(ticker),
         })
+    }
+}
+
+/// How the coordinator answers request `req` of node `sender` (`alive`: not declared
+/// dead) at `now_ms`, as the active scheduler of `term`: the master's response, and
+/// the report of a task counted now (what the statistics take in). A request
+/// handled after its sender's death hands it no task; a result counts once per
+/// pass ([`Master::finish_attempt`]); hand-outs name `term`.
+pub fn answer(
+    m: &mut Master,
+    sender: i32,
+    alive: bool,
+    term: u64,
+    req: MasterRequest,
+    now_ms: u64,
+) -> (MasterResponse, Option<TaskReport>) {
+    m.set_term(term);
+    if let Err(e) = m.sender_liveness(sender, alive) {
+        log::error!("master: {e}");
+    }
+    match req {
+        MasterRequest::Finish { task, attempt, report } => match m.finish_attempt(sender, task, attempt, now_ms) {
+            Ok(c) => (
+                MasterResponse::Counted(c.counts()),
+                report.filter(|_| c == Counted::Now),
+            ),
+            Err(e) => {
+                log::error!("master: {e}");
+                (MasterResponse::Error(e.to_string()), None)
+            }
+        },
+        r => {
+            let rep = match &r {
+                MasterRequest::GetTask { report, .. } | MasterRequest::Leaving { report, .. } => report.clone(),
+                _ => None,
+            };
+            (m.handle(sender, r, now_ms), rep)
+        }
     }
 }
 

@@ -526,6 +526,9 @@ impl Candidacy {
         };
         let mut out = out;
         if self.is_active() && epoch == self.epoch && alive {
+            // a lease that ran out since the last look is a spell without acting, even
+            // if this echo makes it hold again
+            out.extend(self.acting_change(now_ms));
             self.lease.on_echo(id, echo_ms);
             out.extend(self.acting_change(now_ms));
         }

@@ -179,6 +179,12 @@ impl Follower {
         self.epoch.candidate as usize
     }
 
+    /// Index of the candidate last heard as the active scheduler (not one this node
+    /// only voted for since): where its link to the scheduler points.
+    pub fn heard_active(&self) -> usize {
+        self.voted_from.unwrap_or(self.epoch).candidate as usize
+    }
+
     /// The newest state sequence number seen from an active scheduler.
     pub fn seen_seq(&self) -> u64 {
         self.seen_seq
@@ -253,8 +259,11 @@ mod tests {
         assert_eq!(f.on_message(e(1, 0), 6, 1210, 1210), Heard::Fenced);
         // no second vote before the timeout passes again, not even for a newer term
         assert!(!f.on_campaign(e(3, 0), 9, 1300, 1300).granted);
+        // until it heard the winner, its link to the scheduler stays with the one before
+        assert_eq!((f.active(), f.heard_active()), (1, 0));
         // the winner's first message switches the node to it
         assert_eq!(f.on_message(e(2, 1), 6, 1400, 1400), Heard::Switched { from: e(1, 0) });
+        assert_eq!(f.heard_active(), 1);
         assert_eq!(f.on_message(e(2, 1), 7, 1410, 1410), Heard::Current);
     }
 

@@ -64,4 +64,5 @@ pub use lease::Lease;
 pub use lock_service::LockService;
 pub use locked::{Lock, LockCandidate, LockDecision};
 pub use outbox::Outbox;
+pub use shell::StateView;
 pub use state::Failover;

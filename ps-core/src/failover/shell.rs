@@ -27,6 +27,23 @@ fn unix_ms(at_ms: u64, now_ms: u64) -> u64 {
     wall.saturating_sub(now_ms.saturating_sub(at_ms))
 }
 
+/// A scheduler candidate's failover state, read-only.
+#[derive(Clone, Debug)]
+pub struct StateView {
+    /// The epoch it follows (its own while active).
+    pub epoch: Epoch,
+    /// It is the active scheduler (with or without its lease).
+    pub active: bool,
+    /// The epoch the state it holds was made under.
+    pub state_epoch: Epoch,
+    /// The sequence of the state it holds.
+    pub seq: u64,
+    /// The node table it holds (`SchedulerCore::export`; empty before one formed).
+    pub core: Bytes,
+    /// It may act now (active, and holding its lease when it needs one).
+    pub acting: bool,
+}
+
 impl Failover {
     fn multi(&self) -> bool {
         self.schedulers.len() > 1
@@ -42,6 +59,32 @@ impl Failover {
             },
             None => (self.view.lock().epoch(), false),
         }
+    }
+
+    /// A scheduler's state under the embedded election, as an observer (a
+    /// simulator's checker) reads it; None on a node or under a lock service.
+    pub fn state_view(&self, now: u64) -> Option<StateView> {
+        match &*self.sched.as_ref()?.lock() {
+            SchedFailover::Embedded(c) => Some(StateView {
+                epoch: c.epoch(),
+                active: c.is_active(),
+                state_epoch: c.state_epoch(),
+                seq: c.seq(),
+                core: c.core().clone(),
+                acting: c.may_act(now),
+            }),
+            SchedFailover::Locked { .. } => None,
+        }
+    }
+
+    /// With standby schedulers, on a node: the address of the candidate it follows
+    /// (where its link to the scheduler points).
+    pub fn followed_scheduler(&self) -> Option<(String, u16)> {
+        if !self.multi() || self.sched.is_some() {
+            return None;
+        }
+        let i = self.view.lock().heard_active();
+        self.schedulers.get(i).cloned()
     }
 
     /// The address of scheduler candidate `i`.

@@ -4,6 +4,7 @@
 //! deterministically; the van is a thin shell that feeds them events.
 
 pub mod barrier;
+pub mod barrier_ask;
 pub mod error;
 pub mod join_backoff;
 pub mod liveness;

@@ -19,8 +19,9 @@ pub trait VanHandler: Send + Sync {
     /// The scheduler declared this process dead, or refused it when it registered
     /// again: it may not go on (its tasks went to others, its id to a replacement).
     fn on_evicted(&self, reason: &str);
-    /// This scheduler took over as the active one; `app` is the application's state
-    /// as the active one before it replicated it (empty if none): the application
-    /// resumes from it.
-    fn on_took_over(&self, _app: &[u8]) {}
+    /// This scheduler took over as the active one: the node table it adopted holds
+    /// `dead` dead (what it declared dead itself before, when it acted earlier, is
+    /// no longer so); `app` is the application's state as the active one before it
+    /// replicated it (empty if none): the application resumes from it.
+    fn on_took_over(&self, _dead: &[i32], _app: &[u8]) {}
 }

@@ -4,6 +4,7 @@
 //! counts and the dead-node detector, as plain state machines from
 //! [`crate::protocol`]. Everything above it is reached through [`VanHandler`].
 
+pub mod clock;
 pub mod cork;
 pub mod error;
 pub mod factory;
@@ -18,6 +19,7 @@ pub(crate) mod test_transport;
 pub mod transport;
 pub mod zmq_transport;
 
+pub use clock::{Clock, WallClock};
 pub use error::VanError;
 pub use handler::VanHandler;
 pub use shell::Van;

@@ -2,7 +2,6 @@
 //! falls silent) and the tick that drives the resender and the scheduler's timeouts.
 
 use super::{Van, MAX_RESENDS, POLL};
-use crate::message::{Command, Message};
 use crate::node::SCHEDULER;
 use crate::protocol::resender::RECONNECT_AT;
 use std::sync::atomic::Ordering;
@@ -10,45 +9,14 @@ use std::sync::Arc;
 use std::time::Instant;
 
 impl Van {
-    /// Sends heartbeats; when the scheduler has been silent for longer than the
-    /// heartbeat timeout (it died and may be restarting), re-registers with ADD_NODE
-    /// carrying this node's id, so a restarted scheduler rebuilds the same table.
+    /// Runs [`Van::heartbeat_step`] every `PS_HEARTBEAT_INTERVAL` until the van stops.
     pub(super) fn heartbeat(self: Arc<Self>) {
         let interval = self.cfg.heartbeat_interval;
-        let timeout = self.cfg.heartbeat_timeout.as_millis() as u64;
         let mut next = Instant::now();
         let mut was_lost = false;
         while !self.stop.load(Ordering::Relaxed) {
             if Instant::now() >= next {
-                let silence = self.scheduler_silence_ms();
-                let lost = timeout > 0 && self.fo.scheduler_lost(self.now_ms());
-                if lost {
-                    if !was_lost {
-                        log::warn!(
-                            "no word from the scheduler for {silence} ms; re-registering as {}",
-                            self.my_node()
-                        );
-                        was_lost = true;
-                    }
-                    let mut m = Message::control(SCHEDULER, Command::AddNode);
-                    m.meta.control.nodes = vec![self.my_node()];
-                    m.meta.timestamp = self.next_timestamp();
-                    let _ = self.send(m.clone());
-                    if self.cfg.schedulers.len() > 1 {
-                        self.send_to_schedulers(m);
-                    }
-                } else if was_lost {
-                    log::info!("the scheduler is back");
-                    was_lost = false;
-                }
-                let mut m = Message::control(SCHEDULER, Command::Heartbeat);
-                m.meta.timestamp = self.next_timestamp();
-                if self.cfg.schedulers.len() > 1 {
-                    // every candidate hears the node (a standby's witness)
-                    self.send_to_schedulers(m);
-                } else if let Err(e) = self.send(m) {
-                    log::debug!("heartbeat not sent: {e}");
-                }
+                self.heartbeat_step(&mut was_lost);
                 next += interval;
             }
             std::thread::sleep(POLL.min(interval));
@@ -66,18 +34,31 @@ impl Van {
     /// opened at the next send: its link looks stalled (see
     /// [`crate::protocol::resender::RECONNECT_AT`]).
     fn reopen(&self, peer: i32) {
-        let node = self.table.read().iter().find(|n| n.id == peer).cloned();
-        if let Some(n) = node {
+        // the scheduler is the candidate this node follows (the table may still name
+        // the one before, if the new one's table has not come yet)
+        let addr = match self.fo.followed_scheduler() {
+            Some(addr) if peer == SCHEDULER => Some(addr),
+            _ => self
+                .table
+                .read()
+                .iter()
+                .find(|n| n.id == peer)
+                .map(|n| (n.hostname.clone(), n.port)),
+        };
+        if let Some((host, port)) = addr {
             log::info!(
                 "no acknowledgement from node {peer} after {RECONNECT_AT} resends: opening a new connection to it"
             );
-            if let Err(e) = self.transport.connect(peer, &n.hostname, n.port) {
+            if let Err(e) = self.transport.connect(peer, &host, port) {
                 log::warn!("cannot reconnect to node {peer}: {e}");
             }
         }
     }
 
-    pub(super) fn tick(&self, now: u64) {
+    /// One tick (every 20 ms on the van's ticking thread): resends due (a stalled
+    /// link reopened first); on a scheduler, the election's step, then liveness while
+    /// it acts.
+    pub fn tick(&self, now: u64) {
         if let Some(r) = &self.resender {
             let peers = self.peers.read().clone();
             let due = r.lock().due(now, |m| peers.is_dead(m.meta.recver));

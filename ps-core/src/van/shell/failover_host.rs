@@ -49,6 +49,7 @@ impl Host for Van {
                 (actions, m.table(), dead)
             })
         });
+        let mut dead_ids = Vec::new();
         match adopted {
             Some(Ok((actions, table, dead))) => {
                 // the deaths this candidate saw while it acted before are not the
@@ -56,15 +57,17 @@ impl Host for Van {
                 let (peers, dead) = Peers::adopted(&table, &dead, &me);
                 *self.peers.write() = peers;
                 log::info!("took over with the node table's dead: {dead:?}");
+                dead_ids = dead;
                 self.execute(actions)
             }
             Some(Err(e)) => log::error!("{e}; waiting for the nodes to register again"),
             None => {}
         }
-        // the application resumes from the state the active one replicated (a
-        // scheduler that acted before holds an older state of its own)
+        // the layers above take the table's dead, and the application resumes from
+        // the state the active one replicated (a scheduler that acted before holds
+        // an older state of its own)
         if let Some(h) = self.handler() {
-            h.on_took_over(app);
+            h.on_took_over(&dead_ids, app);
         }
     }
 }
@@ -74,6 +77,12 @@ impl Van {
     /// whether this process is the active scheduler.
     pub fn scheduler_epoch(&self) -> (Epoch, bool) {
         self.fo.scheduler_epoch()
+    }
+
+    /// A scheduler's failover state as an observer reads it (None on a node, or
+    /// under a lock service).
+    pub fn failover_state(&self) -> Option<crate::failover::StateView> {
+        self.fo.state_view(self.now_ms())
     }
 
     /// The address of scheduler candidate `i`.

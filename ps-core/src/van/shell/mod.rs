@@ -1,6 +1,7 @@
 //! The van's threads and sockets: a thin shell that feeds received messages to the
 //! protocol state machines and carries out what they decide.
 
+use super::clock::{Clock, WallClock};
 use super::handler::VanHandler;
 use super::stats::VanStats;
 use super::transport::Transport;
@@ -16,9 +17,10 @@ use std::io;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 mod background;
+mod drive;
 mod failover_host;
 mod leave;
 mod peers;
@@ -61,7 +63,7 @@ pub struct Van {
     resender: Option<Mutex<Resender<Message>>>,
     sched: Option<Mutex<SchedulerCore>>,
     handler: RwLock<Option<Weak<dyn VanHandler>>>,
-    epoch: Instant,
+    clock: Arc<dyn Clock>,
     last_from_scheduler: AtomicU64,
     peers: RwLock<Peers>,
     fo: Failover,
@@ -72,6 +74,9 @@ pub struct Van {
     /// Data messages from processes this one cannot answer yet (see `Van::waits`),
     /// replayed when a table or connection arrives.
     unconnected: Mutex<std::collections::VecDeque<Message>>,
+    /// Node table changes that arrived before this node's own table, with the state
+    /// they were decided on, taken after it.
+    early: Mutex<Vec<(u64, Vec<Node>)>>,
     /// Traffic counters.
     pub stats: VanStats,
 }
@@ -79,6 +84,12 @@ pub struct Van {
 impl Van {
     /// A van for `cfg` over `transport`; nothing is bound until [`Van::start`].
     pub fn new(cfg: Config, transport: Arc<dyn Transport>) -> Arc<Van> {
+        Van::with_clock(cfg, transport, Arc::new(WallClock::new()), rand::random::<u64>() | 1)
+    }
+
+    /// A van as [`Van::new`] makes it, reading `clock`, for process `incarnation`
+    /// (odd, unique per process): a simulator's van.
+    pub fn with_clock(cfg: Config, transport: Arc<dyn Transport>, clock: Arc<dyn Clock>, incarnation: u64) -> Arc<Van> {
         let me = Node {
             role: cfg.role,
             id: if cfg.role == Role::Scheduler {
@@ -93,7 +104,7 @@ impl Van {
                 cfg.port
             },
             is_recovery: false,
-            incarnation: rand::random::<u64>() | 1,
+            incarnation,
         };
         let sched = (cfg.role == Role::Scheduler).then(|| {
             Mutex::new({
@@ -123,11 +134,12 @@ impl Van {
             resender,
             sched,
             handler: RwLock::new(None),
-            epoch: Instant::now(),
+            clock,
             last_from_scheduler: AtomicU64::new(0),
             peers: RwLock::new(Peers::new()),
             heard_from_scheduler: AtomicBool::new(false),
             unconnected: Mutex::default(),
+            early: Mutex::default(),
             welcomed: Mutex::new(Vec::new()),
             goodbye: Mutex::new(false),
             goodbye_cv: Condvar::new(),
@@ -163,9 +175,9 @@ impl Van {
         self.table.read().clone()
     }
 
-    /// Milliseconds since the van was created.
+    /// Milliseconds since the van was created (its [`Clock`]).
     pub fn now_ms(&self) -> u64 {
-        self.epoch.elapsed().as_millis() as u64
+        self.clock.now_ms()
     }
 
     /// A fresh timestamp for a control message.

@@ -71,6 +71,12 @@ impl Van {
         dead
     }
 
+    /// The process of `id` declared dead, if the last one heard of under `id` was (an
+    /// observer's question: a simulator's server telling a newcomer from the dead).
+    pub fn dead_incarnation(&self, id: i32) -> Option<u64> {
+        self.peers.read().dead_incarnation(id)
+    }
+
     /// This process may not go on (declared dead, or refused when it registered
     /// again): tells the layer above, whose owner stops the process.
     pub(super) fn evicted(&self, reason: &str) {

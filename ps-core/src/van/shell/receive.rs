@@ -193,7 +193,7 @@ impl Van {
             self.ready_cv.notify_all();
             return;
         }
-        let nodes = msg.meta.control.nodes;
+        let (seq, nodes) = (msg.meta.control.seq, msg.meta.control.nodes);
         {
             let mut me = self.me.write();
             if me.id == EMPTY_ID {
@@ -205,16 +205,47 @@ impl Van {
                         me.id = n.id;
                         me.is_recovery = n.is_recovery;
                     }
-                    None => return,
+                    None => {
+                        // a change of another node overtook this node's own table: kept
+                        // for after it (it was acknowledged: it is not sent again)
+                        self.early.lock().push((seq, nodes));
+                        return;
+                    }
                 }
             }
         }
-        self.merge_table(nodes);
+        if !self.take_table(seq, nodes) {
+            return;
+        }
         let mut ready = self.ready.lock();
         if ready.is_none() {
             *ready = Some(Ok(()));
             self.ready_cv.notify_all();
         }
+        drop(ready);
+        for (seq, nodes) in std::mem::take(&mut *self.early.lock()) {
+            if !self.take_table(seq, nodes) {
+                return;
+            }
+        }
+    }
+
+    /// Takes the entries of a node table decided on scheduler state `seq` that are news
+    /// (tables arrive out of order: an entry older than one taken, or naming a process
+    /// that no longer holds its id, is left out). One naming this node's id with
+    /// another process means the scheduler gave its id away: this process stops
+    /// (false).
+    fn take_table(&self, seq: u64, nodes: Vec<Node>) -> bool {
+        let nodes = self.peers.write().fresh(nodes, seq);
+        let me = self.my_node();
+        if let Some(n) = nodes.iter().find(|n| n.id == me.id && n.incarnation != me.incarnation) {
+            self.evicted(&format!(
+                "the scheduler gave this node's id to another process ({n}): it was declared dead"
+            ));
+            return false;
+        }
+        self.merge_table(nodes);
+        true
     }
 
     /// Merges `nodes` into the table, (re)connecting to nodes that are new or whose
@@ -285,6 +316,9 @@ impl Van {
                     if self.transport.connect(key, &node.hostname, node.port).is_ok() {
                         let mut m = Message::control(key, Command::AddNode);
                         m.meta.control.reason = reason;
+                        // for the refused process only: a later one at its address
+                        // (its replacement, say) must not take it for its own refusal
+                        m.meta.recver_incarnation = node.incarnation;
                         self.fo.stamp(self, &mut m);
                         let _ = self.send_raw(&m);
                     }

@@ -5,7 +5,7 @@
 use super::Van;
 use crate::addr::{host_port, system::tcp_reachable};
 use crate::message::{Command, Message};
-use crate::node::{Node, SCHEDULER};
+use crate::node::Node;
 use crate::protocol::join_backoff::JoinBackoff;
 use crate::van::error::VanError;
 use crate::van::join_watch::{scheduler_gave_up, scheduler_waiting, JoinEvent, JoinView, JoinWatch};
@@ -41,27 +41,7 @@ impl Van {
     /// [`VanError::Refused`], a cluster that does not complete in `join_timeout`
     /// [`VanError::Timeout`], a port or thread this host cannot have [`VanError::Io`].
     pub fn start(self: &Arc<Self>, join_timeout: Duration) -> Result<(), VanError> {
-        self.fo.check_lock_service(&self.cfg)?;
-        let want = self.me.read().port;
-        let bind = self.cfg.bind_host.clone();
-        let port = self
-            .transport
-            .bind(&bind, want)
-            .map_err(|e| VanError::Io(format!("cannot bind {}: {e}", host_port(&bind, want))))?;
-        self.me.write().port = port;
-        log::debug!("bound to {} (advertised as {})", host_port(&bind, port), self.my_node());
-        self.transport
-            .connect(SCHEDULER, &self.cfg.root_uri, self.cfg.root_port)
-            .map_err(|e| VanError::Io(format!("cannot connect to the scheduler: {e}")))?;
-        self.fo.connect_candidates(self.as_ref());
-        let weak = Arc::downgrade(self);
-        self.transport
-            .start(Arc::new(move |frames, roles| {
-                if let Some(van) = weak.upgrade() {
-                    van.on_frames(frames, roles);
-                }
-            }))
-            .map_err(|e| VanError::Io(format!("cannot start receiving: {e}")))?;
+        self.open()?;
         let me = Arc::clone(self);
         self.threads.lock().push(
             std::thread::Builder::new()
@@ -78,10 +58,7 @@ impl Van {
         loop {
             let mut wait = Duration::from_secs(1);
             if self.sched.is_none() {
-                let mut m = Message::control(SCHEDULER, Command::AddNode);
-                m.meta.control.nodes = vec![self.my_node()];
-                m.meta.timestamp = self.next_timestamp();
-                let reached = match self.send_opened(m.clone()) {
+                let reached = match self.join_step() {
                     Ok(_) => {
                         refused = 0;
                         true
@@ -105,10 +82,6 @@ impl Van {
                     }
                 };
                 wait = backoff.after(reached);
-                if self.cfg.schedulers.len() > 1 {
-                    // whichever candidate is active answers
-                    self.send_to_schedulers(m);
-                }
             }
             let mut timed_out = false;
             {

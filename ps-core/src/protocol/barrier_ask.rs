@@ -1,0 +1,56 @@
+//! A node waiting at a barrier, and when to ask again: a scheduler that starts acting
+//! anew (another process, or the same process under a new term after it lost its
+//! lease) starts its barrier counts empty, so a request made of any earlier one is
+//! lost with them. Pure: the node passes in the scheduler it follows now.
+
+/// A barrier request and the scheduler it was made of, `S` naming that scheduler
+/// (the van's: its process incarnation and the epoch it acts under).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BarrierAsk<S> {
+    group: i32,
+    asked: S,
+}
+
+impl<S: PartialEq + Copy> BarrierAsk<S> {
+    /// A request for `group`'s barrier, made of `scheduler`.
+    pub fn new(group: i32, scheduler: S) -> BarrierAsk<S> {
+        BarrierAsk {
+            group,
+            asked: scheduler,
+        }
+    }
+
+    /// The barrier's group.
+    pub fn group(&self) -> i32 {
+        self.group
+    }
+
+    /// The node follows `scheduler` now: true when the request must be made again
+    /// (of it), which it then counts as made.
+    pub fn again(&mut self, scheduler: S) -> bool {
+        if scheduler == self.asked {
+            return false;
+        }
+        self.asked = scheduler;
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn asked_again_of_each_scheduler_that_acts_anew() {
+        // (scheduler process, term)
+        let mut b = BarrierAsk::new(7, (11u64, 1u64));
+        assert_eq!(b.group(), 7);
+        assert!(!b.again((11, 1)));
+        // another process took over
+        assert!(b.again((12, 2)));
+        assert!(!b.again((12, 2)));
+        // the first one won again: the same process as before, a new term
+        assert!(b.again((11, 3)));
+        assert!(!b.again((11, 3)));
+    }
+}
