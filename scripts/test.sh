@@ -3,10 +3,11 @@
 # packages the tests need when any is missing (scripts/install-deps.sh) and an S3 server
 # for tests (s3s-fs, into target/tools), then the workspace's tests, 3000 seeds of the
 # deterministic simulator (psrs simulate), the root-only tests (network namespaces,
-# Slurm, the SSH launcher against real sshds), the multi-process tests again over the
-# ZMQ transport and with TLS, the Python package's tests (pytest in a virtualenv under
-# target/), the Kubernetes manifests' validation, and (root) the container image with
-# clusters of containers under podman.
+# Slurm, the SSH launcher against real sshds), partitions of a training job in network
+# namespaces, the multi-process tests again over the ZMQ transport and with TLS, the
+# Python package's tests (pytest in a virtualenv under target/), the Kubernetes
+# manifests' validation, and (root) the container image with clusters of containers
+# under podman.
 #
 # Every phase runs even when an earlier one failed, so one run shows every failure; the
 # script ends with a table of the phases (passed, failed or skipped, and the seconds
@@ -71,6 +72,14 @@ if [ "$ROOT" = 1 ]; then
   phase "root-only tests" root_tests
 else
   skipped "root-only tests" "tests/multihost.rs, slurm.rs and ssh_launch.rs need root (run as root or with sudo)"
+fi
+# Partitions of real processes in network namespaces (tests/partition.rs): each fault
+# shape once, for 3 s, on a training job with a standby scheduler (about 2.5 minutes;
+# scripts/partition-suite.sh runs them many times and at longer cuts).
+if [ "$ROOT" = 1 ]; then
+  phase "partition suite" "${SUDO[@]}" env PSRS_PARTITION_SECS=3 cargo test "${F[@]}" --test partition -- --ignored --test-threads 1
+else
+  skipped "partition suite" "tests/partition.rs needs root (run as root or with sudo)"
 fi
 
 # The multi-process tests of the layers the transport serves directly, again over the

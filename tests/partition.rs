@@ -11,13 +11,15 @@
 //!   a sixth of the time between cuts;
 //! - `sigstop`: the active scheduler stopped (SIGSTOP) for the time.
 //!
-//! Every run must end with every pass's tasks trained exactly once (the master's
-//! count and the workers' own), every node finished (only one on the cut-off side may
-//! be evicted: status 3), at most one scheduler acting at any moment (from the
-//! schedulers' `acting ... since` and `not acting ... since` log lines), and no node
-//! of the majority side evicted. Each run prints one line with its figures: from the
-//! cut to the standby acting (when it takes over) and from the heal to the normal
-//! rate of finished tasks. `scripts/partition-suite.sh` runs the shapes many times.
+//! Every run must end with every pass's tasks trained exactly once (the master counts
+//! `passes x 20`; the workers' own counts add up to it, or to no more when a worker
+//! was evicted), every server and worker ended with status 0, or 3 (evicted) only on
+//! the cut-off side, which the scheduler it was cut off from may declare dead; at
+//! most one scheduler acting at any moment (from the schedulers' `acting ... since`
+//! and `not acting ... since` log lines); and no node of the majority side declared
+//! dead. Each run prints one line with its figures: from the cut to the standby
+//! acting (when it takes over) and from the heal to the normal rate of finished
+//! tasks. `scripts/partition-suite.sh` runs the shapes many times.
 //!
 //! They need root (network namespaces, nftables), so they are `#[ignore]`d; CI (as
 //! root) runs them with `--ignored`, where failing to make namespaces fails.

@@ -33,10 +33,10 @@ pub struct Args {
     /// Passes of the simulated job.
     #[arg(long, default_value_t = 6)]
     passes: u64,
-    /// Plant a bug the invariants must catch: no-lease (the active scheduler acts
-    /// without a lease), early-ack (a server answers a push before its replica
-    /// applied it) or forget-pending (a master resuming from its state forgets a
-    /// pending task).
+    /// Plant a bug the invariants must catch: no-lease (the coordinator answers
+    /// around the van: no lease, no standby first), early-ack (a server answers a
+    /// push before its replica applied it) or forget-pending (a master resuming from
+    /// its state forgets a pending task).
     #[arg(long)]
     plant: Option<String>,
     /// Threads running seeds side by side (each run is one thread).
