@@ -54,6 +54,21 @@ pub struct Args {
     /// Threads each worker's runner gives torch (`torch.set_num_threads`; worker).
     #[arg(long, default_value_t = 1)]
     runner_threads: usize,
+    /// Memory the models held by a worker's runner may take together, MB (0: no
+    /// limit). Every running job's model is warmed in the background; beyond the budget
+    /// the least recently used are dropped, never the model of the job the worker is on
+    /// (worker).
+    #[arg(long, default_value_t = 2048)]
+    runner_memory_mb: u64,
+    /// Worker-seconds a job must be owed before a worker moves to it between the two
+    /// whole splits nearest fair time's real-valued ideal (scheduler): the split
+    /// alternates between them in proportion, and an ideal that wobbles moves nobody.
+    #[arg(long, default_value_t = ps_apps::jobs::share::DEFAULT_HYSTERESIS_WS, value_parser = positive)]
+    hysteresis_ws: f64,
+    /// Time constant of the smoothing of the jobs' seconds per query, seconds
+    /// (scheduler): a query this old weighs 1/e of a new one.
+    #[arg(long, default_value_t = ps_apps::jobs::cost::DEFAULT_TAU_MS as f64 / 1000.0, value_parser = positive)]
+    cost_smoothing_s: f64,
     /// Confine jobs' inputs (datasets, models) to this directory (and --outputs-dir),
     /// and their outputs to --outputs-dir (needed with it). Required when --stats-addr
     /// is beyond loopback.
@@ -63,6 +78,14 @@ pub struct Args {
     /// cluster secret): anyone who reaches it can submit jobs.
     #[arg(long)]
     insecure: bool,
+}
+
+/// A positive, finite number (clap's parser for the fair-time options).
+fn positive(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(x) if x.is_finite() && x > 0.0 => Ok(x),
+        _ => Err(format!("{s:?} is not a positive number")),
+    }
 }
 
 /// An API listening beyond loopback (`--stats-addr`) needs security (certificates or
@@ -99,8 +122,10 @@ pub fn run(a: Args) -> Result<(), super::error::CliError> {
     let runner = RunnerConfig {
         python: a.python.clone(),
         threads: a.runner_threads,
+        memory_budget_mb: a.runner_memory_mb,
     };
     runner.validate()?;
+
     let cfg = super::read_config()?;
     if cfg.role == Role::Scheduler {
         check_api_exposure(&a, cfg.security.is_on())?;
@@ -129,6 +154,8 @@ pub fn run(a: Args) -> Result<(), super::error::CliError> {
                 },
                 realloc_every_ms: a.realloc_ms.max(100),
                 num_servers: po.num_servers(),
+                hysteresis_ws: a.hysteresis_ws,
+                cost_tau_ms: (a.cost_smoothing_s * 1000.0).round().max(1.0) as u64,
                 paths: ps_apps::jobs::paths::JobPaths::new(a.data_dir.as_deref(), a.outputs_dir.as_deref())?,
             };
             let sched = JobScheduler::new(cfg, stores, now_ms())?;

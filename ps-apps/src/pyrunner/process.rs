@@ -27,6 +27,10 @@ pub struct RunnerConfig {
     /// Threads for torch (`torch.set_num_threads`, and `OMP_NUM_THREADS` /
     /// `MKL_NUM_THREADS` in the runner's environment).
     pub threads: usize,
+    /// The memory the models a worker's runner holds may take together, MB (0: no
+    /// limit); beyond it the least recently used models are dropped, never the one of
+    /// the job the worker is on ([`super::ModelCache`]).
+    pub memory_budget_mb: u64,
 }
 
 impl RunnerConfig {
