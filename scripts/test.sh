@@ -2,11 +2,11 @@
 # Every test of psrs, as the README's test command and CI run them: installs the Debian
 # packages the tests need when any is missing (scripts/install-deps.sh) and an S3 server
 # for tests (s3s-fs, into target/tools), then the workspace's tests, 3000 seeds of the
-# deterministic simulator (psrs simulate), the root-only tests (network namespaces,
-# Slurm, the SSH launcher against real sshds), the multi-process tests again over the
-# ZMQ transport and with TLS, the Python package's tests (pytest in a virtualenv under
-# target/), the Kubernetes manifests' validation, and (root) the container image with
-# clusters of containers under podman.
+# deterministic simulator (psrs simulate), IDunno's experiment with tiny models, the
+# root-only tests (network namespaces, Slurm, the SSH launcher against real sshds), the
+# multi-process tests again over the ZMQ transport and with TLS, the Python package's
+# tests (pytest in a virtualenv under target/), the Kubernetes manifests' validation,
+# and (root) the container image with clusters of containers under podman.
 #
 # Every phase runs even when an earlier one failed, so one run shows every failure; the
 # script ends with a table of the phases (passed, failed or skipped, and the seconds
@@ -52,6 +52,14 @@ phase "workspace tests: run" cargo test "${F[@]}" --no-fail-fast
 # prints the command that replays it). The binary the workspace tests built (the test
 # profile, optimised).
 phase "simulator seeds" target/debug/psrs simulate --seeds 3000
+
+# IDunno's experiment as CI keeps it working: every phase of scripts/idunno-experiment.sh
+# (two jobs on shared workers, the second job's model warmed on every worker, fair time
+# in local and global mode, a worker and the active scheduler killed) with tiny
+# stand-in models in plain Python on 4 workers; it fails naming any figure of its
+# figures.json that is missing or out of range (about 2 minutes). The binary the
+# workspace tests built.
+phase "IDunno experiment (smoke)" env PSRS_BIN=target/debug/psrs scripts/idunno-experiment.sh --smoke
 
 # Multi-host tests in network namespaces and the Slurm test need root; a plain
 # `cargo test` lists them as ignored.

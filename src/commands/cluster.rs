@@ -15,7 +15,7 @@ use std::sync::Arc;
 /// Fair-time modes.
 #[derive(Clone, Copy, ValueEnum)]
 pub enum Scheduling {
-    /// Job i gets n·S_i/ΣS_j workers (S: seconds per query over the last 10 s).
+    /// Job i gets n·S_i/ΣS_j workers (S: its smoothed seconds per query).
     Local,
     /// Balance the jobs' expected query rates (dynamic programming).
     Global,
