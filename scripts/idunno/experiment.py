@@ -59,17 +59,22 @@ MODELS = {
     "tiny": (("tiny_resnet:classify", 4), ("tiny_albert:classify", 8)),
 }
 
+# The libraries the real models use, imported by every runner as its worker starts
+# (`psrs cluster --runner-preload`), as IDunno's runners held their models' code: a new
+# job's warm-up then builds its model, without importing torch or transformers.
+LIBRARIES = "torch,torchvision,transformers.modeling_utils"
+
 # Presets; options given on the command line win.
 PRESETS = {
     "full": dict(workers=10, schedulers=3, seconds=120, settle=30, worker_kills=3, between_kills=10,
                  images=3000, sentences=6000, models="idunno", heartbeat_interval=0.5, heartbeat_timeout=5.0,
-                 realloc_ms=2000),
+                 realloc_ms=2000, preload=LIBRARIES),
     "quick": dict(workers=10, schedulers=2, seconds=60, settle=15, worker_kills=1, between_kills=5,
                   images=3000, sentences=6000, models="idunno", heartbeat_interval=0.5, heartbeat_timeout=5.0,
-                  realloc_ms=2000),
+                  realloc_ms=2000, preload=LIBRARIES),
     "smoke": dict(workers=4, schedulers=2, seconds=45, settle=8, worker_kills=1, between_kills=2,
                   images=1500, sentences=3000, models="tiny", heartbeat_interval=0.5, heartbeat_timeout=3.0,
-                  realloc_ms=1000),
+                  realloc_ms=1000, preload="hashlib"),
 }
 
 WORDS = (
@@ -223,6 +228,8 @@ class Cluster:
     def spawn_worker(self):
         extra = ["--work-dir", str(self.work / "workers"), "--python", self.args.python,
                  "--runner-threads", str(self.args.runner_threads)]
+        if self.args.preload:
+            extra += ["--runner-preload", self.args.preload]
         p = self._spawn("worker", extra, {})
         self.workers.append(p)
         return p
@@ -574,7 +581,8 @@ def report(results, args):
     print()
     print(f"IDunno's experiment on psrs: {n} workers, {'ResNet-50' if args.models == 'idunno' else 'tiny stand-ins'} "
           f"batch 4 + {'ALBERT-base' if args.models == 'idunno' else 'tiny text model'} batch 8 "
-          f"(runner threads {args.runner_threads}, heartbeat {args.heartbeat_interval}/{args.heartbeat_timeout} s)")
+          f"(runner threads {args.runner_threads}, heartbeat {args.heartbeat_interval}/{args.heartbeat_timeout} s, "
+          f"runners preload {args.preload or 'nothing'})")
     print(f"{'figure':<62} {'psrs':<40} IDunno")
     for m, s in results.items():
         ch = s["chosen"]
@@ -635,6 +643,7 @@ def main():
     ap.add_argument("--worker-kills", type=int)
     ap.add_argument("--between-kills", type=float)
     ap.add_argument("--runner-threads", type=int, default=1)
+    ap.add_argument("--preload", help="modules each runner imports as its worker starts ('' for none)")
     ap.add_argument("--realloc-ms", type=int)
     ap.add_argument("--task-timeout-ms", type=int, default=600_000)
     ap.add_argument("--heartbeat-interval", type=float)

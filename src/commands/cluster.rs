@@ -60,6 +60,11 @@ pub struct Args {
     /// (worker).
     #[arg(long, default_value_t = 2048)]
     runner_memory_mb: u64,
+    /// Python modules each worker's runner imports in the background as soon as the
+    /// worker starts, comma-separated (libraries the models use, e.g.
+    /// torch,transformers.modeling_utils): a job's model then only has to be built (worker).
+    #[arg(long, value_delimiter = ',')]
+    runner_preload: Vec<String>,
     /// Worker-seconds a job must be owed before a worker moves to it between the two
     /// whole splits nearest fair time's real-valued ideal (scheduler): the split
     /// alternates between them in proportion, and an ideal that wobbles moves nobody.
@@ -123,6 +128,12 @@ pub fn run(a: Args) -> Result<(), super::error::CliError> {
         python: a.python.clone(),
         threads: a.runner_threads,
         memory_budget_mb: a.runner_memory_mb,
+        preload: a
+            .runner_preload
+            .iter()
+            .map(|m| m.trim().to_string())
+            .filter(|m| !m.is_empty())
+            .collect(),
     };
     runner.validate()?;
 

@@ -195,7 +195,14 @@ pub fn run(po: &Arc<Postoffice>, runner: RunnerConfig) -> Result<(), JobsError> 
     let mut ctx: Option<TrainCtx> = None;
     let mut loaded: Loaded = None;
     let mut warm = Warmup::new(runner.memory_budget_mb.saturating_mul(1 << 20));
+    let preload = !runner.preload.is_empty();
     let mut slot = RunnerSlot::new(runner);
+    if preload {
+        // the libraries import while the worker waits for its first job
+        if let Err(e) = slot.start(user_infer::LOAD_TIMEOUT) {
+            log::warn!("the Python runner did not start: {e}");
+        }
+    }
     let mut finished: Option<Finished> = None;
     loop {
         let (models, failed) = warm.step(&mut slot);

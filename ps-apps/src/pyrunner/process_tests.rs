@@ -61,6 +61,7 @@ fn slot(dir: &std::path::Path) -> RunnerSlot {
         python,
         threads: 1,
         memory_budget_mb: 0,
+        preload: vec![],
     })
 }
 
@@ -221,6 +222,7 @@ fn a_missing_interpreter_is_named() {
         python: "/nonexistent/python".into(),
         threads: 1,
         memory_budget_mb: 0,
+        preload: vec![],
     });
     let e = s.load(1, &UserModel::Torch("m.pt".into()), T).unwrap_err();
     assert!(e.to_string().contains("/nonexistent/python"), "{e}");
@@ -260,11 +262,13 @@ fn a_runner_ends_with_its_worker() {
         assert!(start.elapsed() < Duration::from_secs(10), "the runner never started");
         std::thread::sleep(Duration::from_millis(10));
     };
-    std::thread::sleep(Duration::from_millis(500)); // past its start-up
-    assert!(
-        std::path::Path::new(&format!("/proc/{pid}")).exists(),
-        "the runner runs"
-    );
+    // past its start-up: its loader thread runs (started after it asked to die with
+    // its parent), however long the interpreter took to start on a busy machine
+    let threads = || std::fs::read_dir(format!("/proc/{pid}/task")).map_or(0, |d| d.count());
+    while threads() < 2 {
+        assert!(start.elapsed() < Duration::from_secs(60), "the runner never got going");
+        std::thread::sleep(Duration::from_millis(10));
+    }
     worker.kill().unwrap();
     worker.wait().unwrap();
     let gone = Instant::now();
@@ -397,4 +401,41 @@ fn two_jobs_of_one_module_each_get_their_own_copy() {
         vec![vec!["1"]],
         "job 2's module state is its own"
     );
+}
+
+#[test]
+fn preloaded_modules_are_imported_before_any_model_loads() {
+    let d = tempfile::tempdir().unwrap();
+    std::fs::write(d.path().join("usermod.py"), MODULE).unwrap();
+    // a model module that says whether a library was imported before it
+    std::fs::write(
+        d.path().join("uses.py"),
+        "import sys\nBEFORE = 'xml.dom.minidom' in sys.modules\n\ndef f(inputs):\n    return [BEFORE] * len(inputs)\n",
+    )
+    .unwrap();
+    let m = UserModel::Runner {
+        function: "uses:f".into(),
+        pythonpath: Some(d.path().display().to_string()),
+    };
+    let cfg = |preload: Vec<String>| RunnerConfig {
+        python: "python3".into(),
+        threads: 1,
+        memory_budget_mb: 0,
+        preload,
+    };
+    for (preload, want) in [
+        (vec![], "false"),
+        (vec!["no_such_library".into(), "xml.dom.minidom".into()], "true"),
+    ] {
+        let c = cfg(preload);
+        c.validate().unwrap();
+        let mut s = RunnerSlot::new(c);
+        s.start(T).unwrap();
+        s.load(1, &m, T).unwrap();
+        let out = s.call(1, &Inputs::Paths(vec!["a".into()]), T).unwrap();
+        assert_eq!(out, vec![vec![want]], "a library that does not import is skipped");
+    }
+    // a bad module name is refused before any runner starts
+    let e = cfg(vec!["torch;rm".into()]).validate().unwrap_err();
+    assert!(e.to_string().contains("--runner-preload"), "{e}");
 }

@@ -73,6 +73,9 @@ enum Header {
     Drop {
         job: u32,
     },
+    Preload {
+        modules: Vec<String>,
+    },
     Status {},
     Forward {
         job: u32,
@@ -260,6 +263,17 @@ pub fn drop_model(job: u32) -> Vec<u8> {
     encode(&header(&Header::Drop { job }), &[])
 }
 
+/// The frame asking the runner to import `modules` in the background, before any
+/// model asked for after it (answered at once).
+pub fn preload(modules: &[String]) -> Vec<u8> {
+    encode(
+        &header(&Header::Preload {
+            modules: modules.to_vec(),
+        }),
+        &[],
+    )
+}
+
 /// The frame asking for the runner's models and memory.
 pub fn status() -> Vec<u8> {
     encode(&header(&Header::Status {}), &[])
@@ -426,6 +440,10 @@ mod tests {
         let json = |frame: Vec<u8>| -> serde_json::Value { serde_json::from_slice(&parse(&frame).header).unwrap() };
         assert_eq!(json(drop_model(4)), serde_json::json!({"op":"drop","job":4}));
         assert_eq!(json(status()), serde_json::json!({"op":"status"}));
+        assert_eq!(
+            json(preload(&["torch".into(), "a.b".into()])),
+            serde_json::json!({"op":"preload","modules":["torch","a.b"]})
+        );
         let f = parse(&forward(7, &[1.0, -2.5], 1, 2));
         assert_eq!(f.tail, [1.0f32.to_le_bytes(), (-2.5f32).to_le_bytes()].concat());
         let v: serde_json::Value = serde_json::from_slice(&f.header).unwrap();

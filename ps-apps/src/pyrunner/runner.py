@@ -9,6 +9,8 @@ header, then binary data.
 It holds several jobs' models at once, each built by a loader thread while the main
 thread goes on answering requests (so a job's model is warmed while the runner serves
 another job's queries). Requests (header "op"):
+  preload {modules}: import these modules on the loader thread (libraries every model
+          uses, e.g. torch), before any model queued after them; answered at once
   warm    {job, torch | runner [, pythonpath], threads}: queue this job's model for the
           loader thread and answer at once (a model already held or loading is kept;
           one that failed is tried again)
@@ -215,6 +217,13 @@ class State:
     def loader(self):
         while True:
             m = self.todo.get()
+            if isinstance(m, list):  # modules to preload
+                for name in m:
+                    try:
+                        importlib.import_module(name)
+                    except BaseException:  # a missing library fails the models that need it, later
+                        traceback.print_exc()
+                continue
             if m.dropped:
                 m.done.set()
                 continue
@@ -268,6 +277,11 @@ class State:
             why = f": {m.error}" if m.error else ""
             raise RuntimeError(f"job {job}'s model is not ready ({m.state}{why})")
         return m.built
+
+
+def op_preload(st, h, tail):
+    st.todo.put([str(x) for x in h["modules"]])
+    return {"ok": True}, b""
 
 
 def op_warm(st, h, tail):
@@ -399,7 +413,7 @@ def die_with_the_worker():
         os._exit(1)
 
 
-OPS = {"warm": op_warm, "load": op_load, "drop": op_drop, "status": op_status, "forward": op_forward, "call": op_call}
+OPS = {"preload": op_preload, "warm": op_warm, "load": op_load, "drop": op_drop, "status": op_status, "forward": op_forward, "call": op_call}
 
 
 def main():

@@ -60,9 +60,21 @@ impl RunnerSlot {
 
     fn runner(&mut self, timeout: Duration) -> Result<&mut Runner, RunnerError> {
         if !self.running() {
-            self.runner = Some(Runner::start(&self.cfg, timeout)?);
+            let mut r = Runner::start(&self.cfg, timeout)?;
+            if !self.cfg.preload.is_empty() {
+                let f = r.request(protocol::preload(&self.cfg.preload), timeout)?;
+                protocol::reply(&f)?;
+            }
+            self.runner = Some(r);
         }
         Ok(self.runner.as_mut().expect("set above"))
+    }
+
+    /// Starts the runner if none runs (it imports the configured modules at once, in the
+    /// background), waiting up to `timeout` for its greeting.
+    pub fn start(&mut self, timeout: Duration) -> Result<(), RunnerError> {
+        let out = self.runner(timeout).map(|_| ());
+        self.settle(out)
     }
 
     fn live(&mut self) -> Result<&mut Runner, RunnerError> {
