@@ -68,13 +68,18 @@ fn a_split_between_whole_ones_alternates_them_in_proportion() {
     assert!(fewer * 2 < moves, "{fewer} vs {moves}");
 }
 
+/// An estimate of job 1's share wobbling ±0.2 worker around `center` (of 10).
+fn wobble(center: f64) -> impl Fn(u64) -> Vec<f64> {
+    move |t: u64| {
+        let x = center + 0.2 * ((t as f64 / 1000.0) * 0.9).sin() * ((t as f64 / 1000.0) * 0.37).cos();
+        vec![x, 10.0 - x]
+    }
+}
+
 #[test]
 fn an_ideal_wobbling_around_a_whole_split_moves_nobody() {
-    // the estimate wobbles ±0.2 worker around 5 / 5 (a 10 s rate window's noise)
-    let wobble = |t: u64| {
-        let x = 5.0 + 0.2 * ((t as f64 / 1000.0) * 0.9).sin() * ((t as f64 / 1000.0) * 0.37).cos();
-        vec![x, 10.0 - x]
-    };
+    // ±0.2 worker around 5 / 5 (a 10 s rate window's noise)
+    let wobble = wobble(5.0);
     let mut ts = TimeShare::new(2.0);
     let (splits, moves) = run(&mut ts, 600, 2000, 10, wobble);
     assert_eq!(moves, 0, "{:?}", &splits[..10]);
@@ -84,12 +89,9 @@ fn an_ideal_wobbling_around_a_whole_split_moves_nobody() {
 #[test]
 fn an_ideal_wobbling_around_the_middle_alternates_slowly_instead_of_flapping() {
     // ±0.2 around 4.5 / 5.5, halfway between 5 / 5 and 4 / 6
-    let wobble = |t: u64| {
-        let x = 4.5 + 0.2 * ((t as f64 / 1000.0) * 0.9).sin() * ((t as f64 / 1000.0) * 0.37).cos();
-        vec![x, 10.0 - x]
-    };
+    let wobble = wobble(4.5);
     let mut ts = TimeShare::new(2.0);
-    let (splits, moves) = run(&mut ts, 600, 2000, 10, wobble);
+    let (splits, moves) = run(&mut ts, 600, 2000, 10, &wobble);
     assert!((mean(&splits, 0) - 4.5).abs() < 0.05, "{}", mean(&splits, 0));
     // each split is held at least 2H / 0.7 s (the fastest a credit can cross 2H)
     let mut run_len = 1;

@@ -84,27 +84,26 @@ impl RunnerSlot {
         Ok(self.runner.as_mut().expect("running"))
     }
 
+    /// Sends `frame` to the runner (starting one if needed), expecting a plain `ok`.
+    fn ask(&mut self, frame: Vec<u8>, timeout: Duration) -> Result<(), RunnerError> {
+        let out = self
+            .runner(timeout)
+            .and_then(|r| r.request(frame, timeout))
+            .and_then(|f| protocol::reply(&f).map(|_| ()));
+        self.settle(out)
+    }
+
     /// Makes the runner hold `model` for `job` and waits until it is loaded (nothing to
     /// wait for if it is), starting the runner if needed; the start and the load each
     /// get `timeout`. A load that raised is [`RunnerError::Raised`].
     pub fn load(&mut self, job: u32, model: &UserModel, timeout: Duration) -> Result<(), RunnerError> {
-        let threads = self.cfg.threads;
-        let out = self
-            .runner(timeout)
-            .and_then(|r| r.request(protocol::load(job, model, threads), timeout))
-            .and_then(|f| protocol::reply(&f).map(|_| ()));
-        self.settle(out)
+        self.ask(protocol::load(job, model, self.cfg.threads), timeout)
     }
 
     /// Asks the runner to load `model` for `job` in the background (a model it holds or
     /// is loading for `job` is kept), starting the runner if needed (within `timeout`).
     pub fn warm(&mut self, job: u32, model: &UserModel, timeout: Duration) -> Result<(), RunnerError> {
-        let threads = self.cfg.threads;
-        let out = self
-            .runner(timeout)
-            .and_then(|r| r.request(protocol::warm(job, model, threads), timeout))
-            .and_then(|f| protocol::reply(&f).map(|_| ()));
-        self.settle(out)
+        self.ask(protocol::warm(job, model, self.cfg.threads), timeout)
     }
 
     /// Makes the runner forget `job`'s model (nothing to do without a runner).
@@ -112,11 +111,7 @@ impl RunnerSlot {
         if !self.running() {
             return Ok(());
         }
-        let out = self
-            .live()
-            .and_then(|r| r.request(protocol::drop_model(job), timeout))
-            .and_then(|f| protocol::reply(&f).map(|_| ()));
-        self.settle(out)
+        self.ask(protocol::drop_model(job), timeout)
     }
 
     /// The runner's models and memory (none without a runner).
