@@ -68,10 +68,10 @@ LIBRARIES = "torch,torchvision,transformers.modeling_utils"
 PRESETS = {
     "full": dict(workers=10, schedulers=3, seconds=120, settle=30, worker_kills=3, between_kills=10,
                  images=3000, sentences=6000, models="idunno", heartbeat_interval=0.5, heartbeat_timeout=5.0,
-                 realloc_ms=2000, preload=LIBRARIES),
+                 realloc_ms=1000, preload=LIBRARIES),
     "quick": dict(workers=10, schedulers=2, seconds=60, settle=15, worker_kills=1, between_kills=5,
                   images=3000, sentences=6000, models="idunno", heartbeat_interval=0.5, heartbeat_timeout=5.0,
-                  realloc_ms=2000, preload=LIBRARIES),
+                  realloc_ms=1000, preload=LIBRARIES),
     "smoke": dict(workers=4, schedulers=2, seconds=45, settle=8, worker_kills=1, between_kills=2,
                   images=1500, sentences=3000, models="tiny", heartbeat_interval=0.5, heartbeat_timeout=3.0,
                   realloc_ms=1000, preload="hashlib"),
@@ -167,6 +167,19 @@ def proc_stat(pid):
         return None
 
 
+def pss_mb(pids):
+    """The proportional set size of `pids` together (shared pages split among the
+    processes sharing them), MB, from /proc/PID/smaps_rollup."""
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/smaps_rollup") as f:
+                total += sum(int(line.split()[1]) for line in f if line.startswith("Pss:"))
+        except (OSError, ValueError, IndexError):
+            continue
+    return total / 1024
+
+
 def children(pids):
     """The live child processes of `pids` (the workers' Python runners)."""
     out = []
@@ -236,6 +249,11 @@ class Cluster:
 
     def live_workers(self):
         return [p for p in self.workers if p.poll() is None]
+
+    def memory_mb(self):
+        """The cluster's memory now: every live process's and runner's PSS, MB."""
+        live = [p.pid for p in self.scheds + self.workers if p.poll() is None]
+        return pss_mb(live + children(set(live)))
 
     def respawn_exited(self):
         """Starts a new worker for each that exited on its own (e.g. declared dead when
@@ -381,6 +399,7 @@ def run_mode(args, mode, img, txt):
         except RuntimeError as e:
             log(f"{mode}: {e}")
         after = {p: proc_stat(p) for p in runners}
+        res["memory_mb"] = [c.memory_mb()]
         cpu = sum(after[p][1] - before[p][1] for p in runners if before.get(p) and after.get(p))
         res["warmup"] = warmup_figures(call(f"{api}/jobs/{ja}") or {}, sub,
                                        {p: before[p][0] for p in runners if before.get(p)},
@@ -419,6 +438,8 @@ def run_mode(args, mode, img, txt):
                               "e": (now - j["started_ms"]) / 1000, "S": j["seconds_per_query"]}
                              for j in (r, a)],
                 })
+            if len(samples) % 10 == 0:
+                res["memory_mb"].append(c.memory_mb())
             time.sleep(1)
         res["samples"] = samples
         log(f"{mode}: {len(samples)} samples")
@@ -528,6 +549,7 @@ def summary(res, n):
         "samples": len(s),
         "loadavg_median": med([x["loadavg"] for x in s]),
         "workers_exited_by_themselves": res.get("workers_exited_by_themselves", 0),
+        "memory_mb_max": max(res.get("memory_mb") or [0]) or None,
         "warmup": res.get("warmup"),
     }
 
@@ -622,7 +644,8 @@ def report(results, args):
     for m, s in results.items():
         print(f"{m}: allocations seen (first/second job: samples): {s['allocations']}; query rates "
               f"{fmt(s['qps'][0], 3)} / {fmt(s['qps'][1], 3)} q/s; load average median {fmt(s['loadavg_median'], 1)} "
-              f"on {os.cpu_count()} cores; workers that exited by themselves: {s['workers_exited_by_themselves']}")
+              f"on {os.cpu_count()} cores; workers that exited by themselves: {s['workers_exited_by_themselves']}; "
+              f"the cluster's memory (PSS) at most {fmt(s['memory_mb_max'], 0)} MB")
 
 
 def main():
