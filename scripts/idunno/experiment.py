@@ -30,6 +30,7 @@ import os
 import random
 import re
 import secrets
+import shutil
 import signal
 import socket
 import statistics
@@ -363,6 +364,8 @@ def warmup_figures(view, submitted_ms, rss_before, rss_after, runner_cpu):
 
 def run_mode(args, mode, img, txt):
     work = Path(args.work_dir) / mode
+    # a fresh cluster: no job table, queue or log of an earlier run
+    shutil.rmtree(work, ignore_errors=True)
     c = Cluster(args, mode, work)
     res = {"mode": mode}
     (first_model, first_batch), (second_model, second_batch) = MODELS[args.models]
