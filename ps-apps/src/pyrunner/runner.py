@@ -139,9 +139,7 @@ def build(h):
             raise
     fn = getattr(mod, name, None)
     if not callable(fn):
-        if path:
-            with IMPORT:
-                sys.path.remove(path)
+        release(Built(path=path))
         raise AttributeError(f"module {module!r} has no function {name!r}")
     set_threads(threads)
     holds = list(vars(mod).values())
@@ -150,10 +148,13 @@ def build(h):
 
 
 def release(b):
+    """Takes a dropped model's directory off sys.path (without the import lock: a drop
+    must not wait for another model's import)."""
     if b is not None and b.path:
-        with IMPORT:
-            if b.path in sys.path:
-                sys.path.remove(b.path)
+        try:
+            sys.path.remove(b.path)
+        except ValueError:
+            pass
 
 
 def held_bytes(objs):
