@@ -1,4 +1,5 @@
-//! A job's cost for fair time: its seconds per query as its workers measure them,
+//! A job's cost for fair time: its seconds per query on each of its workers (the
+//! scheduler's hand-out to the worker's report: the worker's whole cycle per query),
 //! smoothed per worker by an exponentially weighted moving average over time (a query
 //! `t` seconds old weighs `exp(-t/τ)`, whatever the queries' pace), and averaged over
 //! the workers with equal weight, each worker's weight fading once it stops working on

@@ -63,8 +63,10 @@ impl JobScheduler {
     }
 
     /// Records a task `worker` finished: inference predictions are saved first, then
-    /// the queue; its time (the worker's measure, else from its hand-out) counts in the
-    /// job's rate and cost.
+    /// the queue; its time counts in the job's rate and, as that worker's, in its cost:
+    /// from its hand-out to this report (the worker's whole cycle, its query and its
+    /// round trip: what its rate follows), or the worker's own measure of the query when
+    /// the hand-out is not known here.
     fn record(&mut self, worker: i32, f: Finished, now_ms: u64) -> Result<(), JobsError> {
         let dir = self.batches_dir(f.job);
         let Some(a) = self.active.get_mut(&f.job) else {
@@ -86,10 +88,9 @@ impl JobScheduler {
             outputs::save_rows(&dir, f.task, r)?;
         }
         if a.master.finish_task(f.task, now_ms)? {
-            let took = took.unwrap_or(0);
+            let took = took.unwrap_or(f.took_ms);
             a.rate.record(now_ms, took);
-            let own = if f.took_ms > 0 { f.took_ms } else { took };
-            a.cost.record(worker, now_ms, own as f64 / 1000.0);
+            a.cost.record(worker, now_ms, took as f64 / 1000.0);
             a.tally
                 .finished(epoch, now_ms, took, f.report.examples, f.report.loss_sum);
         }

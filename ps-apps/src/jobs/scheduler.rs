@@ -60,7 +60,7 @@ pub struct SchedulerConfig {
 pub(super) struct Active {
     pub master: Master,
     pub rate: RateWindow,
-    /// Seconds per query as its workers measured them, smoothed (fair time's cost).
+    /// Seconds per query on each of its workers, smoothed (fair time's cost).
     pub cost: CostEstimate,
     /// Where its model is ready (jobs whose model a Python runner runs).
     pub models: Readiness,

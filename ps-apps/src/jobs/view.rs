@@ -62,9 +62,9 @@ pub struct JobView {
     /// Tasks (queries) done and in all, passes, query rate, per-pass loss and accuracy.
     #[serde(flatten)]
     pub figures: JobFigures,
-    /// While it runs: seconds per query as fair time counts them (the workers' own
-    /// measures, smoothed per worker and averaged over them); null before its first
-    /// query or once it ended.
+    /// While it runs: seconds per query as fair time counts them (each worker's
+    /// hand-out to report, smoothed per worker and averaged over the workers); null
+    /// before its first query or once it ended.
     #[serde(default)]
     pub smoothed_seconds_per_query: Option<f64>,
     /// While it runs: the real-valued share of the workers fair time would give it

@@ -44,7 +44,8 @@ pub struct Finished {
     /// Inference with a Python function: each input's output as CSV fields, in order.
     pub rows: Option<Vec<Vec<String>>>,
     /// How long the worker took over it, ms, as the worker measured it (from the
-    /// scheduler's answer to the task's end); 0 if not measured.
+    /// scheduler's answer to the task's end); the scheduler counts it when it does not
+    /// know when it handed the task out; 0 if not measured.
     pub took_ms: u64,
 }
 
