@@ -5,7 +5,7 @@
 use crate::config::Config;
 use crate::error::PostofficeError;
 use crate::held::Held;
-use crate::message::{Command, Control, Message, Meta};
+use crate::message::{Command, Control, Message, Meta, RELEASE_ALL};
 use crate::node::{group_members, Node, Role, ALL_GROUP, SCHEDULER};
 use crate::van::{Transport, Van, VanHandler};
 use crossbeam_channel::Sender;
@@ -373,7 +373,11 @@ impl Postoffice {
 
 impl VanHandler for Postoffice {
     fn on_data(&self, msg: Message) {
-        let key = (msg.meta.app_id, msg.meta.customer_id);
+        // ps-lite's servers (and scheduler) take a request for an app by the app's id
+        // alone, so a ps-lite worker's customers (one per thread) share them
+        let by_app = msg.meta.request && self.cfg.role != Role::Worker && self.van.is_pslite_id(msg.meta.sender);
+        let customer = if by_app { msg.meta.app_id } else { msg.meta.customer_id };
+        let key = (msg.meta.app_id, customer);
         let mut c = self.customers.lock();
         if !c.held.is_empty() {
             for (k, m) in c.held.expire(Instant::now(), CUSTOMER_WAIT) {
@@ -421,7 +425,13 @@ impl VanHandler for Postoffice {
     }
 
     fn on_barrier_released(&self, group: i32) {
-        self.barrier_done.lock().insert(group, true);
+        let mut done = self.barrier_done.lock();
+        if group == RELEASE_ALL {
+            done.values_mut().for_each(|d| *d = true);
+        } else {
+            done.insert(group, true);
+        }
+        drop(done);
         self.barrier_cv.notify_all();
     }
 

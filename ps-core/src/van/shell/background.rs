@@ -43,6 +43,9 @@ impl Van {
                 }
                 let mut m = Message::control(SCHEDULER, Command::Heartbeat);
                 m.meta.timestamp = self.next_timestamp();
+                // naming this node, as ps-lite's heartbeats do (ps-lite's scheduler
+                // answers only a heartbeat that names its sender)
+                m.meta.control.nodes = vec![self.my_node()];
                 if self.cfg.schedulers.len() > 1 {
                     // every candidate hears the node (a standby's witness)
                     self.send_to_schedulers(m);

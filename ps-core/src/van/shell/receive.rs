@@ -20,7 +20,7 @@ impl Van {
     /// allow it, then counted and processed.
     pub(super) fn on_frames(&self, frames: Vec<bytes::Bytes>, roles: Option<&Roles>) {
         let bytes: usize = frames.iter().map(|f| f.len()).sum();
-        let msg = match Message::decode(frames) {
+        let msg = match self.transport.decode(frames) {
             Ok(m) => m,
             Err(e) => {
                 self.stats.malformed.fetch_add(1, Ordering::Relaxed);
@@ -41,6 +41,9 @@ impl Van {
         if msg.meta.sender == SCHEDULER {
             self.last_from_scheduler.store(self.now_ms(), Ordering::Relaxed);
             self.heard_from_scheduler.store(true, Ordering::Relaxed);
+            if msg.meta.incarnation != 0 {
+                self.heard_psrs_scheduler.store(true, Ordering::Relaxed);
+            }
         }
         if !msg.meta.is_control()
             && self.cfg.drop_msg_percent > 0
@@ -68,7 +71,9 @@ impl Van {
             q.push_back(msg);
             return;
         }
-        if let Some(r) = &self.resender {
+        // a ps-lite process neither resends nor takes acknowledgements
+        let from_pslite = self.transport.speaks_pslite() && msg.meta.incarnation == 0;
+        if let Some(r) = self.resender.as_ref().filter(|_| !from_pslite) {
             let verdict = r.lock().on_receive(&msg.meta, self.now_ms());
             match verdict {
                 Incoming::Ack => return,
@@ -197,13 +202,18 @@ impl Van {
         {
             let mut me = self.me.write();
             if me.id == EMPTY_ID {
-                let found = nodes
-                    .iter()
-                    .find(|n| n.hostname == me.hostname && n.port == me.port && n.incarnation == me.incarnation);
+                // (a ps-lite scheduler's table has no incarnations: the entry at this
+                // node's address is this node)
+                let found = nodes.iter().find(|n| {
+                    n.hostname == me.hostname
+                        && n.port == me.port
+                        && (n.incarnation == me.incarnation || n.incarnation == 0)
+                });
                 match found {
                     Some(n) => {
                         me.id = n.id;
                         me.is_recovery = n.is_recovery;
+                        self.transport.set_local_node(me.id, me.incarnation);
                     }
                     None => return,
                 }
@@ -238,6 +248,7 @@ impl Van {
         }
         let mut table = self.table.write();
         for n in nodes {
+            self.note_peer(&n);
             let known = table.iter().position(|t| t.id == n.id);
             let changed = known.is_none_or(|i| table[i] != n);
             if n.id != SCHEDULER && (changed || !self.transport.is_connected(n.id)) {
@@ -281,6 +292,10 @@ impl Van {
                 }
                 Action::Reject { node, reason } => {
                     log::warn!("refused {node}: {reason}");
+                    if self.is_pslite(&node) {
+                        // ps-lite has no refusal: it would take it for the node table
+                        continue;
+                    }
                     let key = -1 - node.port as i32;
                     if self.transport.connect(key, &node.hostname, node.port).is_ok() {
                         let mut m = Message::control(key, Command::AddNode);
@@ -300,6 +315,9 @@ impl Van {
                         "node table: {}",
                         t.iter().map(|n| n.to_string()).collect::<Vec<_>>().join(", ")
                     );
+                    for n in &t {
+                        self.note_peer(n);
+                    }
                     *self.table.write() = t.clone();
                     let mut ready = self.ready.lock();
                     if ready.is_none() {
