@@ -67,8 +67,17 @@ fn test_kv_app_multi_workers_runs_two_customers_in_one_process_on_psrs_servers()
     let c = pslite_workers(2, 2, 1, &["kv-test"], "test_kv_app_multi_workers", &["worker"]);
     assert_eq!(checked(&c), 2, "{}", c.dump());
     let table = c.procs[0].stderr();
-    let line = table.lines().find(|l| l.contains("node table")).unwrap_or_default().to_string();
-    let at = |id: &str| line.split(", ").find(|n| n.contains(id)).and_then(|n| n.split('@').nth(1)).map(str::to_string);
+    let line = table
+        .lines()
+        .find(|l| l.contains("node table"))
+        .unwrap_or_default()
+        .to_string();
+    let at = |id: &str| {
+        line.split(", ")
+            .find(|n| n.contains(id))
+            .and_then(|n| n.split('@').nth(1))
+            .map(str::to_string)
+    };
     assert_eq!(at("worker[9]"), at("worker[11]"), "both workers at one address: {line}");
 }
 
@@ -78,7 +87,11 @@ fn test_simple_app_exchanges_its_requests_with_psrs_nodes() {
     let c = pslite_workers(2, 2, 2, &args, "test_simple_app", &[]);
     let out = c.all_stdout();
     for node in [1, 8, 10] {
-        assert!(out.contains(&format!("simple-app ok: node {node} answered 100 requests")), "{}", c.dump());
+        assert!(
+            out.contains(&format!("simple-app ok: node {node} answered 100 requests")),
+            "{}",
+            c.dump()
+        );
     }
 }
 
@@ -96,14 +109,25 @@ fn psrs_workers_get_exact_sums_from_ps_lite_scheduler_and_servers() {
     c.wait_success();
     let out = c.all_stdout();
     assert_eq!(out.matches("kv-test ok").count(), 2, "{}", c.dump());
-    assert_eq!(out.matches("checked 2000 values = 40 x pushed").count(), 2, "{}", c.dump());
+    assert_eq!(
+        out.matches("checked 2000 values = 40 x pushed").count(),
+        2,
+        "{}",
+        c.dump()
+    );
 }
 
 /// One ps-lite and one psrs server, one ps-lite and one psrs worker, under a psrs
 /// scheduler or ps-lite's.
 fn every_role_mixed(pslite_scheduler: bool) {
     programs();
-    let mut c = Cluster::new(2, 2, &["kv-test", "--own-keys", "--keys", "3000", "--repeat", "30"], &ENV, LIMIT);
+    let mut c = Cluster::new(
+        2,
+        2,
+        &["kv-test", "--own-keys", "--keys", "3000", "--repeat", "30"],
+        &ENV,
+        LIMIT,
+    );
     if pslite_scheduler {
         c.spawn_pslite("scheduler", "test_kv_app", &[]);
     } else {
@@ -130,4 +154,29 @@ fn every_role_mixed_under_a_psrs_scheduler() {
 #[test]
 fn every_role_mixed_under_ps_lite_scheduler() {
     every_role_mixed(true);
+}
+
+#[test]
+fn with_ps_resend_everywhere_psrs_acknowledges_ps_lite_and_drops_its_resends() {
+    // ps-lite's resender resends what psrs's servers drop (PS_DROP_MSG), and stops its
+    // process after 10 resends of a message psrs does not acknowledge by ps-lite's
+    // signature; a resend psrs applied twice would break test_kv_app's sums
+    programs();
+    let mut env = ENV.to_vec();
+    env.extend([("PS_RESEND", "1"), ("PS_RESEND_TIMEOUT", "300")]);
+    let mut c = Cluster::new(2, 2, &["kv-test"], &env, LIMIT);
+    c.spawn("scheduler");
+    for _ in 0..2 {
+        c.spawn_with("server", &["kv-test"], &[("PS_DROP_MSG", "10")]);
+    }
+    for _ in 0..2 {
+        c.spawn_pslite("worker", "test_kv_app", &[]);
+    }
+    c.wait_success();
+    assert_eq!(checked(&c), 2, "{}", c.dump());
+    let resends: usize = c.procs[3..]
+        .iter()
+        .map(|p| p.stderr().matches("Resend (retry=").count())
+        .sum();
+    assert!(resends > 0, "ps-lite resent what psrs dropped\n{}", c.dump());
 }

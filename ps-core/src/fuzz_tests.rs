@@ -70,7 +70,11 @@ fn ps_lite_frames_of_real_messages_decode_from_fuzz_inputs() {
     barrier.meta.request = true;
     barrier.meta.control.barrier_group = 7;
     let mut inputs = Vec::new();
-    for (name, m, id) in [("push", push, &b"ps9:4d"[..]), ("table", table, b"ps1:3"), ("barrier", barrier, b"ps9")] {
+    for (name, m, id) in [
+        ("push", push, &b"ps9:4d"[..]),
+        ("table", table, b"ps1:3"),
+        ("barrier", barrier, b"ps9"),
+    ] {
         let mut frames = vec![Bytes::from_static(id)];
         frames.extend(codec::encode(&m));
         let input = fuzzing::join_frames(&frames);

@@ -20,6 +20,14 @@ use std::time::{Duration, Instant};
 /// earlier may send before this node has created its customers.
 const CUSTOMER_WAIT: Duration = Duration::from_secs(30);
 
+/// How long a worker of a ps-lite scheduler waits after the start barrier before it
+/// may send. ps-lite's scheduler releases the workers from that barrier before the
+/// servers, and a ps-lite server that gets a request before its own release stops
+/// (its receiving thread waits 5 s for a customer that only the release it holds back
+/// lets it create). ps-lite's own workers rarely hit this: their first request comes
+/// later than a psrs worker's.
+pub const PSLITE_SERVERS_GRACE: Duration = Duration::from_millis(200);
+
 /// Exit status of a process the scheduler declared dead (or refused when it registered
 /// again, e.g. after a network partition healed): its tasks went to others and its id
 /// may be a replacement's, so it stops instead of sending stale work. The postoffice
@@ -130,6 +138,9 @@ impl Postoffice {
         self.van.start(self.cfg.join_timeout)?;
         if do_barrier && !self.is_recovery() {
             self.barrier(ALL_GROUP);
+            if self.cfg.role == Role::Worker && self.van.is_pslite_id(SCHEDULER) {
+                std::thread::sleep(PSLITE_SERVERS_GRACE);
+            }
         }
         Ok(())
     }

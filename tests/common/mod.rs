@@ -159,7 +159,9 @@ impl Cluster {
         for (k, v) in env {
             cmd.env(k, v);
         }
-        let child = cmd.spawn().unwrap_or_else(|e| panic!("cannot start {:?}: {e}", cmd.get_program()));
+        let child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {:?}: {e}", cmd.get_program()));
         self.procs.push(Proc {
             role: role.to_string(),
             name,

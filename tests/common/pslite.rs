@@ -109,8 +109,14 @@ fn build() -> Result<PathBuf, String> {
             tail.into_iter().rev().collect::<Vec<_>>().join("\n")
         ))
     };
-    run(Command::new("cp").arg("-r").arg(&src).arg(&tmp), "copying ps-lite's source")?;
-    run(Command::new("chmod").args(["-R", "u+w"]).arg(&tmp), "making the copy writable")?;
+    run(
+        Command::new("cp").arg("-r").arg(&src).arg(&tmp),
+        "copying ps-lite's source",
+    )?;
+    run(
+        Command::new("chmod").args(["-R", "u+w"]).arg(&tmp),
+        "making the copy writable",
+    )?;
     run(
         Command::new("make").arg("-C").arg(&tmp).args(["-j2", "DEPS_PATH=/usr"]),
         "building ps-lite (make -j2 DEPS_PATH=/usr)",

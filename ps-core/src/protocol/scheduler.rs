@@ -7,7 +7,7 @@ use super::liveness::Liveness;
 use super::membership::{Join, Membership};
 use super::shared::Shared;
 use crate::message::{Command, Message};
-use crate::node::{Node, SCHEDULER};
+use crate::node::{id_role, Node, Role, SCHEDULER};
 
 /// Something the van must do on the scheduler's behalf.
 #[derive(Debug, Clone, PartialEq)]
@@ -350,13 +350,16 @@ impl SchedulerCore {
     }
 }
 
-/// The release of `group`'s barrier to each of `released`, the scheduler's own last:
-/// a scheduler released from its final barrier finalizes and closes its connections,
-/// so releases queued after its own would be lost (on the TCP van, a large cluster
-/// would hang in `finalize` with "no connection to node N").
+/// The release of `group`'s barrier to each of `released`: servers first, then
+/// workers, the scheduler's own last. A scheduler released from its final barrier
+/// finalizes and closes its connections, so releases queued after its own would be
+/// lost (on the TCP van, a large cluster would hang in `finalize` with "no connection
+/// to node N"). A server released after a worker could get the worker's first request
+/// before its own release, which a ps-lite server does not survive (its receiving
+/// thread waits for a customer that only the release it holds back lets it create).
 fn release(group: i32, released: Option<Vec<i32>>) -> Vec<Action> {
     let mut ids = released.unwrap_or_default();
-    ids.sort_by_key(|&id| (id == SCHEDULER, id));
+    ids.sort_by_key(|&id| (id == SCHEDULER, id_role(id) == Some(Role::Worker), id));
     ids.into_iter()
         .map(|id| {
             let mut m = Message::control(id, Command::Barrier);

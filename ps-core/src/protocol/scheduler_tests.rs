@@ -43,7 +43,19 @@ fn barrier_over_all_nodes() {
     assert_eq!(sends(&a).len(), 4);
     assert!(sends(&a).iter().all(|(_, c)| *c == Command::Barrier));
     let order: Vec<i32> = sends(&a).iter().map(|(id, _)| *id).collect();
-    assert_eq!(order, [8, 9, 11, 1], "the scheduler releases itself last");
+    assert_eq!(order, [8, 9, 11, 1], "servers, workers, the scheduler itself last");
+    let mut two = SchedulerCore::new(2, 1, node(Role::Scheduler, 1), 0);
+    for (role, port) in [(Role::Server, 2), (Role::Server, 3), (Role::Worker, 4)] {
+        two.on_add_node(node(role, port), 0);
+    }
+    for id in [1, 8, 9] {
+        assert!(two.on_barrier(ALL_GROUP, id).is_empty());
+    }
+    let order: Vec<i32> = sends(&two.on_barrier(ALL_GROUP, 10))
+        .iter()
+        .map(|(id, _)| *id)
+        .collect();
+    assert_eq!(order, [8, 10, 9, 1], "every server before any worker");
 }
 
 #[test]

@@ -4,6 +4,7 @@
 use super::handler::VanHandler;
 use super::stats::VanStats;
 use super::transport::{PeerKind, Transport};
+use super::zmq::ack::pslite_signature;
 use crate::config::Config;
 use crate::failover::Failover;
 use crate::message::Message;
@@ -266,9 +267,8 @@ impl Van {
     fn send_tracked(&self, msg: Message, lazy: bool) -> io::Result<usize> {
         let mut tracked = false;
         if let Some(r) = &self.resender {
-            // a ps-lite process acknowledges nothing (and would apply a resend twice)
-            if needs_ack(&msg.meta) && !self.is_pslite_id(msg.meta.recver) {
-                r.lock().on_send(signature(&msg.meta), msg.clone(), self.now_ms());
+            if let Some(sig) = self.tracked_as(&msg) {
+                r.lock().on_send(sig, msg.clone(), self.now_ms());
                 tracked = true;
             }
         }
@@ -282,6 +282,21 @@ impl Van {
             }
             r => r,
         }
+    }
+
+    /// The signature the resender tracks `msg` under, None if untracked. A ps-lite
+    /// process acknowledges by ps-lite's signature (with its own `PS_RESEND` on, as it
+    /// must be when psrs's is), and only once started: only data messages to it are
+    /// tracked.
+    fn tracked_as(&self, msg: &Message) -> Option<u64> {
+        let m = &msg.meta;
+        if !needs_ack(m) {
+            return None;
+        }
+        if !self.is_pslite_id(m.recver) {
+            return Some(signature(m));
+        }
+        (!m.is_control()).then(|| pslite_signature(m.app_id, m.sender, m.recver, m.timestamp, m.request))
     }
 
     /// Writes what waits in the link to `peer` (see [`Van::send_lazy`]).

@@ -9,6 +9,7 @@ use crate::protocol::resender::Incoming;
 use crate::protocol::scheduler::Action;
 use crate::tls::Roles;
 use crate::van::screen::screen;
+use crate::van::zmq::ack::pslite_signature;
 use std::sync::atomic::Ordering;
 
 /// At most this many messages wait for their senders to be connected.
@@ -71,9 +72,7 @@ impl Van {
             q.push_back(msg);
             return;
         }
-        // a ps-lite process neither resends nor takes acknowledgements
-        let from_pslite = self.transport.speaks_pslite() && msg.meta.incarnation == 0;
-        if let Some(r) = self.resender.as_ref().filter(|_| !from_pslite) {
+        if let Some(r) = &self.resender {
             let verdict = r.lock().on_receive(&msg.meta, self.now_ms());
             match verdict {
                 Incoming::Ack => return,
@@ -83,6 +82,10 @@ impl Van {
                     return;
                 }
                 Incoming::Fresh(sig) => self.ack(&msg, sig),
+                // ps-lite's resender wants every message but TERMINATE acknowledged
+                Incoming::Untracked if self.from_pslite(&msg) && msg.meta.control.cmd != Command::Terminate => {
+                    self.ack(&msg, 0)
+                }
                 Incoming::Untracked => {}
             }
         }
@@ -123,10 +126,22 @@ impl Van {
         }
     }
 
+    /// True if `msg` came from a ps-lite process (one without incarnation, on ps-lite's wire).
+    fn from_pslite(&self, msg: &Message) -> bool {
+        self.transport.speaks_pslite() && msg.meta.incarnation == 0
+    }
+
+    /// Acknowledges `msg` by signature `sig` (a ps-lite process: by ps-lite's own).
     pub(super) fn ack(&self, msg: &Message, sig: u64) {
         if msg.meta.sender == EMPTY_ID {
             return;
         }
+        let m = &msg.meta;
+        let sig = if self.from_pslite(msg) {
+            pslite_signature(m.app_id, m.sender, m.recver, m.timestamp, m.request)
+        } else {
+            sig
+        };
         let mut a = Message::control(msg.meta.sender, Command::Ack);
         a.meta.recver_incarnation = msg.meta.incarnation;
         a.meta.control.msg_sig = sig;
