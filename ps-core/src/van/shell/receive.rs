@@ -83,7 +83,7 @@ impl Van {
                 }
                 Incoming::Fresh(sig) => self.ack(&msg, sig),
                 // ps-lite's resender wants every message but TERMINATE acknowledged
-                Incoming::Untracked if self.from_pslite(&msg) && msg.meta.control.cmd != Command::Terminate => {
+                Incoming::Untracked if self.sent_by_pslite(&msg) && msg.meta.control.cmd != Command::Terminate => {
                     self.ack(&msg, 0)
                 }
                 Incoming::Untracked => {}
@@ -127,7 +127,7 @@ impl Van {
     }
 
     /// True if `msg` came from a ps-lite process (one without incarnation, on ps-lite's wire).
-    fn from_pslite(&self, msg: &Message) -> bool {
+    fn sent_by_pslite(&self, msg: &Message) -> bool {
         self.transport.speaks_pslite() && msg.meta.incarnation == 0
     }
 
@@ -137,7 +137,7 @@ impl Van {
             return;
         }
         let m = &msg.meta;
-        let sig = if self.from_pslite(msg) {
+        let sig = if self.sent_by_pslite(msg) {
             pslite_signature(m.app_id, m.sender, m.recver, m.timestamp, m.request)
         } else {
             sig

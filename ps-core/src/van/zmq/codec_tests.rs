@@ -118,20 +118,21 @@ fn psrs_messages_round_trip_with_every_field() {
     pull_resp.meta.status = -1;
     pull_resp.meta.range = 0;
     assert_eq!(round_trip(&pull_resp), pull_resp);
-    let mut simple = Message::default();
-    simple.meta = Meta {
-        head: 1,
-        app_id: 2,
-        customer_id: 2,
-        timestamp: 4,
-        sender: SCHEDULER,
-        recver: 8,
-        request: true,
-        simple_app: true,
-        incarnation: 3,
-        ..Default::default()
+    let mut simple = Message {
+        meta: Meta {
+            head: 1,
+            app_id: 2,
+            customer_id: 2,
+            timestamp: 4,
+            sender: SCHEDULER,
+            recver: 8,
+            request: true,
+            simple_app: true,
+            incarnation: 3,
+            ..Default::default()
+        },
+        data: vec![Bytes::from_static(b"test")],
     };
-    simple.data = vec![Bytes::from_static(b"test")];
     assert_eq!(round_trip(&simple), simple);
     simple.data.clear();
     assert_eq!(round_trip(&simple), simple);
