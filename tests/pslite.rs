@@ -49,6 +49,25 @@ fn checked(c: &Cluster) -> usize {
 }
 
 #[test]
+fn a_machine_without_the_debian_packages_is_told_which_are_missing() {
+    // (then every test here fails with that line: none is skipped)
+    let bare = tempfile::tempdir().unwrap();
+    let missing = common::pslite::missing_packages(bare.path(), std::ffi::OsStr::new(""));
+    assert_eq!(
+        missing,
+        ["g++", "make", "protobuf-compiler", "libprotobuf-dev", "libzmq3-dev"]
+    );
+    let e = common::pslite::missing_packages_error(&missing[3..]);
+    assert!(
+        e.contains("libprotobuf-dev, libzmq3-dev are missing") && e.contains("install-deps"),
+        "{e}"
+    );
+    let here =
+        common::pslite::missing_packages(std::path::Path::new("/"), &std::env::var_os("PATH").unwrap_or_default());
+    assert!(here.is_empty(), "{}", common::pslite::missing_packages_error(&here));
+}
+
+#[test]
 fn test_connection_joins_a_psrs_cluster_and_finalizes() {
     let c = pslite_workers(2, 2, 2, &["kv-test"], "test_connection", &[]);
     assert_eq!(c.procs.len(), 5);

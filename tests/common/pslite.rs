@@ -19,32 +19,39 @@ pub const PROGRAMS: [&str; 5] = [
     "test_kv_app_benchmark",
 ];
 
-/// What building ps-lite needs: (Debian package, a file or command it provides).
+/// What building ps-lite needs: (Debian package, a command it provides or a file it
+/// installs under the root directory).
 const NEEDS: [(&str, &str); 5] = [
     ("g++", "g++"),
     ("make", "make"),
     ("protobuf-compiler", "protoc"),
-    ("libprotobuf-dev", "/usr/include/google/protobuf/message_lite.h"),
-    ("libzmq3-dev", "/usr/include/zmq.h"),
+    ("libprotobuf-dev", "usr/include/google/protobuf/message_lite.h"),
+    ("libzmq3-dev", "usr/include/zmq.h"),
 ];
 
-fn on_path(cmd: &str) -> bool {
-    std::env::var_os("PATH").is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(cmd).is_file()))
-}
-
-/// The Debian packages missing for building ps-lite.
-fn missing_packages() -> Vec<&'static str> {
+/// The Debian packages missing for building ps-lite on a machine whose root directory
+/// is `root` and whose commands are found on `path` (a `PATH` value).
+pub fn missing_packages(root: &Path, path: &std::ffi::OsStr) -> Vec<&'static str> {
+    let on_path = |cmd: &str| std::env::split_paths(path).any(|d| d.join(cmd).is_file());
     NEEDS
         .iter()
         .filter(|(_, what)| {
-            if what.starts_with('/') {
-                !Path::new(what).is_file()
+            if what.contains('/') {
+                !root.join(what).is_file()
             } else {
                 !on_path(what)
             }
         })
         .map(|(pkg, _)| *pkg)
         .collect()
+}
+
+/// The one-line error for a machine missing `packages`.
+pub fn missing_packages_error(packages: &[&str]) -> String {
+    format!(
+        "ps-lite cannot be built on this machine: the Debian packages {} are missing (scripts/install-deps.sh installs them)",
+        packages.join(", ")
+    )
 }
 
 /// ps-lite's source directory.
@@ -71,12 +78,9 @@ fn build() -> Result<PathBuf, String> {
     if built(&dir) {
         return Ok(dir.join("tests"));
     }
-    let missing = missing_packages();
+    let missing = missing_packages(Path::new("/"), &std::env::var_os("PATH").unwrap_or_default());
     if !missing.is_empty() {
-        return Err(format!(
-            "ps-lite cannot be built on this machine: the Debian packages {} are missing (scripts/install-deps.sh installs them)",
-            missing.join(", ")
-        ));
+        return Err(missing_packages_error(&missing));
     }
     let src = source()?;
     let lacking: Vec<String> = PROGRAMS
