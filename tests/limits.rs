@@ -21,6 +21,10 @@ use std::time::Duration;
 const LIMIT: Duration = Duration::from_secs(120);
 const HELD: usize = 20;
 const CONNS: usize = 6;
+/// How long the hostile process's ZMQ context waits, at its end, to hand its messages
+/// over (libzmq sends them from a thread of its own): a process starved of the CPU
+/// must not lose them, or the server could never log their refusal.
+const HOSTILE_LINGER_MS: i32 = 20_000;
 /// What the server logs for each message past the held store's limit.
 const HELD_REFUSAL: &str = "messages already held for customers not registered yet (PS_MAX_HELD_MESSAGES)";
 
@@ -107,7 +111,7 @@ fn hostile_process() {
         if std::env::var("HOSTILE_VAN").as_deref() == Ok("zmq") {
             let ctx = zmq::Context::new();
             let s = ctx.socket(zmq::DEALER).unwrap();
-            s.set_linger(2000).unwrap();
+            s.set_linger(HOSTILE_LINGER_MS).unwrap();
             s.connect(&format!("tcp://{addr}")).unwrap();
             for m in msgs {
                 let parts: Vec<&[u8]> = m.iter().map(|f| &f[..]).collect();
@@ -134,7 +138,7 @@ fn hostile_process() {
         let big = msgs.remove(0);
         for batch in [msgs, vec![big]] {
             let s = ctx.socket(zmq::DEALER).unwrap();
-            s.set_linger(2000).unwrap();
+            s.set_linger(HOSTILE_LINGER_MS).unwrap();
             s.connect(&format!("tcp://{addr}")).unwrap();
             for m in batch {
                 let parts: Vec<&[u8]> = m.iter().map(|f| &f[..]).collect();
@@ -244,10 +248,7 @@ fn round(van: &str, keys_alone: bool) -> String {
 }
 
 fn run(van: &str) {
-    let mut reasons = vec![
-        HELD_REFUSAL,
-        "9 frames in a message (PS_MAX_FRAMES 5)",
-    ];
+    let mut reasons = vec![HELD_REFUSAL, "9 frames in a message (PS_MAX_FRAMES 5)"];
     if van == "tcp" {
         reasons.extend([
             "message is above the 200000-byte limit (PS_MAX_MESSAGE_BYTES)",
