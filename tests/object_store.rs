@@ -376,7 +376,9 @@ fn a_missing_object_fails_train_eval_and_submit_in_one_line() {
         &env_refs(&env),
         Duration::from_secs(60),
     );
-    c.wait_for_output(2, "the worker's error", |s| s.contains("error"));
+    // its exit, not the first "error" in its output: the line is written in pieces
+    c.wait_until("the worker's exit", |c| c.exited(2));
+    assert_ne!(c.procs[2].status, Some(0), "{}", c.dump());
     c.kill_all();
     let worker = c.procs[2].stderr();
     let errors: Vec<&str> = worker.lines().filter(|l| l.contains("error")).collect();
