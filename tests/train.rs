@@ -6,7 +6,7 @@
 mod common;
 
 use common::training::{args, convert, final_accuracy, progress_lines, require_data, trained_tasks, ENV};
-use common::Cluster;
+use common::{with_heartbeat_timeout, Cluster};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -42,7 +42,9 @@ fn async_and_bounded_staleness_modes_train() {
         }
         a.extend(mode.iter().map(|s| s.to_string()));
         let a: Vec<&str> = a.iter().map(|s| s.as_str()).collect();
-        let mut c = Cluster::start(2, 2, &a, ENV, LIMIT);
+        // nothing dies here: a long heartbeat timeout, so that a node the loaded
+        // machine leaves unscheduled for a second is not declared dead
+        let mut c = Cluster::start(2, 2, &a, &with_heartbeat_timeout(ENV, "10"), LIMIT);
         c.wait_success();
         let acc = final_accuracy(&c);
         println!("{}: test accuracy {acc:.4}", mode[1]);
@@ -66,10 +68,12 @@ fn run_replicated(
     let work = dir.join(name);
     let a = args(train, test, &work);
     let a: Vec<&str> = a.iter().map(|s| s.as_str()).collect();
+    // a kill is detected after 0.5 s; without one nothing may die, so a node the
+    // loaded machine leaves unscheduled for a moment must not be declared dead
     let env = [
         ("PS_REPLICAS", "1"),
         ("PS_HEARTBEAT_INTERVAL", "0.1"),
-        ("PS_HEARTBEAT_TIMEOUT", "0.5"),
+        ("PS_HEARTBEAT_TIMEOUT", if kill { "0.5" } else { "10" }),
         ("PS_RESEND", "1"),
         ("PS_RESEND_TIMEOUT", "500"),
     ];
