@@ -53,6 +53,15 @@ fn async_and_bounded_staleness_modes_train() {
     }
 }
 
+/// The heartbeat timeout of the runs with a kill, in seconds: `PSRS_REPLICATED_HEARTBEAT_TIMEOUT`,
+/// 2 by default. A node a machine loaded by other work leaves unscheduled for half a
+/// second must not be declared dead (it is evicted, and the run fails though nothing
+/// but the killed server failed); docs/benchmarks.md measures the recovery on a quiet
+/// machine with 0.5.
+fn kill_heartbeat_timeout() -> String {
+    std::env::var("PSRS_REPLICATED_HEARTBEAT_TIMEOUT").unwrap_or_else(|_| "2".to_string())
+}
+
 /// Sync training on 3 servers with `PS_REPLICAS=1`; with `kill`, server 2 (launch
 /// index) is killed with SIGKILL mid-pass and nothing is started in its place; with
 /// `replace` too, once training progressed again a replacement is started, and once
@@ -68,12 +77,17 @@ fn run_replicated(
     let work = dir.join(name);
     let a = args(train, test, &work);
     let a: Vec<&str> = a.iter().map(|s| s.as_str()).collect();
-    // a kill is detected after 0.5 s; without one nothing may die, so a node the
-    // loaded machine leaves unscheduled for a moment must not be declared dead
+    // without a kill nothing may die: a long timeout, so that a node the loaded
+    // machine leaves unscheduled for a moment is not declared dead
+    let timeout = if kill {
+        kill_heartbeat_timeout()
+    } else {
+        "10".to_string()
+    };
     let env = [
         ("PS_REPLICAS", "1"),
         ("PS_HEARTBEAT_INTERVAL", "0.1"),
-        ("PS_HEARTBEAT_TIMEOUT", if kill { "0.5" } else { "10" }),
+        ("PS_HEARTBEAT_TIMEOUT", timeout.as_str()),
         ("PS_RESEND", "1"),
         ("PS_RESEND_TIMEOUT", "500"),
     ];
