@@ -62,7 +62,7 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("{}: error: {e}", logging::error_prefix());
+            logging::print_error(&e);
             ExitCode::from(e.exit_code())
         }
     }

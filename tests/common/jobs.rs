@@ -139,12 +139,9 @@ pub fn now_ms() -> u64 {
         .as_millis() as u64
 }
 
-/// [`ENV`] with the heartbeat timeout set to `secs`: on a loaded 2-core machine a node
-/// starved for a second must not be declared dead where the test wants no failure.
+/// [`ENV`] with the heartbeat timeout set to `secs` ([`super::with_heartbeat_timeout`]).
 pub fn env_with_heartbeat_timeout(secs: &'static str) -> Vec<(&'static str, &'static str)> {
-    ENV.iter()
-        .map(|&(k, v)| if k == "PS_HEARTBEAT_TIMEOUT" { (k, secs) } else { (k, v) })
-        .collect()
+    super::with_heartbeat_timeout(ENV, secs)
 }
 
 /// A jobs cluster (`psrs cluster`, 1 server, `workers` workers) with its work dir under

@@ -16,6 +16,23 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// `env` with `PS_HEARTBEAT_TIMEOUT` set to `secs` (added if absent): for a run in
+/// which no node may die. On a loaded 2-core machine a process can go unscheduled for
+/// a second; with a short timeout it is declared dead (and stops, evicted) although
+/// nothing failed, which is not what such a run checks.
+pub fn with_heartbeat_timeout(
+    env: &[(&'static str, &'static str)],
+    secs: &'static str,
+) -> Vec<(&'static str, &'static str)> {
+    let mut out: Vec<_> = env
+        .iter()
+        .copied()
+        .filter(|(k, _)| *k != "PS_HEARTBEAT_TIMEOUT")
+        .collect();
+    out.push(("PS_HEARTBEAT_TIMEOUT", secs));
+    out
+}
+
 /// The psrs binary under test.
 pub fn psrs_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_psrs"))
