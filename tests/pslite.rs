@@ -34,6 +34,13 @@ const ENV: [(&str, &str); 2] = [("DMLC_PS_VAN_TYPE", "zmq"), ("PS_SECRET_FILE", 
 const PEER_KV: [&str; 5] = ["kv", "--keys", "2000", "--repeat", "20"];
 const PSRS_KV: [&str; 5] = ["kv-test", "--keys", "2000", "--repeat", "20"];
 
+/// A cluster description for psrs's and `pslite_peer`'s processes, built first (its
+/// time limit then counts no build).
+fn peer_cluster(args: &[&str], env: &[(&str, &str)]) -> Cluster {
+    common::pslite::peer();
+    Cluster::new(2, 2, args, env, LIMIT)
+}
+
 /// How many lines of `c`'s processes' stdout contain `what`.
 fn lines(c: &Cluster, what: &str) -> usize {
     c.all_stdout().lines().filter(|l| l.contains(what)).count()
@@ -60,7 +67,7 @@ fn a_machine_without_the_debian_packages_is_told_which_are_missing() {
 
 #[test]
 fn a_ps_lite_worker_passes_against_a_psrs_scheduler_and_psrs_servers() {
-    let mut c = Cluster::new(2, 2, &["kv-test", "--apps", "2"], &ENV, LIMIT);
+    let mut c = peer_cluster(&["kv-test", "--apps", "2"], &ENV);
     c.spawn("scheduler");
     for _ in 0..2 {
         c.spawn("server");
@@ -78,13 +85,7 @@ fn a_ps_lite_worker_passes_against_a_psrs_scheduler_and_psrs_servers() {
 #[test]
 fn ps_lite_simple_app_nodes_answer_a_psrs_scheduler() {
     // ps-lite's test_simple_app's exchange: the scheduler's requests to every node
-    let mut c = Cluster::new(
-        2,
-        2,
-        &["simple-app", "--scheduler-sends", "--requests", "100"],
-        &ENV,
-        LIMIT,
-    );
+    let mut c = peer_cluster(&["simple-app", "--scheduler-sends", "--requests", "100"], &ENV);
     c.spawn("scheduler");
     for _ in 0..2 {
         c.spawn("server");
@@ -112,7 +113,7 @@ fn ps_lite_simple_app_nodes_answer_a_psrs_scheduler() {
 
 #[test]
 fn psrs_workers_get_exact_sums_from_ps_lite_scheduler_and_servers() {
-    let mut c = Cluster::new(2, 2, &PSRS_KV, &ENV, LIMIT);
+    let mut c = peer_cluster(&PSRS_KV, &ENV);
     c.spawn_peer("scheduler", &PEER_KV);
     for _ in 0..2 {
         c.spawn_peer("server", &PEER_KV);
@@ -129,7 +130,7 @@ fn psrs_workers_get_exact_sums_from_ps_lite_scheduler_and_servers() {
 /// One ps-lite and one psrs server, one ps-lite and one psrs worker pushing the same
 /// keys, under a psrs scheduler or ps-lite's: each worker's sums count both workers.
 fn every_role_mixed(pslite_scheduler: bool) {
-    let mut c = Cluster::new(2, 2, &PSRS_KV, &ENV, LIMIT);
+    let mut c = peer_cluster(&PSRS_KV, &ENV);
     if pslite_scheduler {
         c.spawn_peer("scheduler", &PEER_KV);
     } else {
@@ -174,7 +175,7 @@ fn with_ps_resend_everywhere_psrs_acknowledges_ps_lite_and_drops_its_resends() {
     env.extend([("PS_RESEND", "1"), ("PS_RESEND_TIMEOUT", "300")]);
     // (one customer per worker: ps-lite's resender tells messages apart by app, sender,
     // receiver and timestamp, not by customer)
-    let mut c = Cluster::new(2, 2, &["kv-test"], &env, LIMIT);
+    let mut c = peer_cluster(&["kv-test"], &env);
     c.spawn("scheduler");
     for _ in 0..2 {
         c.spawn_with("server", &["kv-test"], &[("PS_DROP_MSG", "10")]);

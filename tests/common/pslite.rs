@@ -153,12 +153,13 @@ fn build_library() -> Result<PathBuf, String> {
 }
 
 /// Compiles the C++ program `cc` against ps-lite's library in `lib` into `out` (aside,
-/// then renamed), as ps-lite's own programs are linked.
-fn compile(lib: &Path, cc: &Path, out: &Path) -> Result<(), String> {
+/// then renamed), as ps-lite's own programs are linked, optimised at `opt` (`-O3`
+/// for ps-lite's, as its Makefile and `scripts/bench-vs-pslite.sh` build them).
+fn compile(lib: &Path, cc: &Path, out: &Path, opt: &str) -> Result<(), String> {
     let tmp = out.with_extension(format!("tmp-{}", std::process::id()));
     run(
         Command::new("g++")
-            .args(["-std=c++11", "-O2", "-Wall", "-isystem"])
+            .args(["-std=c++11", opt, "-Wall", "-isystem"])
             .arg(lib.join("include"))
             .arg("-isystem")
             .arg(lib.join("src"))
@@ -185,7 +186,7 @@ fn build_peer() -> Result<PathBuf, String> {
     let out = lib.join("pslite_peer");
     let source = Path::new(PEER_SOURCE);
     if !fresh(&out, &[source, &lib.join("build/libps.a")]) {
-        compile(&lib, source, &out)?;
+        compile(&lib, source, &out, "-O2")?;
     }
     Ok(out)
 }
@@ -209,7 +210,7 @@ fn build_programs() -> Result<PathBuf, String> {
     for p in PROGRAMS {
         let out = tests.join(p);
         if !out.is_file() {
-            compile(&lib, &src.join("tests").join(format!("{p}.cc")), &out)?;
+            compile(&lib, &src.join("tests").join(format!("{p}.cc")), &out, "-O3")?;
         }
     }
     Ok(tests)
