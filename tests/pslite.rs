@@ -41,6 +41,15 @@ fn peer_cluster(args: &[&str], env: &[(&str, &str)]) -> Cluster {
     Cluster::new(2, 2, args, env, LIMIT)
 }
 
+/// Asserts that each of `nodes` printed `OK: node N answered 100 requests`.
+fn answered_100(c: &Cluster, ok: &str, nodes: &[i32]) {
+    let out = c.all_stdout();
+    for node in nodes {
+        let line = format!("{ok}: node {node} answered 100 requests");
+        assert!(out.contains(&line), "no {line:?}\n{}", c.dump());
+    }
+}
+
 /// How many lines of `c`'s processes' stdout contain `what`.
 fn lines(c: &Cluster, what: &str) -> usize {
     c.all_stdout().lines().filter(|l| l.contains(what)).count()
@@ -82,33 +91,41 @@ fn a_ps_lite_worker_passes_against_a_psrs_scheduler_and_psrs_servers() {
     assert_eq!(lines(&c, ok), 2, "{}", c.dump());
 }
 
-#[test]
-fn ps_lite_simple_app_nodes_answer_a_psrs_scheduler() {
-    // ps-lite's test_simple_app's exchange: the scheduler's requests to every node
+/// ps-lite's test_simple_app's exchange (the scheduler's 100 requests to every node,
+/// each node counting what it answered): under a psrs scheduler with psrs servers and
+/// ps-lite workers, or under ps-lite's scheduler with every other role mixed.
+fn simple_app(pslite_scheduler: bool) {
     let mut c = peer_cluster(&["simple-app", "--scheduler-sends", "--requests", "100"], &ENV);
-    c.spawn("scheduler");
-    for _ in 0..2 {
+    let peer = ["simple", "--requests", "100"];
+    if pslite_scheduler {
+        c.spawn_peer("scheduler", &peer);
         c.spawn("server");
-    }
-    for _ in 0..2 {
-        c.spawn_peer("worker", &["simple", "--requests", "100"]);
+        c.spawn_peer("server", &peer);
+        c.spawn("worker");
+        c.spawn_peer("worker", &peer);
+    } else {
+        c.spawn("scheduler");
+        for _ in 0..2 {
+            c.spawn("server");
+        }
+        for _ in 0..2 {
+            c.spawn_peer("worker", &peer);
+        }
     }
     c.wait_success();
-    let out = c.all_stdout();
-    for node in [1, 8, 10] {
-        assert!(
-            out.contains(&format!("simple-app ok: node {node} answered 100 requests")),
-            "{}",
-            c.dump()
-        );
-    }
-    for node in [9, 11] {
-        assert!(
-            out.contains(&format!("pslite_peer simple ok: node {node} answered 100 requests")),
-            "{}",
-            c.dump()
-        );
-    }
+    let pslite_nodes = if pslite_scheduler { 3 } else { 2 };
+    assert_eq!(lines(&c, "answered 100 requests"), 5, "{}", c.dump());
+    assert_eq!(lines(&c, "pslite_peer simple ok"), pslite_nodes, "{}", c.dump());
+}
+
+#[test]
+fn ps_lite_simple_app_nodes_answer_a_psrs_scheduler() {
+    simple_app(false);
+}
+
+#[test]
+fn psrs_simple_app_nodes_answer_ps_lite_scheduler() {
+    simple_app(true);
 }
 
 #[test]
@@ -283,12 +300,5 @@ fn test_kv_app_multi_workers_runs_two_customers_in_one_process_on_psrs_servers()
 fn test_simple_app_exchanges_its_requests_with_psrs_nodes() {
     let args = ["simple-app", "--scheduler-sends", "--requests", "100"];
     let c = pslite_workers(2, 2, 2, &args, "test_simple_app", &[]);
-    let out = c.all_stdout();
-    for node in [1, 8, 10] {
-        assert!(
-            out.contains(&format!("simple-app ok: node {node} answered 100 requests")),
-            "{}",
-            c.dump()
-        );
-    }
+    answered_100(&c, "simple-app ok", &[1, 8, 10]);
 }
