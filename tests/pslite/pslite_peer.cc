@@ -140,11 +140,14 @@ int MyId() { return Postoffice::Get()->van()->my_node().id; }
 /// ps-lite's KVServerDefaultHandle behind checks of each request's KVMeta.
 class CheckedHandle {
  public:
-  CheckedHandle(int app, Range range) : app_(app), range_(range) {
-    for (int id : Postoffice::Get()->GetNodeIDs(kWorkerGroup)) workers_.insert(id);
-  }
+  explicit CheckedHandle(int app) : app_(app) {}
 
   void operator()(const KVMeta& meta, const KVPairs<float>& req, KVServer<float>* server) {
+    if (workers_.empty()) {
+      // (made before this node started: the node table is known by the first request)
+      for (int id : Postoffice::Get()->GetNodeIDs(kWorkerGroup)) workers_.insert(id);
+      range_ = Postoffice::Get()->GetServerKeyRanges()[MyRank()];
+    }
     std::string at = Str("app ", app_, " request ", meta.timestamp, " of node ", meta.sender,
                          " customer ", meta.customer_id);
     checks.Expect(workers_.count(meta.sender) == 1, Str(at, ": the sender is no worker"));
@@ -190,18 +193,23 @@ class CheckedHandle {
   KVServerDefaultHandle<float> sum_;
 };
 
+/// The server: its KVServers are made before it starts, as MXNet's server makes its
+/// KVServer before ps::StartAsync. ps-lite's scheduler releases the workers from the
+/// start barrier before the servers, and a worker's first request can reach a server
+/// before its own release; ps-lite's receiving thread then waits (5 s at most, and
+/// fails) for the request's customer, and cannot take the release meanwhile.
 int Server(const Opts& o) {
-  int id = MyId();
-  Range range = Postoffice::Get()->GetServerKeyRanges()[MyRank()];
   std::vector<std::unique_ptr<KVServer<float>>> servers;
   std::vector<std::shared_ptr<CheckedHandle>> handles;
   for (int app = 0; app < o.apps; ++app) {
-    auto h = std::make_shared<CheckedHandle>(app, range);
+    auto h = std::make_shared<CheckedHandle>(app);
     servers.emplace_back(new KVServer<float>(app));
     servers.back()->set_request_handle(
         [h](const KVMeta& m, const KVPairs<float>& r, KVServer<float>* s) { (*h)(m, r, s); });
     handles.push_back(h);
   }
+  Start(0);
+  int id = MyId();
   Finalize(0, true);
   servers.clear();  // joins the customers' threads: the handles are quiet from here
   long pushes = 0, pulls = 0;
@@ -408,9 +416,15 @@ int Worker(const Opts& o) {
   return 0;
 }
 
+/// This process's DMLC_ROLE (ps-lite knows it only once started).
+std::string Role() {
+  const char* role = getenv("DMLC_ROLE");
+  return role ? role : "";
+}
+
 int Kv(const Opts& o) {
+  if (Role() == "server") return Server(o);
   Start(0);
-  if (IsServer()) return Server(o);
   if (IsWorker()) return Worker(o);
   Finalize(0, true);
   printf("pslite_peer scheduler ok\n");
@@ -420,8 +434,8 @@ int Kv(const Opts& o) {
 // ---------------------------------------------------------------- simple
 
 int Simple(const Opts& o) {
-  Start(0);
-  int id = MyId();
+  // (the app made before this node starts, as a server's KVServers are: a request can
+  // reach it before its release from the start barrier)
   std::atomic<int> answered{0};
   SimpleApp app(0, 0);
   app.set_request_handle([&answered](const SimpleData& req, SimpleApp* a) {
@@ -437,6 +451,8 @@ int Simple(const Opts& o) {
     std::lock_guard<std::mutex> lk(mu);
     answers[res.timestamp].insert(res.sender);
   });
+  Start(0);
+  int id = MyId();
   if (IsScheduler()) {
     int all = kScheduler + kServerGroup + kWorkerGroup;
     std::vector<int> nodes = Postoffice::Get()->GetNodeIDs(all);
