@@ -20,6 +20,7 @@ use ps_core::tls::{CertRole, Credentials};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -335,9 +336,12 @@ fn work_dir_token(work: &Path) -> Option<String> {
         .map(|t| t.trim().to_string())
 }
 
-/// One HTTP/1.1 request over plain TCP; returns the whole answer.
+/// One HTTP/1.1 request over plain TCP; returns the whole answer (empty: no
+/// connection).
 fn http(addr: &str, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> String {
-    let mut s = TcpStream::connect(addr).unwrap();
+    let Ok(mut s) = TcpStream::connect(addr) else {
+        return String::new();
+    };
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     let mut req = format!(
         "{method} {path} HTTP/1.1\r\nConnection: close\r\nContent-Length: {}\r\n",
@@ -488,4 +492,56 @@ fn a_web_page_cannot_submit_a_job_to_the_default_cluster() {
         &job,
     );
     assert_eq!(status(&said), 201, "the API's own origin: {said}");
+}
+
+/// `promtool check metrics` (Debian's `prometheus`; the test fails naming it when it
+/// is missing) on the `/metrics` of a running cluster, read without a token as the
+/// operator allows with `PS_HTTP_OPEN_READS=1` (while a write still needs the token):
+/// every metric has help text and the lint passes.
+#[test]
+fn metrics_are_readable_when_opened_and_pass_promtool() {
+    let promtool = Command::new("promtool").arg("--version").output();
+    assert!(
+        promtool.is_ok_and(|o| o.status.success()),
+        "no promtool: apt-get install prometheus (scripts/install-deps.sh does)"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let addr = format!("127.0.0.1:{}", free_port());
+    let work = dir.path().join("work");
+    let args = ["cluster", "--stats-addr", &addr, "--work-dir", work.to_str().unwrap()];
+    let mut env = ENV.to_vec();
+    env.push(("PS_HTTP_OPEN_READS", "1"));
+    let c = Cluster::start(0, 1, &args, &env, LIMIT);
+    let start = Instant::now();
+    let metrics = loop {
+        let said = http(&addr, "GET", "/metrics", &[("Host", &addr)], "");
+        if status(&said) == 200 && said.contains("psrs_node_up{") {
+            break said.split("\r\n\r\n").nth(1).unwrap_or("").to_string();
+        }
+        assert!(start.elapsed() < Duration::from_secs(60), "{said}\n{}", c.dump());
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let mut lint = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    lint.stdin.take().unwrap().write_all(metrics.as_bytes()).unwrap();
+    let out = lint.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "promtool check metrics: {}{}\n{metrics}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let said = http(
+        &addr,
+        "POST",
+        "/jobs",
+        &[("Host", &addr), ("Content-Type", "application/json")],
+        "{}",
+    );
+    assert_eq!(status(&said), 401, "open reads open no writes: {said}");
 }
