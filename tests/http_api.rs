@@ -174,6 +174,10 @@ fn a_header_that_never_ends_is_refused_and_the_scheduler_stays_small() {
         "answered with more than a refusal: {said}"
     );
     assert!(grown < 4 << 10, "the scheduler grew {grown} KB (from {before} KB)");
+    eprintln!(
+        "an endless header: refused after {refused:?} bytes, answered {}, the scheduler grew {grown} KB",
+        status(&said)
+    );
 
     // the same in many small writes (one read each on the server)
     let mut s = connect_tls(&sc.addr, &anon).unwrap();
@@ -185,6 +189,7 @@ fn a_header_that_never_ends_is_refused_and_the_scheduler_stays_small() {
         sc.c.dump()
     );
     assert!(grown < 4 << 10, "the scheduler grew {grown} KB (from {before} KB)");
+    eprintln!("a header in 64-byte writes: refused after {refused:?} bytes, the scheduler grew {grown} KB");
 
     // a header a byte at a time, never finished: cut off by the header-read timeout
     let mut s = connect_tls(&sc.addr, &anon).unwrap();
@@ -196,6 +201,7 @@ fn a_header_that_never_ends_is_refused_and_the_scheduler_stays_small() {
         "a header trickled for {took:?} and was not cut off ({refused:?})\n{}",
         sc.c.dump()
     );
+    eprintln!("a header trickled a byte every 0.5 s: cut off after {took:?}");
     // and members still get in
     sc.member(&["list"]).unwrap_or_else(|e| panic!("{e}\n{}", sc.c.dump()));
 }
@@ -283,6 +289,10 @@ fn three_hundred_slow_anonymous_connections_do_not_lock_out_a_member() {
     }
     stop.store(true, Ordering::Relaxed);
     let opened = attacker.join().unwrap();
+    eprintln!(
+        "{opened} slow connections opened in all; member failures: {}",
+        fails.len()
+    );
     assert!(
         fails.is_empty(),
         "a member was locked out by {opened} slow connections: {fails:?}\n{}",
@@ -433,7 +443,8 @@ fn a_web_page_cannot_submit_a_job_to_the_default_cluster() {
     let token = work_dir_token(&work).expect("the cluster wrote its token into its work dir");
     let bearer = format!("Bearer {token}");
     let auth = ("Authorization", bearer.as_str());
-    let cases: [(&[(&str, &str)], u16, &str); 4] = [
+    type Case<'a> = (&'a [(&'a str, &'a str)], u16, &'a str);
+    let cases: [Case; 4] = [
         (
             &[
                 auth,

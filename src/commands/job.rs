@@ -126,17 +126,22 @@ impl InferArgs {
 /// in the environment, as the nodes read them) over HTTPS, the server checked against
 /// the cluster's CA, presenting a client certificate (`PS_TLS_CERT`/`PS_TLS_KEY`, or
 /// one issued from the secret); and the bearer token `PSRS_API_TOKEN`, else the one
-/// derived from the secret.
+/// derived from the secret, else (no security) the one the cluster at `api` made and
+/// published for this host ([`ps_apps::stats::find_token`]).
 struct Client {
     agent: ureq::Agent,
     token: Option<String>,
     https: bool,
 }
 
-fn client() -> Result<Client, String> {
+fn client(api: &str) -> Result<Client, String> {
     let vars: std::collections::HashMap<String, String> = std::env::vars().collect();
     let sec = ps_core::config::Security::from_vars(&vars).map_err(|e| e.to_string())?;
     let mut token = sec.secret.as_ref().map(|s| s.http_token());
+    if !sec.is_on() {
+        let runtime = ps_apps::stats::RuntimeDir::from_vars(|k| vars.get(k).cloned());
+        token = ps_apps::stats::find_token(api, runtime.as_ref(), std::path::Path::new(DEFAULT_WORK_DIR));
+    }
     if let Some(t) = vars.get("PSRS_API_TOKEN").filter(|t| !t.trim().is_empty()) {
         token = Some(t.trim().to_string());
     }
@@ -168,14 +173,20 @@ fn client() -> Result<Client, String> {
     })
 }
 
+/// `psrs cluster`'s default work dir, where a cluster started in the current
+/// directory keeps its token.
+const DEFAULT_WORK_DIR: &str = "psrs-cluster";
+
 fn request(c: &Client, method: &str, url: &str, body: Option<&str>) -> Result<Value, String> {
     let mut req = c.agent.request(method, url);
     if let Some(t) = &c.token {
         req = req.set("Authorization", &format!("Bearer {t}"));
     }
-    let resp = match body {
-        Some(b) => req.set("Content-Type", "application/json").send_string(b),
-        None => req.call(),
+    // every change is JSON (the API refuses any other, as a browser's cross-site form)
+    let resp = match (body, method) {
+        (Some(b), _) => req.set("Content-Type", "application/json").send_string(b),
+        (None, "GET") => req.call(),
+        (None, _) => req.set("Content-Type", "application/json").call(),
     };
     let text = match resp {
         Ok(r) => r.into_string().map_err(|e| e.to_string())?,
@@ -185,6 +196,12 @@ fn request(c: &Client, method: &str, url: &str, body: Option<&str>) -> Result<Va
                 .ok()
                 .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(str::to_string))
                 .unwrap_or(text);
+            if code == 401 && c.token.is_none() && !c.https {
+                return Err(format!(
+                    "{code}: {}; no token found for {url} on this host: set PSRS_API_TOKEN (the cluster's WORK_DIR/api-token)",
+                    why.trim()
+                ));
+            }
             return Err(format!("{code}: {}", why.trim()));
         }
         // ureq's error names the URL already
@@ -213,7 +230,7 @@ fn line(j: &Value) -> String {
 
 /// Runs the client.
 pub fn run(a: Args) -> Result<(), super::error::CliError> {
-    let c = client()?;
+    let c = client(&a.api)?;
     let base = a.api.trim_end_matches('/').to_string();
     let scheme = if c.https { "https" } else { "http" };
     let base = match base.split_once("://") {

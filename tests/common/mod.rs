@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod etcd;
+pub mod fake_http;
 pub mod jobs;
 pub mod netns;
 pub mod training;
