@@ -96,7 +96,9 @@ fn the_dashboard_charts_two_running_jobs_and_a_killed_worker_in_headless_chromiu
         std::thread::sleep(Duration::from_millis(50));
     }
     std::thread::sleep(Duration::from_secs(3)); // a few samples after the death
-    let url = format!("{}/", api.0);
+    // the URL the cluster printed: the token once, kept in a cookie from then on
+    let token = common::jobs::token_for(&api.0).expect("the cluster published its token");
+    let url = format!("{}/?token={token}", api.0);
     let start = Instant::now();
     let (dom, points) = loop {
         let dom = chromium(&url, "--dump-dom");
@@ -263,7 +265,9 @@ fn markup_in_a_hostname_or_an_error_is_shown_as_text_in_headless_chromium() {
             std::thread::sleep(Duration::from_millis(100));
         }
     };
-    let token = work_dir_token(&work);
+    eprintln!("the intruder's worker is listed: {node_listed}");
+    let token = common::jobs::token_for(&api.0).expect("the cluster published its token");
+    assert_eq!(work_dir_token(&work), token, "the work dir holds the same token");
     let text = |what: &str| payload(what).replace('<', "&lt;").replace('>', "&gt;");
     for (page, title) in [("/", "psrs cluster"), ("/index.html", "psrs dashboard")] {
         let dom = chromium(&format!("{}{page}?token={token}", api.0), "--dump-dom");

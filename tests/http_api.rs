@@ -16,6 +16,7 @@ mod common;
 
 use common::jobs::{Api, ENV};
 use common::{free_port, Cluster};
+use ps_apps::bench::http_attack::{flood, rss_kb, slow_connections, Conn};
 use ps_core::tls::{CertRole, Credentials};
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -26,15 +27,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const LIMIT: Duration = Duration::from_secs(240);
-
-/// A scheduler's resident memory in KB (`VmRSS` of /proc/PID/status).
-fn rss_kb(pid: u32) -> u64 {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    s.lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmRSS in /proc/PID/status")
-}
 
 /// A jobs cluster (0 servers, 1 worker) whose nodes share the cluster secret in
 /// `secret`; its API at `https://ADDR`, up.
@@ -91,34 +83,6 @@ impl Secured {
     }
 }
 
-type Tls = rustls::StreamOwned<rustls::ClientConnection, TcpStream>;
-
-/// An anonymous TLS connection to `addr`, handshake done.
-fn connect_tls(addr: &str, cfg: &Arc<rustls::ClientConfig>) -> std::io::Result<Tls> {
-    let conn = rustls::ClientConnection::new(Arc::clone(cfg), ps_core::tls::server_name("127.0.0.1")).unwrap();
-    let tcp = TcpStream::connect(addr)?;
-    tcp.set_read_timeout(Some(Duration::from_secs(20)))?;
-    tcp.set_write_timeout(Some(Duration::from_secs(20)))?;
-    let mut s = rustls::StreamOwned::new(conn, tcp);
-    while s.conn.is_handshaking() {
-        s.conn.complete_io(&mut s.sock)?;
-    }
-    Ok(s)
-}
-
-/// Whatever the server answered on `s` (until it closed, an error, or 2 s of silence).
-fn answer<S: Read>(s: &mut S) -> String {
-    let mut out = Vec::new();
-    let mut buf = [0u8; 4096];
-    loop {
-        match s.read(&mut buf) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => out.extend_from_slice(&buf[..n]),
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
 /// The status code of an HTTP answer (0: none).
 fn status(answer: &str) -> u16 {
     answer
@@ -128,42 +92,20 @@ fn status(answer: &str) -> u16 {
         .unwrap_or(0)
 }
 
-/// Writes `head` then the endless header value in writes of `chunk` bytes, `pause`
-/// apart, until the server refuses (a write fails) or `most` bytes were sent. Returns
-/// the bytes sent before the refusal (None: never refused).
-fn flood(s: &mut Tls, chunk: usize, pause: Duration, most: usize) -> Option<usize> {
-    s.sock.set_write_timeout(Some(Duration::from_secs(5))).unwrap();
-    let head = b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Flood: ";
-    if s.write_all(head).and_then(|()| s.flush()).is_err() {
-        return Some(0);
-    }
-    let data = vec![b'a'; chunk];
-    let mut sent = head.len();
-    while sent < most {
-        if s.write_all(&data).and_then(|()| s.flush()).is_err() {
-            return Some(sent);
-        }
-        sent += chunk;
-        if !pause.is_zero() {
-            std::thread::sleep(pause);
-        }
-    }
-    None
-}
-
 #[test]
 fn a_header_that_never_ends_is_refused_and_the_scheduler_stays_small() {
     let sc = Secured::start();
     let anon = sc.anonymous();
     let pid = sc.scheduler_pid();
     std::thread::sleep(Duration::from_millis(500));
-    let before = rss_kb(pid);
+    let rss = |pid| rss_kb(pid).expect("VmRSS in /proc/PID/status");
+    let before = rss(pid);
 
     // one header line without end, in 64 KB writes, up to 256 MB
-    let mut s = connect_tls(&sc.addr, &anon).unwrap();
+    let mut s = Conn::open(&sc.addr, Some(&anon)).unwrap();
     let refused = flood(&mut s, 64 << 10, Duration::ZERO, 256 << 20);
-    let grown = rss_kb(pid).saturating_sub(before);
-    let said = answer(&mut s);
+    let grown = rss(pid).saturating_sub(before);
+    let said = s.answer();
     assert!(
         refused.is_some_and(|n| n < 1 << 20),
         "the endless header was taken: {refused:?} bytes before a refusal; the scheduler grew {grown} KB\n{}",
@@ -180,9 +122,9 @@ fn a_header_that_never_ends_is_refused_and_the_scheduler_stays_small() {
     );
 
     // the same in many small writes (one read each on the server)
-    let mut s = connect_tls(&sc.addr, &anon).unwrap();
+    let mut s = Conn::open(&sc.addr, Some(&anon)).unwrap();
     let refused = flood(&mut s, 64, Duration::from_millis(1), 256 << 10);
-    let grown = rss_kb(pid).saturating_sub(before);
+    let grown = rss(pid).saturating_sub(before);
     assert!(
         refused.is_some_and(|n| n < 64 << 10),
         "a header in small reads was taken: {refused:?} bytes before a refusal\n{}",
@@ -192,7 +134,7 @@ fn a_header_that_never_ends_is_refused_and_the_scheduler_stays_small() {
     eprintln!("a header in 64-byte writes: refused after {refused:?} bytes, the scheduler grew {grown} KB");
 
     // a header a byte at a time, never finished: cut off by the header-read timeout
-    let mut s = connect_tls(&sc.addr, &anon).unwrap();
+    let mut s = Conn::open(&sc.addr, Some(&anon)).unwrap();
     let start = Instant::now();
     let refused = flood(&mut s, 1, Duration::from_millis(500), 80);
     let took = start.elapsed();
@@ -206,77 +148,12 @@ fn a_header_that_never_ends_is_refused_and_the_scheduler_stays_small() {
     sc.member(&["list"]).unwrap_or_else(|e| panic!("{e}\n{}", sc.c.dump()));
 }
 
-/// Keeps `n` slow anonymous connections open to `addr` until `stop`: half stuck in the
-/// TLS handshake (a ClientHello's bytes, one every 2 s), half with the handshake done
-/// and an HTTP header sent a byte every 2 s; each one the server closes is opened
-/// again. Returns the connections opened in all.
-fn slow_attack(addr: String, cfg: Arc<rustls::ClientConfig>, n: usize, stop: Arc<AtomicBool>) -> usize {
-    enum Slow {
-        Raw(TcpStream, usize),
-        Tls(Box<Tls>, usize),
-        Closed(bool),
-    }
-    // the start of a real ClientHello record, sent slowly (never finished)
-    let hello = [0x16u8, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xfc, 0x03, 0x03];
-    let header = b"GET /jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
-    let open = |tls: bool| -> Slow {
-        if tls {
-            match connect_tls(&addr, &cfg) {
-                Ok(s) => Slow::Tls(Box::new(s), 0),
-                Err(_) => Slow::Closed(true),
-            }
-        } else {
-            match TcpStream::connect(&addr) {
-                Ok(s) => Slow::Raw(s, 0),
-                Err(_) => Slow::Closed(false),
-            }
-        }
-    };
-    let mut conns: Vec<Slow> = (0..n).map(|i| open(i % 2 == 1)).collect();
-    let mut opened = n;
-    while !stop.load(Ordering::Relaxed) {
-        for c in conns.iter_mut() {
-            let next = match c {
-                Slow::Raw(s, i) => {
-                    let ok = s.write_all(&hello[*i % hello.len()..][..1]).is_ok();
-                    *i += 1;
-                    if ok {
-                        continue;
-                    }
-                    false
-                }
-                Slow::Tls(s, i) => {
-                    let ok = s
-                        .write_all(&header[*i % header.len()..][..1])
-                        .and_then(|()| s.flush())
-                        .is_ok();
-                    *i += 1;
-                    if ok {
-                        continue;
-                    }
-                    true
-                }
-                Slow::Closed(tls) => *tls,
-            };
-            *c = open(next);
-            opened += 1;
-        }
-        for _ in 0..20 {
-            if stop.load(Ordering::Relaxed) {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-    opened
-}
-
 #[test]
 fn three_hundred_slow_anonymous_connections_do_not_lock_out_a_member() {
     let sc = Secured::start();
     let stop = Arc::new(AtomicBool::new(false));
     let (addr, cfg, s2) = (sc.addr.clone(), sc.anonymous(), Arc::clone(&stop));
-    let attacker = std::thread::spawn(move || slow_attack(addr, cfg, 300, s2));
+    let attacker = std::thread::spawn(move || slow_connections(&addr, Some(&cfg), 300, &s2));
     std::thread::sleep(Duration::from_secs(5));
     let mut fails = Vec::new();
     for _ in 0..5 {
@@ -319,7 +196,7 @@ fn an_anonymous_tls_connection_gets_at_most_a_401() {
         ("DELETE", "/jobs/j1"),
     ];
     for (method, path) in routes {
-        let mut s = connect_tls(&sc.addr, &anon).unwrap();
+        let mut s = Conn::open(&sc.addr, Some(&anon)).unwrap();
         let body = r#"{"kind":"train"}"#;
         write!(
             s,
@@ -329,7 +206,7 @@ fn an_anonymous_tls_connection_gets_at_most_a_401() {
         )
         .unwrap();
         s.flush().unwrap();
-        let said = answer(&mut s);
+        let said = s.answer();
         assert_eq!(status(&said), 401, "{method} {path}: {said}");
         let body = said.split("\r\n\r\n").nth(1).unwrap_or("");
         assert!(
@@ -349,10 +226,9 @@ fn work_dir_token(work: &Path) -> Option<String> {
 /// One HTTP/1.1 request over plain TCP; returns the whole answer (empty: no
 /// connection).
 fn http(addr: &str, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> String {
-    let Ok(mut s) = TcpStream::connect(addr) else {
+    let Ok(mut s) = Conn::open(addr, None) else {
         return String::new();
     };
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     let mut req = format!(
         "{method} {path} HTTP/1.1\r\nConnection: close\r\nContent-Length: {}\r\n",
         body.len()
@@ -363,7 +239,7 @@ fn http(addr: &str, method: &str, path: &str, headers: &[(&str, &str)], body: &s
     req += "\r\n";
     req += body;
     s.write_all(req.as_bytes()).unwrap();
-    answer(&mut s)
+    s.answer()
 }
 
 #[test]
@@ -555,4 +431,68 @@ fn metrics_are_readable_when_opened_and_pass_promtool() {
         "{}",
     );
     assert_eq!(status(&said), 401, "open reads open no writes: {said}");
+}
+
+/// `psrs cluster --no-code-jobs` refuses every job that would run the submitter's code
+/// (a Python function, its pythonpath, a TorchScript file) with one line and a 403,
+/// through `psrs job` and the API alike, and still runs inference over a psrs model.
+#[test]
+fn no_code_jobs_refuses_code_and_runs_models() {
+    use common::jobs::{blobs, CLASSES, DIM};
+    let dir = tempfile::tempdir().unwrap();
+    let addr = format!("127.0.0.1:{}", free_port());
+    let work = dir.path().join("work");
+    let args = [
+        "cluster",
+        "--stats-addr",
+        &addr,
+        "--work-dir",
+        work.to_str().unwrap(),
+        "--no-code-jobs",
+    ];
+    let c = Cluster::start(0, 1, &args, ENV, LIMIT);
+    let api = Api(format!("http://{addr}"));
+    api.wait_up(&c);
+    let data = dir.path().join("data.rio");
+    blobs(&data, 200, 50, 3);
+    let model = ps_apps::model::Model::Softmax {
+        dim: DIM,
+        classes: CLASSES,
+    };
+    let file = dir.path().join("m.model");
+    ps_apps::model::save(&file, &model, &vec![0.0; model.num_params()]).unwrap();
+    let (data, file) = (data.to_str().unwrap(), file.to_str().unwrap());
+    let out = dir.path().join("out.csv");
+    let out = out.to_str().unwrap();
+    let mods = dir.path().display().to_string();
+    for (code, field) in [
+        (vec!["--runner", "m:f", "--pythonpath", mods.as_str()], "runner"),
+        (vec!["--torch", file], "torch"),
+    ] {
+        let e = api
+            .run(&[&["submit", "infer"], &code[..], &["--data", data, "--out", out]].concat())
+            .unwrap_err();
+        assert!(
+            e.contains("403") && e.contains("--no-code-jobs") && e.contains(field),
+            "{e}"
+        );
+        assert_eq!(e.trim().lines().count(), 1, "one line: {e}");
+    }
+    let token = work_dir_token(&work).unwrap();
+    let bearer = format!("Bearer {token}");
+    let said = http(
+        &addr,
+        "POST",
+        "/jobs",
+        &[
+            ("Authorization", &bearer),
+            ("Host", &addr),
+            ("Content-Type", "application/json"),
+        ],
+        r#"{"kind":"infer","pythonpath":"/tmp","runner":"m:f","data":"/tmp","out":"/tmp/x.csv"}"#,
+    );
+    assert_eq!(status(&said), 403, "{said}");
+    assert!(api.run(&["list"]).unwrap().trim().is_empty(), "nothing was submitted");
+    let id = api.submit(&["infer", "--model", file, "--data", data, "--out", out]);
+    api.until(&c, LIMIT, &id, "done", |j| j["state"] == "done");
 }

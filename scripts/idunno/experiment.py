@@ -19,6 +19,7 @@ import json
 import os
 import random
 import re
+import secrets
 import signal
 import socket
 import statistics
@@ -94,9 +95,16 @@ def make_inputs(root, images, sentences, seed):
     return img, txt
 
 
+# The jobs API's token: written into every scheduler candidate's work dir before it
+# starts (a cluster without security takes the token it finds there), so one token
+# reaches whichever candidate is active.
+TOKEN = secrets.token_hex(24)
+
+
 def call(url, method="GET", body=None, timeout=5):
     data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(url, data=data, method=method,
+                                 headers={"Content-Type": "application/json", "Authorization": f"Bearer {TOKEN}"})
     try:
         with urllib.request.urlopen(req, timeout=timeout) as r:
             return json.loads(r.read())
@@ -142,7 +150,12 @@ class Cluster:
     def start(self):
         for k in range(len(self.ports)):
             env = {} if k == 0 else {"PS_SCHEDULER_STANDBY": "1", "DMLC_PS_ROOT_PORT": str(self.ports[k])}
-            extra = ["--stats-addr", self.http[k], "--work-dir", str(self.work / f"sched{k}")]
+            sched_work = self.work / f"sched{k}"
+            sched_work.mkdir(parents=True, exist_ok=True)
+            fd = os.open(sched_work / "api-token", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(TOKEN + "\n")
+            extra = ["--stats-addr", self.http[k], "--work-dir", str(sched_work)]
             self.scheds.append(self._spawn("scheduler", extra, env))
         for _ in range(self.args.workers):
             self.spawn_worker()

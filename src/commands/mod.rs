@@ -1,7 +1,9 @@
 //! The subcommands of `psrs`.
 
 pub mod barrier;
+pub mod api_client;
 pub mod bench;
+pub mod bench_api;
 pub mod certs;
 pub mod cluster;
 pub mod connection;
