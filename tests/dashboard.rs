@@ -96,7 +96,7 @@ fn the_dashboard_charts_two_running_jobs_and_a_killed_worker_in_headless_chromiu
         std::thread::sleep(Duration::from_millis(50));
     }
     std::thread::sleep(Duration::from_secs(3)); // a few samples after the death
-    // the URL the cluster printed: the token once, kept in a cookie from then on
+                                                // the URL the cluster printed: the token once, kept in a cookie from then on
     let token = common::jobs::token_for(&api.0).expect("the cluster published its token");
     let url = format!("{}/?token={token}", api.0);
     let start = Instant::now();
@@ -149,21 +149,6 @@ fn the_dashboard_charts_two_running_jobs_and_a_killed_worker_in_headless_chromiu
     }
 }
 
-/// The TCP van's framing of one message (magic, frame count, lengths, frames).
-fn frame(m: &ps_core::message::Message) -> Vec<u8> {
-    let mut frames = vec![m.encode_meta()];
-    frames.extend(m.data.iter().cloned());
-    let mut out = b"PSRS".to_vec();
-    out.extend_from_slice(&(frames.len() as u32).to_le_bytes());
-    for f in &frames {
-        out.extend_from_slice(&(f.len() as u64).to_le_bytes());
-    }
-    for f in &frames {
-        out.extend_from_slice(f);
-    }
-    out
-}
-
 /// The token the cluster wrote into its work dir (empty if none).
 fn work_dir_token(work: &Path) -> String {
     std::fs::read_to_string(work.join("api-token"))
@@ -194,22 +179,10 @@ fn markup_in_a_hostname_or_an_error_is_shown_as_text_in_headless_chromium() {
         "python3 is not installed: apt-get install python3"
     );
     let dir = tempfile::tempdir().unwrap();
-    let addr = format!("127.0.0.1:{}", common::free_port());
-    let work = dir.path().join("work");
-    let args = [
-        "cluster",
-        "--stats-addr",
-        &addr,
-        "--work-dir",
-        work.to_str().unwrap(),
-        "--python",
-        "python3",
-    ];
     let mut env = common::jobs::ENV.to_vec();
     env.extend([("DMLC_PS_VAN_TYPE", "tcp"), ("PS_ELASTIC_WORKERS", "1")]);
-    let c = common::Cluster::start(0, 1, &args, &env, LIMIT);
-    let api = common::jobs::Api(format!("http://{addr}"));
-    api.wait_up(&c);
+    let (c, api) = jobs_cluster(dir.path(), 1, &["--python", "python3"], &env, LIMIT);
+    let work = dir.path().join("work");
 
     // an intruder registers a worker named with markup (kept connected)
     let mut reg = Message::default();
@@ -224,7 +197,7 @@ fn markup_in_a_hostname_or_an_error_is_shown_as_text_in_headless_chromium() {
         incarnation: 7,
     }];
     let mut intruder = std::net::TcpStream::connect(("127.0.0.1", c.port)).unwrap();
-    std::io::Write::write_all(&mut intruder, &frame(&reg)).unwrap();
+    std::io::Write::write_all(&mut intruder, &common::tcp_frame(&reg)).unwrap();
 
     // a Python function whose error is markup
     let mods = dir.path().join("mods");

@@ -14,12 +14,11 @@
 
 mod common;
 
-use common::jobs::{Api, ENV};
+use common::jobs::{jobs_cluster, Api, ENV};
 use common::{free_port, Cluster};
 use ps_apps::bench::http_attack::{flood, rss_kb, slow_connections, Conn};
 use ps_core::tls::{CertRole, Credentials};
-use std::io::{Read, Write};
-use std::net::TcpStream;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -216,6 +215,11 @@ fn an_anonymous_tls_connection_gets_at_most_a_401() {
     }
 }
 
+/// `HOST:PORT` of an API's URL.
+fn addr_of(api: &Api) -> String {
+    api.0.trim_start_matches("http://").to_string()
+}
+
 /// The token the default cluster wrote into its work dir, if any.
 fn work_dir_token(work: &Path) -> Option<String> {
     std::fs::read_to_string(work.join("api-token"))
@@ -245,17 +249,8 @@ fn http(addr: &str, method: &str, path: &str, headers: &[(&str, &str)], body: &s
 #[test]
 fn a_web_page_cannot_submit_a_job_to_the_default_cluster() {
     let dir = tempfile::tempdir().unwrap();
-    let addr = format!("127.0.0.1:{}", free_port());
-    let work = dir.path().join("work");
-    let args = ["cluster", "--stats-addr", &addr, "--work-dir", work.to_str().unwrap()];
-    let c = Cluster::start(0, 1, &args, ENV, LIMIT);
-    let api = Api(format!("http://{addr}"));
-    // the API is up: the member's `psrs job list` works (it finds the token itself)
-    let up = Instant::now();
-    while let Err(e) = api.run(&["list"]) {
-        assert!(up.elapsed() < Duration::from_secs(60), "{e}\n{}", c.dump());
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let (c, api) = jobs_cluster(dir.path(), 1, &[], ENV, LIMIT);
+    let (addr, work) = (addr_of(&api), dir.path().join("work"));
     let mods = dir.path().join("mods");
     std::fs::create_dir(&mods).unwrap();
     let mark = dir.path().join("pwned");
@@ -393,12 +388,10 @@ fn metrics_are_readable_when_opened_and_pass_promtool() {
         "no promtool: apt-get install prometheus (scripts/install-deps.sh does)"
     );
     let dir = tempfile::tempdir().unwrap();
-    let addr = format!("127.0.0.1:{}", free_port());
-    let work = dir.path().join("work");
-    let args = ["cluster", "--stats-addr", &addr, "--work-dir", work.to_str().unwrap()];
     let mut env = ENV.to_vec();
     env.push(("PS_HTTP_OPEN_READS", "1"));
-    let c = Cluster::start(0, 1, &args, &env, LIMIT);
+    let (c, api) = jobs_cluster(dir.path(), 1, &[], &env, LIMIT);
+    let addr = addr_of(&api);
     let start = Instant::now();
     let metrics = loop {
         let said = http(&addr, "GET", "/metrics", &[("Host", &addr)], "");
@@ -440,19 +433,8 @@ fn metrics_are_readable_when_opened_and_pass_promtool() {
 fn no_code_jobs_refuses_code_and_runs_models() {
     use common::jobs::{blobs, CLASSES, DIM};
     let dir = tempfile::tempdir().unwrap();
-    let addr = format!("127.0.0.1:{}", free_port());
-    let work = dir.path().join("work");
-    let args = [
-        "cluster",
-        "--stats-addr",
-        &addr,
-        "--work-dir",
-        work.to_str().unwrap(),
-        "--no-code-jobs",
-    ];
-    let c = Cluster::start(0, 1, &args, ENV, LIMIT);
-    let api = Api(format!("http://{addr}"));
-    api.wait_up(&c);
+    let (c, api) = jobs_cluster(dir.path(), 1, &["--no-code-jobs"], ENV, LIMIT);
+    let (addr, work) = (addr_of(&api), dir.path().join("work"));
     let data = dir.path().join("data.rio");
     blobs(&data, 200, 50, 3);
     let model = ps_apps::model::Model::Softmax {

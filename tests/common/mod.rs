@@ -16,6 +16,22 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// The TCP van's framing of one message as a node writes it on a plain link (magic,
+/// frame count, lengths, frames): what an intruder sends to a node's port.
+pub fn tcp_frame(m: &ps_core::message::Message) -> Vec<u8> {
+    let mut frames = vec![m.encode_meta()];
+    frames.extend(m.data.iter().cloned());
+    let mut out = b"PSRS".to_vec();
+    out.extend_from_slice(&(frames.len() as u32).to_le_bytes());
+    for f in &frames {
+        out.extend_from_slice(&(f.len() as u64).to_le_bytes());
+    }
+    for f in &frames {
+        out.extend_from_slice(f);
+    }
+    out
+}
+
 /// The psrs binary under test.
 pub fn psrs_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_psrs"))
