@@ -11,6 +11,7 @@
 #   scripts/bench-api.sh                      # plain HTTP, as the README's cluster
 #   SECURE=1 scripts/bench-api.sh             # a cluster secret: HTTPS, the attackers anonymous
 #   ROUNDS=1 SECS=2 SLOW_CONNS=100 scripts/bench-api.sh   # a smoke test
+#   MODES="load" ROUNDS=7 scripts/bench-api.sh            # throughput only
 #
 # OLD=path/to/psrs skips building BASE (built once into target/bench-api-base/);
 # NEW=path/to/psrs (default PSRS_BIN, else target/release/psrs, built if missing).
@@ -23,6 +24,7 @@ SECS=${SECS:-10}
 SECURE=${SECURE:-0}
 FLOOD_CONNS=${FLOOD_CONNS:-4}
 SLOW_CONNS=${SLOW_CONNS:-1000}
+MODES=${MODES:-load header-flood slow}
 NEW=${NEW:-${PSRS_BIN:-target/release/psrs}}
 OLD=${OLD:-}
 
@@ -94,10 +96,17 @@ for r in $(seq "$ROUNDS"); do
     bin=$OLD
     [ "$which" = new ] && bin=$NEW
     start_cluster "$bin" "$which-$r"
-    bench --label "$which" --clients 1
-    bench --label "$which" --clients 64
-    bench --label "$which" --clients 1 --mode header-flood --conns "$FLOOD_CONNS"
-    bench --label "$which" --clients 1 --mode slow --conns "$SLOW_CONNS"
+    for m in $MODES; do
+      case $m in
+        load)
+          bench --label "$which" --clients 1
+          bench --label "$which" --clients 64
+          ;;
+        header-flood) bench --label "$which" --clients 1 --mode header-flood --conns "$FLOOD_CONNS" ;;
+        slow) bench --label "$which" --clients 1 --mode slow --conns "$SLOW_CONNS" ;;
+        *) echo "bench-api: unknown mode $m (load, header-flood, slow)" >&2; exit 2 ;;
+      esac
+    done
     stop_all
   done
 done

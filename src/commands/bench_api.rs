@@ -2,7 +2,8 @@
 //! attack. Honest clients (each on its own kept-alive connection, one request at a
 //! time, with the token or certificate `psrs job` would use) request `--path` for
 //! `--secs`; with `--mode header-flood` strangers meanwhile send header lines without
-//! end (`--conns` connections, each up to `--flood-bytes`), with `--mode slow`
+//! end (`--conns` connections, each up to `--flood-bytes`, opened again 100 ms after
+//! the server refuses it), with `--mode slow`
 //! `--conns` strangers send a byte every 2 s (reopened when closed). One line of
 //! figures: requests per second, latency percentiles, errors, and the scheduler's
 //! resident memory (`--pid`) at the start and at most. `scripts/bench-api.sh` runs it
@@ -93,17 +94,17 @@ pub fn run(a: Args) -> Result<(), super::error::CliError> {
                     let mut opened = 0;
                     while !stop.load(Ordering::Relaxed) {
                         opened += 1;
-                        match Conn::open(&addr, anon.as_ref()) {
-                            Ok(mut c) => {
-                                if flood(&mut c, 64 << 10, Duration::ZERO, most).is_none() {
-                                    // everything sent and still open: hold it
-                                    while !stop.load(Ordering::Relaxed) {
-                                        std::thread::sleep(Duration::from_millis(100));
-                                    }
+                        if let Ok(mut c) = Conn::open(&addr, anon.as_ref()) {
+                            if flood(&mut c, 64 << 10, Duration::ZERO, most).is_none() {
+                                // everything sent and still open: hold it
+                                while !stop.load(Ordering::Relaxed) {
+                                    std::thread::sleep(Duration::from_millis(100));
                                 }
                             }
-                            Err(_) => std::thread::sleep(Duration::from_millis(10)),
                         }
+                        // refused: flood again a moment later (a header flood, not a
+                        // flood of connections)
+                        std::thread::sleep(Duration::from_millis(100));
                     }
                     opened
                 }));

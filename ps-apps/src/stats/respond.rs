@@ -1,7 +1,8 @@
 //! One request, from hyper's parts to the answer: the access decision
 //! ([`Access::decide`]), the body read within its limits, then the routes (the API
-//! first, then `/stats.json`, `/metrics`, the dashboard), run on tokio's blocking
-//! threads since they take the scheduler's locks.
+//! first, then `/stats.json`, `/metrics`, the dashboard): reads on the connection's
+//! own thread, changes on tokio's blocking threads (they read files and save state
+//! under the scheduler's lock).
 
 use super::access::{Access, Call, Grant};
 use super::dashboard;
@@ -175,8 +176,14 @@ pub(super) async fn handle(sh: Arc<Served>, caller: Caller, req: Request<Incomin
             }
         }
     };
-    let s2 = Arc::clone(&sh);
-    let routed = tokio::task::spawn_blocking(move || route(&s2, &method, &path, &body, openmetrics)).await;
+    // a read answers on this thread (its locks are held briefly); a change, which may
+    // read files and save the scheduler's state, on a blocking thread
+    let routed = if method == "GET" {
+        Ok(route(&sh, &method, &path, &body, openmetrics))
+    } else {
+        let s2 = Arc::clone(&sh);
+        tokio::task::spawn_blocking(move || route(&s2, &method, &path, &body, openmetrics)).await
+    };
     match routed {
         Ok((code, ctype, body)) => answer(code, ctype, body),
         Err(e) => {
