@@ -14,10 +14,10 @@
 mod common;
 
 use common::{free_port, psrs_bin, training, Cluster};
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -135,8 +135,7 @@ struct Http {
     port: u16,
     log: Arc<Mutex<Vec<Served>>>,
     failed: Arc<AtomicUsize>,
-    stop: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<()>>,
+    _server: common::fake_http::FakeHttp,
 }
 
 fn parse_range(h: &str, size: u64) -> Option<(u64, u64)> {
@@ -149,82 +148,53 @@ fn parse_range(h: &str, size: u64) -> Option<(u64, u64)> {
 
 impl Http {
     fn start(root: &Path, fail_first: usize) -> Http {
-        let server = tiny_http::Server::http("127.0.0.1:0").unwrap();
-        let port = server.server_addr().to_ip().unwrap().port();
+        use common::fake_http::{FakeHttp, Resp};
         let log = Arc::new(Mutex::new(Vec::new()));
         let failed = Arc::new(AtomicUsize::new(0));
-        let stop = Arc::new(AtomicBool::new(false));
-        let (root, l, f, s) = (root.to_path_buf(), log.clone(), failed.clone(), stop.clone());
-        let thread = std::thread::spawn(move || {
-            let mut tries: std::collections::HashMap<String, usize> = Default::default();
-            while !s.load(Ordering::Relaxed) {
-                let Ok(Some(req)) = server.recv_timeout(Duration::from_millis(100)) else {
-                    continue;
+        let tries = Mutex::new(std::collections::HashMap::<String, usize>::new());
+        let (root, l, f) = (root.to_path_buf(), log.clone(), failed.clone());
+        let server = FakeHttp::start(move |req| {
+            let name = req.path.trim_start_matches('/').to_string();
+            let Ok(bytes) = std::fs::read(root.join(&name)) else {
+                return Resp::new(404, "");
+            };
+            let size = bytes.len() as u64;
+            let range = req.header("Range").and_then(|h| parse_range(h, size));
+            if req.method == "HEAD" {
+                return Resp {
+                    status: 200,
+                    headers: vec![("Content-Length", size.to_string()), ("Accept-Ranges", "bytes".into())],
+                    body: Vec::new(),
                 };
-                let name = req.url().trim_start_matches('/').to_string();
-                let path = root.join(&name);
-                let Ok(bytes) = std::fs::read(&path) else {
-                    let _ = req.respond(tiny_http::Response::empty(404));
-                    continue;
-                };
-                let size = bytes.len() as u64;
-                let range = req
-                    .headers()
-                    .iter()
-                    .find(|h| h.field.equiv("Range"))
-                    .and_then(|h| parse_range(h.value.as_str(), size));
-                if *req.method() == tiny_http::Method::Head {
-                    // tiny_http drops Content-Length from HEAD answers: written by hand
-                    let mut w = req.into_writer();
-                    let _ = write!(
-                        w,
-                        "HTTP/1.1 200 OK\r\nContent-Length: {size}\r\nAccept-Ranges: bytes\r\nConnection: close\r\n\r\n"
-                    );
-                    let _ = w.flush();
-                    continue;
-                }
-                {
-                    let n = tries.entry(format!("{name} {range:?}")).or_default();
-                    *n += 1;
-                    if *n <= fail_first {
-                        f.fetch_add(1, Ordering::Relaxed);
-                        let _ = req.respond(tiny_http::Response::empty(if *n % 2 == 1 { 503 } else { 502 }));
-                        continue;
-                    }
-                    l.lock().unwrap().push(Served {
-                        file: name.clone(),
-                        range,
-                    });
-                }
-                let (status, body, extra) = match range {
-                    Some((a, b)) => (
-                        206,
-                        bytes[a as usize..b as usize].to_vec(),
-                        Some(format!("bytes {a}-{}/{size}", b - 1)),
-                    ),
-                    None => (200, bytes, None),
-                };
-                let len = body.len();
-                let mut resp = tiny_http::Response::new(
-                    tiny_http::StatusCode(status),
-                    vec![tiny_http::Header::from_bytes("Accept-Ranges", "bytes").unwrap()],
-                    std::io::Cursor::new(body),
-                    Some(len),
-                    None,
-                )
-                .with_chunked_threshold(usize::MAX); // Content-Length, never chunked
-                if let Some(cr) = extra {
-                    resp.add_header(tiny_http::Header::from_bytes("Content-Range", cr).unwrap());
-                }
-                let _ = req.respond(resp);
             }
+            {
+                let mut tries = tries.lock().unwrap();
+                let n = tries.entry(format!("{name} {range:?}")).or_default();
+                *n += 1;
+                if *n <= fail_first {
+                    f.fetch_add(1, Ordering::Relaxed);
+                    return Resp::new(if *n % 2 == 1 { 503 } else { 502 }, "");
+                }
+                l.lock().unwrap().push(Served {
+                    file: name.clone(),
+                    range,
+                });
+            }
+            let mut headers = vec![("Accept-Ranges", "bytes".to_string())];
+            let (status, body) = match range {
+                Some((a, b)) => {
+                    headers.push(("Content-Range", format!("bytes {a}-{}/{size}", b - 1)));
+                    (206, bytes[a as usize..b as usize].to_vec())
+                }
+                None => (200, bytes),
+            };
+            Resp { status, headers, body }
         });
         Http {
-            port,
+            port: server.addr.port(),
             log,
             failed,
-            stop,
-            thread: Some(thread),
+            _server: server,
         }
     }
 
@@ -234,15 +204,6 @@ impl Http {
 
     fn served(&self) -> Vec<Served> {
         self.log.lock().unwrap().clone()
-    }
-}
-
-impl Drop for Http {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
     }
 }
 

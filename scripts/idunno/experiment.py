@@ -140,13 +140,16 @@ def make_inputs(root, images, n_sentences, seed, models):
     return img, txt
 
 
+# The jobs API's token: written into every scheduler candidate's work dir before it
+# starts (a cluster without security takes the token it finds there), so one token
+# reaches whichever candidate is active.
+TOKEN = os.environ.get("PSRS_API_TOKEN") or secrets.token_hex(24)
+
+
 def call(url, method="GET", body=None, timeout=5):
-    """One API request, with the API token `psrs job` sends (PSRS_API_TOKEN) if set;
-    None if it fails."""
+    """One API request with the run's API token; None if it fails."""
     data = json.dumps(body).encode() if body is not None else None
-    headers = {"Content-Type": "application/json"}
-    if os.environ.get("PSRS_API_TOKEN"):
-        headers["Authorization"] = f"Bearer {os.environ['PSRS_API_TOKEN']}"
+    headers = {"Content-Type": "application/json", "Authorization": f"Bearer {TOKEN}"}
     req = urllib.request.Request(url, data=data, method=method, headers=headers)
     try:
         with urllib.request.urlopen(req, timeout=timeout) as r:
@@ -234,7 +237,12 @@ class Cluster:
     def start(self):
         for k in range(len(self.ports)):
             env = {} if k == 0 else {"PS_SCHEDULER_STANDBY": "1", "DMLC_PS_ROOT_PORT": str(self.ports[k])}
-            extra = ["--stats-addr", self.http[k], "--work-dir", str(self.work / f"sched{k}")]
+            sched_work = self.work / f"sched{k}"
+            sched_work.mkdir(parents=True, exist_ok=True)
+            fd = os.open(sched_work / "api-token", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(TOKEN + "\n")
+            extra = ["--stats-addr", self.http[k], "--work-dir", str(sched_work)]
             self.scheds.append(self._spawn("scheduler", extra, env))
         for _ in range(self.args.workers):
             self.spawn_worker()
@@ -685,7 +693,7 @@ def main():
     random.seed(args.seed)
     # the API token `psrs job` and the experiment's requests send (PSRS_API_TOKEN), the
     # same for every process of the run
-    os.environ.setdefault("PSRS_API_TOKEN", secrets.token_hex(16))
+    os.environ["PSRS_API_TOKEN"] = TOKEN
     started = time.time()
     root = Path(args.work_dir)
     img, txt = make_inputs(root / "inputs", args.images, args.sentences, args.seed, args.models)

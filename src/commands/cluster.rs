@@ -4,7 +4,7 @@
 //! training job's parameters; workers take tasks of the job they are assigned to.
 
 use clap::{Args as ClapArgs, ValueEnum};
-use ps_apps::jobs::service::{now_ms, JobService};
+use ps_apps::jobs::service::{now_ms, ApiOptions, JobService};
 use ps_apps::jobs::{FairMode, JobScheduler, SchedulerConfig, StoreFactory};
 use ps_apps::master::{FileStore, ReplicatedSet, Store};
 use ps_apps::pyrunner::RunnerConfig;
@@ -80,9 +80,19 @@ pub struct Args {
     #[arg(long, requires = "outputs_dir")]
     data_dir: Option<PathBuf>,
     /// Allow --stats-addr beyond loopback without security (no certificates, no
-    /// cluster secret): anyone who reaches it can submit jobs.
+    /// cluster secret): the API's token then crosses the network in plain text.
     #[arg(long)]
     insecure: bool,
+    /// A name the API is reached by (a browser's or client's Host), besides IP
+    /// addresses, localhost and the name in --stats-addr; repeatable. Requests
+    /// addressed to any other name are refused (DNS rebinding).
+    #[arg(long = "api-host", value_name = "NAME")]
+    api_hosts: Vec<String>,
+    /// Refuse jobs that run the submitter's code (`--runner`, `--pythonpath`,
+    /// `--torch`): 403 with one line. Training jobs and inference with psrs model
+    /// files still run.
+    #[arg(long)]
+    no_code_jobs: bool,
 }
 
 /// A positive, finite number (clap's parser for the fair-time options).
@@ -111,7 +121,7 @@ fn check_api_exposure(a: &Args, secured: bool) -> Result<(), super::error::CliEr
         // the same rule and one-line error as the HTTP server's when it binds
         addrs
             .iter()
-            .try_for_each(|s| ps_apps::stats::Access::open().check_listen(*s))?;
+            .try_for_each(|s| ps_apps::stats::Access::new(None, false).check_listen(*s))?;
     }
     if a.data_dir.is_none() || a.outputs_dir.is_none() {
         return Err(format!(
@@ -170,7 +180,11 @@ pub fn run(a: Args) -> Result<(), super::error::CliError> {
                 paths: ps_apps::jobs::paths::JobPaths::new(a.data_dir.as_deref(), a.outputs_dir.as_deref())?,
             };
             let sched = JobScheduler::new(cfg, stores, now_ms())?;
-            let _svc = JobService::start(&po, sched, &a.stats_addr, a.insecure)?;
+            let opts = ApiOptions {
+                http: super::http_options(a.insecure, a.api_hosts.clone(), &a.work_dir),
+                code_jobs: !a.no_code_jobs,
+            };
+            let _svc = JobService::start(&po, sched, &a.stats_addr, &opts)?;
             loop {
                 std::thread::sleep(std::time::Duration::from_secs(3600));
             }

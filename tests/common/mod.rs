@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod etcd;
+pub mod fake_http;
 pub mod jobs;
 pub mod netns;
 pub mod pslite;
@@ -30,6 +31,22 @@ pub fn with_heartbeat_timeout(
         .filter(|(k, _)| *k != "PS_HEARTBEAT_TIMEOUT")
         .collect();
     out.push(("PS_HEARTBEAT_TIMEOUT", secs));
+    out
+}
+
+/// The TCP van's framing of one message as a node writes it on a plain link (magic,
+/// frame count, lengths, frames): what an intruder sends to a node's port.
+pub fn tcp_frame(m: &ps_core::message::Message) -> Vec<u8> {
+    let mut frames = vec![m.encode_meta()];
+    frames.extend(m.data.iter().cloned());
+    let mut out = b"PSRS".to_vec();
+    out.extend_from_slice(&(frames.len() as u32).to_le_bytes());
+    for f in &frames {
+        out.extend_from_slice(&(f.len() as u64).to_le_bytes());
+    }
+    for f in &frames {
+        out.extend_from_slice(f);
+    }
     out
 }
 

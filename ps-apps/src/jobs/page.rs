@@ -130,3 +130,13 @@ async function poll(){
 poll();setInterval(poll,1000);
 </script></body></html>
 "##;
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_page_writes_data_as_text_only() {
+        for sink in crate::stats::MARKUP_SINKS {
+            assert!(!super::PAGE.contains(sink), "{sink}");
+        }
+    }
+}
