@@ -16,8 +16,8 @@
 //! was evicted), every server and worker ended with status 0, or 3 (evicted) only on
 //! the cut-off side, which the scheduler it was cut off from may declare dead; at
 //! most one scheduler acting at any moment (from the schedulers' `acting ... since`
-//! and `not acting ... since` log lines); and no node of the majority side declared
-//! dead. Each run prints one line with its figures: from the cut to the standby
+//! and `not acting ... since` log lines), and at most one starting to act after the
+//! heal; and no node of the majority side declared dead. Each run prints one line with its figures: from the cut to the standby
 //! acting (when it takes over) and from the heal to the normal rate of finished
 //! tasks. `scripts/partition-suite.sh` runs the shapes many times.
 //!
@@ -266,6 +266,11 @@ fn run(shape: Shape) {
     let fail = |why: String| -> ! { panic!("{what}: {why}\n{}", c.dump()) };
     if let Some(o) = logs::overlap(&spells) {
         fail(format!("two schedulers acted at once: {o}"));
+    }
+    // after the heal, leadership changes at most once
+    let after: Vec<&Acting> = spells.iter().flatten().filter(|s| s.from > heal).collect();
+    if after.len() > 1 {
+        fail(format!("leadership changed {} times after the heal: {after:?}", after.len()));
     }
     // every node finished; only one of the cut-off side may have been evicted
     let mut evicted = Vec::new();

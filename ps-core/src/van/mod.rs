@@ -17,7 +17,7 @@ pub mod tcp;
 #[cfg(test)]
 pub(crate) mod test_transport;
 pub mod transport;
-pub mod zmq_transport;
+pub mod zmq;
 
 pub use clock::{Clock, WallClock};
 pub use error::VanError;
@@ -25,5 +25,5 @@ pub use handler::VanHandler;
 pub use shell::Van;
 pub use stats::VanStats;
 pub use tcp::TcpTransport;
-pub use transport::{Deliver, Transport};
-pub use zmq_transport::ZmqTransport;
+pub use transport::{Deliver, PeerKind, Transport};
+pub use zmq::ZmqTransport;

@@ -64,8 +64,10 @@ impl Van {
             let due = r.lock().due(now, |m| peers.is_dead(m.meta.recver));
             // a stalled link first gets a new connection, which the resends then take
             // (several stalled messages to one peer reconnect once: may_reconnect)
+            // (not a ps-lite peer's: a second socket under this node's identity would
+            // be refused by its ROUTER, which lets no identity take another's place)
             for peer in due.stalled.iter().map(|m| m.meta.recver) {
-                if r.lock().may_reconnect(peer, now) {
+                if !self.is_pslite_id(peer) && r.lock().may_reconnect(peer, now) {
                     self.reopen(peer);
                 }
             }

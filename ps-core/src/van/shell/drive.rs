@@ -25,6 +25,10 @@ impl Van {
             .bind(&bind, want)
             .map_err(|e| VanError::Io(format!("cannot bind {}: {e}", host_port(&bind, want))))?;
         self.me.write().port = port;
+        {
+            let me = self.me.read();
+            self.transport.set_local_node(me.id, me.incarnation);
+        }
         log::debug!("bound to {} (advertised as {})", host_port(&bind, port), self.my_node());
         self.transport
             .connect(SCHEDULER, &self.cfg.root_uri, self.cfg.root_port)
@@ -99,6 +103,9 @@ impl Van {
         }
         let mut m = Message::control(SCHEDULER, Command::Heartbeat);
         m.meta.timestamp = self.next_timestamp();
+        // naming this node, as ps-lite's heartbeats do (ps-lite's scheduler answers
+        // only a heartbeat that names its sender)
+        m.meta.control.nodes = vec![self.my_node()];
         if self.cfg.schedulers.len() > 1 {
             // every candidate hears the node (a standby's witness)
             self.send_to_schedulers(m);
