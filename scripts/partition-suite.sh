@@ -78,8 +78,8 @@ for shape in $shapes; do
         echo "partition $shape $secs s: run $i FAILED (output in $log)"
       fi
     done
-    takeover=$(grep -o 'cut->takeover [0-9.]*' "$out" | awk '{print $2}' | stats)
-    normal=$(grep -o 'heal->normal [0-9.]*' "$out" | awk '{print $2}' | stats)
+    takeover=$(grep -o 'cut->takeover [0-9][0-9.]*' "$out" | awk '{print $2}' | stats)
+    normal=$(grep -o 'heal->normal [0-9][0-9.]*' "$out" | awk '{print $2}' | stats)
     summary+=("$shape $secs s: passed $pass of $runs; cut->takeover $takeover; heal->normal $normal")
     rm -f "$out"
   done

@@ -270,7 +270,10 @@ fn run(shape: Shape) {
     // after the heal, leadership changes at most once
     let after: Vec<&Acting> = spells.iter().flatten().filter(|s| s.from > heal).collect();
     if after.len() > 1 {
-        fail(format!("leadership changed {} times after the heal: {after:?}", after.len()));
+        fail(format!(
+            "leadership changed {} times after the heal: {after:?}",
+            after.len()
+        ));
     }
     // every node finished; only one of the cut-off side may have been evicted
     let mut evicted = Vec::new();

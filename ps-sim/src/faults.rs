@@ -201,11 +201,10 @@ fn crash_victim(w: &mut World) -> Option<usize> {
         Role::Scheduler => {
             // the state lives in the candidates' memory: another running one must hold
             // it, as new as this one's (losing the newest state is the documented loss)
-            let seq = |c: usize| match &w.slots[c].proc {
-                _ => w
-                    .sched_state(c)
+            let seq = |c: usize| {
+                w.sched_state(c)
                     .filter(|v| !v.core.is_empty())
-                    .map(|v| (v.state_epoch, v.seq)),
+                    .map(|v| (v.state_epoch, v.seq))
             };
             let mine = seq(slot).unwrap_or_default();
             let others = (0..w.cfg.schedulers)
