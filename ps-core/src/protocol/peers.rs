@@ -36,8 +36,9 @@ pub struct Notice {
 #[derive(Debug, Clone, Default)]
 pub struct Peers {
     holders: BTreeMap<i32, u64>,
-    /// The scheduler state sequence of the newest table entry taken for each id.
-    versions: BTreeMap<i32, u64>,
+    /// The version (the scheduler's term, then its state sequence) of the newest
+    /// table entry taken for each id.
+    versions: BTreeMap<i32, (u64, u64)>,
     dead: BTreeMap<i32, u64>,
     retired: BTreeSet<(i32, u64)>,
 }
@@ -98,11 +99,13 @@ impl Peers {
         revived
     }
 
-    /// The entries of a node table decided on scheduler state `version` (its
-    /// messages' `seq`) that are news here: an entry older than one already taken
+    /// The entries of a node table decided on scheduler state `version` (the term
+    /// its scheduler acted under, then the state sequence, its messages' `seq`:
+    /// sequences of different terms do not compare, and a newer term's table is
+    /// newer) that are news here: an entry older than one already taken
     /// for its id, or naming a process that no longer holds it ([`Peers::stale`]),
     /// is left out (tables arrive out of order). Call before [`Peers::on_table`].
-    pub fn fresh(&mut self, nodes: Vec<Node>, version: u64) -> Vec<Node> {
+    pub fn fresh(&mut self, nodes: Vec<Node>, version: (u64, u64)) -> Vec<Node> {
         nodes
             .into_iter()
             .filter(|n| {
@@ -279,10 +282,10 @@ mod tests {
     fn an_older_table_arriving_late_is_left_out() {
         let mut p = cluster();
         // the change of node 11 (state 52) overtakes the full table of state 51
-        let fresh = p.fresh(vec![node(11, 1111)], 52);
+        let fresh = p.fresh(vec![node(11, 1111)], (1, 52));
         assert_eq!(fresh, vec![node(11, 1111)]);
         p.on_table(&fresh);
-        let fresh = p.fresh(vec![node(9, 900), node(11, 1100)], 51);
+        let fresh = p.fresh(vec![node(9, 900), node(11, 1100)], (1, 51));
         assert_eq!(
             fresh,
             vec![node(9, 900)],
@@ -291,7 +294,19 @@ mod tests {
         p.on_table(&fresh);
         assert_eq!(p.holder(11), Some(1111));
         // without versions (one scheduler: always 0), every entry is news
-        assert_eq!(p.fresh(vec![node(8, 800)], 0).len(), 1);
+        assert_eq!(p.fresh(vec![node(8, 800)], (0, 0)).len(), 1);
+    }
+
+    /// A scheduler that took over under a newer term counts its state afresh (an
+    /// etcd lock holder that loaded the saved state): its table is news however low
+    /// its sequence, and the old term's late tables are not.
+    #[test]
+    fn a_newer_terms_table_is_news_whatever_its_sequence() {
+        let mut p = cluster();
+        assert_eq!(p.fresh(vec![node(11, 1100)], (2, 40)).len(), 1);
+        let fresh = p.fresh(vec![node(1, 77), node(11, 1100)], (31, 3));
+        assert_eq!(fresh, vec![node(1, 77), node(11, 1100)]);
+        assert!(p.fresh(vec![node(11, 1100)], (2, 41)).is_empty());
     }
 
     #[test]

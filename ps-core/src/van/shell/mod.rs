@@ -83,7 +83,7 @@ pub struct Van {
     unconnected: Mutex<std::collections::VecDeque<Message>>,
     /// Node table changes that arrived before this node's own table, with the state
     /// they were decided on, taken after it.
-    early: Mutex<Vec<(u64, Vec<Node>)>>,
+    early: Mutex<Vec<((u64, u64), Vec<Node>)>>,
     /// Ids whose process is a ps-lite one (see [`Van::is_pslite`]).
     pslite_ids: RwLock<std::collections::HashSet<i32>>,
     /// Traffic counters.

@@ -238,13 +238,13 @@ impl Van {
                     None => {
                         // a change of another node overtook this node's own table: kept
                         // for after it (it was acknowledged: it is not sent again)
-                        self.early.lock().push((seq, nodes));
+                        self.early.lock().push(((stamped.term, seq), nodes));
                         return;
                     }
                 }
             }
         }
-        if !self.take_table(seq, nodes) {
+        if !self.take_table((stamped.term, seq), nodes) {
             return;
         }
         *self.table_epoch.lock() = stamped;
@@ -254,20 +254,20 @@ impl Van {
             self.ready_cv.notify_all();
         }
         drop(ready);
-        for (seq, nodes) in std::mem::take(&mut *self.early.lock()) {
-            if !self.take_table(seq, nodes) {
+        for (version, nodes) in std::mem::take(&mut *self.early.lock()) {
+            if !self.take_table(version, nodes) {
                 return;
             }
         }
     }
 
-    /// Takes the entries of a node table decided on scheduler state `seq` that are news
-    /// (tables arrive out of order: an entry older than one taken, or naming a process
-    /// that no longer holds its id, is left out). One naming this node's id with
-    /// another process means the scheduler gave its id away: this process stops
-    /// (false).
-    fn take_table(&self, seq: u64, nodes: Vec<Node>) -> bool {
-        let nodes = self.peers.write().fresh(nodes, seq);
+    /// Takes the entries of a node table decided on scheduler state `version` (term,
+    /// sequence) that are news (tables arrive out of order: an entry older than one
+    /// taken, or naming a process that no longer holds its id, is left out). One
+    /// naming this node's id with another process means the scheduler gave its id
+    /// away: this process stops (false).
+    fn take_table(&self, version: (u64, u64), nodes: Vec<Node>) -> bool {
+        let nodes = self.peers.write().fresh(nodes, version);
         let me = self.my_node();
         if let Some(n) = nodes.iter().find(|n| n.id == me.id && n.incarnation != me.incarnation) {
             self.evicted(&format!(
