@@ -44,6 +44,8 @@ fn frame(m: &Message) -> Vec<u8> {
 fn register(role: Role) -> Vec<u8> {
     let mut reg = Message::default();
     reg.meta.recver = 1;
+    // a node without an id yet registers with the sender unset
+    reg.meta.sender = ps_core::node::EMPTY_ID;
     reg.meta.control.cmd = Command::AddNode;
     reg.meta.control.nodes = vec![Node {
         role,
@@ -52,6 +54,7 @@ fn register(role: Role) -> Vec<u8> {
         port: 1,
         is_recovery: false,
         incarnation: 7,
+        cert: 0,
     }];
     frame(&reg)
 }
@@ -364,11 +367,17 @@ fn an_intruder_gets_nothing_and_the_sums_stay_exact() {
         }
         assert!(log.contains("refused a connection from 127.0.0.1:"), "{}", c.dump());
     }
+    assert!(
+        c.procs[0].stderr().contains("a client certificate opens no node link"),
+        "{}",
+        c.dump()
+    );
 }
 
-/// `openssl s_client` against the scheduler's port: with the client certificate of
-/// the cluster it completes TLS 1.3 and reads the link's confirmation; with a
-/// certificate of another CA it is refused.
+/// `openssl s_client` against the scheduler's port: with a worker certificate of the
+/// cluster it completes TLS 1.3 and reads the link's confirmation; with the cluster's
+/// client certificate (for the HTTP API: it opens no node link) or a certificate of
+/// another CA it is refused.
 fn openssl_is_a_foreign_client(port: u16, certs: &Path) {
     let run = |cert: &Path, key: &Path| {
         let mut child = Process::new("openssl")
@@ -395,13 +404,15 @@ fn openssl_is_a_foreign_client(port: u16, certs: &Path) {
         let _ = child.kill();
         child.wait_with_output().unwrap()
     };
-    let ok = run(&certs.join("client.pem"), &certs.join("client-key.pem"));
+    let ok = run(&certs.join("worker.pem"), &certs.join("worker-key.pem"));
     assert_eq!(
         ok.stdout,
         vec![1u8],
         "the link's confirmation: {}",
         String::from_utf8_lossy(&ok.stderr)
     );
+    let client = run(&certs.join("client.pem"), &certs.join("client-key.pem"));
+    assert!(client.stdout.is_empty(), "a client certificate got {:?}", client.stdout);
     let other = certs.join("other");
     certs_init(&other);
     let bad = run(&other.join("client.pem"), &other.join("client-key.pem"));

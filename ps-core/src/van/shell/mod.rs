@@ -18,6 +18,7 @@ use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+mod authorize;
 mod background;
 mod failover_host;
 mod leave;
@@ -56,8 +57,11 @@ pub struct Van {
     goodbye: Mutex<bool>,
     goodbye_cv: Condvar,
     /// Data messages from processes this one cannot answer yet (see `Van::waits`),
-    /// replayed when a table or connection arrives.
-    unconnected: Mutex<std::collections::VecDeque<Message>>,
+    /// with the fingerprint of the certificate of the link each came on, replayed
+    /// when a table or connection arrives.
+    unconnected: Mutex<std::collections::VecDeque<(Message, Option<u64>)>>,
+    /// Per-message authorization's state ([`crate::van::authz`]).
+    authz: authorize::AuthzState,
     /// Traffic counters.
     pub stats: VanStats,
 }
@@ -80,6 +84,7 @@ impl Van {
             },
             is_recovery: false,
             incarnation: rand::random::<u64>() | 1,
+            cert: transport.fingerprint(),
         };
         let sched = (cfg.role == Role::Scheduler).then(|| {
             Mutex::new({
@@ -114,6 +119,7 @@ impl Van {
             peers: RwLock::new(Peers::new()),
             heard_from_scheduler: AtomicBool::new(false),
             unconnected: Mutex::default(),
+            authz: authorize::AuthzState::default(),
             welcomed: Mutex::new(Vec::new()),
             goodbye: Mutex::new(false),
             goodbye_cv: Condvar::new(),
@@ -215,6 +221,7 @@ impl Van {
             // held by the active scheduler, or dropped (see `Failover::outgoing`)
             return Ok(0);
         };
+        self.note_request(&msg.meta);
         self.send_tracked(msg, lazy)
     }
 

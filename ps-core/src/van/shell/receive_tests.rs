@@ -31,6 +31,7 @@ fn server(incarnation: u64) -> Node {
         port: 9008,
         is_recovery: false,
         incarnation,
+        cert: 0,
     }
 }
 

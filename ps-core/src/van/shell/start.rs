@@ -56,9 +56,9 @@ impl Van {
         self.fo.connect_candidates(self.as_ref());
         let weak = Arc::downgrade(self);
         self.transport
-            .start(Arc::new(move |frames, roles| {
+            .start(Arc::new(move |frames, origin| {
                 if let Some(van) = weak.upgrade() {
-                    van.on_frames(frames, roles);
+                    van.on_frames(frames, origin);
                 }
             }))
             .map_err(|e| VanError::Io(format!("cannot start receiving: {e}")))?;
@@ -180,7 +180,8 @@ impl Van {
                     .map_err(|e| VanError::Io(e.to_string()))?,
             );
         }
-        log::info!("{} started", self.my_node());
+        let me = self.my_node();
+        log::info!("{me} started (process incarnation {})", me.incarnation);
         Ok(())
     }
 
@@ -200,7 +201,7 @@ impl Van {
     pub(super) fn welcome(&self, n: &Node) {
         let key = welcome_key(n);
         if !self.transport.is_connected(key) {
-            if let Err(e) = self.transport.connect(key, &n.hostname, n.port) {
+            if let Err(e) = self.transport.connect_node(key, n) {
                 log::warn!("cannot connect back to {n}: {e}");
                 return;
             }
@@ -228,7 +229,7 @@ impl Van {
             }
         }
         drop(welcomed);
-        if let Err(e) = self.transport.connect(n.id, &n.hostname, n.port) {
+        if let Err(e) = self.transport.connect_node(n.id, n) {
             log::warn!("cannot connect to {n}: {e}");
         }
     }

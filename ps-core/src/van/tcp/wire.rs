@@ -222,7 +222,7 @@ mod tests {
         let tcp = TcpStream::connect(l.local_addr().unwrap()).unwrap();
         let (peer, _) = l.accept().unwrap();
         let out = Guard::new(&Security::default().limits, None)
-            .connect(tcp, "test")
+            .connect(tcp, "test", &crate::van::authz::Expect::of_key(-70_001))
             .unwrap();
         (Wire::new(out), peer)
     }
@@ -288,7 +288,11 @@ mod tests {
             frame
         });
         let out = Guard::new(&limits, creds(CertRole::Worker))
-            .connect(TcpStream::connect(addr).unwrap(), "test")
+            .connect(
+                TcpStream::connect(addr).unwrap(),
+                "test",
+                &crate::van::authz::Expect::of_key(-70_001),
+            )
             .unwrap();
         let mut w = Wire::new(out);
         let chunks = push_more_than_fits(&mut w);
