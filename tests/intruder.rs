@@ -12,6 +12,7 @@
 
 mod common;
 
+use common::tls::{certs_init, frame, load, over_tls, tls_vars, AnyServer};
 use common::{free_port, Cluster};
 use ps_core::message::{Command, Message, Meta};
 use ps_core::node::{Node, Role};
@@ -24,21 +25,8 @@ use std::process::Command as Process;
 use std::time::{Duration, Instant};
 
 const LIMIT: Duration = Duration::from_secs(120);
-
-/// The TCP van's framing of one message (magic, frame count, lengths, frames).
-fn frame(m: &Message) -> Vec<u8> {
-    let mut frames = vec![m.encode_meta()];
-    frames.extend(m.data.iter().cloned());
-    let mut out = b"PSRS".to_vec();
-    out.extend_from_slice(&(frames.len() as u32).to_le_bytes());
-    for f in &frames {
-        out.extend_from_slice(&(f.len() as u64).to_le_bytes());
-    }
-    for f in &frames {
-        out.extend_from_slice(f);
-    }
-    out
-}
+/// How long the intruder waits for an answer on each attempt.
+const WAIT: Duration = Duration::from_secs(5);
 
 /// An ADD_NODE registering a node of `role`.
 fn register(role: Role) -> Vec<u8> {
@@ -88,56 +76,6 @@ fn attack(recver: i32) -> Vec<u8> {
     term.meta.control.cmd = Command::Terminate;
     out.extend(frame(&term));
     out
-}
-
-/// A TLS client with `creds` on `s`: the handshake, `payload` inside TLS, then what
-/// comes back (plaintext) until the peer closes or 5 s pass. Err: the TLS error.
-fn over_tls(s: TcpStream, creds: &Credentials, payload: &[u8]) -> Result<Vec<u8>, String> {
-    let conn = rustls::ClientConnection::new(creds.client_config(), ps_core::tls::server_name("127.0.0.1"))
-        .map_err(|e| e.to_string())?;
-    let mut tls = rustls::StreamOwned::new(conn, s);
-    tls.write_all(payload).map_err(|e| e.to_string())?;
-    tls.flush().map_err(|e| e.to_string())?;
-    let mut got = Vec::new();
-    let mut buf = [0u8; 4096];
-    loop {
-        match tls.read(&mut buf) {
-            Ok(0) => return Ok(got),
-            Ok(n) => got.extend_from_slice(&buf[..n]),
-            Err(e) if got.is_empty() && e.kind() == std::io::ErrorKind::InvalidData => return Err(e.to_string()),
-            Err(_) => return Ok(got),
-        }
-    }
-}
-
-/// `psrs certs init --dir DIR`: a CA and a certificate per role.
-fn certs_init(dir: &Path) {
-    let st = Process::new(common::psrs_bin())
-        .args(["certs", "init", "--dir"])
-        .arg(dir)
-        .status()
-        .unwrap();
-    assert!(st.success(), "psrs certs init --dir {}", dir.display());
-}
-
-/// The variables giving a process the certificate `name` of the CA in `dir`.
-fn tls_vars(dir: &Path, name: &str) -> [(&'static str, String); 3] {
-    let p = |f: String| dir.join(f).display().to_string();
-    [
-        ("PS_TLS_CA", p("ca.pem".into())),
-        ("PS_TLS_CERT", p(format!("{name}.pem"))),
-        ("PS_TLS_KEY", p(format!("{name}-key.pem"))),
-    ]
-}
-
-fn load(dir: &Path, name: &str) -> Credentials {
-    let read = |f: String| std::fs::read(dir.join(f)).unwrap();
-    Credentials::from_pem(
-        &read(format!("{name}.pem")),
-        &read(format!("{name}-key.pem")),
-        &read("ca.pem".into()),
-    )
-    .unwrap()
 }
 
 /// The intruder process: env INTRUDER_TARGETS = "host:port=id,...", INTRUDER_CERTS =
@@ -202,7 +140,7 @@ fn intruder_process() {
                         Err(e) => Err(format!("not closed: {e}")),
                     }
                 }
-                "other-ca" => over_tls(s, &foreign, &attack(id)).map(|_| b"handshake accepted".to_vec()),
+                "other-ca" => over_tls(s, &foreign, &attack(id), WAIT).map(|_| b"handshake accepted".to_vec()),
                 "expired" => {
                     let trust = stolen.trust();
                     let cfg = rustls::ClientConfig::builder_with_provider(ps_core::tls::provider())
@@ -232,7 +170,7 @@ fn intruder_process() {
                     // a valid worker certificate registering as a server and a scheduler
                     let mut payload = register(Role::Server);
                     payload.extend(register(Role::Scheduler));
-                    over_tls(s, &stolen, &payload).map(|mut a| {
+                    over_tls(s, &stolen, &payload, WAIT).map(|mut a| {
                         // the link's confirmation is all it may get
                         if a.first() == Some(&1) {
                             a.remove(0);
@@ -257,44 +195,6 @@ fn intruder_process() {
     }
     assert!(failures.is_empty(), "the intruder got through: {failures:?}");
     println!("intruder: nothing got through");
-}
-
-/// Accepts any server certificate (the intruder only tests the server's checks).
-#[derive(Debug)]
-struct AnyServer;
-
-impl rustls::client::danger::ServerCertVerifier for AnyServer {
-    fn verify_server_cert(
-        &self,
-        _: &rustls::pki_types::CertificateDer<'_>,
-        _: &[rustls::pki_types::CertificateDer<'_>],
-        _: &rustls::pki_types::ServerName<'_>,
-        _: &[u8],
-        _: rustls::pki_types::UnixTime,
-    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
-        Ok(rustls::client::danger::ServerCertVerified::assertion())
-    }
-    fn verify_tls12_signature(
-        &self,
-        _: &[u8],
-        _: &rustls::pki_types::CertificateDer<'_>,
-        _: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        Ok(rustls::client::danger::HandshakeSignatureValid::assertion())
-    }
-    fn verify_tls13_signature(
-        &self,
-        _: &[u8],
-        _: &rustls::pki_types::CertificateDer<'_>,
-        _: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        Ok(rustls::client::danger::HandshakeSignatureValid::assertion())
-    }
-    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
-        ps_core::tls::provider()
-            .signature_verification_algorithms
-            .supported_schemes()
-    }
 }
 
 #[test]

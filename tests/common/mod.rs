@@ -6,6 +6,7 @@
 pub mod etcd;
 pub mod jobs;
 pub mod netns;
+pub mod tls;
 pub mod training;
 
 pub use etcd::ports::free_port;

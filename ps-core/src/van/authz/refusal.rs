@@ -10,17 +10,17 @@ use crate::tls::Roles;
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum Refusal {
     /// A TERMINATE: a van sends it only to itself, never over a link.
-    #[error("a TERMINATE from the wire (a van sends it only to itself)")]
+    #[error("TERMINATE from the wire (a van sends it only to itself)")]
     Terminate,
     /// A message other than a registration or an ACK, from a process without a node
     /// id yet.
-    #[error("a {cmd:?} from a process without a node id (before registering it may send only ADD_NODE and ACK)")]
+    #[error("{} from a process without a node id (before registering it may send only ADD_NODE and ACK)", name(*cmd))]
     NoSender {
         /// The command.
         cmd: Command,
     },
     /// The sender field names no node (a group id, 0, a negative number).
-    #[error("a {cmd:?} from {sender}, which is no node id")]
+    #[error("{} from {sender}, which is no node id", name(*cmd))]
     NotANodeId {
         /// The command.
         cmd: Command,
@@ -28,7 +28,7 @@ pub enum Refusal {
         sender: i32,
     },
     /// The link carried messages from another node id before.
-    #[error("a {cmd:?} from node {claimed} over the link of node {bound}")]
+    #[error("{} from node {claimed} over the link of node {bound}", name(*cmd))]
     Rebound {
         /// The command.
         cmd: Command,
@@ -38,7 +38,7 @@ pub enum Refusal {
         claimed: i32,
     },
     /// The sender's id is of a role the link's certificate does not name.
-    #[error("a {cmd:?} from {role} {id} over a link whose certificate names {names}")]
+    #[error("{} from {role} {id} over a link whose certificate names {names}", name(*cmd))]
     CertRole {
         /// The command.
         cmd: Command,
@@ -50,7 +50,7 @@ pub enum Refusal {
         names: Roles,
     },
     /// The link's certificate is not the one the sender id registered with.
-    #[error("a {cmd:?} from node {id} over a link whose certificate is not the one node {id} registered with")]
+    #[error("{} from node {id} over a link whose certificate is not the one node {id} registered with", name(*cmd))]
     NotItsCertificate {
         /// The command.
         cmd: Command,
@@ -59,7 +59,7 @@ pub enum Refusal {
     },
     /// A scheduler certificate that is not the one speaking for the active scheduler
     /// (at this epoch).
-    #[error("a {cmd:?} in the scheduler's name over a link whose certificate is not the active scheduler's{epoch}")]
+    #[error("{} in the scheduler's name over a link whose certificate is not the active scheduler's{epoch}", name(*cmd))]
     NotTheActiveScheduler {
         /// The command.
         cmd: Command,
@@ -67,7 +67,7 @@ pub enum Refusal {
         epoch: String,
     },
     /// The command may not come from the sender's role to this node's role.
-    #[error("a {what} from {from} {id}: only {allowed} send it to a {at}")]
+    #[error("{what} from {from} {id}: only {allowed} may send it to a {at}")]
     Command {
         /// The command, as the table names it.
         what: &'static str,
@@ -81,7 +81,7 @@ pub enum Refusal {
         at: Role,
     },
     /// The command is never sent to a node of this role.
-    #[error("a {what} from node {id}: it is never sent to a {at}")]
+    #[error("{what} from node {id}: it is never sent to a {at}")]
     NotForThisRole {
         /// The command, as the table names it.
         what: &'static str,
@@ -99,7 +99,7 @@ pub enum Refusal {
         names: Roles,
     },
     /// An ADD_NODE registration that is not one node registering itself.
-    #[error("an ADD_NODE registration from {sender}: {why}")]
+    #[error("ADD_NODE registration from {sender}: {why}")]
     BadRegistration {
         /// The sender field (`?` before an id).
         sender: String,
@@ -115,7 +115,7 @@ pub enum Refusal {
         role: Role,
     },
     /// A data answer from a node this node never asked.
-    #[error("a data answer from node {sender} (app {app}, customer {customer}), which this node never asked")]
+    #[error("data answer from node {sender} (app {app}, customer {customer}), which this node never asked")]
     Unasked {
         /// The sender id.
         sender: i32,
@@ -124,6 +124,24 @@ pub enum Refusal {
         /// The customer id.
         customer: i32,
     },
+}
+
+/// The command's name as the protocol documents it.
+fn name(cmd: Command) -> &'static str {
+    match cmd {
+        Command::Empty => "data message",
+        Command::Terminate => "TERMINATE",
+        Command::AddNode => "ADD_NODE",
+        Command::Barrier => "BARRIER",
+        Command::Ack => "ACK",
+        Command::Heartbeat => "HEARTBEAT",
+        Command::NodeDead => "NODE_DEAD",
+        Command::Sync => "SYNC",
+        Command::PeerBeat => "PEER_BEAT",
+        Command::Leave => "LEAVE",
+        Command::Campaign => "CAMPAIGN",
+        Command::Vote => "VOTE",
+    }
 }
 
 impl Refusal {

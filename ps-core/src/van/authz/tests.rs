@@ -95,7 +95,7 @@ fn each_command_only_from_its_roles_to_its_roles() {
     let e = refused(msg(Command::NodeDead, 9, false), Role::Worker);
     assert_eq!(
         e.to_string(),
-        "a NODE_DEAD from worker 9: only the scheduler send it to a worker"
+        "NODE_DEAD from worker 9: only the scheduler may send it to a worker"
     );
     assert!(matches!(
         refused(msg(Command::Barrier, 8, false), Role::Worker),
@@ -184,7 +184,7 @@ fn data_answers_only_from_nodes_asked() {
     let e = authorize(None, &from_worker, Role::Worker, &k).unwrap_err();
     assert_eq!(
         e.to_string(),
-        "a data answer from node 11 (app 0, customer 0), which this node never asked"
+        "data answer from node 11 (app 0, customer 0), which this node never asked"
     );
     // a request may come from anyone
     assert_eq!(
@@ -221,7 +221,7 @@ fn a_link_is_bound_to_its_first_sender() {
     );
     assert_eq!(o.bound(), Some(9));
     let e = authorize(Some(&mut o), &msg(Command::Heartbeat, 11, false), Role::Scheduler, &k).unwrap_err();
-    assert_eq!(e.to_string(), "a Heartbeat from node 11 over the link of node 9");
+    assert_eq!(e.to_string(), "HEARTBEAT from node 11 over the link of node 9");
     assert!(matches!(
         authorize(Some(&mut o), &msg(Command::Ack, EMPTY_ID, false), Role::Scheduler, &k),
         Err(Refusal::NoSender { .. })
@@ -241,7 +241,7 @@ fn the_id_must_be_of_the_certificates_role_and_its_registered_certificate() {
     let e = authorize(Some(&mut o), &msg(Command::Empty, 8, false), Role::Worker, &k).unwrap_err();
     assert_eq!(
         e.to_string(),
-        "a Empty from server 8 over a link whose certificate names worker"
+        "data message from server 8 over a link whose certificate names worker"
     );
     let mut o = cert(CertRole::Worker, 90);
     assert!(matches!(
@@ -413,7 +413,7 @@ fn only_the_active_schedulers_certificate_speaks_for_it() {
     let e = authorize(Some(&mut cert(CertRole::Scheduler, 2)), &table(e0), Role::Worker, &k).unwrap_err();
     assert_eq!(
         e.to_string(),
-        "a AddNode in the scheduler's name over a link whose certificate is not the active scheduler's"
+        "ADD_NODE in the scheduler's name over a link whose certificate is not the active scheduler's"
     );
     // without an election the epoch changes nothing
     let e1 = Epoch { term: 9, candidate: 0 };
