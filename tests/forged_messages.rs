@@ -218,13 +218,13 @@ fn hostile_process() {
     println!("hostile: every forgery refused");
 }
 
-/// A node's start line: `worker[9]@127.0.0.1:PORT started (process incarnation N)`.
+/// A node's start line: `worker[9]@127.0.0.1:PORT is process incarnation N`.
 fn started(log: &str) -> Option<(i32, u16, u64)> {
-    let line = log.lines().find(|l| l.contains(" started (process incarnation "))?;
+    let line = log.lines().find(|l| l.contains(" is process incarnation "))?;
     let msg = line.split_once("] ")?.1;
     let id = msg.split_once('[')?.1.split(']').next()?.parse().ok()?;
-    let port = msg.split(" started").next()?.rsplit(':').next()?.parse().ok()?;
-    let inc = msg.rsplit("incarnation ").next()?.trim_end_matches(')').parse().ok()?;
+    let port = msg.split(" is process").next()?.rsplit(':').next()?.parse().ok()?;
+    let inc = msg.rsplit("incarnation ").next()?.parse().ok()?;
     Some((id, port, inc))
 }
 

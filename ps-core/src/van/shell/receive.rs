@@ -63,7 +63,7 @@ impl Van {
     /// data message from a process this node cannot answer yet waits, unacknowledged,
     /// until it can ([`Van::waits`]); its sender's certificate is checked again then.
     fn acknowledge_and_process(&self, msg: Message, fingerprint: Option<u64>) {
-        if self.waits(&msg) {
+        if self.waits(&msg, fingerprint.is_some()) {
             let mut q = self.unconnected.lock();
             if q.len() >= MAX_UNCONNECTED {
                 if let Some((old, _)) = q.pop_front() {
@@ -92,20 +92,22 @@ impl Van {
 
     /// True if data message `msg` must wait before it is processed. Its sender is a
     /// process that took an id since the table this node holds (a replacement server
-    /// asking for a copy of its key ranges before the table naming it arrived here),
-    /// or an id the table does not hold at all (a worker that joined since): an
-    /// answer now would go to the earlier holder's address, or nowhere, and be lost,
-    /// and the certificate the id registered with is not known here yet. Or, with the
-    /// resender on, its sender is not connected yet (a restarted scheduler before its
-    /// table): neither the ACK nor an answer could go back, and once counted as seen
-    /// its resends would be dropped as duplicates.
-    fn waits(&self, msg: &Message) -> bool {
+    /// asking for a copy of its key ranges before the table naming it arrived here):
+    /// an answer now would go to the earlier holder's address and be lost. Or it came
+    /// over a link with a certificate (`certified`) from an id the table does not hold
+    /// at all (a worker that joined since): the certificate the id registered with is
+    /// not known here yet. Or, with the resender on, its sender is not connected yet
+    /// (a restarted scheduler before its table): neither the ACK nor an answer could
+    /// go back, and once counted as seen its resends would be dropped as duplicates.
+    /// (Without the resender, a message from a node not connected goes on to the
+    /// layer above, which holds what no customer takes yet under its own limit.)
+    fn waits(&self, msg: &Message, certified: bool) -> bool {
         if msg.meta.is_control() || msg.meta.sender == EMPTY_ID {
             return false;
         }
         let peers = self.peers.read();
         peers.unknown_sender(&msg.meta)
-            || peers.holder(msg.meta.sender).is_none()
+            || (certified && peers.holder(msg.meta.sender).is_none())
             || (self.resender.is_some() && !self.transport.is_connected(msg.meta.sender))
     }
 
@@ -118,7 +120,7 @@ impl Van {
                 return;
             }
             let all = std::mem::take(&mut *q);
-            let (ready, wait): (Vec<_>, Vec<_>) = all.into_iter().partition(|(m, _)| !self.waits(m));
+            let (ready, wait): (Vec<_>, Vec<_>) = all.into_iter().partition(|(m, fp)| !self.waits(m, fp.is_some()));
             q.extend(wait);
             ready
         };

@@ -181,7 +181,10 @@ impl Van {
             );
         }
         let me = self.my_node();
-        log::info!("{me} started (process incarnation {})", me.incarnation);
+        // the incarnation tells this process's table entries and messages from an
+        // earlier or later process of the same id
+        log::info!("{me} is process incarnation {}", me.incarnation);
+        log::info!("{me} started");
         Ok(())
     }
 
