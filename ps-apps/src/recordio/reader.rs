@@ -112,7 +112,8 @@ pub fn read_chunk_stream(
     let mut h = [0u8; HEADER_LEN];
     f.read_exact(&mut h).map_err(|x| e(read_error(x)))?;
     let header = decode_header(&h).map_err(|x| e(corrupt(x.0)))?;
-    let mut stored = Vec::with_capacity(header.len as usize);
+    // grown as the bytes arrive: the length is the file's word
+    let mut stored = Vec::with_capacity((header.len as usize).min(1 << 20));
     f.take(header.len).read_to_end(&mut stored).map_err(|x| e(io(x)))?;
     if stored.len() as u64 != header.len {
         return Err(e(corrupt("truncated chunk payload")));
