@@ -521,3 +521,66 @@ fn an_api_beyond_loopback_is_refused_before_the_cluster_forms() {
     }
     c.kill_all();
 }
+
+/// Garbage from this host does not shut out this host's own nodes: a secured
+/// scheduler gets more garbage connections than PS_AUTH_MAX_FAILURES over its Unix
+/// socket and over loopback TCP (every node of a host shares the loopback address, and
+/// a Unix socket has none); failures count against the process that sent them (the
+/// Unix socket's peer) or the socket alone, so the cluster's nodes, started on the same
+/// host right after, join at once and the sums are exact. The scheduler bans the
+/// garbage's own process.
+#[test]
+fn garbage_from_this_host_does_not_shut_out_its_own_nodes() {
+    use std::os::linux::net::SocketAddrExt;
+    let args = ["kv-test", "--keys", "100", "--repeat", "10"];
+    let mut c = Cluster::new(1, 2, &args, &[("DMLC_PS_VAN_TYPE", "tcp")], LIMIT);
+    let secret = c.dir().join("garbage.secret");
+    std::fs::write(&secret, "the-cluster-secret-of-this-cluster").unwrap();
+    std::fs::set_permissions(&secret, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let secret = secret.display().to_string();
+    let env = [("PS_SECRET_FILE", secret.as_str()), ("PS_AUTH_MAX_FAILURES", "20")];
+    c.spawn_with("scheduler", &args, &env);
+    let port = c.port;
+    c.wait_until("the scheduler listening", |_| {
+        TcpStream::connect(("127.0.0.1", port)).is_ok()
+    });
+    let name = format!("psrs-van/127.0.0.1:{port}");
+    let unix = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
+    let garbage: Vec<u8> = (0..512u32).map(|i| (i * 7919 % 251) as u8).collect();
+    for _ in 0..25 {
+        for over_tcp in [false, true] {
+            let mut s: Box<dyn Write> = if over_tcp {
+                Box::new(TcpStream::connect(("127.0.0.1", port)).unwrap())
+            } else {
+                Box::new(std::os::unix::net::UnixStream::connect_addr(&unix).unwrap())
+            };
+            let _ = s.write_all(&garbage);
+        }
+    }
+    c.wait_until("the scheduler refusing the garbage", |c| {
+        c.procs[0].stderr().matches("not a TLS handshake").count() >= 40
+    });
+    for role in ["server", "worker", "worker"] {
+        c.spawn_with(role, &args, &env);
+    }
+    c.wait_success();
+    assert_eq!(c.all_stdout().matches("kv-test ok").count(), 2, "{}", c.dump());
+    let log = c.procs[0].stderr();
+    let me = std::process::id();
+    assert!(
+        log.contains(&format!("rate-limiting process {me}")),
+        "the garbage's process is banned\n{}",
+        c.dump()
+    );
+    assert!(!log.contains("rate-limiting 127.0.0.1"), "{}", c.dump());
+    for line in log
+        .lines()
+        .filter(|l| l.contains("rate-limited after repeated failed handshakes"))
+    {
+        assert!(
+            line.contains(&format!("(process {me})")),
+            "a node was shut out: {line}\n{}",
+            c.dump()
+        );
+    }
+}

@@ -279,7 +279,7 @@ mod tests {
         let n = 64 * (256 << 10);
         let reader = std::thread::spawn(move || {
             let (tcp, peer) = l.accept().unwrap();
-            let permit = server.admit(peer).unwrap();
+            let permit = server.admit(peer, crate::auth::gate::Peer::Addr(peer.ip())).unwrap();
             let mut inc = server.accept(Stream::from(tcp), peer, permit, Duration::ZERO).unwrap();
             wait.recv().unwrap();
             let frame = inc.read_frame(n).unwrap();

@@ -18,7 +18,7 @@ mod handshake;
 
 use super::spin_read::{FrameRead, SpinRead};
 use super::stream::Stream;
-use crate::auth::gate::{Gate, GateRefusal, HandshakeFailure};
+use crate::auth::gate::{Gate, GateRefusal, HandshakeFailure, Peer};
 use crate::config::Limits;
 use crate::tls::{peer, Credentials};
 use crate::van::authz::{Expect, PeerCert};
@@ -55,6 +55,7 @@ pub struct Outgoing {
 pub struct Permit {
     guard: Arc<Guard>,
     ip: IpAddr,
+    who: Peer,
 }
 
 impl Drop for Permit {
@@ -313,20 +314,23 @@ impl Guard {
         Ok(Outgoing { tcp, tls: Some(conn) })
     }
 
-    /// Admits a new connection from `peer` at the door, or says why not.
-    pub fn admit(self: &Arc<Self>, peer: SocketAddr) -> Result<Permit, GateRefusal> {
+    /// Admits a new connection from `peer`, made by `who` (whom its failures count
+    /// against), at the door, or says why not.
+    pub fn admit(self: &Arc<Self>, peer: SocketAddr, who: Peer) -> Result<Permit, GateRefusal> {
         let ip = peer.ip();
-        self.gate.lock().admit(ip, self.now())?;
+        self.gate.lock().admit(ip, who, self.now())?;
         Ok(Permit {
             guard: Arc::clone(self),
             ip,
+            who,
         })
     }
 
     /// Runs the accepting side's handshake on `tcp` from `peer`; the link's reads then
     /// spin up to `spin` before they block (`PS_SPIN_US`, see
     /// [`crate::van::tcp::spin_read`]). A failure is closed at once and counted against
-    /// the address when it is the peer's doing ([`HandshakeFailure::counts_against_peer`]).
+    /// the peer that made the connection (the permit's) when it is the peer's doing
+    /// ([`HandshakeFailure::counts_against_peer`]).
     pub fn accept(
         &self,
         mut tcp: Stream,
@@ -356,10 +360,10 @@ impl Guard {
             }
             Err(why) => {
                 let _ = tcp.shutdown(Shutdown::Both);
-                if self.gate.lock().failed(peer.ip(), &why, self.now()) {
+                let who = permit.who;
+                if self.gate.lock().failed(who, &why, self.now()) {
                     log::warn!(
-                        "rate-limiting {}: {} failed handshakes within {} s; refused for {} s",
-                        peer.ip(),
+                        "rate-limiting {who}: {} failed handshakes within {} s; refused for {} s",
                         self.limits.max_auth_failures,
                         FAIL_WINDOW_MS / 1000,
                         BAN_MS / 1000

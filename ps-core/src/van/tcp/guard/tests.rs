@@ -33,7 +33,7 @@ fn accept_then<T: Send + 'static>(
 ) -> std::thread::JoinHandle<T> {
     std::thread::spawn(move || {
         let (tcp, peer) = l.accept().unwrap();
-        let permit = guard.admit(peer).unwrap();
+        let permit = guard.admit(peer, crate::auth::gate::Peer::Addr(peer.ip())).unwrap();
         then(guard.accept(Stream::from(tcp), peer, permit, Duration::ZERO))
     })
 }
