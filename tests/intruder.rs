@@ -468,8 +468,8 @@ fn a_node_with_another_secret_stops_with_one_line() {
     let args = ["kv-test", "--keys", "10"];
     let mut c = Cluster::new(1, 1, &args, &[("DMLC_PS_VAN_TYPE", "tcp")], LIMIT);
     let (a, b) = (c.dir().join("a.secret"), c.dir().join("b.secret"));
-    std::fs::write(&a, "the-cluster-secret-of-this-cluster").unwrap();
-    std::fs::write(&b, "another-secret-of-another-cluster!").unwrap();
+    common::write_private(&a, "the-cluster-secret-of-this-cluster");
+    common::write_private(&b, "another-secret-of-another-cluster!");
     let (a, b) = (a.display().to_string(), b.display().to_string());
     c.spawn_with("scheduler", &args, &[("PS_SECRET_FILE", &a)]);
     let w = c.spawn_with("worker", &args, &[("PS_SECRET_FILE", &b)]);
@@ -494,7 +494,7 @@ fn a_node_with_another_secret_stops_with_one_line() {
 fn an_api_beyond_loopback_is_refused_before_the_cluster_forms() {
     let mut c = Cluster::new(1, 1, &[], &[("DMLC_PS_VAN_TYPE", "tcp")], LIMIT);
     let secret = c.dir().join("cluster.secret");
-    std::fs::write(&secret, "the-cluster-secret-of-this-cluster").unwrap();
+    common::write_private(&secret, "the-cluster-secret-of-this-cluster");
     let secret = secret.display().to_string();
     let stats = format!("0.0.0.0:{}", free_port());
     let work = c.dir().join("work").display().to_string();
@@ -535,8 +535,7 @@ fn garbage_from_this_host_does_not_shut_out_its_own_nodes() {
     let args = ["kv-test", "--keys", "100", "--repeat", "10"];
     let mut c = Cluster::new(1, 2, &args, &[("DMLC_PS_VAN_TYPE", "tcp")], LIMIT);
     let secret = c.dir().join("garbage.secret");
-    std::fs::write(&secret, "the-cluster-secret-of-this-cluster").unwrap();
-    std::fs::set_permissions(&secret, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    common::write_private(&secret, "the-cluster-secret-of-this-cluster");
     let secret = secret.display().to_string();
     let env = [("PS_SECRET_FILE", secret.as_str()), ("PS_AUTH_MAX_FAILURES", "20")];
     c.spawn_with("scheduler", &args, &env);
@@ -583,4 +582,64 @@ fn garbage_from_this_host_does_not_shut_out_its_own_nodes() {
             c.dump()
         );
     }
+}
+
+/// A secret or key file that group or others may read is refused before anything
+/// starts, with one line naming the variable, the mode and the `chmod` that fixes it
+/// (as ssh refuses an open private key): the cluster secret, a node's TLS key, and the
+/// CA's key `psrs certs issue` reads. Made private, the same files are taken.
+#[test]
+fn a_secret_or_key_others_may_read_is_refused_with_one_line() {
+    use std::os::unix::fs::PermissionsExt;
+    let args = ["kv-test", "--keys", "10"];
+    let mut c = Cluster::new(1, 1, &args, &[("DMLC_PS_VAN_TYPE", "tcp")], LIMIT);
+    let certs = c.dir().join("certs");
+    certs_init(&certs);
+    let secret = c.dir().join("open.secret");
+    common::write_private(&secret, "the-cluster-secret-of-this-cluster");
+    let open = |p: &Path, mode: u32| std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
+    open(&secret, 0o644);
+    let key = certs.join("worker-key.pem");
+    open(&key, 0o640);
+    let s = secret.display().to_string();
+    let tls = tls_vars(&certs, "worker");
+    let cases: [(Vec<(&str, &str)>, &str, &str); 2] = [
+        (vec![("PS_SECRET_FILE", s.as_str())], "PS_SECRET_FILE", "mode 0644"),
+        (
+            tls.iter().map(|(k, v)| (*k, v.as_str())).collect(),
+            "PS_TLS_KEY",
+            "mode 0640",
+        ),
+    ];
+    for (env, var, mode) in cases {
+        let w = c.spawn_with("worker", &args, &env);
+        c.wait_until("the worker to refuse its file", |c| c.exited(w));
+        assert_ne!(c.procs[w].status, Some(0), "{}", c.dump());
+        let err = c.procs[w].stderr();
+        let last = err.lines().last().unwrap_or_default().to_string();
+        assert!(
+            last.contains(var) && last.contains(mode) && last.contains("chmod 600") && !last.contains("cluster-secret"),
+            "{var}: {last}\n{}",
+            c.dump()
+        );
+    }
+    open(&certs.join("ca-key.pem"), 0o644);
+    let out = Process::new(common::psrs_bin())
+        .args(["certs", "issue", "--role", "worker", "--dir"])
+        .arg(&certs)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("ca-key.pem") && err.contains("mode 0644"),
+        "{err}"
+    );
+    open(&certs.join("ca-key.pem"), 0o600);
+    let out = Process::new(common::psrs_bin())
+        .args(["certs", "issue", "--role", "worker", "--dir"])
+        .arg(&certs)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    c.kill_all();
 }

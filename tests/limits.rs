@@ -296,8 +296,7 @@ fn a_declared_length_is_not_reserved_before_its_bytes_arrive() {
         let secret = b"a-cluster-secret-for-the-frame-test".to_vec();
         let mut c = Cluster::new(1, 1, &["kv-test"], &[("DMLC_PS_VAN_TYPE", "tcp")], LIMIT);
         let file = c.dir().join("cluster.secret");
-        std::fs::write(&file, &secret).unwrap();
-        std::fs::set_permissions(&file, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+        common::write_private(&file, &secret);
         let file = file.display().to_string();
         let env: Vec<(&str, &str)> = if secure {
             vec![("PS_SECRET_FILE", file.as_str())]
