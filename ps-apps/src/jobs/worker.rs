@@ -250,7 +250,9 @@ pub fn run(po: &Arc<Postoffice>, runner: RunnerConfig) -> Result<(), JobsError> 
                 log::info!("job j{job}: loading {} in the Python runner", spec.model_name());
                 let t = std::time::Instant::now();
                 let limit = Duration::from_millis(spec.task_timeout_ms).max(user_infer::LOAD_TIMEOUT);
-                match slot.load(job, &model, limit) {
+                let loaded = user_infer::check_model_files(&model)
+                    .and_then(|()| slot.load(job, &model, limit).map_err(JobsError::from));
+                match loaded {
                     Ok(()) => log::info!(
                         "working on job j{job} (model loaded in {:.1} s)",
                         t.elapsed().as_secs_f64()
