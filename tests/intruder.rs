@@ -603,7 +603,9 @@ fn a_secret_or_key_others_may_read_is_refused_with_one_line() {
     open(&key, 0o640);
     let s = secret.display().to_string();
     let tls = tls_vars(&certs, "worker");
-    let cases: [(Vec<(&str, &str)>, &str, &str); 2] = [
+    // (the node's environment, the variable its refusal names, the mode it names)
+    type Case<'a> = (Vec<(&'a str, &'a str)>, &'a str, &'a str);
+    let cases: [Case; 2] = [
         (vec![("PS_SECRET_FILE", s.as_str())], "PS_SECRET_FILE", "mode 0644"),
         (
             tls.iter().map(|(k, v)| (*k, v.as_str())).collect(),
