@@ -13,8 +13,8 @@
 
 mod common;
 
-use common::tls::{certs_init, certs_issue, frame, load, over_tls, tls_vars};
-use common::{free_port, Cluster};
+use common::tls::{certs_init, certs_issue, load, over_tls, tls_vars};
+use common::{free_port, tcp_frame as frame, Cluster};
 use ps_core::message::{Command, Message};
 use ps_core::node::{Node, Role, EMPTY_ID, SCHEDULER, WORKER_GROUP};
 use ps_core::tls::Credentials;

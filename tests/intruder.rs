@@ -12,8 +12,8 @@
 
 mod common;
 
-use common::tls::{certs_init, frame, load, over_tls, tls_vars, AnyServer};
-use common::{free_port, Cluster};
+use common::tls::{certs_init, load, over_tls, tls_vars, AnyServer};
+use common::{free_port, tcp_frame as frame, Cluster};
 use ps_core::message::{Command, Message, Meta};
 use ps_core::node::{Node, Role};
 use ps_core::tls::issue::{Ca, Request};

@@ -4,8 +4,10 @@
 #![allow(dead_code)]
 
 pub mod etcd;
+pub mod fake_http;
 pub mod jobs;
 pub mod netns;
+pub mod pslite;
 pub mod tls;
 pub mod training;
 
@@ -29,6 +31,39 @@ pub fn write_private(path: &Path, bytes: impl AsRef<[u8]>) {
         .unwrap();
     std::io::Write::write_all(&mut f, bytes.as_ref()).unwrap();
     fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+}
+
+/// `env` with `PS_HEARTBEAT_TIMEOUT` set to `secs` (added if absent): for a run in
+/// which no node may die. On a loaded 2-core machine a process can go unscheduled for
+/// a second; with a short timeout it is declared dead (and stops, evicted) although
+/// nothing failed, which is not what such a run checks.
+pub fn with_heartbeat_timeout(
+    env: &[(&'static str, &'static str)],
+    secs: &'static str,
+) -> Vec<(&'static str, &'static str)> {
+    let mut out: Vec<_> = env
+        .iter()
+        .copied()
+        .filter(|(k, _)| *k != "PS_HEARTBEAT_TIMEOUT")
+        .collect();
+    out.push(("PS_HEARTBEAT_TIMEOUT", secs));
+    out
+}
+
+/// The TCP van's framing of one message as a node writes it on a plain link (magic,
+/// frame count, lengths, frames): what an intruder sends to a node's port.
+pub fn tcp_frame(m: &ps_core::message::Message) -> Vec<u8> {
+    let mut frames = vec![m.encode_meta()];
+    frames.extend(m.data.iter().cloned());
+    let mut out = b"PSRS".to_vec();
+    out.extend_from_slice(&(frames.len() as u32).to_le_bytes());
+    for f in &frames {
+        out.extend_from_slice(&(f.len() as u64).to_le_bytes());
+    }
+    for f in &frames {
+        out.extend_from_slice(f);
+    }
+    out
 }
 
 /// The psrs binary under test.
@@ -126,10 +161,6 @@ impl Cluster {
     /// Starts one more process of `role` running `PREFIX... psrs ARGS` with extra `env`
     /// (e.g. `ip netns exec NS`, which execs psrs in place, so the pid is psrs's).
     pub fn spawn_wrapped(&mut self, role: &str, prefix: &[String], args: &[&str], env: &[(&str, &str)]) -> usize {
-        let i = self.procs.len();
-        let name = format!("{i}-{role}");
-        let out = self.dir.path().join(format!("{name}.out"));
-        let err = self.dir.path().join(format!("{name}.err"));
         let mut cmd = match prefix.split_first() {
             Some((first, rest)) => {
                 let mut c = Command::new(first);
@@ -138,8 +169,18 @@ impl Cluster {
             }
             None => Command::new(psrs_bin()),
         };
-        cmd.args(args)
-            .env("DMLC_ROLE", role)
+        cmd.args(args);
+        self.spawn_command(role, cmd, env)
+    }
+
+    /// Starts `cmd` (any program: psrs, or one of ps-lite's) as one more process of
+    /// `role`, with the cluster's `DMLC_*` variables and environment and extra `env`.
+    pub fn spawn_command(&mut self, role: &str, mut cmd: Command, env: &[(&str, &str)]) -> usize {
+        let i = self.procs.len();
+        let name = format!("{i}-{role}");
+        let out = self.dir.path().join(format!("{name}.out"));
+        let err = self.dir.path().join(format!("{name}.err"));
+        cmd.env("DMLC_ROLE", role)
             .env("DMLC_PS_ROOT_URI", "127.0.0.1")
             .env("DMLC_PS_ROOT_PORT", self.port.to_string())
             .env("DMLC_NUM_SERVER", self.servers.to_string())
@@ -168,7 +209,9 @@ impl Cluster {
         for (k, v) in env {
             cmd.env(k, v);
         }
-        let child = cmd.spawn().expect("spawn psrs");
+        let child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {:?}: {e}", cmd.get_program()));
         self.procs.push(Proc {
             role: role.to_string(),
             name,

@@ -3,28 +3,12 @@
 //! van's framing, and a verifier that accepts any server (the attacker tests only the
 //! server's checks).
 
-use ps_core::message::Message;
 use ps_core::tls::Credentials;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
 use std::process::Command as Process;
 use std::time::{Duration, Instant};
-
-/// The TCP van's framing of one message (magic, frame count, lengths, frames).
-pub fn frame(m: &Message) -> Vec<u8> {
-    let mut frames = vec![m.encode_meta()];
-    frames.extend(m.data.iter().cloned());
-    let mut out = b"PSRS".to_vec();
-    out.extend_from_slice(&(frames.len() as u32).to_le_bytes());
-    for f in &frames {
-        out.extend_from_slice(&(f.len() as u64).to_le_bytes());
-    }
-    for f in &frames {
-        out.extend_from_slice(f);
-    }
-    out
-}
 
 /// `psrs certs init --dir DIR`: a CA and a certificate per role.
 pub fn certs_init(dir: &Path) {

@@ -9,6 +9,7 @@ pub mod cipher;
 pub mod cpu;
 mod error;
 mod handle;
+pub mod http_attack;
 mod modes;
 pub mod raw;
 

@@ -3,9 +3,10 @@
 
 use super::handler::VanHandler;
 use super::stats::VanStats;
-use super::transport::Transport;
+use super::transport::{PeerKind, Transport};
+use super::zmq::ack::pslite_signature;
 use crate::config::Config;
-use crate::failover::Failover;
+use crate::failover::{Epoch, Failover};
 use crate::message::Message;
 use crate::node::{Node, Role, EMPTY_ID, SCHEDULER};
 use crate::protocol::peers::Peers;
@@ -53,15 +54,23 @@ pub struct Van {
     peers: RwLock<Peers>,
     fo: Failover,
     heard_from_scheduler: AtomicBool,
+    /// A message from a psrs scheduler (one with an incarnation) arrived.
+    heard_psrs_scheduler: AtomicBool,
     welcomed: Mutex<Vec<i32>>,
     goodbye: Mutex<bool>,
     goodbye_cv: Condvar,
+    /// The epoch stamped on the last node table (or table notice) this node took from
+    /// the scheduler: a scheduler taking over sends every node the table under its new
+    /// epoch, and starts its barrier counts afresh (see [`Van::scheduler_generation`]).
+    table_epoch: Mutex<Epoch>,
     /// Data messages from processes this one cannot answer yet (see `Van::waits`),
     /// with the fingerprint of the certificate of the link each came on, replayed
     /// when a table or connection arrives.
     unconnected: Mutex<std::collections::VecDeque<(Message, Option<u64>)>>,
     /// Per-message authorization's state ([`crate::van::authz`]).
     authz: authorize::AuthzState,
+    /// Ids whose process is a ps-lite one (see [`Van::is_pslite`]).
+    pslite_ids: RwLock<std::collections::HashSet<i32>>,
     /// Traffic counters.
     pub stats: VanStats,
 }
@@ -118,8 +127,11 @@ impl Van {
             last_from_scheduler: AtomicU64::new(0),
             peers: RwLock::new(Peers::new()),
             heard_from_scheduler: AtomicBool::new(false),
+            heard_psrs_scheduler: AtomicBool::new(false),
+            table_epoch: Mutex::default(),
             unconnected: Mutex::default(),
             authz: authorize::AuthzState::default(),
+            pslite_ids: RwLock::default(),
             welcomed: Mutex::new(Vec::new()),
             goodbye: Mutex::new(false),
             goodbye_cv: Condvar::new(),
@@ -129,6 +141,34 @@ impl Van {
             },
             transport,
         })
+    }
+
+    /// True if `n` is a ps-lite process, on a transport that can talk to one (its table
+    /// entry has no incarnation): it gets none of psrs's extras (refusals, welcomes,
+    /// resends, acknowledgements).
+    pub(super) fn is_pslite(&self, n: &Node) -> bool {
+        self.transport.speaks_pslite() && PeerKind::of(n) == PeerKind::PsLite
+    }
+
+    /// True if node `id` is a ps-lite process ([`Van::is_pslite`]).
+    pub fn is_pslite_id(&self, id: i32) -> bool {
+        self.transport.speaks_pslite() && self.pslite_ids.read().contains(&id)
+    }
+
+    /// Records what the process of table entry `n` is, for this van and its transport.
+    pub(super) fn note_peer(&self, n: &Node) {
+        let pslite = self.is_pslite(n);
+        let known = self.pslite_ids.read().contains(&n.id);
+        if pslite != known {
+            let mut ids = self.pslite_ids.write();
+            if pslite {
+                ids.insert(n.id);
+            } else {
+                ids.remove(&n.id);
+            }
+        }
+        let kind = if pslite { PeerKind::PsLite } else { PeerKind::Psrs };
+        self.transport.set_peer_kind(n.id, kind);
     }
 
     /// Sets the layer above that receives data and events.
@@ -173,6 +213,16 @@ impl Van {
             .iter()
             .find(|n| n.id == SCHEDULER)
             .map_or(0, |n| n.incarnation)
+    }
+
+    /// What the scheduler's barrier counts belong to: the scheduler's process (its
+    /// incarnation in the node table) and the epoch its last table came under. Either
+    /// changes when a scheduler took over with counts started afresh: a restarted one,
+    /// a standby, or this same process again under a new term (it lost its lease or
+    /// its lock and won it back, dropping what it held). A node waiting at a barrier
+    /// asks again when it changes.
+    pub fn scheduler_generation(&self) -> (u64, Epoch) {
+        (self.scheduler_incarnation(), *self.table_epoch.lock())
     }
 
     /// Milliseconds since the scheduler was last heard from (non-schedulers).
@@ -239,8 +289,8 @@ impl Van {
     fn send_tracked(&self, msg: Message, lazy: bool) -> io::Result<usize> {
         let mut tracked = false;
         if let Some(r) = &self.resender {
-            if needs_ack(&msg.meta) {
-                r.lock().on_send(signature(&msg.meta), msg.clone(), self.now_ms());
+            if let Some(sig) = self.tracked_as(&msg) {
+                r.lock().on_send(sig, msg.clone(), self.now_ms());
                 tracked = true;
             }
         }
@@ -256,6 +306,21 @@ impl Van {
         }
     }
 
+    /// The signature the resender tracks `msg` under, None if untracked. A ps-lite
+    /// process acknowledges by ps-lite's signature (with its own `PS_RESEND` on, as it
+    /// must be when psrs's is), and only once started: only data messages to it are
+    /// tracked.
+    fn tracked_as(&self, msg: &Message) -> Option<u64> {
+        let m = &msg.meta;
+        if !needs_ack(m) {
+            return None;
+        }
+        if !self.is_pslite_id(m.recver) {
+            return Some(signature(m));
+        }
+        (!m.is_control()).then(|| pslite_signature(m.app_id, m.sender, m.recver, m.timestamp, m.request))
+    }
+
     /// Writes what waits in the link to `peer` (see [`Van::send_lazy`]).
     pub fn flush_link(&self, peer: i32) {
         self.transport.flush_link(peer);
@@ -266,9 +331,7 @@ impl Van {
     }
 
     fn send_frames(&self, msg: &Message, lazy: bool) -> io::Result<usize> {
-        let mut frames = Vec::with_capacity(msg.data.len() + 1);
-        frames.push(msg.encode_meta());
-        frames.extend(msg.data.iter().cloned());
+        let frames = self.transport.encode(msg);
         log::trace!("send {msg}");
         let n = if lazy {
             self.transport.send_lazy(msg.meta.recver, frames)?
