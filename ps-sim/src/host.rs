@@ -66,6 +66,7 @@ impl Host {
                 port: BASE_PORT + slot as u16,
                 is_recovery: false,
                 incarnation,
+                cert: 0,
             },
             links: BTreeMap::new(),
             resender: Resender::new(resend_ms, MAX_RESENDS),

@@ -55,7 +55,8 @@ impl ApiClient {
                 )
             }
             (None, Some(secret)) => {
-                let id = ps_core::tls::Credentials::from_secret(secret, ps_core::tls::CertRole::Client).map_err(|e| e.to_string())?;
+                let id = ps_core::tls::Credentials::from_secret(secret, ps_core::tls::CertRole::Client)
+                    .map_err(|e| e.to_string())?;
                 (
                     Some(id.trust().http_client_config(Some(&id)).map_err(|e| e.to_string())?),
                     Some(id.trust().http_client_config(None).map_err(|e| e.to_string())?),

@@ -67,7 +67,13 @@ pub fn run(a: Args) -> Result<(), super::error::CliError> {
         .call("GET", &url, None)
         .map_err(|e| format!("the API does not answer {url}: {e}"))?;
     let addr = ps_apps::stats::token_file::authority(&probe.base)
-        .map(|(h, p)| if h.contains(':') { format!("[{h}]:{p}") } else { format!("{h}:{p}") })
+        .map(|(h, p)| {
+            if h.contains(':') {
+                format!("[{h}]:{p}")
+            } else {
+                format!("{h}:{p}")
+            }
+        })
         .ok_or_else(|| format!("--api {}: no host and port", a.api))?;
     let stop = Arc::new(AtomicBool::new(false));
     let rss_max = Arc::new(AtomicU64::new(0));
@@ -112,7 +118,9 @@ pub fn run(a: Args) -> Result<(), super::error::CliError> {
         }
         Mode::Slow => {
             let (addr, anon, stop, n) = (addr.clone(), anon.clone(), Arc::clone(&stop), a.conns);
-            attackers.push(std::thread::spawn(move || slow_connections(&addr, anon.as_ref(), n, &stop)));
+            attackers.push(std::thread::spawn(move || {
+                slow_connections(&addr, anon.as_ref(), n, &stop)
+            }));
         }
     }
     if a.mode != Mode::Load {

@@ -1,7 +1,7 @@
 //! The subcommands of `psrs`.
 
-pub mod barrier;
 pub mod api_client;
+pub mod barrier;
 pub mod bench;
 pub mod bench_api;
 pub mod certs;

@@ -152,7 +152,10 @@ pub fn slow_connections(addr: &str, tls: Option<&Arc<rustls::ClientConfig>>, n: 
                     true
                 }
                 Slow::Open(s, i) => {
-                    let ok = s.write_all(&header[*i % header.len()..][..1]).and_then(|()| s.flush()).is_ok();
+                    let ok = s
+                        .write_all(&header[*i % header.len()..][..1])
+                        .and_then(|()| s.flush())
+                        .is_ok();
                     *i += 1;
                     if ok {
                         continue;

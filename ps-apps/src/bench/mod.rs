@@ -6,10 +6,10 @@
 //! between the same two processes (`--compare-raw`).
 
 pub mod cipher;
-pub mod http_attack;
 pub mod cpu;
 mod error;
 mod handle;
+pub mod http_attack;
 mod modes;
 pub mod raw;
 

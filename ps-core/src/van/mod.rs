@@ -4,12 +4,12 @@
 //! counts and the dead-node detector, as plain state machines from
 //! [`crate::protocol`]. Everything above it is reached through [`VanHandler`].
 
+pub mod authz;
 pub mod cork;
 pub mod error;
 pub mod factory;
 mod handler;
 pub mod join_watch;
-pub mod screen;
 mod shell;
 pub mod stats;
 pub mod tcp;

@@ -19,6 +19,7 @@ use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+mod authorize;
 mod background;
 mod failover_host;
 mod leave;
@@ -63,8 +64,11 @@ pub struct Van {
     /// epoch, and starts its barrier counts afresh (see [`Van::scheduler_generation`]).
     table_epoch: Mutex<Epoch>,
     /// Data messages from processes this one cannot answer yet (see `Van::waits`),
-    /// replayed when a table or connection arrives.
-    unconnected: Mutex<std::collections::VecDeque<Message>>,
+    /// with the fingerprint of the certificate of the link each came on, replayed
+    /// when a table or connection arrives.
+    unconnected: Mutex<std::collections::VecDeque<(Message, Option<u64>)>>,
+    /// Per-message authorization's state ([`crate::van::authz`]).
+    authz: authorize::AuthzState,
     /// Ids whose process is a ps-lite one (see [`Van::is_pslite`]).
     pslite_ids: RwLock<std::collections::HashSet<i32>>,
     /// Traffic counters.
@@ -89,6 +93,7 @@ impl Van {
             },
             is_recovery: false,
             incarnation: rand::random::<u64>() | 1,
+            cert: transport.fingerprint(),
         };
         let sched = (cfg.role == Role::Scheduler).then(|| {
             Mutex::new({
@@ -125,6 +130,7 @@ impl Van {
             heard_psrs_scheduler: AtomicBool::new(false),
             table_epoch: Mutex::default(),
             unconnected: Mutex::default(),
+            authz: authorize::AuthzState::default(),
             pslite_ids: RwLock::default(),
             welcomed: Mutex::new(Vec::new()),
             goodbye: Mutex::new(false),
@@ -265,6 +271,7 @@ impl Van {
             // held by the active scheduler, or dropped (see `Failover::outgoing`)
             return Ok(0);
         };
+        self.note_request(&msg.meta);
         self.send_tracked(msg, lazy)
     }
 
