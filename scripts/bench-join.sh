@@ -18,7 +18,7 @@ bin=${PSRS_BIN:-target/release/psrs}
 [ -x "$bin" ] || { echo "$0: no $bin (cargo build --release)" >&2; exit 2; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-head -c 32 /dev/urandom | base64 > "$tmp/secret"
+(umask 077; head -c 32 /dev/urandom | base64 > "$tmp/secret")
 configs=${PSRS_JOIN_CONFIGS:-"zmq tcp tcp+secret"}
 
 run() { # shape config -> "scheduler_ms max_ms"

@@ -48,7 +48,7 @@ cleanup() {
   rm -rf "$tmp"
 }
 trap cleanup EXIT
-head -c 32 /dev/urandom | base64 > "$tmp/secret"
+(umask 077; head -c 32 /dev/urandom | base64 > "$tmp/secret")
 
 if [ "$net" = 1 ]; then
   for t in ip tc; do command -v "$t" >/dev/null || { echo "$0: the net link needs $t (iproute2)" >&2; exit 2; }; done

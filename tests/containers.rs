@@ -223,7 +223,7 @@ fn a_jobs_cluster_in_containers_runs_a_job_submitted_through_the_api() {
     // secured as deploy/k8s runs it: a cluster secret (every link mutual TLS, the API
     // HTTPS), jobs' files confined to named directories
     let secret = dir.path().join("secret");
-    std::fs::write(&secret, "a-cluster-secret-for-the-containers-test").unwrap();
+    common::write_private(&secret, "a-cluster-secret-for-the-containers-test");
     let secret = secret.display().to_string();
     let work = dir.path().join("work").display().to_string();
     let data = dir.path().display().to_string();

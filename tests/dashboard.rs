@@ -195,6 +195,7 @@ fn markup_in_a_hostname_or_an_error_is_shown_as_text_in_headless_chromium() {
         port: 1,
         is_recovery: false,
         incarnation: 7,
+        cert: 0,
     }];
     let mut intruder = std::net::TcpStream::connect(("127.0.0.1", c.port)).unwrap();
     std::io::Write::write_all(&mut intruder, &common::tcp_frame(&reg)).unwrap();

@@ -12,6 +12,7 @@
 
 mod common;
 
+use common::tls::{certs_init, load, over_tls, tls_vars, AnyServer};
 use common::{free_port, tcp_frame as frame, Cluster};
 use ps_core::message::{Command, Message, Meta};
 use ps_core::node::{Node, Role};
@@ -24,11 +25,15 @@ use std::process::Command as Process;
 use std::time::{Duration, Instant};
 
 const LIMIT: Duration = Duration::from_secs(120);
+/// How long the intruder waits for an answer on each attempt.
+const WAIT: Duration = Duration::from_secs(5);
 
 /// An ADD_NODE registering a node of `role`.
 fn register(role: Role) -> Vec<u8> {
     let mut reg = Message::default();
     reg.meta.recver = 1;
+    // a node without an id yet registers with the sender unset
+    reg.meta.sender = ps_core::node::EMPTY_ID;
     reg.meta.control.cmd = Command::AddNode;
     reg.meta.control.nodes = vec![Node {
         role,
@@ -37,6 +42,7 @@ fn register(role: Role) -> Vec<u8> {
         port: 1,
         is_recovery: false,
         incarnation: 7,
+        cert: 0,
     }];
     frame(&reg)
 }
@@ -70,56 +76,6 @@ fn attack(recver: i32) -> Vec<u8> {
     term.meta.control.cmd = Command::Terminate;
     out.extend(frame(&term));
     out
-}
-
-/// A TLS client with `creds` on `s`: the handshake, `payload` inside TLS, then what
-/// comes back (plaintext) until the peer closes or 5 s pass. Err: the TLS error.
-fn over_tls(s: TcpStream, creds: &Credentials, payload: &[u8]) -> Result<Vec<u8>, String> {
-    let conn = rustls::ClientConnection::new(creds.client_config(), ps_core::tls::server_name("127.0.0.1"))
-        .map_err(|e| e.to_string())?;
-    let mut tls = rustls::StreamOwned::new(conn, s);
-    tls.write_all(payload).map_err(|e| e.to_string())?;
-    tls.flush().map_err(|e| e.to_string())?;
-    let mut got = Vec::new();
-    let mut buf = [0u8; 4096];
-    loop {
-        match tls.read(&mut buf) {
-            Ok(0) => return Ok(got),
-            Ok(n) => got.extend_from_slice(&buf[..n]),
-            Err(e) if got.is_empty() && e.kind() == std::io::ErrorKind::InvalidData => return Err(e.to_string()),
-            Err(_) => return Ok(got),
-        }
-    }
-}
-
-/// `psrs certs init --dir DIR`: a CA and a certificate per role.
-fn certs_init(dir: &Path) {
-    let st = Process::new(common::psrs_bin())
-        .args(["certs", "init", "--dir"])
-        .arg(dir)
-        .status()
-        .unwrap();
-    assert!(st.success(), "psrs certs init --dir {}", dir.display());
-}
-
-/// The variables giving a process the certificate `name` of the CA in `dir`.
-fn tls_vars(dir: &Path, name: &str) -> [(&'static str, String); 3] {
-    let p = |f: String| dir.join(f).display().to_string();
-    [
-        ("PS_TLS_CA", p("ca.pem".into())),
-        ("PS_TLS_CERT", p(format!("{name}.pem"))),
-        ("PS_TLS_KEY", p(format!("{name}-key.pem"))),
-    ]
-}
-
-fn load(dir: &Path, name: &str) -> Credentials {
-    let read = |f: String| std::fs::read(dir.join(f)).unwrap();
-    Credentials::from_pem(
-        &read(format!("{name}.pem")),
-        &read(format!("{name}-key.pem")),
-        &read("ca.pem".into()),
-    )
-    .unwrap()
 }
 
 /// The intruder process: env INTRUDER_TARGETS = "host:port=id,...", INTRUDER_CERTS =
@@ -184,7 +140,7 @@ fn intruder_process() {
                         Err(e) => Err(format!("not closed: {e}")),
                     }
                 }
-                "other-ca" => over_tls(s, &foreign, &attack(id)).map(|_| b"handshake accepted".to_vec()),
+                "other-ca" => over_tls(s, &foreign, &attack(id), WAIT).map(|_| b"handshake accepted".to_vec()),
                 "expired" => {
                     let trust = stolen.trust();
                     let cfg = rustls::ClientConfig::builder_with_provider(ps_core::tls::provider())
@@ -214,7 +170,7 @@ fn intruder_process() {
                     // a valid worker certificate registering as a server and a scheduler
                     let mut payload = register(Role::Server);
                     payload.extend(register(Role::Scheduler));
-                    over_tls(s, &stolen, &payload).map(|mut a| {
+                    over_tls(s, &stolen, &payload, WAIT).map(|mut a| {
                         // the link's confirmation is all it may get
                         if a.first() == Some(&1) {
                             a.remove(0);
@@ -239,44 +195,6 @@ fn intruder_process() {
     }
     assert!(failures.is_empty(), "the intruder got through: {failures:?}");
     println!("intruder: nothing got through");
-}
-
-/// Accepts any server certificate (the intruder only tests the server's checks).
-#[derive(Debug)]
-struct AnyServer;
-
-impl rustls::client::danger::ServerCertVerifier for AnyServer {
-    fn verify_server_cert(
-        &self,
-        _: &rustls::pki_types::CertificateDer<'_>,
-        _: &[rustls::pki_types::CertificateDer<'_>],
-        _: &rustls::pki_types::ServerName<'_>,
-        _: &[u8],
-        _: rustls::pki_types::UnixTime,
-    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
-        Ok(rustls::client::danger::ServerCertVerified::assertion())
-    }
-    fn verify_tls12_signature(
-        &self,
-        _: &[u8],
-        _: &rustls::pki_types::CertificateDer<'_>,
-        _: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        Ok(rustls::client::danger::HandshakeSignatureValid::assertion())
-    }
-    fn verify_tls13_signature(
-        &self,
-        _: &[u8],
-        _: &rustls::pki_types::CertificateDer<'_>,
-        _: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        Ok(rustls::client::danger::HandshakeSignatureValid::assertion())
-    }
-    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
-        ps_core::tls::provider()
-            .signature_verification_algorithms
-            .supported_schemes()
-    }
 }
 
 #[test]
@@ -349,11 +267,17 @@ fn an_intruder_gets_nothing_and_the_sums_stay_exact() {
         }
         assert!(log.contains("refused a connection from 127.0.0.1:"), "{}", c.dump());
     }
+    assert!(
+        c.procs[0].stderr().contains("a client certificate opens no node link"),
+        "{}",
+        c.dump()
+    );
 }
 
-/// `openssl s_client` against the scheduler's port: with the client certificate of
-/// the cluster it completes TLS 1.3 and reads the link's confirmation; with a
-/// certificate of another CA it is refused.
+/// `openssl s_client` against the scheduler's port: with a worker certificate of the
+/// cluster it completes TLS 1.3 and reads the link's confirmation; with the cluster's
+/// client certificate (for the HTTP API: it opens no node link) or a certificate of
+/// another CA it is refused.
 fn openssl_is_a_foreign_client(port: u16, certs: &Path) {
     let run = |cert: &Path, key: &Path| {
         let mut child = Process::new("openssl")
@@ -380,13 +304,15 @@ fn openssl_is_a_foreign_client(port: u16, certs: &Path) {
         let _ = child.kill();
         child.wait_with_output().unwrap()
     };
-    let ok = run(&certs.join("client.pem"), &certs.join("client-key.pem"));
+    let ok = run(&certs.join("worker.pem"), &certs.join("worker-key.pem"));
     assert_eq!(
         ok.stdout,
         vec![1u8],
         "the link's confirmation: {}",
         String::from_utf8_lossy(&ok.stderr)
     );
+    let client = run(&certs.join("client.pem"), &certs.join("client-key.pem"));
+    assert!(client.stdout.is_empty(), "a client certificate got {:?}", client.stdout);
     let other = certs.join("other");
     certs_init(&other);
     let bad = run(&other.join("client.pem"), &other.join("client-key.pem"));
@@ -542,8 +468,8 @@ fn a_node_with_another_secret_stops_with_one_line() {
     let args = ["kv-test", "--keys", "10"];
     let mut c = Cluster::new(1, 1, &args, &[("DMLC_PS_VAN_TYPE", "tcp")], LIMIT);
     let (a, b) = (c.dir().join("a.secret"), c.dir().join("b.secret"));
-    std::fs::write(&a, "the-cluster-secret-of-this-cluster").unwrap();
-    std::fs::write(&b, "another-secret-of-another-cluster!").unwrap();
+    common::write_private(&a, "the-cluster-secret-of-this-cluster");
+    common::write_private(&b, "another-secret-of-another-cluster!");
     let (a, b) = (a.display().to_string(), b.display().to_string());
     c.spawn_with("scheduler", &args, &[("PS_SECRET_FILE", &a)]);
     let w = c.spawn_with("worker", &args, &[("PS_SECRET_FILE", &b)]);
@@ -568,7 +494,7 @@ fn a_node_with_another_secret_stops_with_one_line() {
 fn an_api_beyond_loopback_is_refused_before_the_cluster_forms() {
     let mut c = Cluster::new(1, 1, &[], &[("DMLC_PS_VAN_TYPE", "tcp")], LIMIT);
     let secret = c.dir().join("cluster.secret");
-    std::fs::write(&secret, "the-cluster-secret-of-this-cluster").unwrap();
+    common::write_private(&secret, "the-cluster-secret-of-this-cluster");
     let secret = secret.display().to_string();
     let stats = format!("0.0.0.0:{}", free_port());
     let work = c.dir().join("work").display().to_string();
@@ -593,5 +519,129 @@ fn an_api_beyond_loopback_is_refused_before_the_cluster_forms() {
         let last = err.lines().last().unwrap_or_default().to_string();
         assert!(last.contains(says), "{says}: {last}\n{}", c.dump());
     }
+    c.kill_all();
+}
+
+/// Garbage from this host does not shut out this host's own nodes: a secured
+/// scheduler gets more garbage connections than PS_AUTH_MAX_FAILURES over its Unix
+/// socket and over loopback TCP (every node of a host shares the loopback address, and
+/// a Unix socket has none); failures count against the process that sent them (the
+/// Unix socket's peer) or the socket alone, so the cluster's nodes, started on the same
+/// host right after, join at once and the sums are exact. The scheduler bans the
+/// garbage's own process.
+#[test]
+fn garbage_from_this_host_does_not_shut_out_its_own_nodes() {
+    use std::os::linux::net::SocketAddrExt;
+    let args = ["kv-test", "--keys", "100", "--repeat", "10"];
+    let mut c = Cluster::new(1, 2, &args, &[("DMLC_PS_VAN_TYPE", "tcp")], LIMIT);
+    let secret = c.dir().join("garbage.secret");
+    common::write_private(&secret, "the-cluster-secret-of-this-cluster");
+    let secret = secret.display().to_string();
+    let env = [("PS_SECRET_FILE", secret.as_str()), ("PS_AUTH_MAX_FAILURES", "20")];
+    c.spawn_with("scheduler", &args, &env);
+    let port = c.port;
+    c.wait_until("the scheduler listening", |_| {
+        TcpStream::connect(("127.0.0.1", port)).is_ok()
+    });
+    let name = format!("psrs-van/127.0.0.1:{port}");
+    let unix = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
+    let garbage: Vec<u8> = (0..512u32).map(|i| (i * 7919 % 251) as u8).collect();
+    for _ in 0..25 {
+        for over_tcp in [false, true] {
+            let mut s: Box<dyn Write> = if over_tcp {
+                Box::new(TcpStream::connect(("127.0.0.1", port)).unwrap())
+            } else {
+                Box::new(std::os::unix::net::UnixStream::connect_addr(&unix).unwrap())
+            };
+            let _ = s.write_all(&garbage);
+        }
+    }
+    c.wait_until("the scheduler refusing the garbage", |c| {
+        c.procs[0].stderr().matches("not a TLS handshake").count() >= 40
+    });
+    for role in ["server", "worker", "worker"] {
+        c.spawn_with(role, &args, &env);
+    }
+    c.wait_success();
+    assert_eq!(c.all_stdout().matches("kv-test ok").count(), 2, "{}", c.dump());
+    let log = c.procs[0].stderr();
+    let me = std::process::id();
+    assert!(
+        log.contains(&format!("rate-limiting process {me}")),
+        "the garbage's process is banned\n{}",
+        c.dump()
+    );
+    assert!(!log.contains("rate-limiting 127.0.0.1"), "{}", c.dump());
+    for line in log
+        .lines()
+        .filter(|l| l.contains("rate-limited after repeated failed handshakes"))
+    {
+        assert!(
+            line.contains(&format!("(process {me})")),
+            "a node was shut out: {line}\n{}",
+            c.dump()
+        );
+    }
+}
+
+/// A secret or key file that group or others may read is refused before anything
+/// starts, with one line naming the variable, the mode and the `chmod` that fixes it
+/// (as ssh refuses an open private key): the cluster secret, a node's TLS key, and the
+/// CA's key `psrs certs issue` reads. Made private, the same files are taken.
+#[test]
+fn a_secret_or_key_others_may_read_is_refused_with_one_line() {
+    use std::os::unix::fs::PermissionsExt;
+    let args = ["kv-test", "--keys", "10"];
+    let mut c = Cluster::new(1, 1, &args, &[("DMLC_PS_VAN_TYPE", "tcp")], LIMIT);
+    let certs = c.dir().join("certs");
+    certs_init(&certs);
+    let secret = c.dir().join("open.secret");
+    common::write_private(&secret, "the-cluster-secret-of-this-cluster");
+    let open = |p: &Path, mode: u32| std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
+    open(&secret, 0o644);
+    let key = certs.join("worker-key.pem");
+    open(&key, 0o640);
+    let s = secret.display().to_string();
+    let tls = tls_vars(&certs, "worker");
+    // (the node's environment, the variable its refusal names, the mode it names)
+    type Case<'a> = (Vec<(&'a str, &'a str)>, &'a str, &'a str);
+    let cases: [Case; 2] = [
+        (vec![("PS_SECRET_FILE", s.as_str())], "PS_SECRET_FILE", "mode 0644"),
+        (
+            tls.iter().map(|(k, v)| (*k, v.as_str())).collect(),
+            "PS_TLS_KEY",
+            "mode 0640",
+        ),
+    ];
+    for (env, var, mode) in cases {
+        let w = c.spawn_with("worker", &args, &env);
+        c.wait_until("the worker to refuse its file", |c| c.exited(w));
+        assert_ne!(c.procs[w].status, Some(0), "{}", c.dump());
+        let err = c.procs[w].stderr();
+        let last = err.lines().last().unwrap_or_default().to_string();
+        assert!(
+            last.contains(var) && last.contains(mode) && last.contains("chmod 600") && !last.contains("cluster-secret"),
+            "{var}: {last}\n{}",
+            c.dump()
+        );
+    }
+    open(&certs.join("ca-key.pem"), 0o644);
+    let out = Process::new(common::psrs_bin())
+        .args(["certs", "issue", "--role", "worker", "--dir"])
+        .arg(&certs)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("ca-key.pem") && err.contains("mode 0644"),
+        "{err}"
+    );
+    open(&certs.join("ca-key.pem"), 0o600);
+    let out = Process::new(common::psrs_bin())
+        .args(["certs", "issue", "--role", "worker", "--dir"])
+        .arg(&certs)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     c.kill_all();
 }

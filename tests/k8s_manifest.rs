@@ -170,6 +170,12 @@ fn check(file: &str, kind: &str) {
             vol["secret"]["secretName"].as_str().is_some(),
             "{file}: a Secret volume"
         );
+        // Secret volumes are 0644 by default; psrs refuses a secret others may read
+        assert_eq!(
+            vol["secret"]["defaultMode"].as_i64(),
+            Some(0o400),
+            "{file}: the Secret mounted 0400"
+        );
         if role == "scheduler" {
             let me = format!("{}.{svc}", pod_spec(d)["hostname"].as_str().unwrap());
             assert_eq!(value(&env, "DMLC_PS_ROOT_URI"), me);
@@ -268,7 +274,8 @@ fn the_cluster_manifests_scheduler_accepts_its_arguments_and_variables() {
             "DMLC_PS_ROOT_URI" | "DMLC_PS_ROOT_PORT" | "PS_SCHEDULERS" => {}
             "PS_SECRET_FILE" => {
                 let f = map(v);
-                std::fs::write(&f, "the-secret-of-the-manifest-test-0123456789").unwrap();
+                // a Secret volume with defaultMode 0400
+                common::write_private(Path::new(&f), "the-secret-of-the-manifest-test-0123456789");
                 env.push((k, f));
             }
             _ => env.push((k, map(v))),

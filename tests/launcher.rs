@@ -22,7 +22,7 @@ fn local_sh(servers: &str, workers: &str, cmd: &[&str]) -> Output {
     // PSRS_TEST_SECRET: every node gets it as its cluster secret (as tests/common does)
     if let Ok(secret) = std::env::var("PSRS_TEST_SECRET") {
         let f = dir.path().join("cluster.secret");
-        std::fs::write(&f, secret).unwrap();
+        common::write_private(&f, secret);
         c.env("PS_SECRET_FILE", f).env_remove("PS_SECRET");
     }
     c.output().unwrap()

@@ -282,3 +282,91 @@ fn tcp_van_enforces_each_limit_and_keeps_serving() {
 fn zmq_van_enforces_size_frames_keys_and_held_messages() {
     run("zmq");
 }
+
+/// `VmSize` and `VmRSS` of process `pid`, in KiB.
+fn memory_kib(pid: u32) -> (u64, u64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in /proc/{pid}/status"))
+    };
+    (field("VmSize:"), field("VmRSS:"))
+}
+
+/// Peers that each declare a frame of a gigabyte (within PS_MAX_MESSAGE_BYTES) and send
+/// a kilobyte of it: the node reserves memory for the bytes that arrived, not for the
+/// length declared: neither its address space nor its resident memory grows by the
+/// declared gigabytes. On a plain link and on a TLS one (a member's certificate).
+#[test]
+fn a_declared_length_is_not_reserved_before_its_bytes_arrive() {
+    const PEERS: usize = 12;
+    const DECLARED: u64 = 1 << 30;
+    for secure in [false, true] {
+        let secret = b"a-cluster-secret-for-the-frame-test".to_vec();
+        let mut c = Cluster::new(1, 1, &["kv-test"], &[("DMLC_PS_VAN_TYPE", "tcp")], LIMIT);
+        let file = c.dir().join("cluster.secret");
+        common::write_private(&file, &secret);
+        let file = file.display().to_string();
+        let env: Vec<(&str, &str)> = if secure {
+            vec![("PS_SECRET_FILE", file.as_str())]
+        } else {
+            vec![("PS_SECRET_FILE", "")]
+        };
+        let s = c.spawn_with("scheduler", &["kv-test"], &env);
+        let port = c.port;
+        c.wait_until("the scheduler listening", |_| {
+            TcpStream::connect(("127.0.0.1", port)).is_ok()
+        });
+        std::thread::sleep(Duration::from_millis(300));
+        let pid = c.procs[s].pid();
+        let before = memory_kib(pid);
+        let mut head = b"PSRS".to_vec();
+        head.extend_from_slice(&1u32.to_le_bytes());
+        head.extend_from_slice(&DECLARED.to_le_bytes());
+        head.extend_from_slice(&[7u8; 1024]);
+        let creds = secure.then(|| {
+            let s = ps_core::auth::Secret::new(secret.clone(), ps_core::auth::SecretSource::File).unwrap();
+            ps_core::tls::Credentials::from_secret(&s, ps_core::tls::CertRole::Worker).unwrap()
+        });
+        let mut held: Vec<Box<dyn Write>> = Vec::new();
+        for _ in 0..PEERS {
+            let tcp = TcpStream::connect(("127.0.0.1", port)).unwrap();
+            let mut w: Box<dyn Write> = match &creds {
+                Some(cr) => {
+                    let conn =
+                        rustls::ClientConnection::new(cr.client_config(), ps_core::tls::server_name("127.0.0.1"))
+                            .unwrap();
+                    Box::new(rustls::StreamOwned::new(conn, tcp))
+                }
+                None => Box::new(tcp),
+            };
+            w.write_all(&head).unwrap();
+            w.flush().unwrap();
+            held.push(w);
+        }
+        std::thread::sleep(Duration::from_millis(1500));
+        let after = memory_kib(pid);
+        let (grew_virtual, grew_resident) = (after.0.saturating_sub(before.0), after.1.saturating_sub(before.1));
+        println!(
+            "secure {secure}: {PEERS} peers declaring {DECLARED} B each: address space +{grew_virtual} KiB, resident +{grew_resident} KiB"
+        );
+        let declared_kib = PEERS as u64 * (DECLARED >> 10);
+        assert!(
+            grew_virtual < declared_kib / 8,
+            "secure {secure}: the address space grew by {grew_virtual} KiB for {declared_kib} KiB declared\n{}",
+            c.dump()
+        );
+        assert!(
+            grew_resident < 256 << 10,
+            "secure {secure}: resident +{grew_resident} KiB\n{}",
+            c.dump()
+        );
+        assert!(!c.exited(s), "{}", c.dump());
+        drop(held);
+        c.kill_all();
+    }
+}

@@ -111,7 +111,8 @@ def pod(o, role, index=None, restart="OnFailure"):
         "restartPolicy": restart,
         "containers": [container],
         "volumes": [
-            {"name": "secret", "secret": {"secretName": f"{o.name}-secret"}},
+            # 0400: psrs refuses a secret file that group or others may read
+            {"name": "secret", "secret": {"secretName": f"{o.name}-secret", "defaultMode": 0o400}},
             {"name": "work", "emptyDir": {}},
         ] + ([{"name": "data", "emptyDir": {}}] if o.variant == "cluster" else []),
     }

@@ -1,29 +1,11 @@
 //! Fuzz-style tests (proptest) over the [`crate::fuzzing`] entry points: arbitrary bytes
 //! into every decoder that reads from the wire must give an error or a value, never a
-//! panic or an unbounded allocation. Every input the cargo-fuzz targets (`fuzz/`) ever
-//! found crashing is kept under `fuzz/regressions/<target>/`, and their minimized corpus under
-//! `fuzz/seeds/<target>/`; both are replayed here.
+//! panic or an unbounded allocation. The cargo-fuzz targets' corpora (`fuzz/`) are
+//! replayed through the same entry points by ps-apps's `fuzz_tests`, which sees every
+//! target's.
 
 use crate::fuzzing;
 use proptest::prelude::*;
-
-/// One fuzz target's entry point.
-type Replay = fn(&[u8]);
-
-#[test]
-fn kept_fuzz_inputs_replay_without_panic() {
-    let targets: [(&str, Replay); 4] = [
-        ("message_decoder", fuzzing::message_decoder),
-        ("pslite_message_decoder", fuzzing::pslite_message_decoder),
-        ("tcp_frame_reader", fuzzing::tcp_frame_reader),
-        ("tls_accept", |b| {
-            assert!(!fuzzing::tls_accept(b), "a handshake without a certificate completed")
-        }),
-    ];
-    for (target, run) in targets {
-        fuzzing::replay_kept(target, run);
-    }
-}
 
 #[test]
 fn a_real_client_hello_alone_does_not_complete_a_handshake() {
@@ -65,6 +47,7 @@ fn ps_lite_frames_of_real_messages_decode_from_fuzz_inputs() {
         port: 4000,
         is_recovery: false,
         incarnation: 5,
+        cert: 0,
     }];
     let mut barrier = Message::control(1, Command::Barrier);
     barrier.meta.request = true;

@@ -118,15 +118,16 @@ pub fn tls_accept(data: &[u8]) -> bool {
 }
 
 /// The inputs kept for a fuzz target, in file-name order: the minimized corpus under
-/// `fuzz/seeds/<target>/` (the inputs that reached new code in past runs) followed by
-/// every crash ever found, under `fuzz/regressions/<target>/`. Tests replay them all.
+/// `fuzz/seeds/<target>/` (the inputs that reached new code in past runs), every crash
+/// ever found, under `fuzz/regressions/<target>/`, and the working corpus of a local
+/// run, `fuzz/corpus/<target>/`, if there is one (git-ignored). Tests replay them all.
 ///
 /// # Panics
 /// If a kept file cannot be read (a test helper: a broken checkout should fail loudly).
 pub fn kept_inputs(target: &str) -> Vec<(std::path::PathBuf, Vec<u8>)> {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz");
     let mut out = Vec::new();
-    for kind in ["seeds", "regressions"] {
+    for kind in ["seeds", "regressions", "corpus"] {
         let Ok(entries) = std::fs::read_dir(root.join(kind).join(target)) else {
             continue;
         };

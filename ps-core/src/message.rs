@@ -279,6 +279,7 @@ mod tests {
                         port: 4000,
                         is_recovery: false,
                         incarnation: 5,
+                        cert: 0,
                     }],
                     ..Default::default()
                 },

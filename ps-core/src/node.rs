@@ -74,6 +74,12 @@ pub struct Node {
     pub is_recovery: bool,
     /// Random per-process number; distinguishes a restarted node from its predecessor.
     pub incarnation: u64,
+    /// The fingerprint of the certificate the process registered with
+    /// ([`crate::tls::peer::fingerprint`]); 0 without certificates (no security, or
+    /// the ZMQ van). The scheduler fills it in from the link the registration came on,
+    /// and nodes check every link against it: a message from this id must come over a
+    /// link with this certificate ([`crate::van::authz`]).
+    pub cert: u64,
 }
 
 impl Node {

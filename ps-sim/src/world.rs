@@ -412,7 +412,7 @@ impl World {
         };
         let scheduler = matches!(p.app, App::Sched(_));
         let inc = p.po.van().my_node().incarnation;
-        let refused = p.po.van().refused().is_some();
+        let refused = p.po.van().join_refusal().is_some();
         for (to, frames) in p.net.take_out() {
             if scheduler {
                 self.observe(slot, inc, &frames, fx);

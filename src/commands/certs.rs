@@ -94,11 +94,19 @@ pub fn run(a: Args) -> Result<(), super::error::CliError> {
         } => {
             let r = CertRole::parse(&role)
                 .ok_or_else(|| format!("--role '{role}' is not scheduler, server, worker or client"))?;
-            let read = |n: &str| {
+            // the CA's key must be its owner's alone, as ssh asks of a private key
+            let read = |n: &str, private: bool| {
                 let p = dir.join(n);
-                std::fs::read_to_string(&p).map_err(|e| format!("cannot read '{}': {e}", p.display()))
+                let path = p.display().to_string();
+                let bytes = match private {
+                    true => ps_core::auth::private_file::read(&path),
+                    false => std::fs::read(&p),
+                };
+                bytes
+                    .map(|b| String::from_utf8_lossy(&b).into_owned())
+                    .map_err(|e| format!("cannot read '{path}': {e}"))
             };
-            let ca = Ca::from_pem(&read(CA_CERT)?, &read(CA_KEY)?).map_err(|e| e.to_string())?;
+            let ca = Ca::from_pem(&read(CA_CERT, false)?, &read(CA_KEY, true)?).map_err(|e| e.to_string())?;
             let name = match name {
                 Some(n) => n,
                 None => (2..)

@@ -76,7 +76,9 @@ pub struct Args {
     cost_smoothing_s: f64,
     /// Confine jobs' inputs (datasets, models) to this directory (and --outputs-dir),
     /// and their outputs to --outputs-dir (needed with it). Required when --stats-addr
-    /// is beyond loopback.
+    /// is beyond loopback. Give every node the same two: each process opens a job's
+    /// files beneath them (no `..`, no symbolic link out, no absolute link), when it
+    /// opens them.
     #[arg(long, requires = "outputs_dir")]
     data_dir: Option<PathBuf>,
     /// Allow --stats-addr beyond loopback without security (no certificates, no
@@ -150,6 +152,11 @@ pub fn run(a: Args) -> Result<(), super::error::CliError> {
     let cfg = super::read_config()?;
     if cfg.role == Role::Scheduler {
         check_api_exposure(&a, cfg.security.is_on())?;
+    }
+    if let (Some(data), Some(outputs)) = (&a.data_dir, &a.outputs_dir) {
+        // every job file this process opens from now on, it opens beneath these
+        let roots = ps_apps::storage::confined::Roots::new(data, outputs).map_err(|e| e.to_string())?;
+        ps_apps::storage::confined::confine(roots);
     }
     let po = super::join(cfg)?;
     std::fs::create_dir_all(&a.work_dir).map_err(|e| format!("{}: {e}", a.work_dir.display()))?;

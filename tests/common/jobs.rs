@@ -109,10 +109,12 @@ impl Api {
             .and_then(|t| serde_json::from_str(&t).ok())
             .unwrap_or(Value::Null)
     }
-    /// Waits until the API answers `GET /jobs` (panics after 60 s).
+    /// Waits until the cluster published its API token and the API answers `GET /jobs`
+    /// with it (panics after 60 s): a request sent before the token is published is
+    /// refused, and the refusal is a warning a fault-free run must not log.
     pub fn wait_up(&self, c: &Cluster) {
         let up = Instant::now();
-        while !self.get("/jobs").is_array() {
+        while token_for(&self.0).is_none() || !self.get("/jobs").is_array() {
             assert!(
                 up.elapsed() < Duration::from_secs(60),
                 "the API never came up\n{}",

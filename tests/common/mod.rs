@@ -9,6 +9,7 @@ pub mod jobs;
 pub mod logs;
 pub mod netns;
 pub mod pslite;
+pub mod tls;
 pub mod training;
 
 pub use etcd::ports::free_port;
@@ -17,6 +18,21 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+/// Writes a secret file (a cluster secret, a key) readable by its owner alone: nodes
+/// refuse one that group or others may read.
+pub fn write_private(path: &Path, bytes: impl AsRef<[u8]>) {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .unwrap();
+    std::io::Write::write_all(&mut f, bytes.as_ref()).unwrap();
+    fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+}
 
 /// `env` with `PS_HEARTBEAT_TIMEOUT` set to `secs` (added if absent): for a run in
 /// which no node may die. On a loaded 2-core machine a process can go unscheduled for
@@ -184,7 +200,7 @@ impl Cluster {
             let f = self.dir.path().join("cluster.secret");
             if !f.exists() {
                 // written once, before the first process starts: others read it
-                fs::write(&f, secret).unwrap();
+                write_private(&f, secret);
             }
             cmd.env("PS_SECRET_FILE", f).env_remove("PS_SECRET");
         }

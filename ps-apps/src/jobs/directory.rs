@@ -7,25 +7,20 @@ use crate::recordio::ChunkIndex;
 use std::path::Path;
 
 /// The files of a directory dataset, in sorted order (by name, bytewise): regular files
-/// directly in it (symbolic links followed), names starting with `.` left out. An
-/// empty or unreadable directory is [`JobsError::BadRequest`] (the job's dataset).
+/// directly in it (symbolic links followed, beneath the cluster's directories when job
+/// files are confined: [`crate::storage::confined`]), names starting with `.` left out.
+/// An empty or unreadable directory, or one holding a link that leads out, is
+/// [`JobsError::BadRequest`] (the job's dataset).
 pub fn list_directory(dir: &Path) -> Result<Vec<String>, JobsError> {
-    let rd = std::fs::read_dir(dir).map_err(|e| JobsError::BadRequest(format!("{}: {e}", dir.display())))?;
-    let mut files = Vec::new();
-    for entry in rd {
-        let entry = entry.map_err(|e| JobsError::BadRequest(format!("{}: {e}", dir.display())))?;
-        let hidden = entry.file_name().to_string_lossy().starts_with('.');
-        if !hidden && entry.path().is_file() {
-            files.push(entry.path());
-        }
-    }
+    let files = crate::storage::confined::job_files()
+        .list_files(dir)
+        .map_err(|e| JobsError::BadRequest(format!("{}: {e}", dir.display())))?;
     if files.is_empty() {
         return Err(JobsError::BadRequest(format!(
             "{}: no input files in the directory",
             dir.display()
         )));
     }
-    files.sort();
     Ok(files.into_iter().map(|p| p.display().to_string()).collect())
 }
 

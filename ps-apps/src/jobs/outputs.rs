@@ -9,7 +9,7 @@
 use super::error::JobsError;
 use super::inputs::csv_field;
 use super::wire::Prediction;
-use crate::storage::files::write_atomic;
+use crate::storage::confined::job_files;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -25,7 +25,9 @@ fn labelled(p: &Prediction) -> bool {
 /// Saves batch `task`'s predictions in `dir` (replacing an earlier copy);
 /// [`JobsError::Io`] names the file that could not be written.
 pub fn save_batch(dir: &Path, task: u64, preds: &[Prediction]) -> Result<(), JobsError> {
-    std::fs::create_dir_all(dir).map_err(|e| JobsError::Io(format!("{}: {e}", dir.display())))?;
+    job_files()
+        .create_dir_all(dir)
+        .map_err(|e| JobsError::Io(format!("{}: {e}", dir.display())))?;
     let mut s = String::new();
     for p in preds {
         let label = if labelled(p) {
@@ -36,13 +38,17 @@ pub fn save_batch(dir: &Path, task: u64, preds: &[Prediction]) -> Result<(), Job
         s.push_str(&format!("{},{:.6},{label}\n", p.class, p.prob));
     }
     let path = batch_path(dir, task);
-    write_atomic(&path, s.as_bytes()).map_err(|e| JobsError::Io(format!("{}: {e}", path.display())))
+    job_files()
+        .write_atomic(&path, s.as_bytes())
+        .map_err(|e| JobsError::Io(format!("{}: {e}", path.display())))
 }
 
 /// Saves batch `task`'s outputs of a Python function (each a list of fields) in `dir`;
 /// [`JobsError::Io`] names the file that could not be written.
 pub fn save_rows(dir: &Path, task: u64, rows: &[Vec<String>]) -> Result<(), JobsError> {
-    std::fs::create_dir_all(dir).map_err(|e| JobsError::Io(format!("{}: {e}", dir.display())))?;
+    job_files()
+        .create_dir_all(dir)
+        .map_err(|e| JobsError::Io(format!("{}: {e}", dir.display())))?;
     let mut s = String::new();
     for r in rows {
         let fields: Vec<String> = r.iter().map(|f| csv_field(f)).collect();
@@ -50,7 +56,9 @@ pub fn save_rows(dir: &Path, task: u64, rows: &[Vec<String>]) -> Result<(), Jobs
         s.push('\n');
     }
     let path = batch_path(dir, task);
-    write_atomic(&path, s.as_bytes()).map_err(|e| JobsError::Io(format!("{}: {e}", path.display())))
+    job_files()
+        .write_atomic(&path, s.as_bytes())
+        .map_err(|e| JobsError::Io(format!("{}: {e}", path.display())))
 }
 
 /// What a job's batches hold.
@@ -111,7 +119,10 @@ pub struct Joined {
 pub fn join(dir: &Path, tasks: u64, out: &Path, columns: Columns) -> Result<Joined, JobsError> {
     let read = |t: u64| {
         let p = batch_path(dir, t);
-        std::fs::read_to_string(&p).map_err(|e| JobsError::Io(format!("batch {t} ({}): {e}", p.display())))
+        let bytes = job_files()
+            .read(&p)
+            .map_err(|e| JobsError::Io(format!("batch {t} ({}): {e}", p.display())))?;
+        String::from_utf8(bytes).map_err(|e| JobsError::Io(format!("batch {t} ({}): {e}", p.display())))
     };
     let header = match columns {
         Columns::Predictions => "index,class,probability,label".to_string(),
@@ -126,7 +137,9 @@ pub fn join(dir: &Path, tasks: u64, out: &Path, columns: Columns) -> Result<Join
             }
         }
     };
-    let file = std::fs::File::create(out).map_err(|e| JobsError::Io(format!("{}: {e}", out.display())))?;
+    let file = job_files()
+        .create(out)
+        .map_err(|e| JobsError::Io(format!("{}: {e}", out.display())))?;
     let mut w = std::io::BufWriter::new(file);
     let err = |e: std::io::Error| JobsError::Io(format!("{}: {e}", out.display()));
     writeln!(w, "{header}").map_err(err)?;

@@ -225,7 +225,7 @@ impl InferSpec {
 
     /// Whether the dataset is a directory of input files.
     pub fn reads_directory(&self) -> bool {
-        self.data.len() == 1 && Path::new(&self.data[0]).is_dir()
+        self.data.len() == 1 && crate::storage::confined::job_files().is_dir(Path::new(&self.data[0]))
     }
 
     /// The model's name as the job list shows it.
@@ -310,7 +310,8 @@ impl InferSpec {
         }
         if let Some(t) = &self.torch {
             let mut magic = [0u8; 4];
-            std::fs::File::open(t)
+            crate::storage::confined::job_files()
+                .open(Path::new(t))
                 .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut magic))
                 .map_err(|e| JobsError::BadRequest(format!("\"torch\" {t}: {e}")))?;
             if &magic != b"PK\x03\x04" {
@@ -319,7 +320,11 @@ impl InferSpec {
                 )));
             }
         }
-        if let Some(p) = self.pythonpath.as_ref().filter(|p| !Path::new(p).is_dir()) {
+        if let Some(p) = self
+            .pythonpath
+            .as_ref()
+            .filter(|p| !crate::storage::confined::job_files().is_dir(Path::new(p)))
+        {
             return Err(JobsError::BadRequest(format!("\"pythonpath\" {p}: no such directory")));
         }
         Ok(None)

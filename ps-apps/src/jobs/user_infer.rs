@@ -12,6 +12,7 @@ use super::wire::Prediction;
 use crate::master::Task;
 use crate::pyrunner::{Inputs, RunnerSlot, UserModel};
 use crate::recordio;
+use crate::storage::confined::job_files;
 use crate::train::worker::task_examples;
 use crate::train::TrainError;
 use std::path::Path;
@@ -54,6 +55,7 @@ pub fn run(
     let model = spec
         .user_model()
         .ok_or_else(|| JobsError::Internal("not a Python runner's model".into()))?;
+    check_model_files(&model)?;
     slot.load(job, &model, left(start, timeout)?)?;
     match model {
         UserModel::Torch(_) => {
@@ -69,6 +71,14 @@ pub fn run(
         }
         UserModel::Runner { .. } => {
             let inputs = if spec.reads_directory() {
+                // the runner opens the files: each is checked to open where job files
+                // may (a file swapped for a link out since the job was submitted is
+                // refused here)
+                for c in &task.chunks {
+                    job_files()
+                        .open(Path::new(&c.path))
+                        .map_err(|e| JobsError::BadRequest(format!("\"data\": {e}")))?;
+                }
                 Inputs::Paths(task.chunks.iter().map(|c| c.path.clone()).collect())
             } else {
                 let mut records = Vec::new();
@@ -83,6 +93,25 @@ pub fn run(
             }
             Ok(Output::Rows(rows))
         }
+    }
+}
+
+/// Checks that the files a runner model names open where job files may
+/// ([`crate::storage::confined`]): the TorchScript file, the `pythonpath` directory
+/// (what the user's code then imports or opens is its own: code jobs run as the
+/// cluster's user). [`JobsError::BadRequest`] names the field.
+pub fn check_model_files(model: &UserModel) -> Result<(), JobsError> {
+    match model {
+        UserModel::Torch(t) => job_files()
+            .open(Path::new(t))
+            .map(drop)
+            .map_err(|e| JobsError::BadRequest(format!("\"torch\": {e}"))),
+        UserModel::Runner {
+            pythonpath: Some(p), ..
+        } if !job_files().is_dir(Path::new(p)) => Err(JobsError::BadRequest(format!(
+            "\"pythonpath\": '{p}' is no directory where job files may be"
+        ))),
+        UserModel::Runner { .. } => Ok(()),
     }
 }
 

@@ -6,7 +6,7 @@
 
 use super::spec::InferSpec;
 use super::table::JobNum;
-use super::user_infer::LOAD_TIMEOUT;
+use super::user_infer::{check_model_files, LOAD_TIMEOUT};
 use crate::pyrunner::{Action, ModelCache, ModelStatus, RunnerSlot, WarmJob};
 use std::time::{Duration, Instant};
 
@@ -95,10 +95,15 @@ impl Warmup {
             match a {
                 Action::Warm(job, model) => {
                     log::info!("job j{job}: warming its model in the Python runner");
-                    if let Err(e) = slot.warm(job, &model, LOAD_TIMEOUT) {
+                    // the model's files are checked where this process opens job
+                    // files before the runner gets their paths
+                    let warmed = check_model_files(&model)
+                        .map_err(|e| e.to_string())
+                        .and_then(|()| slot.warm(job, &model, LOAD_TIMEOUT).map_err(|e| e.to_string()));
+                    if let Err(e) = warmed {
                         log::warn!("job j{job}: warming its model: {e}");
                         self.cache.failed(job, self.now_ms());
-                        failed.push((job, e.to_string()));
+                        failed.push((job, e));
                     }
                 }
                 Action::Drop(job) => {

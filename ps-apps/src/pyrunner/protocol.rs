@@ -13,6 +13,8 @@ use std::io::Read;
 /// Largest frame accepted either way (1 GiB): a longer length prefix is a broken
 /// runner, not a batch.
 pub const MAX_FRAME: usize = 1 << 30;
+/// Bytes reserved up front for a frame; the buffer grows as the bytes arrive.
+const RESERVE: usize = 1 << 20;
 
 /// The model a runner loads for a job.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -210,9 +212,17 @@ pub fn read_frame(r: &mut impl Read) -> Result<Option<Frame>, RunnerError> {
     if !(4..=MAX_FRAME).contains(&rest) {
         return Err(RunnerError::Protocol(format!("a frame of {rest} bytes")));
     }
-    let mut body = vec![0u8; rest];
-    r.read_exact(&mut body)
-        .map_err(|e| RunnerError::Protocol(format!("the stream ended inside a frame: {e}")))?;
+    // grown as the bytes arrive: the length is the runner's word
+    let mut body = Vec::with_capacity(rest.min(RESERVE));
+    let got = r
+        .take(rest as u64)
+        .read_to_end(&mut body)
+        .map_err(|e| RunnerError::Protocol(format!("reading a frame: {e}")))?;
+    if got < rest {
+        return Err(RunnerError::Protocol(format!(
+            "the stream ended inside a frame ({got} of {rest} bytes)"
+        )));
+    }
     let hlen = u32::from_le_bytes(body[..4].try_into().expect("4 bytes")) as usize;
     if hlen > rest - 4 {
         return Err(RunnerError::Protocol(format!(

@@ -4,7 +4,6 @@
 
 use super::chunk::{decode_header, split_records, ChunkIndex, FileIndex, RecordIoError, RecordIoKind, HEADER_LEN};
 use crate::storage::{Location, RangeGet, RangeReader, RemoteObject, StorageError};
-use std::fs::File;
 use std::io::{Cursor, Read, Seek, SeekFrom};
 use std::path::Path;
 
@@ -54,7 +53,9 @@ pub fn index(path: &Path) -> Result<FileIndex, RecordIoError> {
     if let Some(obj) = remote(path, true)? {
         return index_remote(&obj, path);
     }
-    let mut f = File::open(path).map_err(|e| err(path, None, open(e)))?;
+    let mut f = crate::storage::confined::job_files()
+        .open(path)
+        .map_err(|e| err(path, None, open(e)))?;
     let meta = f.metadata().map_err(|e| err(path, None, io(e)))?;
     if meta.is_dir() {
         return Err(err(path, None, corrupt("is a directory, not a RecordIO file")));
@@ -97,7 +98,9 @@ pub fn read_chunk(path: &Path, c: &ChunkIndex) -> Result<Vec<Vec<u8>>, RecordIoE
     if let Some(obj) = remote(path, false)? {
         return read_chunk_remote(&obj, c, path);
     }
-    let mut f = File::open(path).map_err(|x| err(path, None, open(x)))?;
+    let mut f = crate::storage::confined::job_files()
+        .open(path)
+        .map_err(|x| err(path, None, open(x)))?;
     read_chunk_stream(&mut f, c, path)
 }
 
@@ -112,7 +115,8 @@ pub fn read_chunk_stream(
     let mut h = [0u8; HEADER_LEN];
     f.read_exact(&mut h).map_err(|x| e(read_error(x)))?;
     let header = decode_header(&h).map_err(|x| e(corrupt(x.0)))?;
-    let mut stored = Vec::with_capacity(header.len as usize);
+    // grown as the bytes arrive: the length is the file's word
+    let mut stored = Vec::with_capacity((header.len as usize).min(1 << 20));
     f.take(header.len).read_to_end(&mut stored).map_err(|x| e(io(x)))?;
     if stored.len() as u64 != header.len {
         return Err(e(corrupt("truncated chunk payload")));

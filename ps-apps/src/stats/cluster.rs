@@ -64,6 +64,7 @@ mod tests {
             port: 9000,
             is_recovery: false,
             incarnation: 0,
+            cert: 0,
         };
         let table = [node(1, Role::Scheduler), node(9, Role::Worker)];
         let hb = HashMap::from([(9, Some(300))]);

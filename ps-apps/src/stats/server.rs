@@ -108,7 +108,7 @@ impl StatsServer {
             kills: Mutex::new(HashMap::new()),
             evictions: Mutex::new(Quiet::new(1000)),
         });
-        runtime.spawn(accept_loop(listener, door, stopped));
+        let accept = accept_loop(listener, door, stopped);
         let mut srv = StatsServer {
             addr: bound,
             https: sec.tls.is_some(),
@@ -119,6 +119,11 @@ impl StatsServer {
         };
         if let (Some(rt), Some(token)) = (&sec.runtime, srv.url_token.clone()) {
             srv.published = publish(rt, &srv, token);
+        }
+        // accepting (connections wait in the listen backlog until then) only once the
+        // token is published: a local client that reaches the API finds its token
+        if let Some(rt) = &srv.runtime {
+            rt.spawn(accept);
         }
         Ok(srv)
     }

@@ -5,9 +5,11 @@
 //! Pure: [`location`] (parsing), [`config`] (the `AWS_*` / `PS_OBJECT_*` settings),
 //! [`range`] (reading by byte ranges with a block of read-ahead). Shell: [`remote`]
 //! (the object store clients and their runtime), [`files`] (local files: atomic writes,
-//! checking that a place is writable), and the helpers below.
+//! checking that a place is writable), [`confined`] (a jobs cluster's files, opened
+//! beneath its directories), and the helpers below.
 
 pub mod config;
+pub mod confined;
 pub mod error;
 pub mod files;
 pub mod location;
@@ -22,10 +24,11 @@ pub use remote::RemoteObject;
 
 use std::path::Path;
 
-/// Every byte of the file or object at `path`.
+/// Every byte of the file or object at `path` (a local file opened where this process
+/// may open job files: [`confined::job_files`]).
 pub fn read(path: &Path) -> Result<Vec<u8>, StorageError> {
     match Location::of_path(path)? {
-        Location::Local(p) => std::fs::read(&p).map_err(|e| match e.kind() {
+        Location::Local(p) => confined::job_files().read(&p).map_err(|e| match e.kind() {
             std::io::ErrorKind::NotFound => StorageError::NotFound {
                 location: p.display().to_string(),
             },
@@ -35,11 +38,14 @@ pub fn read(path: &Path) -> Result<Vec<u8>, StorageError> {
     }
 }
 
-/// Writes `bytes` to `path`: a local file atomically (see
-/// [`files::write_atomic`]), an object with one PUT. HTTP servers are read-only.
+/// Writes `bytes` to `path`: a local file atomically (see [`files::write_atomic`]),
+/// where this process may write job files ([`confined::job_files`]), an object with
+/// one PUT. HTTP servers are read-only.
 pub fn write(path: &Path, bytes: &[u8]) -> Result<(), StorageError> {
     match Location::of_path(path)? {
-        Location::Local(p) => files::write_atomic(&p, bytes).map_err(|e| StorageError::io(p.display(), e)),
+        Location::Local(p) => confined::job_files()
+            .write_atomic(&p, bytes)
+            .map_err(|e| StorageError::io(p.display(), e)),
         loc @ Location::Http { .. } => Err(StorageError::io(
             loc,
             "HTTP locations are read-only (write to s3:// or a path)",

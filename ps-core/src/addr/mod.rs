@@ -18,5 +18,5 @@ mod host;
 mod plan;
 pub mod system;
 
-pub use host::{host_port, wildcard_for, HostLookup};
+pub use host::{host_port, valid_host, wildcard_for, HostLookup};
 pub use plan::{plan, AddrVars, Addresses};

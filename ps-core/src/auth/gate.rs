@@ -1,16 +1,41 @@
 //! The door of a node's listening socket, as a pure struct (time is passed in as
 //! milliseconds): connections per peer address, handshakes in progress per address
 //! (a peer holding many slow handshakes open cannot take every slot), and a rate limit
-//! on failed handshakes — an address that failed `max_failures` times within
-//! `window_ms` is refused for `ban_ms`. Only a handshake that went wrong through the peer's fault
-//! counts ([`HandshakeFailure::counts_against_peer`]): a peer that closed or reset
-//! the connection mid-handshake (an honest node that gave up waiting, a port probe)
-//! is not an authentication failure. Counting those once banned 127.0.0.1 for 10 s
-//! whenever many local nodes gave up on a busy scheduler at the same moment.
+//! on failed handshakes — a [`Peer`] that failed `max_failures` times within
+//! `window_ms` is refused for `ban_ms`. Failures count against the peer that made
+//! them: a remote address, or, on this host (whose nodes all share the loopback
+//! address, and reach each other over Unix sockets, which have none), the process at
+//! the other end of a Unix socket, or the socket alone for TCP from an address of this
+//! host (closing it is the whole penalty): garbage from one local process does not
+//! shut out the host's own nodes. Only a handshake that went wrong through the peer's
+//! fault counts ([`HandshakeFailure::counts_against_peer`]): a peer that closed or
+//! reset the connection mid-handshake (an honest node that gave up waiting, a port
+//! probe) is not an authentication failure.
 
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::net::IpAddr;
+
+/// Whom a connection's failed handshakes count against.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Peer {
+    /// A host other than this one, by its address.
+    Addr(IpAddr),
+    /// The process (by pid) at the other end of a Unix socket on this host.
+    Process(u32),
+    /// TCP from an address of this host: the socket alone (never banned).
+    Socket,
+}
+
+impl fmt::Display for Peer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Peer::Addr(ip) => write!(f, "{ip}"),
+            Peer::Process(pid) => write!(f, "process {pid}"),
+            Peer::Socket => write!(f, "a socket of this host"),
+        }
+    }
+}
 
 /// Why a connection was refused at the door; `Display` is one line.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -94,8 +119,8 @@ pub struct Gate {
     window_ms: u64,
     ban_ms: u64,
     conns: HashMap<IpAddr, usize>,
-    failures: HashMap<IpAddr, VecDeque<u64>>,
-    banned_until: HashMap<IpAddr, u64>,
+    failures: HashMap<Peer, VecDeque<u64>>,
+    banned_until: HashMap<Peer, u64>,
 }
 
 /// Addresses remembered before old entries are pruned.
@@ -122,16 +147,16 @@ impl Gate {
         }
     }
 
-    /// A new connection from `ip` at `now`: admitted (and counted until
-    /// [`Gate::closed`]) or refused.
-    pub fn admit(&mut self, ip: IpAddr, now: u64) -> Result<(), GateRefusal> {
-        if let Some(&until) = self.banned_until.get(&ip) {
+    /// A new connection from `ip`, made by `who`, at `now`: admitted (and counted
+    /// until [`Gate::closed`]) or refused.
+    pub fn admit(&mut self, ip: IpAddr, who: Peer, now: u64) -> Result<(), GateRefusal> {
+        if let Some(&until) = self.banned_until.get(&who) {
             if now < until {
                 return Err(GateRefusal::RateLimited {
                     remaining_ms: until - now,
                 });
             }
-            self.banned_until.remove(&ip);
+            self.banned_until.remove(&who);
         }
         let n = self.conns.entry(ip).or_insert(0);
         if *n >= self.max_conns {
@@ -172,10 +197,11 @@ impl Gate {
         }
     }
 
-    /// A handshake from `ip` failed at `now` as `how`; true if this failure starts a
-    /// ban. Failures that do not count against the peer change nothing.
-    pub fn failed(&mut self, ip: IpAddr, how: &HandshakeFailure, now: u64) -> bool {
-        if !how.counts_against_peer() {
+    /// A handshake by `who` failed at `now` as `how`; true if this failure starts a
+    /// ban. Failures that do not count against the peer, and a socket of this host's
+    /// ([`Peer::Socket`]), change nothing.
+    pub fn failed(&mut self, who: Peer, how: &HandshakeFailure, now: u64) -> bool {
+        if !how.counts_against_peer() || who == Peer::Socket {
             return false;
         }
         if self.failures.len() >= PRUNE_AT {
@@ -184,14 +210,14 @@ impl Gate {
                 .retain(|k, v| v.back().is_some_and(|&t| now.saturating_sub(t) < w) || b.contains_key(k));
             self.banned_until.retain(|_, &mut until| until > now);
         }
-        let f = self.failures.entry(ip).or_default();
+        let f = self.failures.entry(who).or_default();
         f.push_back(now);
         while f.front().is_some_and(|&t| now.saturating_sub(t) >= self.window_ms) {
             f.pop_front();
         }
         if f.len() >= self.max_failures {
             f.clear();
-            self.banned_until.insert(ip, now + self.ban_ms);
+            self.banned_until.insert(who, now + self.ban_ms);
             return true;
         }
         false
@@ -212,7 +238,11 @@ mod tests {
     }
 
     fn ip(last: u8) -> IpAddr {
-        IpAddr::from([127, 0, 0, last])
+        IpAddr::from([10, 0, 0, last])
+    }
+
+    fn who(last: u8) -> Peer {
+        Peer::Addr(ip(last))
     }
 
     /// The connection_matrix stall: every local node's connection to a scheduler that
@@ -223,15 +253,15 @@ mod tests {
         let mut g = Gate::new(1024, 3, 1000, 5000);
         for t in 0..100 {
             let cut = HandshakeFailure::CutShort("failed to fill whole buffer".into());
-            assert!(!g.failed(ip(1), &cut, t));
-            assert!(!g.failed(ip(1), &HandshakeFailure::Closed, t));
+            assert!(!g.failed(who(1), &cut, t));
+            assert!(!g.failed(who(1), &HandshakeFailure::Closed, t));
         }
-        assert_eq!(g.admit(ip(1), 100), Ok(()));
+        assert_eq!(g.admit(ip(1), who(1), 100), Ok(()));
         let silent = HandshakeFailure::Silent(std::time::Duration::from_secs(10));
-        assert!(!g.failed(ip(1), &silent, 200));
-        assert!(!g.failed(ip(1), &bad(), 300));
-        assert!(g.failed(ip(1), &HandshakeFailure::Refused("not TLS".into()), 400));
-        assert!(g.admit(ip(1), 500).is_err(), "refusals and silence do count");
+        assert!(!g.failed(who(1), &silent, 200));
+        assert!(!g.failed(who(1), &bad(), 300));
+        assert!(g.failed(who(1), &HandshakeFailure::Refused("not TLS".into()), 400));
+        assert!(g.admit(ip(1), who(1), 500).is_err(), "refusals and silence do count");
     }
 
     #[test]
@@ -250,38 +280,65 @@ mod tests {
     #[test]
     fn counts_connections_per_address() {
         let mut g = Gate::new(2, 3, 1000, 5000);
-        assert_eq!(g.admit(ip(1), 0), Ok(()));
-        assert_eq!(g.admit(ip(1), 0), Ok(()));
-        assert_eq!(g.admit(ip(1), 0), Err(GateRefusal::TooManyConnections(2)));
-        assert_eq!(g.admit(ip(2), 0), Ok(()));
+        assert_eq!(g.admit(ip(1), who(1), 0), Ok(()));
+        assert_eq!(g.admit(ip(1), who(1), 0), Ok(()));
+        assert_eq!(g.admit(ip(1), who(1), 0), Err(GateRefusal::TooManyConnections(2)));
+        assert_eq!(g.admit(ip(2), who(2), 0), Ok(()));
         g.closed(ip(1));
         assert_eq!(g.connections(ip(1)), 1);
-        assert_eq!(g.admit(ip(1), 0), Ok(()));
+        assert_eq!(g.admit(ip(1), who(1), 0), Ok(()));
         g.closed(ip(9)); // never admitted: ignored
     }
 
     #[test]
     fn repeated_failures_ban_the_address_for_a_while() {
         let mut g = Gate::new(100, 3, 1000, 5000);
-        assert!(!g.failed(ip(1), &bad(), 0));
-        assert!(!g.failed(ip(1), &bad(), 100));
+        assert!(!g.failed(who(1), &bad(), 0));
+        assert!(!g.failed(who(1), &bad(), 100));
         // an old failure left the window: still two
-        assert!(!g.failed(ip(1), &bad(), 1050));
-        assert!(g.failed(ip(1), &bad(), 1060)); // three within 1000 ms
+        assert!(!g.failed(who(1), &bad(), 1050));
+        assert!(g.failed(who(1), &bad(), 1060)); // three within 1000 ms
         assert_eq!(
-            g.admit(ip(1), 2000),
+            g.admit(ip(1), who(1), 2000),
             Err(GateRefusal::RateLimited { remaining_ms: 4060 })
         );
-        assert_eq!(g.admit(ip(2), 2000), Ok(()), "other addresses are not affected");
-        assert_eq!(g.admit(ip(1), 6060), Ok(()), "the ban ends");
-        assert!(!g.failed(ip(1), &bad(), 6100), "the count starts again");
+        assert_eq!(g.admit(ip(2), who(2), 2000), Ok(()), "other addresses are not affected");
+        assert_eq!(g.admit(ip(1), who(1), 6060), Ok(()), "the ban ends");
+        assert!(!g.failed(who(1), &bad(), 6100), "the count starts again");
+    }
+
+    /// Failures count against the process at the other end of a Unix socket, and
+    /// not at all for TCP from this host: the host's own nodes, which share its
+    /// loopback address, are never shut out by another local process's garbage.
+    #[test]
+    fn failures_on_this_host_count_against_the_process_not_the_address() {
+        let mut g = Gate::new(100, 3, 1000, 5000);
+        let lo = IpAddr::from([127, 0, 0, 1]);
+        for t in 0..10 {
+            assert!(!g.failed(Peer::Socket, &bad(), t), "a local TCP socket is never banned");
+        }
+        assert_eq!(g.admit(lo, Peer::Socket, 20), Ok(()));
+        assert!(!g.failed(Peer::Process(77), &bad(), 30));
+        assert!(!g.failed(Peer::Process(77), &bad(), 31));
+        assert!(g.failed(Peer::Process(77), &bad(), 32));
+        assert!(
+            g.admit(lo, Peer::Process(77), 40).is_err(),
+            "the garbage's process is banned"
+        );
+        assert_eq!(
+            g.admit(lo, Peer::Process(78), 40),
+            Ok(()),
+            "another local process is not"
+        );
+        assert_eq!(g.admit(lo, Peer::Socket, 40), Ok(()), "nor local TCP");
+        assert_eq!(Peer::Process(77).to_string(), "process 77");
     }
 
     #[test]
     fn memory_stays_bounded_under_many_addresses() {
         let mut g = Gate::new(1, 2, 10, 10);
         for i in 0..20_000u32 {
-            g.failed(IpAddr::from(i.to_be_bytes()), &bad(), u64::from(i) * 100);
+            g.failed(Peer::Addr(IpAddr::from(i.to_be_bytes())), &bad(), u64::from(i) * 100);
         }
         assert!(g.failures.len() <= PRUNE_AT + 1);
     }

@@ -117,9 +117,11 @@ fn count(vars: &HashMap<String, String>, var: &str, default: u64) -> Result<u64,
 impl Security {
     /// Reads the variables (the secret file is read here, once).
     pub fn from_vars(vars: &HashMap<String, String>) -> Result<Security, ConfigError> {
-        let secret = secret::from_vars(get(vars, "PS_SECRET_FILE"), get(vars, "PS_SECRET"), |p| {
-            std::fs::read(p)
-        })?;
+        let secret = secret::from_vars(
+            get(vars, "PS_SECRET_FILE"),
+            get(vars, "PS_SECRET"),
+            crate::auth::private_file::read,
+        )?;
         let d = Limits::default();
         let timeout = match get(vars, "PS_HANDSHAKE_TIMEOUT") {
             None => d.handshake_timeout,
@@ -147,7 +149,13 @@ impl Security {
             Some("1") => true,
             Some(v) => return Err(err("PS_HTTP_OPEN_READS", format!("'{v}' is not 0 or 1"))),
         };
-        let tls = crate::tls::settings::from_vars(|v| get(vars, v).map(str::to_string), |p| std::fs::read(p))?;
+        let tls = crate::tls::settings::from_vars(
+            |v| get(vars, v).map(str::to_string),
+            |p, private| match private {
+                true => crate::auth::private_file::read(p),
+                false => std::fs::read(p),
+            },
+        )?;
         let s = Security {
             secret,
             limits,

@@ -25,6 +25,7 @@ fn table() -> Bytes {
         port: 1,
         is_recovery: false,
         incarnation: 1,
+        cert: 0,
     };
     let mut m = Membership::new(2, 3, sched);
     for (i, role) in [
@@ -44,6 +45,7 @@ fn table() -> Bytes {
             port: 10 + i as u16,
             is_recovery: false,
             incarnation: 100 + i as u64,
+            cert: 0,
         });
     }
     assert!(m.is_ready());

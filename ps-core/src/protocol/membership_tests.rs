@@ -9,6 +9,7 @@ pub(crate) fn node(role: Role, port: u16) -> Node {
         port,
         is_recovery: false,
         incarnation: port as u64,
+        cert: 0,
     }
 }
 

@@ -41,6 +41,8 @@ pub struct Peers {
     versions: BTreeMap<i32, (u64, u64)>,
     dead: BTreeMap<i32, u64>,
     retired: BTreeSet<(i32, u64)>,
+    /// The certificate each id's holder registered with (see [`Node::cert`]).
+    certs: BTreeMap<i32, u64>,
 }
 
 impl Peers {
@@ -83,6 +85,7 @@ impl Peers {
         let mut revived = Vec::new();
         let fresh: Vec<&Node> = nodes.iter().filter(|n| n.id != EMPTY_ID && !self.stale(n)).collect();
         for n in fresh {
+            self.certs.insert(n.id, n.cert);
             if let Some(old) = self.holders.insert(n.id, n.incarnation) {
                 if old != n.incarnation {
                     self.retired.insert((n.id, old));
@@ -180,6 +183,12 @@ impl Peers {
         self.dead.get(&id).copied()
     }
 
+    /// The fingerprint of the certificate the process holding `id` registered with
+    /// (None if unknown; 0: no certificate).
+    pub fn cert(&self, id: i32) -> Option<u64> {
+        self.certs.get(&id).copied()
+    }
+
     /// The incarnation holding `id` (None if unknown).
     pub fn holder(&self, id: i32) -> Option<u64> {
         self.holders.get(&id).copied()
@@ -214,6 +223,7 @@ mod tests {
             port: 1000 + id as u16,
             is_recovery: false,
             incarnation,
+            cert: 0,
         }
     }
 

@@ -78,6 +78,7 @@ mod tests {
             port,
             is_recovery: false,
             incarnation,
+            cert: 0,
         }
     }
 

@@ -176,6 +176,11 @@ impl Credentials {
         })
     }
 
+    /// The fingerprint of this node's certificate ([`peer::fingerprint`]).
+    pub fn fingerprint(&self) -> u64 {
+        peer::fingerprint(&self.chain[0])
+    }
+
     /// The roles this node's certificate names.
     pub fn roles(&self) -> &Roles {
         &self.roles

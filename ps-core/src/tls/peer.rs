@@ -1,6 +1,7 @@
 //! What a certificate says about its holder: the psrs roles it names (see
 //! [`super::role`]), read with `x509-parser` from a peer's certificate after the
-//! handshake (the chain was verified by rustls before).
+//! handshake (the chain was verified by rustls before), and its fingerprint, which
+//! ties a node id to the certificate it registered with.
 
 use super::error::TlsError;
 use super::role::{CertRole, Roles};
@@ -25,6 +26,15 @@ pub fn roles(cert: &CertificateDer<'_>) -> Result<Roles, TlsError> {
     }
     out.sort();
     Ok(Roles(out))
+}
+
+/// The fingerprint of `cert`: the first 8 bytes (little-endian) of the SHA-256 of its
+/// DER encoding, never 0 (0 stands for "no certificate" in a node table). Two
+/// processes share a fingerprint only if they hold the same certificate.
+pub fn fingerprint(cert: &CertificateDer<'_>) -> u64 {
+    use sha2::{Digest, Sha256};
+    let d = Sha256::digest(cert.as_ref());
+    u64::from_le_bytes(d[..8].try_into().expect("8 bytes")).max(1)
 }
 
 /// The certificate's subject, for log lines (`CN=psrs worker, O=psrs`).

@@ -108,6 +108,12 @@ impl Roles {
     pub fn has(&self, role: CertRole) -> bool {
         self.0.contains(&role)
     }
+
+    /// Whether they name a node role (scheduler, server or worker): only such a
+    /// certificate opens a node link (a `client` one is for the HTTP API alone).
+    pub fn names_node_role(&self) -> bool {
+        self.0.iter().any(|r| *r != CertRole::Client)
+    }
 }
 
 impl fmt::Display for Roles {
@@ -158,5 +164,8 @@ mod tests {
             "server,worker"
         );
         assert_eq!(Roles::default().to_string(), "no psrs role");
+        assert!(!Roles(vec![CertRole::Client]).names_node_role());
+        assert!(!Roles::default().names_node_role());
+        assert!(Roles(vec![CertRole::Client, CertRole::Worker]).names_node_role());
     }
 }

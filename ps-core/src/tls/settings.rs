@@ -28,14 +28,16 @@ impl std::fmt::Debug for TlsFiles {
 }
 
 /// Reads the variables' files (`get` returns a variable's value, `read` a file's
-/// bytes). `Ok(None)`: none set. Errors name the variable.
+/// bytes, with `true` for the private key, which must be its owner's alone:
+/// [`crate::auth::private_file`]). `Ok(None)`: none set. Errors name the variable.
 pub fn from_vars(
     get: impl Fn(&str) -> Option<String>,
-    read: impl Fn(&str) -> std::io::Result<Vec<u8>>,
+    read: impl Fn(&str, bool) -> std::io::Result<Vec<u8>>,
 ) -> Result<Option<TlsFiles>, VarError> {
     let (ca, cert, key) = (get("PS_TLS_CA"), get("PS_TLS_CERT"), get("PS_TLS_KEY"));
     let load = |var: &'static str, path: String| -> Result<Loaded, VarError> {
-        let bytes = read(&path).map_err(|e| VarError::new(var, format!("cannot read '{path}': {e}")))?;
+        let bytes =
+            read(&path, var == "PS_TLS_KEY").map_err(|e| VarError::new(var, format!("cannot read '{path}': {e}")))?;
         Ok((path, bytes))
     };
     let identity = match (cert, key) {
@@ -91,7 +93,7 @@ mod tests {
         let vars: HashMap<String, String> = vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         from_vars(
             |v| vars.get(v).cloned(),
-            |p| {
+            |p, _| {
                 files
                     .get(p)
                     .cloned()

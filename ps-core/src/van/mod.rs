@@ -5,12 +5,12 @@
 //! [`crate::protocol`]. Everything above it is reached through [`VanHandler`].
 
 pub mod clock;
+pub mod authz;
 pub mod cork;
 pub mod error;
 pub mod factory;
 mod handler;
 pub mod join_watch;
-pub mod screen;
 mod shell;
 pub mod stats;
 pub mod tcp;

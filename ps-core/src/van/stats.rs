@@ -26,6 +26,8 @@ pub struct VanStats {
     /// Messages dropped as meant for an earlier process of this node's id, or sent by
     /// a process declared dead or replaced.
     pub stale: AtomicU64,
+    /// Messages refused by per-message authorization ([`crate::van::authz`]).
+    pub refused: AtomicU64,
     /// Frames and bytes moved through shared memory (TCP van, peers on this host;
     /// zeros for other transports).
     pub shm: Arc<ShmStats>,

@@ -2,18 +2,18 @@
 //! (`DMLC_PS_VAN_TYPE` picks one: `tcp`, the default, or `zmq`, ps-lite's). Each
 //! transport has its own wire format: it encodes and decodes the messages it carries.
 
+use super::authz::Origin;
 use crate::message::{Message, WireError};
-use crate::tls::Roles;
 use bytes::Bytes;
 use std::io;
 use std::sync::Arc;
 
 /// Receives each incoming message's frames (without any transport envelope) and the
-/// roles the sending link's certificate names, which bound what it may register
-/// ([`super::screen`]; None: no certificate, or a scheduler's, which may send
-/// anything). Called from the transport's own threads; messages from one peer arrive
-/// in order.
-pub type Deliver = Arc<dyn Fn(Vec<Bytes>, Option<&Roles>) + Send + Sync>;
+/// sending link's [`Origin`] (its certificate, and the node id its messages bound it
+/// to), which the van checks every message against ([`super::authz`]); None for a
+/// transport that keeps no state per link (the ZMQ van). Called from the transport's
+/// own threads; messages from one link arrive in order, with the same origin.
+pub type Deliver = Arc<dyn Fn(Vec<Bytes>, Option<&mut Origin>) + Send + Sync>;
 
 /// What process a peer is, as far as a transport that can talk to ps-lite needs to know.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -71,6 +71,13 @@ pub trait Transport: Send + Sync {
     /// Opens a connection to the peer known as `peer` at `host:port`, replacing any
     /// earlier connection under that key. The peer need not be up yet.
     fn connect(&self, peer: i32, host: &str, port: u16) -> io::Result<()>;
+    /// Like [`Transport::connect`], to node `n` of the node table: a transport with
+    /// certificates checks that the peer it dials presents one naming `n`'s role and,
+    /// when the table has it, the certificate `n` registered with
+    /// ([`super::authz::Expect`]). (Plain `connect` expects the role the key names.)
+    fn connect_node(&self, peer: i32, n: &crate::node::Node) -> io::Result<()> {
+        self.connect(peer, &n.hostname, n.port)
+    }
     /// Closes the connection to `peer`, if any.
     fn disconnect(&self, peer: i32);
     /// Moves the connection known as `from` to the key `to` (replacing any connection
@@ -105,6 +112,11 @@ pub trait Transport: Send + Sync {
     fn flush_link(&self, _peer: i32) {}
     /// Stops receiving and closes every socket. Later calls fail.
     fn close(&self);
+    /// The fingerprint of this node's own certificate
+    /// ([`crate::tls::peer::fingerprint`]; 0: the transport runs no TLS).
+    fn fingerprint(&self) -> u64 {
+        0
+    }
     /// The shared-memory counters, for a transport that has a shared-memory path.
     fn shm_stats(&self) -> Option<Arc<super::stats::ShmStats>> {
         None

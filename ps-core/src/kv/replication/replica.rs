@@ -18,7 +18,7 @@ use crate::kv::pairs::KVPairs;
 use crate::kv::range::{server_key_ranges, KeyRange};
 use crate::kv::request::{checked_pairs, KVMeta, KVResponder, ReqHandle};
 use crate::message::{Message, Meta};
-use crate::node::{id_to_rank, server_rank_to_id};
+use crate::node::{id_role, id_to_rank, server_rank_to_id, Role};
 use crate::postoffice::Postoffice;
 use bytemuck::Pod;
 use parking_lot::Mutex;
@@ -75,6 +75,7 @@ pub(crate) fn serve<V: Pod + Send + Sync + 'static>(
     let s = Arc::clone(&shared);
     let mut known = KnownKeys::new(64);
     let requests = Customer::new_inline(po, app_id, app_id, move |msg: Message| match msg.meta.request {
+        true if msg.meta.head == OP_REJOINED && !msg.meta.push && !from_server(&msg) => {}
         true if msg.meta.head == OP_REJOINED && !msg.meta.push => {
             if let Some(rank) = id_to_rank(msg.meta.sender) {
                 s.joiners.lock().rejoined(rank, s.now_ms());
@@ -86,6 +87,9 @@ pub(crate) fn serve<V: Pod + Send + Sync + 'static>(
     })?;
     let s = Arc::clone(&shared);
     let forwards = Customer::new_inline(po, app_id, FORWARD_CUSTOMER, move |msg: Message| {
+        if !from_server(&msg) {
+            return;
+        }
         match (msg.meta.request, msg.meta.push, msg.meta.head) {
             (true, true, _) => s.on_forward(msg),
             (false, true, _) => s.on_ack(&msg),
@@ -105,6 +109,20 @@ pub(crate) fn serve<V: Pod + Send + Sync + 'static>(
         super::rejoin::start(&shared)?;
     }
     Ok((requests, Replication { _forwards: forwards }))
+}
+
+/// True if `msg` comes from a server: replicas talk among themselves only (the van
+/// binds the sender id to the link's certificate, so a worker cannot send as one).
+/// Anything else is dropped with a line.
+fn from_server(msg: &Message) -> bool {
+    let ok = id_role(msg.meta.sender) == Some(Role::Server);
+    if !ok {
+        log::warn!(
+            "dropped a replica message from node {}, which is no server",
+            msg.meta.sender
+        );
+    }
+    ok
 }
 
 impl<V: Pod + Send + Sync> Shared<V> {

@@ -36,9 +36,9 @@ impl Van {
         self.fo.connect_candidates(self.as_ref());
         let weak = Arc::downgrade(self);
         self.transport
-            .start(Arc::new(move |frames, roles| {
+            .start(Arc::new(move |frames, origin| {
                 if let Some(van) = weak.upgrade() {
-                    van.on_frames(frames, roles);
+                    van.on_frames(frames, origin);
                 }
             }))
             .map_err(|e| VanError::Io(format!("cannot start receiving: {e}")))
@@ -65,7 +65,7 @@ impl Van {
 
     /// Why the scheduler refused this node while it joined, if it did ([`Van::start`]
     /// then fails with it, and the process ends).
-    pub fn refused(&self) -> Option<String> {
+    pub fn join_refusal(&self) -> Option<String> {
         match &*self.ready.lock() {
             Some(Err(reason)) => Some(reason.clone()),
             _ => None,

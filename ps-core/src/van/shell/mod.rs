@@ -20,6 +20,7 @@ use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+mod authorize;
 mod background;
 mod drive;
 mod failover_host;
@@ -79,11 +80,14 @@ pub struct Van {
     /// epoch, and starts its barrier counts afresh (see [`Van::scheduler_generation`]).
     table_epoch: Mutex<Epoch>,
     /// Data messages from processes this one cannot answer yet (see `Van::waits`),
-    /// replayed when a table or connection arrives.
-    unconnected: Mutex<std::collections::VecDeque<Message>>,
+    /// with the fingerprint of the certificate of the link each came on, replayed
+    /// when a table or connection arrives.
+    unconnected: Mutex<std::collections::VecDeque<(Message, Option<u64>)>>,
     /// Node table changes that arrived before this node's own table, with the state
     /// they were decided on, taken after it.
     early: Mutex<Vec<((u64, u64), Vec<Node>)>>,
+    /// Per-message authorization's state ([`crate::van::authz`]).
+    authz: authorize::AuthzState,
     /// Ids whose process is a ps-lite one (see [`Van::is_pslite`]).
     pslite_ids: RwLock<std::collections::HashSet<i32>>,
     /// Traffic counters.
@@ -114,6 +118,7 @@ impl Van {
             },
             is_recovery: false,
             incarnation,
+            cert: transport.fingerprint(),
         };
         let sched = (cfg.role == Role::Scheduler).then(|| {
             Mutex::new({
@@ -151,6 +156,7 @@ impl Van {
             table_epoch: Mutex::default(),
             unconnected: Mutex::default(),
             early: Mutex::default(),
+            authz: authorize::AuthzState::default(),
             pslite_ids: RwLock::default(),
             welcomed: Mutex::new(Vec::new()),
             goodbye: Mutex::new(false),
@@ -302,6 +308,7 @@ impl Van {
             // held by the active scheduler, or dropped (see `Failover::outgoing`)
             return Ok(0);
         };
+        self.note_request(&msg.meta);
         self.send_tracked(msg, pace)
     }
 

@@ -8,8 +8,7 @@ use crate::message::{Command, Message};
 use crate::node::{Node, EMPTY_ID, SCHEDULER};
 use crate::protocol::resender::Incoming;
 use crate::protocol::scheduler::Action;
-use crate::tls::Roles;
-use crate::van::screen::screen;
+use crate::van::authz::{self, Origin};
 use crate::van::zmq::ack::pslite_signature;
 use std::sync::atomic::Ordering;
 
@@ -17,12 +16,12 @@ use std::sync::atomic::Ordering;
 const MAX_UNCONNECTED: usize = 1024;
 
 impl Van {
-    /// Handles one message's frames from a link whose certificate names `roles` (None:
-    /// no certificate, or a scheduler's): decoded once, dropped if those roles do not
-    /// allow it, then counted and processed.
-    pub(super) fn on_frames(&self, frames: Vec<bytes::Bytes>, roles: Option<&Roles>) {
+    /// Handles one message's frames from the link `origin` describes (None: a
+    /// transport without per-link state): decoded once, dropped if the link may not
+    /// send it ([`authz::authorize`]), then counted and processed.
+    pub(super) fn on_frames(&self, frames: Vec<bytes::Bytes>, origin: Option<&mut Origin>) {
         let bytes: usize = frames.iter().map(|f| f.len()).sum();
-        let msg = match self.transport.decode(frames) {
+        let mut msg = match self.transport.decode(frames) {
             Ok(m) => m,
             Err(e) => {
                 self.stats.malformed.fetch_add(1, Ordering::Relaxed);
@@ -30,9 +29,15 @@ impl Van {
                 return;
             }
         };
-        if let Some(why) = roles.and_then(|r| screen(r, &msg).err()) {
-            log::warn!("dropped a message: {why}");
-            return;
+        let fingerprint = origin.as_ref().and_then(|o| o.cert.as_ref()).map(|c| c.fingerprint);
+        if let Err(why) = authz::authorize(origin, &msg.meta, self.cfg.role, self) {
+            return self.refused(&msg, &why);
+        }
+        if self.sched.is_some() && msg.meta.control.cmd == Command::AddNode {
+            // the registration is filed with the certificate of the link it came on
+            for n in msg.meta.control.nodes.iter_mut() {
+                n.cert = fingerprint.unwrap_or(0);
+            }
         }
         self.stats.recv_msgs.fetch_add(1, Ordering::Relaxed);
         self.stats.recv_bytes.fetch_add(bytes as u64, Ordering::Relaxed);
@@ -55,22 +60,23 @@ impl Van {
             log::debug!("PS_DROP_MSG dropped {msg}");
             return;
         }
-        self.acknowledge_and_process(msg);
+        self.acknowledge_and_process(msg, fingerprint);
     }
 
-    /// Acknowledges and de-duplicates `msg` through the resender (when on), then
-    /// processes it. A data message from a process this node cannot answer yet waits,
-    /// unacknowledged, until it can ([`Van::waits`]).
-    fn acknowledge_and_process(&self, msg: Message) {
-        if self.waits(&msg) {
+    /// Acknowledges and de-duplicates `msg` (from a link whose certificate has
+    /// `fingerprint`, if any) through the resender (when on), then processes it. A
+    /// data message from a process this node cannot answer yet waits, unacknowledged,
+    /// until it can ([`Van::waits`]); its sender's certificate is checked again then.
+    fn acknowledge_and_process(&self, msg: Message, fingerprint: Option<u64>) {
+        if self.waits(&msg, fingerprint.is_some()) {
             let mut q = self.unconnected.lock();
             if q.len() >= MAX_UNCONNECTED {
-                if let Some(old) = q.pop_front() {
+                if let Some((old, _)) = q.pop_front() {
                     log::debug!("dropped {old}: too many messages from senders that cannot be answered yet");
                 }
             }
             log::debug!("held {msg}: its sender cannot be answered yet");
-            q.push_back(msg);
+            q.push_back((msg, fingerprint));
             return;
         }
         if let Some(r) = &self.resender {
@@ -96,34 +102,43 @@ impl Van {
     /// True if data message `msg` must wait before it is processed. Its sender is a
     /// process that took an id since the table this node holds (a replacement server
     /// asking for a copy of its key ranges before the table naming it arrived here):
-    /// an answer now would go to the earlier holder's address and be lost. Or, with the
-    /// resender on, its sender is not connected yet (a restarted scheduler before its
-    /// table): neither the ACK nor an answer could go back, and once counted as seen
-    /// its resends would be dropped as duplicates. (Without the resender, a message
-    /// from a node not connected goes on to the layer above, which holds what no
-    /// customer takes yet under its own limit.)
-    fn waits(&self, msg: &Message) -> bool {
+    /// an answer now would go to the earlier holder's address and be lost. Or it came
+    /// over a link with a certificate (`certified`) from an id the table does not hold
+    /// at all (a worker that joined since): the certificate the id registered with is
+    /// not known here yet. Or, with the resender on, its sender is not connected yet
+    /// (a restarted scheduler before its table): neither the ACK nor an answer could
+    /// go back, and once counted as seen its resends would be dropped as duplicates.
+    /// (Without the resender, a message from a node not connected goes on to the
+    /// layer above, which holds what no customer takes yet under its own limit.)
+    fn waits(&self, msg: &Message, certified: bool) -> bool {
         if msg.meta.is_control() || msg.meta.sender == EMPTY_ID {
             return false;
         }
-        self.peers.read().unknown_sender(&msg.meta)
+        let peers = self.peers.read();
+        peers.unknown_sender(&msg.meta)
+            || (certified && peers.holder(msg.meta.sender).is_none())
             || (self.resender.is_some() && !self.transport.is_connected(msg.meta.sender))
     }
 
-    /// Processes the held messages whose senders are connected now.
+    /// Processes the held messages whose senders are known and connected now (each
+    /// dropped if its link's certificate is not the one its sender registered with).
     pub(super) fn replay_unconnected(&self) {
-        let ready: Vec<Message> = {
+        let ready: Vec<(Message, Option<u64>)> = {
             let mut q = self.unconnected.lock();
             if q.is_empty() {
                 return;
             }
             let all = std::mem::take(&mut *q);
-            let (ready, wait): (Vec<Message>, Vec<Message>) = all.into_iter().partition(|m| !self.waits(m));
+            let (ready, wait): (Vec<_>, Vec<_>) = all.into_iter().partition(|(m, fp)| !self.waits(m, fp.is_some()));
             q.extend(wait);
             ready
         };
-        for m in ready {
-            self.acknowledge_and_process(m);
+        for (m, fingerprint) in ready {
+            if let Err(why) = self.registered_certificate(&m, fingerprint) {
+                self.refused(&m, &why);
+                continue;
+            }
+            self.acknowledge_and_process(m, fingerprint);
         }
     }
 
@@ -304,7 +319,7 @@ impl Van {
             let known = table.iter().position(|t| t.id == n.id);
             let changed = known.is_none_or(|i| table[i] != n);
             if n.id != SCHEDULER && (changed || !self.transport.is_connected(n.id)) {
-                if let Err(e) = self.transport.connect(n.id, &n.hostname, n.port) {
+                if let Err(e) = self.transport.connect_node(n.id, &n) {
                     log::warn!("cannot connect to {n}: {e}");
                 }
             }
@@ -349,12 +364,13 @@ impl Van {
                         continue;
                     }
                     let key = -1 - node.port as i32;
-                    if self.transport.connect(key, &node.hostname, node.port).is_ok() {
+                    if self.transport.connect_node(key, &node).is_ok() {
                         let mut m = Message::control(key, Command::AddNode);
                         m.meta.control.reason = reason;
                         // for the refused process only: a later one at its address
                         // (its replacement, say) must not take it for its own refusal
                         m.meta.recver_incarnation = node.incarnation;
+                        (m.meta.sender, m.meta.incarnation) = (SCHEDULER, self.me.read().incarnation);
                         self.fo.stamp(self, &mut m);
                         let _ = self.send_raw(&m);
                     }

@@ -33,6 +33,7 @@ fn server(incarnation: u64) -> Node {
         port: 9008,
         is_recovery: false,
         incarnation,
+        cert: 0,
     }
 }
 
@@ -102,6 +103,7 @@ fn a_table_under_a_new_term_starts_a_new_scheduler_generation() {
         port: 9000,
         is_recovery: false,
         incarnation: 5,
+        cert: 0,
     };
     let mut me = van.my_node();
     me.id = 9;

@@ -159,7 +159,11 @@ impl Van {
                     .map_err(|e| VanError::Io(e.to_string()))?,
             );
         }
-        log::info!("{} started", self.my_node());
+        let me = self.my_node();
+        // the incarnation tells this process's table entries and messages from an
+        // earlier or later process of the same id
+        log::info!("{me} is process incarnation {}", me.incarnation);
+        log::info!("{me} started");
         Ok(())
     }
 
@@ -192,7 +196,7 @@ impl Van {
         }
         let key = welcome_key(n);
         if !self.transport.is_connected(key) {
-            if let Err(e) = self.transport.connect(key, &n.hostname, n.port) {
+            if let Err(e) = self.transport.connect_node(key, n) {
                 log::warn!("cannot connect back to {n}: {e}");
                 return;
             }
@@ -221,7 +225,7 @@ impl Van {
             }
         }
         drop(welcomed);
-        if let Err(e) = self.transport.connect(n.id, &n.hostname, n.port) {
+        if let Err(e) = self.transport.connect_node(n.id, n) {
             log::warn!("cannot connect to {n}: {e}");
         }
     }

@@ -7,6 +7,7 @@ use super::read::{serve, Serve};
 use super::shm::Shm;
 use super::stream::{self, Stream};
 use super::wire::wait_for;
+use crate::auth::gate::Peer;
 use crate::van::transport::Deliver;
 use parking_lot::Mutex;
 use std::collections::HashMap;
@@ -75,10 +76,14 @@ impl Acceptor {
 
     /// Admits `s` from `from` and starts its reader thread, or closes it (logged).
     fn take(&mut self, s: Stream, from: SocketAddr) {
-        let permit = match self.guard.admit(from) {
+        let who = s.who();
+        let permit = match self.guard.admit(from, who) {
             Ok(p) => p,
             Err(e) => {
-                log::warn!("refused a connection from {from}: {e}");
+                match who {
+                    Peer::Process(pid) => log::warn!("refused a connection from {from} (process {pid}): {e}"),
+                    _ => log::warn!("refused a connection from {from}: {e}"),
+                }
                 return;
             }
         };

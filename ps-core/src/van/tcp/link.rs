@@ -9,6 +9,7 @@ use super::guard::{Guard, Outgoing};
 use super::shm::{self, ShmLink};
 use super::stream;
 use super::wire::{wait_writable, Wire};
+use crate::van::authz::Expect;
 use crate::van::cork;
 use crate::van::stats::ShmStats;
 use bytes::Bytes;
@@ -27,6 +28,8 @@ pub(super) const MAGIC: u32 = u32::from_le_bytes(*b"PSRS");
 /// A peer's outgoing connection (opened at the first send) and its queue.
 pub(super) struct Peer {
     pub(super) addr: String,
+    /// What the peer's certificate must show.
+    pub(super) expect: Expect,
     /// Where to count a connection over a Unix socket, if the connection may be one
     /// when the peer is on this host (`PS_LOCAL_SOCKET`); None: TCP only.
     pub(super) local_socket: Option<Arc<ShmStats>>,
@@ -44,9 +47,10 @@ pub(super) struct Peer {
 }
 
 impl Peer {
-    pub(super) fn new(addr: String, local_socket: Option<Arc<ShmStats>>) -> Peer {
+    pub(super) fn new(addr: String, expect: Expect, local_socket: Option<Arc<ShmStats>>) -> Peer {
         Peer {
             addr,
+            expect,
             local_socket,
             stream: None,
             queued: Vec::new(),
@@ -92,7 +96,7 @@ impl Peer {
     /// Opens the connection on this thread (see [`open`]); a failure is remembered
     /// (see [`Peer::recent_failure`]).
     pub(super) fn open_now(&mut self, guard: &Guard) -> io::Result<Outgoing> {
-        let r = open(&self.addr, guard, self.local_socket.as_deref());
+        let r = open(&self.addr, &self.expect, guard, self.local_socket.as_deref());
         self.failed = match &r {
             Ok(_) => None,
             Err(e) => Some((Instant::now(), e.kind(), e.to_string())),
@@ -130,12 +134,13 @@ pub(super) struct Link {
 impl Link {
     pub(super) fn new(
         addr: String,
+        expect: Expect,
         local_socket: Option<Arc<ShmStats>>,
         guard: &Arc<Guard>,
         drain: &Arc<Drain>,
     ) -> Arc<Link> {
         Arc::new_cyclic(|me| Link {
-            peer: Mutex::new(Peer::new(addr, local_socket)),
+            peer: Mutex::new(Peer::new(addr, expect, local_socket)),
             guard: Arc::clone(guard),
             drain: Arc::clone(drain),
             me: me.clone(),
@@ -230,10 +235,11 @@ impl cork::Flush for Link {
     }
 }
 
-/// Connects to `addr` (2 s limit) and runs the opening side of the handshake: through
-/// its Unix socket when `local` is given (counted there) and `addr` is on this host
-/// and has one ([`super::stream`]), over TCP otherwise.
-pub(super) fn open(addr: &str, guard: &Guard, local: Option<&ShmStats>) -> io::Result<Outgoing> {
+/// Connects to `addr` (2 s limit) and runs the opening side of the handshake, the
+/// peer's certificate checked against `expect`: through its Unix socket when `local`
+/// is given (counted there) and `addr` is on this host and has one
+/// ([`super::stream`]), over TCP otherwise.
+pub(super) fn open(addr: &str, expect: &Expect, guard: &Guard, local: Option<&ShmStats>) -> io::Result<Outgoing> {
     cork::wake_now(); // connecting and the handshake may block
     let sa = addr
         .to_socket_addrs()?
@@ -244,7 +250,7 @@ pub(super) fn open(addr: &str, guard: &Guard, local: Option<&ShmStats>) -> io::R
         stats.unix_out.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
     s.set_write_timeout(Some(Duration::from_secs(60)))?;
-    guard.connect(s, addr)
+    guard.connect(s, addr, expect)
 }
 
 /// The header of a message of `frames` whose frames `i` with bit i of `marks` are

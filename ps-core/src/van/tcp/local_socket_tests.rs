@@ -37,10 +37,11 @@ fn receiver(sec: &Security, local: bool, host: &str) -> (TcpTransport, u16, Rece
 /// checks they arrive whole and in order; returns the sender (still open).
 fn exchange(sec: &Security, local: bool, port: u16, rx: &Receiver<Vec<Bytes>>) -> TcpTransport {
     let tx = TcpTransport::with_security(sec, creds(sec, CertRole::Worker)).with_local_socket(local);
-    tx.connect(1, "127.0.0.1", port).unwrap();
+    // the receiver holds a server's certificate: the dialer knows it as server 8
+    tx.connect(8, "127.0.0.1", port).unwrap();
     let big: Bytes = (0..300_000u32).map(|i| (i % 251) as u8).collect::<Vec<u8>>().into();
-    tx.send(1, vec![Bytes::from_static(b"small")]).unwrap();
-    tx.send(1, vec![Bytes::from_static(b"head"), big.clone()]).unwrap();
+    tx.send(8, vec![Bytes::from_static(b"small")]).unwrap();
+    tx.send(8, vec![Bytes::from_static(b"head"), big.clone()]).unwrap();
     let t = Duration::from_secs(10);
     assert_eq!(rx.recv_timeout(t).unwrap(), vec![Bytes::from_static(b"small")]);
     assert_eq!(rx.recv_timeout(t).unwrap(), vec![Bytes::from_static(b"head"), big]);

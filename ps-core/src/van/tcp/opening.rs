@@ -55,10 +55,10 @@ impl Peer {
 /// `stop` is set (the transport closed).
 pub(super) fn open_in_background(link: &Arc<Link>, p: &mut Peer, stop: &Arc<AtomicBool>) -> io::Result<()> {
     let (link, stop) = (Arc::clone(link), Arc::clone(stop));
-    let (addr, local) = (p.addr.clone(), p.local_socket.clone());
+    let (addr, expect, local) = (p.addr.clone(), p.expect.clone(), p.local_socket.clone());
     p.opening = true;
     let spawned = std::thread::Builder::new().name("psrs-tcp-open".into()).spawn(move || {
-        let r = open(&addr, &link.guard, local.as_deref());
+        let r = open(&addr, &expect, &link.guard, local.as_deref());
         let mut p = link.lock();
         p.opening = false;
         match r {

@@ -1,9 +1,9 @@
 //! The TCP van's reading side: one reader thread per accepted connection, which runs
 //! the handshake, answers a shared-memory offer (inside TLS when on), parses messages
-//! from a buffered read (many per `read`) and hands each to the van with the roles the
-//! peer's certificate names (the van drops what they do not allow, once it has
-//! decoded the header: [`crate::van::screen`]); its handlers' sends are corked until
-//! its buffer runs dry ([`super::cork`]).
+//! from a buffered read (many per `read`) and hands each to the van with the link's
+//! [`Origin`] (its certificate, and the node id it is bound to: the van drops what
+//! they do not allow, once it has decoded the header, [`crate::van::authz`]); its
+//! handlers' sends are corked until its buffer runs dry ([`super::cork`]).
 
 use super::guard::{Guard, Incoming, Permit};
 use super::link::MAGIC;
@@ -11,6 +11,7 @@ use super::shm::{self, Shm, ShmReceiver};
 use super::spin_read::FrameRead;
 use super::stream::Stream;
 use crate::config::Limits;
+use crate::van::authz::Origin;
 use crate::van::cork;
 use crate::van::transport::Deliver;
 use bytes::Bytes;
@@ -134,14 +135,13 @@ pub(super) fn read_all(stream: Stream, ctx: Serve) {
         }
     };
     let limits = guard.limits().clone();
-    // a peer whose certificate names the scheduler may send anything
-    let roles = r.roles().filter(|r| !r.has(crate::tls::CertRole::Scheduler)).cloned();
+    let mut origin = Origin::new(r.cert().cloned());
     // the handlers' sends are written when the buffer runs dry (SpinRead flushes)
     cork::begin();
     while !stop.load(Ordering::Relaxed) {
         match read_message_shm(&mut r, &limits, &mut shm) {
             Ok(Step::Message(frames)) => {
-                deliver(frames, roles.as_ref());
+                deliver(frames, Some(&mut origin));
                 cork::flush_if_due(); // a full queue is written outside the handler
             }
             Ok(Step::Answer(byte)) => {

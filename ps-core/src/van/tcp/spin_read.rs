@@ -199,12 +199,23 @@ pub(crate) const DIRECT_FRAME_BYTES: usize = 64 << 10;
 /// frame's bytes into a buffer of its own.
 pub trait FrameRead: Read {
     /// Reads exactly `len` bytes into a new buffer; `UnexpectedEof` if the stream ends
-    /// first.
+    /// first. The buffer grows as the bytes arrive ([`frame_buffer`]).
     fn read_frame(&mut self, len: usize) -> io::Result<Vec<u8>> {
-        let mut buf = Vec::with_capacity(len);
+        let mut buf = frame_buffer(len);
         self.take(len as u64).read_to_end(&mut buf)?;
         check_len(buf, len)
     }
+}
+
+/// Bytes reserved up front for a frame: a frame's declared length is the peer's word,
+/// so a buffer starts at most this large and grows as the bytes arrive (doubling: at
+/// most twice what arrived), and a peer that declares gigabytes and sends a few bytes
+/// holds no more than this per connection.
+pub const FRAME_RESERVE: usize = 1 << 20;
+
+/// An empty buffer for a frame of declared length `len` (see [`FRAME_RESERVE`]).
+pub fn frame_buffer(len: usize) -> Vec<u8> {
+    Vec::with_capacity(len.min(FRAME_RESERVE))
 }
 
 fn check_len(buf: Vec<u8>, len: usize) -> io::Result<Vec<u8>> {
@@ -233,7 +244,7 @@ impl<R: FrameRead + ?Sized> FrameRead for Box<R> {
 /// uninitialised-buffer read.
 impl FrameRead for BufReader<SpinRead> {
     fn read_frame(&mut self, len: usize) -> io::Result<Vec<u8>> {
-        let mut buf = Vec::with_capacity(len);
+        let mut buf = frame_buffer(len);
         let have = self.buffer().len().min(len);
         buf.extend_from_slice(&self.buffer()[..have]);
         self.consume(have);

@@ -13,6 +13,7 @@
 //! interfaces) and falls back to TCP when there is none.
 
 use crate::addr::{system::SystemLookup, HostLookup};
+use crate::auth::gate::Peer;
 use std::io::{self, IoSlice, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, Shutdown, SocketAddr, TcpStream};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -109,6 +110,23 @@ fn connect_now(name: &str) -> io::Result<UnixStream> {
     Ok(s)
 }
 
+/// The pid of the process at the other end of Unix socket `s` (`SO_PEERCRED`).
+fn peer_pid(s: &UnixStream) -> Option<u32> {
+    let mut cred = libc::ucred { pid: 0, uid: 0, gid: 0 };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: cred and len are valid for writes of the sizes given
+    let r = unsafe {
+        libc::getsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    (r == 0 && cred.pid > 0).then_some(cred.pid as u32)
+}
+
 /// The address an accepted Unix connection stands for: loopback (the peer is on this
 /// host; its own address is not known).
 pub fn accepted_local() -> SocketAddr {
@@ -136,6 +154,20 @@ impl Stream {
         match self {
             Stream::Tcp(s) => s.peer_addr(),
             Stream::Unix(_, a) => Ok(*a),
+        }
+    }
+
+    /// Whom this accepted connection's failed handshakes count against: the process at
+    /// the other end of a Unix socket (its pid, from `SO_PEERCRED`), the socket alone
+    /// for TCP from an address of this host (which every node of the host shares), the
+    /// address for TCP from elsewhere.
+    pub fn who(&self) -> Peer {
+        match self {
+            Stream::Unix(s, _) => peer_pid(s).map_or(Peer::Socket, Peer::Process),
+            Stream::Tcp(s) => match s.peer_addr() {
+                Ok(a) if !is_local(a.ip()) => Peer::Addr(a.ip()),
+                _ => Peer::Socket,
+            },
         }
     }
 

@@ -20,6 +20,8 @@ use super::shm::{self, Shm};
 use super::stream::{self, Stream};
 use super::wire::Wire;
 use crate::config::Security;
+use crate::node::Node;
+use crate::van::authz::Expect;
 use crate::van::cork;
 use crate::van::transport::{Deliver, Transport};
 use bytes::Bytes;
@@ -102,6 +104,26 @@ impl TcpTransport {
 }
 
 impl TcpTransport {
+    /// Records where `peer` is and what its certificate must show; the connection is
+    /// opened by the first send (see `connect`).
+    fn open_link(&self, peer: i32, host: &str, port: u16, expect: Expect) -> io::Result<()> {
+        let addr = crate::addr::host_port(host, port);
+        let old = self.peers.lock().insert(
+            peer,
+            Link::new(
+                addr,
+                expect,
+                self.local_socket.then(|| self.shm.stats()),
+                &self.guard,
+                &self.drain,
+            ),
+        );
+        if let Some(old) = old {
+            old.lock().drop_stream();
+        }
+        Ok(())
+    }
+
     /// Queues a message on `peer`'s link and writes the queue unless the message may
     /// wait: a corking thread's (written before its next read, or after the message
     /// being handled once the queue is full) or a `lazy` one (written by the link's
@@ -220,20 +242,16 @@ impl Transport for TcpTransport {
     /// accepts, wait the whole handshake timeout for its own answer while every node's
     /// connection queued behind it.
     fn connect(&self, peer: i32, host: &str, port: u16) -> io::Result<()> {
-        let addr = crate::addr::host_port(host, port);
-        let old = self.peers.lock().insert(
-            peer,
-            Link::new(
-                addr,
-                self.local_socket.then(|| self.shm.stats()),
-                &self.guard,
-                &self.drain,
-            ),
-        );
-        if let Some(old) = old {
-            old.lock().drop_stream();
-        }
-        Ok(())
+        self.open_link(peer, host, port, Expect::of_key(peer))
+    }
+
+    /// Like `connect`, the peer's certificate checked against node `n`'s table entry.
+    fn connect_node(&self, peer: i32, n: &Node) -> io::Result<()> {
+        self.open_link(peer, &n.hostname, n.port, Expect::of_node(peer, n))
+    }
+
+    fn fingerprint(&self) -> u64 {
+        self.guard.fingerprint()
     }
 
     fn rekey(&self, from: i32, to: i32) -> bool {

@@ -222,7 +222,7 @@ mod tests {
         let tcp = TcpStream::connect(l.local_addr().unwrap()).unwrap();
         let (peer, _) = l.accept().unwrap();
         let out = Guard::new(&Security::default().limits, None)
-            .connect(tcp, "test")
+            .connect(tcp, "test", &crate::van::authz::Expect::of_key(-70_001))
             .unwrap();
         (Wire::new(out), peer)
     }
@@ -279,7 +279,7 @@ mod tests {
         let n = 64 * (256 << 10);
         let reader = std::thread::spawn(move || {
             let (tcp, peer) = l.accept().unwrap();
-            let permit = server.admit(peer).unwrap();
+            let permit = server.admit(peer, crate::auth::gate::Peer::Addr(peer.ip())).unwrap();
             let mut inc = server.accept(Stream::from(tcp), peer, permit, Duration::ZERO).unwrap();
             wait.recv().unwrap();
             let frame = inc.read_frame(n).unwrap();
@@ -288,7 +288,11 @@ mod tests {
             frame
         });
         let out = Guard::new(&limits, creds(CertRole::Worker))
-            .connect(TcpStream::connect(addr).unwrap(), "test")
+            .connect(
+                TcpStream::connect(addr).unwrap(),
+                "test",
+                &crate::van::authz::Expect::of_key(-70_001),
+            )
             .unwrap();
         let mut w = Wire::new(out);
         let chunks = push_more_than_fits(&mut w);

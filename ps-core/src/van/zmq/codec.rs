@@ -173,6 +173,7 @@ fn node_of(p: PbNode) -> Result<Node, WireError> {
         port: u16::try_from(port).map_err(|_| bad(format!("node port {port}")))?,
         is_recovery: p.is_recovery.unwrap_or(false),
         incarnation: p.incarnation.unwrap_or(0),
+        cert: 0, // no certificates on the ZMQ van
     })
 }
 

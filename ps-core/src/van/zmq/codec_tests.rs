@@ -64,6 +64,7 @@ fn node(role: Role, id: i32, port: u16, incarnation: u64) -> Node {
         port,
         is_recovery: false,
         incarnation,
+        cert: 0,
     }
 }
 

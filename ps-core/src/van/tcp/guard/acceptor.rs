@@ -297,9 +297,10 @@ impl Acceptor {
     }
 
     /// Reads the next `len` bytes of plaintext into a new buffer, each record's
-    /// plaintext copied straight into it.
+    /// plaintext copied straight into it (the buffer grows as records arrive: `len`
+    /// is the peer's word).
     pub fn read_frame(&mut self, src: &mut SpinRead, back: &mut Stream, len: usize) -> io::Result<Vec<u8>> {
-        let mut frame = Vec::with_capacity(len);
+        let mut frame = crate::van::tcp::spin_read::frame_buffer(len);
         let have = (self.plain.len() - self.plain_at).min(len);
         frame.extend_from_slice(&self.plain[self.plain_at..self.plain_at + have]);
         self.plain_at += have;

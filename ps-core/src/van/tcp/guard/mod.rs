@@ -18,9 +18,10 @@ mod handshake;
 
 use super::spin_read::{FrameRead, SpinRead};
 use super::stream::Stream;
-use crate::auth::gate::{Gate, GateRefusal, HandshakeFailure};
+use crate::auth::gate::{Gate, GateRefusal, HandshakeFailure, Peer};
 use crate::config::Limits;
-use crate::tls::{peer, Credentials, Roles};
+use crate::tls::{peer, Credentials};
+use crate::van::authz::{Expect, PeerCert};
 use acceptor::Acceptor;
 use bytes::Bytes;
 use handshake::Failed;
@@ -54,6 +55,7 @@ pub struct Outgoing {
 pub struct Permit {
     guard: Arc<Guard>,
     ip: IpAddr,
+    who: Peer,
 }
 
 impl Drop for Permit {
@@ -84,7 +86,7 @@ pub struct Incoming {
     reading: Reading,
     /// The socket's reverse direction (the shared-memory answer).
     back: Stream,
-    roles: Option<Roles>,
+    cert: Option<PeerCert>,
     _permit: Permit,
 }
 
@@ -108,9 +110,9 @@ impl FrameRead for Incoming {
 }
 
 impl Incoming {
-    /// The roles the peer's certificate names (None: no security).
-    pub fn roles(&self) -> Option<&Roles> {
-        self.roles.as_ref()
+    /// What the peer's certificate says (None: no security).
+    pub fn cert(&self) -> Option<&PeerCert> {
+        self.cert.as_ref()
     }
 
     /// Sends `bytes` back to the dialer (inside TLS when on): the answer to a
@@ -247,10 +249,17 @@ impl Guard {
         self.epoch.elapsed().as_millis() as u64
     }
 
-    /// Runs the dialing side's TLS handshake on a freshly connected `tcp` to `addr`
-    /// and waits for the peer to confirm the link. An error of kind
-    /// `PermissionDenied` means the peer refused this node's credentials.
-    pub fn connect(&self, tcp: impl Into<Stream>, addr: &str) -> io::Result<Outgoing> {
+    /// The fingerprint of this node's certificate (0: no security).
+    pub fn fingerprint(&self) -> u64 {
+        self.creds.as_ref().map_or(0, Credentials::fingerprint)
+    }
+
+    /// Runs the dialing side's TLS handshake on a freshly connected `tcp` to `addr`,
+    /// checks the peer's certificate against `expect` (the role the node table gives
+    /// the id dialed, and the certificate it registered with), and waits for the peer
+    /// to confirm the link. An error of kind `PermissionDenied` means the peer refused
+    /// this node's credentials, or this node refused the peer's.
+    pub fn connect(&self, tcp: impl Into<Stream>, addr: &str, expect: &Expect) -> io::Result<Outgoing> {
         let mut tcp = tcp.into();
         let Some(creds) = &self.creds else {
             return Ok(Outgoing { tcp, tls: None });
@@ -281,6 +290,17 @@ impl Guard {
         }
         };
         dialer::handshake(&mut conn, &mut tcp, deadline).map_err(failed)?;
+        let verdict = match conn.peer_certificates().and_then(|c| c.first()) {
+            Some(leaf) => expect.check(&peer::roles(leaf).unwrap_or_default(), peer::fingerprint(leaf)),
+            None => Err("it presented no certificate".to_string()),
+        };
+        if let Err(why) = verdict {
+            let _ = tcp.shutdown(Shutdown::Both);
+            return Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                format!("refused the node at {addr}: {why}"),
+            ));
+        }
         conn.set_buffer_limit(None);
         match dialer::read_byte(&mut conn, &mut tcp, deadline) {
             Ok(handshake::ACCEPTED) => {}
@@ -294,20 +314,23 @@ impl Guard {
         Ok(Outgoing { tcp, tls: Some(conn) })
     }
 
-    /// Admits a new connection from `peer` at the door, or says why not.
-    pub fn admit(self: &Arc<Self>, peer: SocketAddr) -> Result<Permit, GateRefusal> {
+    /// Admits a new connection from `peer`, made by `who` (whom its failures count
+    /// against), at the door, or says why not.
+    pub fn admit(self: &Arc<Self>, peer: SocketAddr, who: Peer) -> Result<Permit, GateRefusal> {
         let ip = peer.ip();
-        self.gate.lock().admit(ip, self.now())?;
+        self.gate.lock().admit(ip, who, self.now())?;
         Ok(Permit {
             guard: Arc::clone(self),
             ip,
+            who,
         })
     }
 
     /// Runs the accepting side's handshake on `tcp` from `peer`; the link's reads then
     /// spin up to `spin` before they block (`PS_SPIN_US`, see
     /// [`crate::van::tcp::spin_read`]). A failure is closed at once and counted against
-    /// the address when it is the peer's doing ([`HandshakeFailure::counts_against_peer`]).
+    /// the peer that made the connection (the permit's) when it is the peer's doing
+    /// ([`HandshakeFailure::counts_against_peer`]).
     pub fn accept(
         &self,
         mut tcp: Stream,
@@ -320,27 +343,27 @@ impl Guard {
             return Ok(Incoming {
                 reading: Reading::Plain(BufReader::with_capacity(1 << 16, SpinRead::new(tcp, spin))),
                 back,
-                roles: None,
+                cert: None,
                 _permit: permit,
             });
         };
         match self.respond(creds, &mut tcp, peer) {
-            Ok((conn, roles)) => {
+            Ok((conn, cert)) => {
                 let _ = tcp.set_read_timeout(None);
                 let _ = tcp.set_write_timeout(None);
                 Ok(Incoming {
                     reading: Reading::Tls(conn, SpinRead::new(tcp, spin)),
                     back,
-                    roles: Some(roles),
+                    cert: Some(cert),
                     _permit: permit,
                 })
             }
             Err(why) => {
                 let _ = tcp.shutdown(Shutdown::Both);
-                if self.gate.lock().failed(peer.ip(), &why, self.now()) {
+                let who = permit.who;
+                if self.gate.lock().failed(who, &why, self.now()) {
                     log::warn!(
-                        "rate-limiting {}: {} failed handshakes within {} s; refused for {} s",
-                        peer.ip(),
+                        "rate-limiting {who}: {} failed handshakes within {} s; refused for {} s",
                         self.limits.max_auth_failures,
                         FAIL_WINDOW_MS / 1000,
                         BAN_MS / 1000
@@ -351,13 +374,14 @@ impl Guard {
         }
     }
 
-    /// The server side of the handshake, its confirmation, and the dialer's roles.
+    /// The server side of the handshake, its confirmation, and what the dialer's
+    /// certificate says.
     fn respond(
         &self,
         creds: &Credentials,
         tcp: &mut Stream,
         peer: SocketAddr,
-    ) -> Result<(Box<Acceptor>, Roles), HandshakeFailure> {
+    ) -> Result<(Box<Acceptor>, PeerCert), HandshakeFailure> {
         let _slot = {
             let mut g = self.gate.lock();
             g.handshake_started(peer.ip())
@@ -393,19 +417,23 @@ impl Guard {
             Failed::Closed(e) => HandshakeFailure::CutShort(e),
             Failed::Io(e) => HandshakeFailure::CutShort(e.to_string()),
         })?;
-        let roles = conn
+        let leaf = conn
             .peer_certificates()
             .and_then(|c| c.first())
-            .map(peer::roles)
-            .transpose()
-            .map_err(|e| HandshakeFailure::Refused(e.to_string()))?
-            .unwrap_or_default();
+            .ok_or_else(|| HandshakeFailure::Refused("it presented no certificate".into()))?;
+        let roles = peer::roles(leaf).map_err(|e| HandshakeFailure::Refused(e.to_string()))?;
         if roles.0.is_empty() {
             return Err(HandshakeFailure::Refused("its certificate names no psrs role".into()));
         }
+        if !roles.names_node_role() {
+            return Err(HandshakeFailure::Refused(format!(
+                "its certificate names {roles}: no node role (a client certificate opens no node link)"
+            )));
+        }
+        let fingerprint = peer::fingerprint(leaf);
         conn.write(tcp, &[handshake::ACCEPTED])
             .map_err(|e| HandshakeFailure::CutShort(e.to_string()))?;
-        Ok((conn, roles))
+        Ok((conn, PeerCert { roles, fingerprint }))
     }
 }
 

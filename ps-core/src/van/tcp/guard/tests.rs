@@ -1,7 +1,12 @@
 use super::*;
 use crate::auth::{Secret, SecretSource};
-use crate::tls::CertRole;
+use crate::tls::{CertRole, Roles};
 use std::net::{TcpListener, TcpStream};
+
+/// What a dialer that does not know the peer's id expects: any node role.
+fn any_node() -> Expect {
+    Expect::of_key(-70_001)
+}
 
 fn creds(secret: u8, role: CertRole) -> Option<Credentials> {
     let s = Secret::new(vec![secret; 32], SecretSource::File).unwrap();
@@ -28,7 +33,7 @@ fn accept_then<T: Send + 'static>(
 ) -> std::thread::JoinHandle<T> {
     std::thread::spawn(move || {
         let (tcp, peer) = l.accept().unwrap();
-        let permit = guard.admit(peer).unwrap();
+        let permit = guard.admit(peer, crate::auth::gate::Peer::Addr(peer.ip())).unwrap();
         then(guard.accept(Stream::from(tcp), peer, permit, Duration::ZERO))
     })
 }
@@ -39,7 +44,7 @@ fn accept_one(l: TcpListener, guard: Arc<Guard>) -> std::thread::JoinHandle<Acce
         let mut inc = inc?;
         let mut got = Vec::new();
         let _ = inc.read_to_end(&mut got);
-        Ok((inc.roles().cloned(), got))
+        Ok((inc.cert().map(|c| c.roles.clone()), got))
     })
 }
 
@@ -49,7 +54,9 @@ fn a_tls_link_carries_messages_and_names_the_dialers_role() {
     let addr = l.local_addr().unwrap().to_string();
     let server = accept_one(l, Guard::new(&limits(5000), creds(1, CertRole::Server)));
     let dialer = Guard::new(&limits(5000), creds(1, CertRole::Worker));
-    let mut out = dialer.connect(TcpStream::connect(&addr).unwrap(), &addr).unwrap();
+    let mut out = dialer
+        .connect(TcpStream::connect(&addr).unwrap(), &addr, &any_node())
+        .unwrap();
     let big = Bytes::from(vec![7u8; 100_000]);
     out.seal(&[Bytes::from_static(b"hello "), big.clone()]).unwrap();
     assert!(out.sealed_pending(), "sealed records wait inside the connection");
@@ -74,7 +81,7 @@ fn a_dialer_of_another_cluster_is_refused_and_told() {
     let server = accept_one(l, Guard::new(&limits(5000), creds(1, CertRole::Server)));
     let stranger = Guard::new(&limits(5000), creds(2, CertRole::Worker));
     let e = stranger
-        .connect(TcpStream::connect(&addr).unwrap(), &addr)
+        .connect(TcpStream::connect(&addr).unwrap(), &addr, &any_node())
         .err()
         .expect("refused");
     assert_eq!(e.kind(), io::ErrorKind::PermissionDenied, "{e}");
@@ -150,7 +157,9 @@ fn messages_of_every_size_cross_a_tls_link_whole_and_in_order_across_a_key_updat
         got
     });
     let dialer = Guard::new(&limits(5000), creds(1, CertRole::Worker));
-    let mut out = dialer.connect(TcpStream::connect(&addr).unwrap(), &addr).unwrap();
+    let mut out = dialer
+        .connect(TcpStream::connect(&addr).unwrap(), &addr, &any_node())
+        .unwrap();
     let mut sent = Vec::new();
     for round in 0..2u32 {
         for (k, &size) in sizes.iter().enumerate() {
@@ -184,7 +193,9 @@ fn a_link_cut_inside_a_record_is_an_error() {
     let server = Guard::new(&limits(5000), creds(1, CertRole::Server));
     let reader = accept_then(l, server, |inc| inc.unwrap().read_frame(1000));
     let dialer = Guard::new(&limits(5000), creds(1, CertRole::Worker));
-    let mut out = dialer.connect(TcpStream::connect(&addr).unwrap(), &addr).unwrap();
+    let mut out = dialer
+        .connect(TcpStream::connect(&addr).unwrap(), &addr, &any_node())
+        .unwrap();
     out.seal(&[Bytes::from(vec![5u8; 1000])]).unwrap();
     let mut sealed = Vec::new();
     while out.sealed_pending() {
@@ -195,4 +206,67 @@ fn a_link_cut_inside_a_record_is_an_error() {
     let e = reader.join().unwrap().expect_err("half a record");
     assert_eq!(e.kind(), io::ErrorKind::UnexpectedEof);
     assert!(e.to_string().contains("in the middle of a TLS record"), "{e}");
+}
+
+/// A dialer checks the certificate of the peer it dialed: a worker's where the node
+/// table has a server is refused, and so is a certificate other than the one the id
+/// registered with; the right one is taken.
+#[test]
+fn a_dialer_refuses_a_peer_of_another_role_or_certificate() {
+    let serve = |role| {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        let g = Guard::new(&limits(5000), creds(1, role));
+        let fp = g.fingerprint();
+        (accept_one(l, g), addr, fp)
+    };
+    let dialer = Guard::new(&limits(5000), creds(1, CertRole::Worker));
+    let (_peer, addr, _) = serve(CertRole::Worker);
+    let e = dialer
+        .connect(TcpStream::connect(&addr).unwrap(), &addr, &Expect::of_key(8))
+        .err()
+        .expect("a worker where server 8 should be");
+    assert_eq!(e.kind(), io::ErrorKind::PermissionDenied, "{e}");
+    assert!(e.to_string().contains("names worker, not server"), "{e}");
+    let (_peer, addr, fp) = serve(CertRole::Server);
+    let mut other = crate::node::Node {
+        role: crate::node::Role::Server,
+        id: 8,
+        hostname: "127.0.0.1".into(),
+        port: 1,
+        is_recovery: false,
+        incarnation: 1,
+        cert: fp ^ 1,
+    };
+    let e = dialer
+        .connect(TcpStream::connect(&addr).unwrap(), &addr, &Expect::of_node(8, &other))
+        .err()
+        .expect("another certificate than server 8's");
+    assert!(e.to_string().contains("not the one node 8 registered with"), "{e}");
+    let (peer, addr, fp) = serve(CertRole::Server);
+    other.cert = fp;
+    let out = dialer
+        .connect(TcpStream::connect(&addr).unwrap(), &addr, &Expect::of_node(8, &other))
+        .unwrap();
+    out.shutdown(Shutdown::Both).unwrap();
+    let (roles, _) = peer.join().unwrap().unwrap();
+    assert_eq!(roles, Some(Roles(vec![CertRole::Worker])));
+}
+
+/// A `client` certificate (for the HTTP API) opens no node link: the accepting side
+/// refuses it after the handshake, and it counts against the peer.
+#[test]
+fn a_client_certificate_opens_no_node_link() {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    let server = accept_one(l, Guard::new(&limits(5000), creds(1, CertRole::Server)));
+    let client = Guard::new(&limits(5000), creds(1, CertRole::Client));
+    let e = client
+        .connect(TcpStream::connect(&addr).unwrap(), &addr, &any_node())
+        .err()
+        .expect("refused");
+    assert_eq!(e.kind(), io::ErrorKind::PermissionDenied, "{e}");
+    let why = server.join().unwrap().expect_err("refused");
+    assert!(why.to_string().contains("no node role"), "{why}");
+    assert!(why.counts_against_peer());
 }

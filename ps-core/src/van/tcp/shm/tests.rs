@@ -5,6 +5,7 @@ use super::region::{boot_id, Region};
 use super::wire::{mark, Descriptor, Layout, Offer, ACCEPT, DESC_LEN, REFUSE};
 use crate::config::Security;
 use crate::config::ShmConfig;
+use crate::van::authz::Expect;
 use crate::van::stats::ShmStats;
 use crate::van::tcp::guard::Guard;
 use crate::van::tcp::transport::TcpTransport;
@@ -125,7 +126,7 @@ fn write_raw(s: &mut impl Write, frames: &[&[u8]], marked: &[usize]) {
 fn offer(port: u16, offer: &Offer) -> (crate::van::tcp::guard::Outgoing, u8) {
     let guard = Guard::new(&Security::default().limits, None);
     let tcp = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    let mut out = guard.connect(tcp, "test").unwrap();
+    let mut out = guard.connect(tcp, "test", &Expect::of_key(-70_001)).unwrap();
     out.write_all(&offer.encode()).unwrap();
     out.flush().unwrap();
     let answer = out.read_answer(Duration::from_secs(10)).unwrap();
@@ -199,7 +200,11 @@ fn hostile_descriptors_are_dropped_and_the_link_goes_on() {
     // a marked frame on a link without a region, and a second offer
     let guard = Guard::new(&Security::default().limits, None);
     let mut plain = guard
-        .connect(TcpStream::connect(("127.0.0.1", port)).unwrap(), "test")
+        .connect(
+            TcpStream::connect(("127.0.0.1", port)).unwrap(),
+            "test",
+            &Expect::of_key(-70_001),
+        )
         .unwrap();
     write_raw(&mut plain, &[&good.encode()], &[0]);
     write_raw(&mut plain, &[b"after"], &[]);
