@@ -32,13 +32,17 @@ pub struct Notice {
     pub evicted: bool,
 }
 
+/// The version of a node table: the term its scheduler acted under, then that
+/// scheduler's state sequence (sequences of different terms do not compare).
+pub type TableVersion = (u64, u64);
+
 /// Incarnations per id, as one node knows them.
 #[derive(Debug, Clone, Default)]
 pub struct Peers {
     holders: BTreeMap<i32, u64>,
     /// The version (the scheduler's term, then its state sequence) of the newest
     /// table entry taken for each id.
-    versions: BTreeMap<i32, (u64, u64)>,
+    versions: BTreeMap<i32, TableVersion>,
     dead: BTreeMap<i32, u64>,
     retired: BTreeSet<(i32, u64)>,
     /// The certificate each id's holder registered with (see [`Node::cert`]).
@@ -108,7 +112,7 @@ impl Peers {
     /// newer) that are news here: an entry older than one already taken
     /// for its id, or naming a process that no longer holds it ([`Peers::stale`]),
     /// is left out (tables arrive out of order). Call before [`Peers::on_table`].
-    pub fn fresh(&mut self, nodes: Vec<Node>, version: (u64, u64)) -> Vec<Node> {
+    pub fn fresh(&mut self, nodes: Vec<Node>, version: TableVersion) -> Vec<Node> {
         nodes
             .into_iter()
             .filter(|n| {

@@ -4,8 +4,8 @@
 //! counts and the dead-node detector, as plain state machines from
 //! [`crate::protocol`]. Everything above it is reached through [`VanHandler`].
 
-pub mod clock;
 pub mod authz;
+pub mod clock;
 pub mod cork;
 pub mod error;
 pub mod factory;

@@ -10,7 +10,7 @@ use crate::config::Config;
 use crate::failover::{Epoch, Failover};
 use crate::message::Message;
 use crate::node::{Node, Role, EMPTY_ID, SCHEDULER};
-use crate::protocol::peers::Peers;
+use crate::protocol::peers::{Peers, TableVersion};
 use crate::protocol::resender::{needs_ack, signature, Resender};
 use crate::protocol::scheduler::SchedulerCore;
 use parking_lot::{Condvar, Mutex, RwLock};
@@ -85,7 +85,7 @@ pub struct Van {
     unconnected: Mutex<std::collections::VecDeque<(Message, Option<u64>)>>,
     /// Node table changes that arrived before this node's own table, with the state
     /// they were decided on, taken after it.
-    early: Mutex<Vec<((u64, u64), Vec<Node>)>>,
+    early: Mutex<Vec<(TableVersion, Vec<Node>)>>,
     /// Per-message authorization's state ([`crate::van::authz`]).
     authz: authorize::AuthzState,
     /// Ids whose process is a ps-lite one (see [`Van::is_pslite`]).

@@ -281,7 +281,7 @@ impl Van {
     /// taken, or naming a process that no longer holds its id, is left out). One
     /// naming this node's id with another process means the scheduler gave its id
     /// away: this process stops (false).
-    fn take_table(&self, version: (u64, u64), nodes: Vec<Node>) -> bool {
+    fn take_table(&self, version: crate::protocol::peers::TableVersion, nodes: Vec<Node>) -> bool {
         let nodes = self.peers.write().fresh(nodes, version);
         let me = self.my_node();
         if let Some(n) = nodes.iter().find(|n| n.id == me.id && n.incarnation != me.incarnation) {
