@@ -113,30 +113,7 @@ fn passes(shape: Shape, secs: f64) -> u32 {
 }
 
 fn job(data: &Path, work: &Path, passes: u32) -> Vec<String> {
-    let (data, work) = (data.display().to_string(), work.display().to_string());
-    let p = passes.to_string();
-    [
-        "train",
-        "--model",
-        "softmax",
-        "--lr",
-        "0.05",
-        "--batch",
-        "16",
-        "--epochs",
-        &p,
-        "--train",
-        &data,
-        "--test",
-        &data,
-        "--work-dir",
-        &work,
-        "--progress-secs",
-        "0",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect()
+    training::softmax_args(data, work, passes, 16)
 }
 
 fn sleep_s(s: f64) {

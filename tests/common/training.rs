@@ -69,9 +69,16 @@ pub fn convert_chunks(dir: &Path, split: &str, per_chunk: u32) -> PathBuf {
 /// `progress:` line per finished task.
 pub fn small_job(dir: &Path, epochs: u32) -> Vec<String> {
     require_data();
-    let data = convert_chunks(dir, "t10k", 500).display().to_string();
-    let work = dir.join("work").display().to_string();
-    let e = epochs.to_string();
+    let data = convert_chunks(dir, "t10k", 500);
+    softmax_args(&data, &dir.join("work"), epochs, 64)
+}
+
+/// `psrs train` arguments of a softmax job on `data` (training and test set),
+/// `epochs` passes of `batch`-example minibatches, working in `work`, a `progress:`
+/// line per finished task.
+pub fn softmax_args(data: &Path, work: &Path, epochs: u32, batch: u32) -> Vec<String> {
+    let (data, work) = (data.display().to_string(), work.display().to_string());
+    let (e, b) = (epochs.to_string(), batch.to_string());
     [
         "train",
         "--model",
@@ -79,7 +86,7 @@ pub fn small_job(dir: &Path, epochs: u32) -> Vec<String> {
         "--lr",
         "0.05",
         "--batch",
-        "64",
+        &b,
         "--epochs",
         &e,
         "--train",
