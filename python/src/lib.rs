@@ -48,5 +48,6 @@ fn _psrs(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<master::Master>()?;
     m.add_class::<bench::RustBench>()?;
     m.add_class::<tables::Tables>()?;
+    m.add_class::<tables::PendingLookup>()?;
     Ok(())
 }

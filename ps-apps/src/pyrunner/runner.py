@@ -8,8 +8,9 @@ header, then binary data.
 
 Requests (header "op"):
   load    {job, torch | runner [, pythonpath], threads}: drop the previous job's model,
-          load this one (torch.jit.load, or import module:function)
-  forward {rows, cols} + float32 [rows, cols]: the TorchScript model's logits,
+          load this one (a torch.export program with torch.export.load, a TorchScript
+          file with torch.jit.load, or import module:function)
+  forward {rows, cols} + float32 [rows, cols]: the torch model's logits,
           answered as {rows, cols} + float32 [rows, classes]
   call    {inputs: "paths", paths} or {inputs: "bytes", lens} + the bytes: the user's
           function over the list of inputs, answered as {outputs: [[field, ...], ...]}
@@ -95,16 +96,38 @@ def set_threads(n):
         torch.set_num_threads(n)
 
 
+def is_exported_program(path):
+    """True if `path` is a torch.export archive (torch.export.save: a zip whose
+    entries hold an `archive_format` file), False for TorchScript's zip."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as z:
+            return any(n.rsplit("/", 1)[-1] == "archive_format" for n in z.namelist())
+    except (OSError, zipfile.BadZipFile):
+        return False
+
+
+def load_torch(path):
+    """The model in `path`, ready to call: a torch.export program (.pt2, its module)
+    or a TorchScript file (in eval mode)."""
+    import torch
+
+    if is_exported_program(path):
+        return torch.export.load(path).module()
+    model = torch.jit.load(path, map_location="cpu")
+    model.eval()
+    return model
+
+
 def load(st, h):
     st.unload()
     threads = int(h.get("threads") or 1)
     if h.get("torch"):
-        import torch
+        import torch  # noqa: F401  (set_threads sets its threads)
 
         set_threads(threads)
-        model = torch.jit.load(h["torch"], map_location="cpu")
-        model.eval()
-        st.model = model
+        st.model = load_torch(h["torch"])
     else:
         spec = h["runner"]
         module, _, name = spec.partition(":")
@@ -137,7 +160,7 @@ def forward(st, h, tail):
     import torch
 
     if st.model is None:
-        raise RuntimeError("no TorchScript model loaded")
+        raise RuntimeError("no torch model loaded")
     rows, cols = int(h["rows"]), int(h["cols"])
     if len(tail) != rows * cols * 4:
         raise ValueError(f"{len(tail)} bytes for a float32 batch [{rows}, {cols}]")

@@ -9,15 +9,17 @@ use super::error::TablesError;
 use super::keys::KeySpace;
 use super::pack::{step_pairs, RowGrads};
 use super::shard::dense_block;
-use super::spec::ModelSpec;
+use super::halves;
+use super::spec::{ModelSpec, TableSpec};
 use super::wire::{
-    encode_declaration, CMD_DECLARE, CMD_DENSE, CMD_IDLE, CMD_JOIN, CMD_ROWS, CMD_STEP, STATUS_NOT_YET,
-    STATUS_UNDECLARED,
+    dump_cursor, encode_declaration, CMD_DECLARE, CMD_DENSE, CMD_DUMP, CMD_IDLE, CMD_JOIN, CMD_ROWS, CMD_STEP,
+    DUMP_END, STATUS_NOT_YET, STATUS_UNDECLARED,
 };
 use crate::train::resend::{exchange_all, IdleNotice, Outgoing};
 use crate::train::versions::Mode;
 use ps_core::kv::{KVPairs, KVWorker, KvError, KvRequest, SArray, ServerReply};
 use std::ops::Range;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Why a table request failed.
@@ -58,9 +60,139 @@ impl StepOutcome {
     }
 }
 
+/// Looks rows up (and reads whole tables) without the client: several can run at
+/// once, beside a step in flight on the client's thread (a prefetch of the next
+/// batch's rows while this batch computes).
+#[derive(Clone)]
+pub struct RowReader {
+    kv: Arc<KVWorker<f32>>,
+    tables: Vec<TableSpec>,
+    timeout: Duration,
+}
+
+impl RowReader {
+    fn run(&self, reqs: &[Outgoing<'_, f32>]) -> Result<Vec<Vec<ServerReply<f32>>>, ClientError> {
+        exchange_all(&self.kv, self.timeout, reqs, &|| false).map_err(kv_failure)
+    }
+
+    fn table(&self, table: usize) -> Result<&TableSpec, ClientError> {
+        self.tables
+            .get(table)
+            .ok_or_else(|| ClientError::Refused(format!("no embedding table {table}")))
+    }
+
+    /// The values of the rows `keys` (sorted, unique row keys of table `table`, from
+    /// [`KeySpace::sorted_row_keys`]) into `out` (`keys.len() * dim`).
+    pub fn lookup(&self, table: usize, keys: SArray<u64>, out: &mut [f32]) -> Result<(), ClientError> {
+        let spec = self.table(table)?;
+        let dim = spec.dim as usize;
+        if out.len() != keys.len() * dim {
+            return Err(ClientError::Refused(format!(
+                "{} values for {} rows of {dim}",
+                out.len(),
+                keys.len()
+            )));
+        }
+        if keys.is_empty() {
+            return Ok(());
+        }
+        let make = || {
+            KvRequest::new(
+                KVPairs {
+                    keys: keys.clone(),
+                    ..Default::default()
+                },
+                CMD_ROWS,
+                false,
+                true,
+            )
+        };
+        let replies = self.run(&[Outgoing {
+            idempotent: true,
+            make: &make,
+        }])?;
+        let replies = &replies[0];
+        TableClient::undeclared(replies)?;
+        let wire = spec.wire_len();
+        let mut at = 0;
+        for r in replies {
+            let v = &r.data.vals;
+            let rows = v.len() / wire;
+            let dst = out
+                .get_mut(at..at + rows * dim)
+                .filter(|_| v.len() % wire == 0)
+                .ok_or_else(|| ClientError::Cluster("the servers sent more row values than asked".into()))?;
+            if spec.fp16_wire {
+                halves::unpack(v, dim, dst);
+            } else {
+                dst.copy_from_slice(v);
+            }
+            at += rows * dim;
+        }
+        if at != out.len() {
+            return Err(ClientError::Cluster(format!(
+                "the servers sent {at} row values, {} were asked",
+                out.len()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Every row of table `table` the servers store (updated at least once, not
+    /// expired), page by page from each server: their ids (in no order) and values
+    /// (`dim` each). Run it when no worker trains: a page is a run of a server's
+    /// slots, which move while gradients are applied.
+    pub fn dump(&self, table: usize) -> Result<(Vec<u64>, Vec<f32>), ClientError> {
+        let dim = self.table(table)?.dim as usize;
+        let n = self.kv.ranges().len();
+        let space = KeySpace::new(n).map_err(|e| ClientError::Refused(e.to_string()))?;
+        let (mut ids, mut vals) = (Vec::new(), Vec::new());
+        for s in 0..n {
+            let mut from = 0u64;
+            loop {
+                let make = || {
+                    let mut req = KvRequest::new(
+                        KVPairs {
+                            keys: vec![space.dense_key(s)].into(),
+                            ..Default::default()
+                        },
+                        CMD_DUMP,
+                        false,
+                        true,
+                    );
+                    req.versions = (0..n).map(|_| dump_cursor(table, from)).collect();
+                    req
+                };
+                let replies = self.run(&[Outgoing {
+                    idempotent: true,
+                    make: &make,
+                }])?;
+                let r = replies[0]
+                    .first()
+                    .ok_or_else(|| ClientError::Cluster(format!("server {s} sent no rows")))?;
+                TableClient::undeclared(&replies[0])?;
+                if r.data.vals.len() != r.data.keys.len() * dim {
+                    return Err(ClientError::Cluster(format!(
+                        "server {s} sent {} values for {} rows of {dim}",
+                        r.data.vals.len(),
+                        r.data.keys.len()
+                    )));
+                }
+                ids.extend_from_slice(&r.data.keys);
+                vals.extend_from_slice(&r.data.vals);
+                if r.version == DUMP_END || r.version <= from {
+                    break;
+                }
+                from = r.version;
+            }
+        }
+        Ok((ids, vals))
+    }
+}
+
 /// A worker's connection to the parameter tables of one declared model.
 pub struct TableClient {
-    kv: KVWorker<f32>,
+    kv: Arc<KVWorker<f32>>,
     space: KeySpace,
     spec: ModelSpec,
     spec_bytes: Vec<u8>,
@@ -83,7 +215,7 @@ impl TableClient {
         let blocks = (0..n).map(|s| dense_block(spec.dense_len(), n, s)).collect();
         Ok(TableClient {
             spec_bytes: spec.encode(),
-            kv,
+            kv: Arc::new(kv),
             space,
             spec,
             blocks,
@@ -98,6 +230,15 @@ impl TableClient {
     /// true; `f` is called every 50 ms while waiting.
     pub fn set_interrupt(&mut self, f: Box<dyn Fn() -> bool + Send>) {
         self.interrupted = f;
+    }
+
+    /// A reader of rows that works beside this client (see [`RowReader`]).
+    pub fn reader(&self) -> RowReader {
+        RowReader {
+            kv: Arc::clone(&self.kv),
+            tables: self.spec.tables.clone(),
+            timeout: self.timeout,
+        }
     }
 
     /// The key layout.
@@ -310,54 +451,7 @@ impl TableClient {
     /// The values of the rows `keys` (sorted, unique row keys of table `table`, from
     /// [`KeySpace::sorted_row_keys`]) into `out` (`keys.len() * dim`).
     pub fn lookup(&mut self, table: usize, keys: SArray<u64>, out: &mut [f32]) -> Result<(), ClientError> {
-        let dim = self
-            .spec
-            .tables
-            .get(table)
-            .ok_or_else(|| ClientError::Refused(format!("no embedding table {table}")))?
-            .dim as usize;
-        if out.len() != keys.len() * dim {
-            return Err(ClientError::Refused(format!(
-                "{} values for {} rows of {dim}",
-                out.len(),
-                keys.len()
-            )));
-        }
-        if keys.is_empty() {
-            return Ok(());
-        }
-        let make = || {
-            KvRequest::new(
-                KVPairs {
-                    keys: keys.clone(),
-                    ..Default::default()
-                },
-                CMD_ROWS,
-                false,
-                true,
-            )
-        };
-        let replies = self.run(&[Outgoing {
-            idempotent: true,
-            make: &make,
-        }])?;
-        let replies = &replies[0];
-        Self::undeclared(replies)?;
-        let mut at = 0;
-        for r in replies {
-            let v = &r.data.vals;
-            out.get_mut(at..at + v.len())
-                .ok_or_else(|| ClientError::Cluster("the servers sent more row values than asked".into()))?
-                .copy_from_slice(v);
-            at += v.len();
-        }
-        if at != out.len() {
-            return Err(ClientError::Cluster(format!(
-                "the servers sent {at} row values, {} were asked",
-                out.len()
-            )));
-        }
-        Ok(())
+        self.reader().lookup(table, keys, out)
     }
 
     /// One training step: pushes the dense gradient `dense` (all values, flattened)
@@ -375,11 +469,24 @@ impl TableClient {
         send: &[bool],
         out: &mut [f32],
     ) -> Result<StepOutcome, ClientError> {
+        let kvs = self.step_request(dense, rows)?;
+        self.send_step(kvs, send, out)
+    }
+
+    /// A step's push ([`step_pairs`]): the dense gradient `dense` (all values) and the
+    /// rows' gradients, checked; it no longer refers to `rows`' memory (a dense-only
+    /// model's still shares `dense`).
+    pub fn step_request(&self, dense: SArray<f32>, rows: &[RowGrads<'_>]) -> Result<KVPairs<f32>, ClientError> {
         self.check_len(dense.len())?;
+        step_pairs(&self.space, dense, rows).map_err(|e| ClientError::Refused(e.to_string()))
+    }
+
+    /// Sends a step's push from [`TableClient::step_request`] and pulls the new dense
+    /// values into `out`: the rest of [`TableClient::step`].
+    pub fn send_step(&mut self, kvs: KVPairs<f32>, send: &[bool], out: &mut [f32]) -> Result<StepOutcome, ClientError> {
         self.check_len(out.len())?;
         let n = self.space.num_servers();
         let to = |s: usize| send.get(s).copied().unwrap_or(true);
-        let kvs = step_pairs(&self.space, dense, rows).map_err(|e| ClientError::Refused(e.to_string()))?;
         self.idle.end();
         let sync = matches!(self.spec.mode, Mode::Sync { .. });
         let versions = self.versions.clone();

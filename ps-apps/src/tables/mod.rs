@@ -60,6 +60,7 @@
 
 pub mod client;
 pub mod error;
+pub mod halves;
 pub mod init;
 pub mod keys;
 pub mod optim;
