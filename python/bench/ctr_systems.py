@@ -186,7 +186,8 @@ def run_single(a, report):
 
 def run_torchrec(a, report, rank, port):
     """One TorchRec rank (gloo, CPU): the 26 fields as 26 tables of an
-    EmbeddingBagCollection sharded row-wise over the ranks, trained by FBGEMM's fused
+    EmbeddingBagCollection sharded table-wise over the ranks (TorchRec on CPU
+    allows no row-wise sharding), trained by FBGEMM's fused
     Adagrad in the backward pass; the MLPs by Adam under DDP (DistributedModelParallel
     wraps them)."""
     import torch
@@ -229,7 +230,7 @@ def run_torchrec(a, report, rank, port):
             return self.dense.interact(x, e)
 
     model = Sharded()
-    constraints = {f"t{f}": ParameterConstraints(sharding_types=[ShardingType.ROW_WISE.value])
+    constraints = {f"t{f}": ParameterConstraints(sharding_types=[ShardingType.TABLE_WISE.value])
                    for f in range(len(cards))}
     planner = EmbeddingShardingPlanner(topology=Topology(world_size=a.procs, compute_device="cpu"),
                                        constraints=constraints)

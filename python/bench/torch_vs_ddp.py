@@ -202,7 +202,7 @@ def configs(a):
                     [*local, "2", "2", *me, "--system", "psrs", "--mode", "sync", *common]))
         out.append(("ctr ddp gloo 2p, sparse nn.Embedding", [*me, "--system", "ddp", *common]))
         rec = os.environ.get("TORCHREC_PYTHON", str(ROOT / "target" / "py-venv-torchrec" / "bin" / "python"))
-        out.append(("ctr torchrec 2p, row-wise", [rec, *me[1:], "--system", "torchrec", *common]))
+        out.append(("ctr torchrec 2p, table-wise", [rec, *me[1:], "--system", "torchrec", *common]))
         out.append(("ctr one process", [*me, "--system", "single", *common]))
         dense = ["--model", "ctr", "--scale", str(a.scale), "--samples", str(a.batch * (a.dense_steps + 1)),
                  "--batch", str(a.batch), "--warmup", "1", "--bottom", a.bottom, "--top", a.top]

@@ -29,32 +29,37 @@ from pathlib import Path
 
 import numpy as np
 import psrs
-import torch
-import torch.nn.functional as F
-from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from ctr_data import NUMERIC, auc, cardinalities  # noqa: E402
-from dlrm import BOTTOM, DLRM, TOP, sizes  # noqa: E402
+
+BOTTOM, TOP = "512-256-64", "512-256"  # dlrm.py's (imported on workers only: servers load no torch)
 
 
 def split(x, y):
     """Records (n, 39) as the model's inputs (counts, categories) and the labels."""
+    import torch
+
     x = torch.from_numpy(x)
     return x[:, :NUMERIC].clamp(min=0), x[:, NUMERIC:].to(torch.int64), torch.from_numpy(y)
 
 
-class Serve(nn.Module):
+def serving(model):
     """The trained model as an inference job calls it: records (n, 39) float32 to the
     logits of [no click, click] (n, 2), whose softmax is the click probability."""
+    import torch
+    from torch import nn
 
-    def __init__(self, model):
-        super().__init__()
-        self.model = model
+    class Serve(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = model
 
-    def forward(self, x):
-        logit = self.model(x[:, :NUMERIC].clamp(min=0), x[:, NUMERIC:].to(torch.int64))
-        return torch.stack([torch.zeros_like(logit), logit], 1)
+        def forward(self, x):
+            logit = self.model(x[:, :NUMERIC].clamp(min=0), x[:, NUMERIC:].to(torch.int64))
+            return torch.stack([torch.zeros_like(logit), logit], 1)
+
+    return Serve()
 
 
 def peak_mib():
@@ -62,6 +67,8 @@ def peak_mib():
 
 
 def scores(model, ints, cats, batch=8192):
+    import torch
+
     model.eval()
     with torch.no_grad():
         out = torch.cat([model(ints[s:s + batch], cats[s:s + batch]) for s in range(0, len(ints), batch)])
@@ -74,12 +81,17 @@ def batches(ints, cats, labels, size):
 
 
 def work(a, pt, cards, joined):
+    import torch
+    import torch.nn.functional as F
+    from dlrm import DLRM, sizes
+
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
     emb = pt.Embedding(sum(cards), a.dim, optimizer=a.emb_optimizer, lr=a.emb_lr, init_std=a.init_std,
                        admit_after=a.admit_after, expire_after=a.expire_after, fp16_wire=a.fp16_wire)
     model = DLRM(emb, cards, a.dim, sizes(a.bottom), sizes(a.top))
-    opt = pt.DistributedOptimizer(model, optimizer="adam", lr=a.lr, mode=a.mode, staleness=a.staleness)
+    opt = pt.DistributedOptimizer(model, optimizer="adam", lr=a.lr, mode=a.mode, staleness=a.staleness,
+                                  overlap=a.overlap and a.mode != "sync")
     prefetch = a.prefetch and a.mode != "sync"
     seen, started = 0, time.monotonic()
     for task in psrs.tasks(a.train):
@@ -108,12 +120,15 @@ def work(a, pt, cards, joined):
     opt.pull()
     if a.test:
         ints, cats, labels = split(*psrs.read_records(a.test))
-        got = auc(scores(model, ints, cats).numpy(), labels.numpy())
+        logits = scores(model, ints, cats)
+        got = auc(logits.numpy(), labels.numpy())
         best = f" best {a.best_auc:.4f}" if a.best_auc else ""
-        print(f"final test auc {got:.4f}{best}", flush=True)
+        print(f"final test auc {got:.6f}{best}", flush=True)
+        if a.test_scores:
+            np.save(a.test_scores, torch.sigmoid(logits).numpy())
     if a.export:
         example = torch.zeros(4, NUMERIC + len(cards))
-        rows = pt.export(Serve(model), a.export, (example,))
+        rows = pt.export(serving(model), a.export, (example,))
         print(f"exported {a.export}: {rows} embedding rows", flush=True)
 
 
@@ -126,8 +141,8 @@ def main():
                    "or a comma-separated list (default: Criteo-Kaggle's, times --scale)")
     p.add_argument("--scale", type=float, default=1.0, help="Criteo-Kaggle's cardinalities times this")
     p.add_argument("--dim", type=int, default=16, help="embedding width")
-    p.add_argument("--bottom", default="-".join(map(str, BOTTOM)), help="hidden widths of the bottom MLP")
-    p.add_argument("--top", default="-".join(map(str, TOP)), help="hidden widths of the top MLP")
+    p.add_argument("--bottom", default=BOTTOM, help="hidden widths of the bottom MLP")
+    p.add_argument("--top", default=TOP, help="hidden widths of the top MLP")
     p.add_argument("--mode", choices=["sync", "async", "bounded"], default="async")
     p.add_argument("--staleness", type=int, default=4)
     p.add_argument("--epochs", type=int, default=1)
@@ -142,6 +157,9 @@ def main():
     p.add_argument("--no-prefetch", dest="prefetch", action="store_false",
                    help="look each batch's rows up when it starts (async and bounded prefetch the next one's)")
     p.add_argument("--export", help="worker 0 writes the trained model here (a torch.export .pt2 program)")
+    p.add_argument("--test-scores", help="worker 0 writes the test rows' click probabilities here (.npy)")
+    p.add_argument("--no-overlap", dest="overlap", action="store_false",
+                   help="async and bounded steps wait for their push (default: it runs while the next batch computes)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--threads", type=int, default=1,
                    help="torch threads per worker (several workers share a machine's cores)")

@@ -353,3 +353,36 @@ def test_a_killed_server_goes_on_with_its_optimizer_state(cluster_factory, tmp_p
     rank = int(m.group(1))
     assert got["w"] != base["w"], got
     assert got["versions"][rank] == {0: 5, 1: 6}[rank] and got["versions"][1 - rank] == 12, (rank, got)
+
+
+def test_table_options_prefetch_overlapped_steps_and_the_exported_model(cluster_factory):
+    """One worker, async with overlap=True (a step's push and pull run while the next
+    batch computes) and each next batch's rows prefetched. Every push arrives once (the
+    dense values are minus the steps). A table with admit_after=2 and expire_after=3
+    creates a row only at its second step with a gradient (the first one's dropped)
+    and drops it after 3 steps untouched. A float16 table ends within float16's
+    precision of its float32 twin. The exported model (pt.exported) answers stored
+    rows as the servers hold them and never stored rows with the servers' initial
+    values."""
+    c = cluster_factory(1, 1, limit=90)
+    node = py("torch_node.py", "--scenario", "options")
+    c.start(node, node, node)
+    c.assert_ok()
+    res = result(c.role("worker")[0])
+    steps = len(torch_work.FILTER_IDS)
+    assert res["w"] == [-float(steps)] * 6 and res["rejected"] == 0, res
+    assert res["checked"] >= 5 and res["mismatched"] == 0, f"prefetched rows differ from the servers': {res}"
+    # rows 1, 2, 5 of the filtered table (gradient 1 per step, lr 1, initial values 0)
+    assert res["filt"]["2"] == [[-1.0, -1.0], [0.0, 0.0], [0.0, 0.0]], res["filt"]
+    assert res["filt"]["5"] == [[0.0, 0.0], [0.0, 0.0], [-2.0, -2.0]], res["filt"]
+    assert res["exported_filt"] == [[0.0, 0.0], [-2.0, -2.0]], res["exported_filt"]
+    half, full = torch.tensor(res["half"]), torch.tensor(res["full"])
+    ex_half, ex_full = torch.tensor(res["exported_half"]), torch.tensor(res["exported_full"])
+    close(ex_full, full, "the exported float32 table (stored and initial rows)", tol=1e-6)
+    assert not torch.equal(half, ex_half), "the float16 table's lookups travel as float16"
+    close(half, ex_half, "the float16 table's lookups", tol=2e-3)
+    close(ex_half, ex_full, "the float16 table against its float32 twin", tol=1e-2)
+    # stored rows: 1 in the filtered table, 13 distinct ids in each of the others
+    assert res["stored"] == 27, res["stored"]
+    (s,) = c.role("server")
+    assert re.search(r"^server 0 version 5 rows \[1, 13, 13\]", s.stdout(), re.M), s.stdout()

@@ -37,7 +37,7 @@ ROWS = 10**9
 # Each step touches some rows of each table and not others (two of the five embedding
 # rows and one of the six bag rows get no gradient in a step, a different one each
 # step), with repeats within a lookup and between the workers.
-EMB_POOL = [5, 7, 11, ROWS - 1, 2**33]
+EMB_POOL = [5, 7, 11, ROWS - 1, 2**29 + 3]
 BAG_POOL = [1, 2, 3, 4, 9, 500]
 
 
@@ -309,3 +309,62 @@ def replay(a, pt):
     print("RESULT " + json.dumps(out), flush=True)
 
 
+
+
+class Options(nn.Module):
+    """A table with Monolith's options (created after gradients in 2 steps, dropped
+    after 3 steps untouched), and two tables of the same seed and updates, one
+    travelling as float16."""
+
+    def __init__(self, pt):
+        super().__init__()
+        self.w = nn.Parameter(torch.zeros(6))
+        self.filt = pt.Embedding(ROWS, 2, optimizer="sgd", lr=1.0, init_std=0.0, admit_after=2, expire_after=3)
+        self.low = pt.Embedding(ROWS, 4, optimizer="sgd", lr=0.5, init_std=0.3, seed=11, fp16_wire=True)
+        self.full = pt.Embedding(ROWS, 4, optimizer="sgd", lr=0.5, init_std=0.3, seed=11)
+
+
+FILTER_IDS = [[1, 2], [1], [5], [5], [5]]  # the filtered table's ids in steps 1 to 5
+
+
+def options(a, pt):
+    """One worker, async with overlap=True and each next batch's rows prefetched: the
+    filtered table's rows after steps 2 and 5, the float16 and float32 tables' rows, the
+    dense values (each step's gradient is 1: every push must arrive once), and the
+    exported model's rows for stored and never stored ids."""
+    model = Options(pt)
+    opt = pt.DistributedOptimizer(model, optimizer="sgd", lr=1.0, mode="async", overlap=True)
+    ids = [torch.tensor([k, ROWS - 1 - k, 3 * k]) for k in range(len(FILTER_IDS) + 1)]
+    seen, checked, mismatched = {}, 0, 0
+    for k, f in enumerate(FILTER_IDS):
+        if k + 1 < len(FILTER_IDS):  # the next batch's rows, looked up while this one computes
+            model.filt.prefetch(torch.tensor(FILTER_IDS[k + 1]))
+            model.low.prefetch(ids[k + 1])
+            model.full.prefetch(ids[k + 1])
+        opt.zero_grad()
+        coef = torch.sin(torch.arange(12, dtype=torch.float32) + k).reshape(3, 4)
+        rows = model.full(ids[k])
+        # a prefetched row equals the servers' unless a step in flight since updated it
+        with torch.no_grad():
+            fresh = model.full(ids[k])
+        recent = {int(i) for j in (k - 1, k - 2) if j >= 0 for i in ids[j]}
+        for i, row in enumerate(ids[k].tolist()):
+            if row not in recent:
+                checked += 1
+                mismatched += int(not torch.equal(rows[i], fresh[i]))
+        loss = (model.w.sum() + model.filt(torch.tensor(f)).sum() + (model.low(ids[k]) * coef).sum()
+                + (rows * coef).sum())
+        loss.backward()
+        opt.step()
+        if k + 1 in (2, 5):
+            opt.synchronize()
+            seen[k + 1] = rows_of(model.filt, [1, 2, 5])
+    opt.pull()
+    probe = torch.tensor([0, 1, ROWS - 1, 6, 12, 123456789])
+    plain, stored = pt.exported(model)
+    with torch.no_grad():
+        out = {"w": [float(v) for v in model.w], "filt": seen, "half": model.low(probe).tolist(),
+               "full": model.full(probe).tolist(), "exported_full": plain.full(probe).tolist(),
+               "exported_half": plain.low(probe).tolist(), "exported_filt": plain.filt(torch.tensor([1, 5])).tolist(),
+               "stored": stored, "rejected": opt.rejected, "checked": checked, "mismatched": mismatched}
+    print("RESULT " + json.dumps(out), flush=True)
