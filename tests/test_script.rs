@@ -9,14 +9,16 @@ fn run(body: &str) -> (i32, String) {
     let root = env!("CARGO_MANIFEST_DIR");
     let script = format!("set -uo pipefail\ncd {root}\n. scripts/lib/phases.sh\n{body}\nsummary");
     let out = Command::new("bash").arg("-c").arg(script).output().expect("bash");
-    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stderr).into_owned())
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 #[test]
 fn a_failing_early_phase_lets_the_later_ones_run_and_fails_the_script() {
-    let (code, log) = run(
-        "phase early-tests false\nphase later-tests bash -c 'echo later ran >&2'\nskipped root-tests 'needs root'",
-    );
+    let (code, log) =
+        run("phase early-tests false\nphase later-tests bash -c 'echo later ran >&2'\nskipped root-tests 'needs root'");
     assert_eq!(code, 1, "{log}");
     assert!(log.contains("later ran"), "the later phase did not run:\n{log}");
     let table = &log[log.find("summary").expect("no summary")..];

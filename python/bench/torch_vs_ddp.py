@@ -17,7 +17,10 @@ and every process's peak memory by role (python/bench/torch_vs_ddp.sh runs this)
     built for one torch release, which need not be the one psrs's venv has);
   - one process alone (every core's torch threads, both workers' samples);
   - footnote: DDP with a dense nn.Embedding (the whole table's gradient allreduced
-    every step), --dense-steps steps only.
+    every step), --dense-steps steps only;
+  - with --ablations: psrs async without overlap and prefetch, and psrs async and
+    sync with float16 rows on the wire (sync is deterministic: its AUC against the
+    float32 run's is float16's cost alone).
 - cnn: the Fashion-MNIST CNN of python/examples/torch_fashion_mnist.py, batch 64 per
   worker: psrs sync and async with 1 and 2 servers and 2 workers, DDP (gloo, 2
   processes), one process.
@@ -200,6 +203,13 @@ def configs(a):
                     [*local, "2", "2", *me, "--system", "psrs", "--mode", "async", *common]))
         out.append(("ctr psrs sync 2s 2w",
                     [*local, "2", "2", *me, "--system", "psrs", "--mode", "sync", *common]))
+        if a.ablations:
+            out.append(("ctr psrs async 2s 2w, no overlap, no prefetch",
+                        [*local, "2", "2", *me, "--system", "psrs", "--mode", "async", "--no-overlap", *common]))
+            out.append(("ctr psrs async 2s 2w, float16 rows",
+                        [*local, "2", "2", *me, "--system", "psrs", "--mode", "async", "--fp16", *common]))
+            out.append(("ctr psrs sync 2s 2w, float16 rows",
+                        [*local, "2", "2", *me, "--system", "psrs", "--mode", "sync", "--fp16", *common]))
         out.append(("ctr ddp gloo 2p, sparse nn.Embedding", [*me, "--system", "ddp", *common]))
         rec = os.environ.get("TORCHREC_PYTHON", str(ROOT / "target" / "py-venv-torchrec" / "bin" / "python"))
         out.append(("ctr torchrec 2p, table-wise", [rec, *me[1:], "--system", "torchrec", *common]))
@@ -273,6 +283,8 @@ def main():
         q.add_argument("--top", default="512-256", help="hidden widths of the top MLP")
         q.add_argument("--dense-steps", type=int, default=5, help="steps of the dense-gradient DDP footnote")
         q.add_argument("--timeout", type=int, default=3600, help="seconds a configuration may take")
+        q.add_argument("--ablations", action="store_true",
+                       help="also psrs async without overlap and prefetch, and with float16 rows (async and sync)")
     r = sub.add_parser("run", help="one process of one configuration")
     r.add_argument("--system", choices=["psrs", "ddp", "single", "torchrec"], required=True)
     r.add_argument("--model", choices=["cnn", "ctr"], required=True)

@@ -97,14 +97,14 @@ class Planted:
     """The planted model: per field a Zipf popularity over its categories, a bijection
     from popularity ranks to category numbers, and hashed weights by rank."""
 
-    def __init__(self, cards=None, zipf=1.1, sigma=0.5, tau=0.12, factors=4, seed=7):
+    def __init__(self, cards=None, zipf=1.1, sigma=0.5, tau=0.12, factors=4, seed=7, decay=DECAY):
         self.cards = np.array(cards if cards is not None else CRITEO_KAGGLE, dtype=np.int64)
         if len(self.cards) != CATEGORICAL or (self.cards < 1).any() or (self.cards >= 1 << 24).any():
             raise ValueError("26 cardinalities from 1 to 2**24 - 1 are needed")
         if zipf <= 1.0:
             raise ValueError(f"zipf={zipf}: the exponent must be above 1")
         rng = np.random.default_rng(seed)
-        self.zipf, self.sigma, self.tau, self.factors, self.seed = zipf, sigma, tau, factors, seed
+        self.zipf, self.sigma, self.tau, self.factors, self.seed, self.decay = zipf, sigma, tau, factors, seed, decay
         # rank r of field f is category (a_f * r + b_f) mod n_f, a_f coprime to n_f
         self.a = np.empty(CATEGORICAL, dtype=np.int64)
         self.b = np.empty(CATEGORICAL, dtype=np.int64)
@@ -139,7 +139,7 @@ class Planted:
         """The weight and the factors of field f's categories of these ranks."""
         keys = (np.uint64(f) << np.uint64(40)) | ranks.astype(np.uint64)
         z = _normals(keys, 1 + self.factors, self.seed)
-        shrink = 1.0 + ranks / DECAY
+        shrink = 1.0 + ranks / self.decay
         w = z[:, 0] * (self.sigma / np.sqrt(shrink))
         v = z[:, 1:] * (self.tau / shrink[:, None] ** 0.25)
         return w.astype(np.float32), v.astype(np.float32)

@@ -87,7 +87,7 @@ def work(a, pt, cards, joined):
 
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
-    emb = pt.Embedding(sum(cards), a.dim, optimizer=a.emb_optimizer, lr=a.emb_lr, init_std=a.init_std,
+    emb = pt.Embedding(max(sum(cards), a.table_rows), a.dim, optimizer=a.emb_optimizer, lr=a.emb_lr, init_std=a.init_std,
                        admit_after=a.admit_after, expire_after=a.expire_after, fp16_wire=a.fp16_wire)
     model = DLRM(emb, cards, a.dim, sizes(a.bottom), sizes(a.top))
     opt = pt.DistributedOptimizer(model, optimizer="adam", lr=a.lr, mode=a.mode, staleness=a.staleness,
@@ -140,6 +140,9 @@ def main():
     p.add_argument("--cardinalities", help="categories per field: a file (ctr_data.py's cardinalities.txt) "
                    "or a comma-separated list (default: Criteo-Kaggle's, times --scale)")
     p.add_argument("--scale", type=float, default=1.0, help="Criteo-Kaggle's cardinalities times this")
+    p.add_argument("--table-rows", type=int, default=0,
+                   help="rows of the embedding table if more than the cardinalities' sum (up to 2**40): "
+                        "the servers still store only the rows trained")
     p.add_argument("--dim", type=int, default=16, help="embedding width")
     p.add_argument("--bottom", default=BOTTOM, help="hidden widths of the bottom MLP")
     p.add_argument("--top", default=TOP, help="hidden widths of the top MLP")

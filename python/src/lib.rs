@@ -14,6 +14,7 @@ mod records;
 mod replies;
 mod serve;
 mod server;
+mod table_spec;
 mod tables;
 mod tasks;
 mod worker;

@@ -7,13 +7,14 @@
 use crate::arrays::{keys as key_array, sarray};
 use crate::errors::cluster_err;
 use crate::node::postoffice;
+use crate::table_spec::{self, table_spec};
 use numpy::{PyArray1, PyArray2, PyArrayDyn, PyArrayMethods, PyUntypedArrayMethods};
 use parking_lot::Mutex;
-use ps_apps::tables::client::{ClientError, RowReader, StepOutcome, TableClient};
-use ps_apps::tables::optim::Optimizer;
+use ps_apps::tables::client::{ClientError, StepOutcome, TableClient};
+use ps_apps::tables::keys::KeySpace;
 use ps_apps::tables::pack::RowGrads;
-use ps_apps::tables::spec::{ModelSpec, ParamSpec, TableSpec};
-use ps_apps::train::versions::{Mode, EVERY_LIVE_WORKER};
+use ps_apps::tables::reader::RowReader;
+use ps_apps::tables::spec::{ModelSpec, ParamSpec};
 use ps_core::kv::{KVWorker, SArray};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -81,95 +82,6 @@ fn to_py(e: ClientError) -> PyErr {
     }
 }
 
-fn get_f32(d: &Bound<'_, PyDict>, key: &str, default: f32) -> PyResult<f32> {
-    match d.get_item(key)? {
-        Some(v) if !v.is_none() => v.extract(),
-        _ => Ok(default),
-    }
-}
-
-/// An optimizer from its settings (`name` and torch's names and defaults).
-fn optimizer(d: &Bound<'_, PyDict>) -> PyResult<Optimizer> {
-    const KNOWN: [&str; 8] = [
-        "name",
-        "lr",
-        "momentum",
-        "weight_decay",
-        "betas",
-        "eps",
-        "initial_accumulator_value",
-        "lr_decay",
-    ];
-    for k in d.keys() {
-        let k: String = k.extract()?;
-        if !KNOWN.contains(&k.as_str()) {
-            return Err(PyValueError::new_err(format!("optimizer setting {k:?} is not known")));
-        }
-    }
-    let name: String = d
-        .get_item("name")?
-        .ok_or_else(|| PyValueError::new_err("optimizer: no name"))?
-        .extract()?;
-    let lr = get_f32(d, "lr", 0.01)?;
-    let weight_decay = get_f32(d, "weight_decay", 0.0)?;
-    let o = match name.as_str() {
-        "sgd" => Optimizer::Sgd {
-            lr,
-            momentum: get_f32(d, "momentum", 0.0)?,
-            weight_decay,
-        },
-        "adagrad" => Optimizer::Adagrad {
-            lr,
-            eps: get_f32(d, "eps", 1e-10)?,
-            initial_accumulator_value: get_f32(d, "initial_accumulator_value", 0.0)?,
-            weight_decay,
-        },
-        "adam" => {
-            let (beta1, beta2) = match d.get_item("betas")? {
-                Some(b) if !b.is_none() => b.extract()?,
-                _ => (0.9, 0.999),
-            };
-            Optimizer::Adam {
-                lr,
-                beta1,
-                beta2,
-                eps: get_f32(d, "eps", 1e-8)?,
-                weight_decay,
-            }
-        }
-        other => {
-            return Err(PyValueError::new_err(format!(
-                "optimizer {other:?}: \"sgd\", \"adagrad\" or \"adam\""
-            )))
-        }
-    };
-    if name != "sgd" && d.get_item("momentum")?.is_some_and(|m| !m.is_none()) {
-        let m = get_f32(d, "momentum", 0.0)?;
-        if m != 0.0 {
-            return Err(PyValueError::new_err(format!(
-                "momentum={m}: only sgd takes a momentum"
-            )));
-        }
-    }
-    o.validate()
-        .map_err(|e| PyValueError::new_err(format!("{name}: {e}")))?;
-    Ok(o)
-}
-
-fn mode(name: &str, staleness: u64, sync_timeout_ms: u64) -> PyResult<Mode> {
-    match name {
-        "sync" => Ok(Mode::Sync {
-            grads_per_version: EVERY_LIVE_WORKER,
-            timeout_ms: sync_timeout_ms,
-        }),
-        "async" => Ok(Mode::Async),
-        "bounded" => Ok(Mode::Bounded { staleness }),
-        other => Err(PyValueError::new_err(format!(
-            "mode {other:?}: \"sync\", \"async\" or \"bounded\""
-        ))),
-    }
-}
-
 /// `obj` as a C-contiguous, writeable float32 array (the dense values).
 fn values_array<'py>(obj: &Bound<'py, PyAny>, len: u64) -> PyResult<Bound<'py, PyArrayDyn<f32>>> {
     let a = obj
@@ -207,6 +119,8 @@ pub struct Tables {
     fp16: Vec<bool>,
     /// Looks rows up beside a step in flight.
     reader: RowReader,
+    /// The key layout (read without the client, which a step in flight holds).
+    space: KeySpace,
     /// A step in flight (`step(..., wait=False)`).
     in_flight: Mutex<Option<JoinHandle<StepDone>>>,
     /// A signal's exception raised while a call waited without the GIL.
@@ -262,12 +176,18 @@ impl Tables {
             .iter()
             .map(|&i| i as u64)
             .collect();
-        let (keys, order) = self.inner.lock().client.space().sorted_row_keys(table, &ids);
+        let (keys, order) = self.space.sorted_row_keys(table, &ids);
         Ok((keys.into(), order.into_iter().map(|o| o as u32).collect()))
     }
 }
 
-fn lookup_answer<'py>(py: Python<'py>, keys: &[u64], order: Vec<u32>, rows: Vec<f32>, dim: usize) -> PyResult<Lookup<'py>> {
+fn lookup_answer<'py>(
+    py: Python<'py>,
+    keys: &[u64],
+    order: Vec<u32>,
+    rows: Vec<f32>,
+    dim: usize,
+) -> PyResult<Lookup<'py>> {
     let n = keys.len();
     let keys = PyArray1::from_slice(py, keys);
     let order = PyArray1::from_vec(py, order.into_iter().map(i64::from).collect());
@@ -302,42 +222,18 @@ impl Tables {
         timeout: f64,
         app_id: i32,
     ) -> PyResult<Tables> {
-        let mut specs = Vec::with_capacity(tables.len());
-        for (i, t) in tables.iter().enumerate() {
-            let get = |k: &str| -> PyResult<Bound<'_, PyAny>> {
-                t.get_item(k)?
-                    .ok_or_else(|| PyValueError::new_err(format!("table {i}: no {k}")))
-            };
-            let opt = get("optimizer")?;
-            specs.push(TableSpec {
-                name: get("name")?.extract()?,
-                rows: get("rows")?.extract()?,
-                dim: get("dim")?.extract()?,
-                optimizer: self::optimizer(opt.cast::<PyDict>()?)
-                    .map_err(|e| PyValueError::new_err(format!("embedding {i}: {e}")))?,
-                init_std: get("init_std")?.extract()?,
-                seed: get("seed")?.extract()?,
-                admit_after: match t.get_item("admit_after")? {
-                    Some(v) if !v.is_none() => v.extract()?,
-                    _ => 1,
-                },
-                expire_after: match t.get_item("expire_after")? {
-                    Some(v) if !v.is_none() => v.extract()?,
-                    _ => 0,
-                },
-                fp16_wire: match t.get_item("fp16_wire")? {
-                    Some(v) if !v.is_none() => v.extract()?,
-                    _ => false,
-                },
-            });
-        }
+        let specs = tables
+            .iter()
+            .enumerate()
+            .map(|(i, t)| table_spec(i, t))
+            .collect::<PyResult<Vec<_>>>()?;
         let spec = ModelSpec {
-            mode: self::mode(mode, staleness, sync_timeout_ms)?,
+            mode: table_spec::mode(mode, staleness, sync_timeout_ms)?,
             params: params
                 .into_iter()
                 .map(|(name, shape)| ParamSpec { name, shape })
                 .collect(),
-            dense_optimizer: self::optimizer(optimizer)?,
+            dense_optimizer: table_spec::optimizer(optimizer)?,
             tables: specs,
         };
         spec.validate().map_err(|e| PyValueError::new_err(e.to_string()))?;
@@ -356,7 +252,13 @@ impl Tables {
             .map_err(|e| PyValueError::new_err(e.to_string()))?;
         let signal: Arc<Mutex<Option<PyErr>>> = Arc::default();
         let sig = Arc::clone(&signal);
+        // Python runs signal handlers on the thread that made this only: a step in
+        // flight on its own thread does not take the GIL to look
+        let caller = std::thread::current().id();
         client.set_interrupt(Box::new(move || {
+            if std::thread::current().id() != caller {
+                return false;
+            }
             Python::attach(|py| match py.check_signals() {
                 Ok(()) => false,
                 Err(e) => {
@@ -370,7 +272,10 @@ impl Tables {
             values: vals,
             _array: arr.into_any().unbind(),
         }));
-        let reader = inner.lock().client.reader();
+        let (reader, space) = {
+            let g = inner.lock();
+            (g.client.reader(), g.client.space().clone())
+        };
         let weak: std::sync::Weak<Mutex<dyn crate::idle::Idle>> = Arc::downgrade(&inner) as _;
         crate::idle::register(weak);
         Ok(Tables {
@@ -378,6 +283,7 @@ impl Tables {
             dims,
             fp16,
             reader,
+            space,
             in_flight: Mutex::new(None),
             signal,
         })
@@ -461,7 +367,12 @@ impl Tables {
 
     /// Waits for a lookup from `lookup_start` (once); its answer as `lookup` gives it.
     /// A lookup that failed (a server replaced meanwhile) is done again here.
-    fn lookup_finish<'py>(&self, py: Python<'py>, pending: &PendingLookup, ids: &Bound<'py, PyAny>) -> PyResult<Lookup<'py>> {
+    fn lookup_finish<'py>(
+        &self,
+        py: Python<'py>,
+        pending: &PendingLookup,
+        ids: &Bound<'py, PyAny>,
+    ) -> PyResult<Lookup<'py>> {
         let handle = pending
             .handle
             .lock()
@@ -480,13 +391,20 @@ impl Tables {
     /// Every row of table `table` the servers store: `(ids, rows)` (uint64 ids in no
     /// order, float32 rows of the table's width), for an export. After the step in
     /// flight; run it when no worker trains.
-    fn dump<'py>(&self, py: Python<'py>, table: usize) -> PyResult<(Bound<'py, PyArray1<u64>>, Bound<'py, PyArray2<f32>>)> {
+    fn dump<'py>(
+        &self,
+        py: Python<'py>,
+        table: usize,
+    ) -> PyResult<(Bound<'py, PyArray1<u64>>, Bound<'py, PyArray2<f32>>)> {
         let dim = self.dim(table)?;
         self.finish_in_flight(py)?;
         let reader = &self.reader;
         let (ids, rows) = py.detach(|| reader.dump(table)).map_err(to_py)?;
         let n = ids.len();
-        Ok((PyArray1::from_vec(py, ids), PyArray1::from_vec(py, rows).reshape([n, dim])?))
+        Ok((
+            PyArray1::from_vec(py, ids),
+            PyArray1::from_vec(py, rows).reshape([n, dim])?,
+        ))
     }
 
     /// One training step: pushes `dense_grad` (float32, every dense value's gradient)
@@ -538,6 +456,7 @@ impl Tables {
         // the caller reuses the gradient buffer while this step is in flight
         dense = SArray::copy_from(&dense);
         let (kvs, staged) = {
+            // no step in flight any more: the client is free
             let g = self.inner.lock();
             let rows: Vec<RowGrads<'_>> = parts
                 .iter()
@@ -562,7 +481,7 @@ impl Tables {
             })
             .map_err(|e| cluster_err(format!("no thread for a step: {e}")))?;
         *self.in_flight.lock() = Some(handle);
-        Ok(before.unwrap_or_else(|| vec![true; self.versions().len()]))
+        Ok(before.unwrap_or_else(|| vec![true; self.space.num_servers()]))
     }
 
     /// Waits for the step in flight (`step(..., wait=False)`) and installs the dense
@@ -578,10 +497,12 @@ impl Tables {
         self.call(py, |g| g.client.idle())
     }
 
-    /// Per server: the version of the dense values last pulled.
+    /// Per server: the version of the dense values last pulled (by the step in flight,
+    /// if any, once it pulled).
     #[getter]
-    fn versions(&self) -> Vec<u64> {
-        self.inner.lock().client.versions().to_vec()
+    fn versions(&self, py: Python<'_>) -> Vec<u64> {
+        // without the GIL: a step in flight holds the client and may wait for the GIL
+        py.detach(|| self.inner.lock().client.versions().to_vec())
     }
 }
 

@@ -60,7 +60,10 @@ mod tests {
                 }
             }
             assert_eq!(back[0], 1.0);
-            assert!(!unpack(&packed, dim, &mut back[..rows.len() - dim]), "a count that does not match");
+            assert!(
+                !unpack(&packed, dim, &mut back[..rows.len() - dim]),
+                "a count that does not match"
+            );
         }
     }
 }

@@ -213,7 +213,8 @@ fn fp16_tables_take_and_answer_rows_as_float16_pairs_and_dump_their_rows() {
     crate::tables::halves::pack(&[0.5, -0.25, 1.0, 2.0, 1.0, 1.0, 1.0, 1.0], 4, &mut vals);
     let err = s.push(&ks, 9, 0, &[ks.dense_key(0), r1, r2], &[9, 4, 4], &vals, 0);
     assert!(err.unwrap_err().to_string().contains("4 values, 2 expected"));
-    s.push(&ks, 9, 0, &[ks.dense_key(0), r1, r2], &[9, 2, 2], &vals, 0).unwrap();
+    s.push(&ks, 9, 0, &[ks.dense_key(0), r1, r2], &[9, 2, 2], &vals, 0)
+        .unwrap();
     let after = s.rows(&ks, &[r1, r2]).unwrap();
     let want: Vec<f32> = before
         .iter()

@@ -197,7 +197,12 @@ impl SparseTable {
                 s
             }
         };
-        initial_row(self.spec.seed, id, self.spec.init_std, &mut self.values[s * d..(s + 1) * d]);
+        initial_row(
+            self.spec.seed,
+            id,
+            self.spec.init_std,
+            &mut self.values[s * d..(s + 1) * d],
+        );
         let init = self.spec.optimizer.initial_state(d);
         self.state[s * d * spv..(s + 1) * d * spv].copy_from_slice(&init);
         Some(s)
@@ -220,7 +225,8 @@ impl SparseTable {
                 self.ids[s] = moved;
                 self.touched[s] = self.touched[last];
                 self.values.copy_within(last * d..(last + 1) * d, s * d);
-                self.state.copy_within(last * d * spv..(last + 1) * d * spv, s * d * spv);
+                self.state
+                    .copy_within(last * d * spv..(last + 1) * d * spv, s * d * spv);
                 self.slots.insert(moved, s as u32);
             }
             self.ids.pop();
