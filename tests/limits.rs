@@ -244,7 +244,10 @@ fn round(van: &str, keys_alone: bool) -> String {
 }
 
 fn run(van: &str) {
-    let mut reasons = vec![HELD_REFUSAL, "9 frames in a message (PS_MAX_FRAMES 5)"];
+    let mut reasons = vec![
+        HELD_REFUSAL,
+        "9 frames in a message (PS_MAX_FRAMES 5)",
+    ];
     if van == "tcp" {
         reasons.extend([
             "message is above the 200000-byte limit (PS_MAX_MESSAGE_BYTES)",
