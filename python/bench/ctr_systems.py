@@ -179,6 +179,7 @@ def run_single(a, report):
             o.step()
 
     rate = train(batches, step, a.warmup)
+    report("single", rate, role="process")
     model.eval()
     got, best = test_auc(planted, model)
     report("single", rate, role="process", auc=got, best_auc=best)

@@ -100,6 +100,12 @@ def cnn_rate(model, opt, batches, warmup):
 
 
 def run_cnn(a):
+    if a.system == "psrs":  # the scheduler and servers load no torch
+        import psrs.torch as pt
+
+        if not pt.init():
+            report("psrs", 0.0, role="server" if "version" in pt.server_stats() else "scheduler")
+            return
     import torch
 
     torch.manual_seed(1)
@@ -108,11 +114,6 @@ def run_cnn(a):
         opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
         report("single", cnn_rate(model, opt, cnn_batches(0, a.batch, a.steps + a.warmup), a.warmup), "process")
     elif a.system == "psrs":
-        import psrs.torch as pt
-
-        if not pt.init():
-            report("psrs", 0.0, role="server" if "version" in pt.server_stats() else "scheduler")
-            return
         torch.set_num_threads(1)
         model = cnn_model()
         opt = pt.DistributedOptimizer(model, optimizer="sgd", lr=0.05, momentum=0.9, mode=a.mode)

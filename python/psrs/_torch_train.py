@@ -54,7 +54,8 @@ class Embedding(nn.Module):
 
     ``prefetch(ids)`` starts looking up the rows of a later batch while this one
     computes; the ``forward`` given equal ids takes them (in async and bounded modes:
-    rows another step updates meanwhile are one step older).
+    rows another step updates meanwhile are one step older); ``prefetch_hits`` counts
+    the forwards that did.
     """
 
     def __init__(self, num_embeddings: int, embedding_dim: int, optimizer: str = "adagrad", lr: float = 0.01,
@@ -78,7 +79,8 @@ class Embedding(nn.Module):
         self.admit_after = int(admit_after)
         self.expire_after = int(expire_after)
         self.fp16_wire = bool(fp16_wire)
-        self._prefetched = None  # (ids, unique ids, inverse, pending lookup)
+        self._prefetched = []  # (ids, unique ids, inverse, pending lookup), oldest first
+        self.prefetch_hits = 0  # forwards that took prefetched rows
         self.num_embeddings = int(num_embeddings)
         self.embedding_dim = int(embedding_dim)
         self.mode = mode
@@ -116,19 +118,28 @@ class Embedding(nn.Module):
 
     def prefetch(self, ids: torch.Tensor) -> None:
         """Starts looking up the rows of ``ids`` (a later batch's) in the background;
-        the next ``forward`` given equal ids uses them instead of looking up."""
+        a later ``forward`` given equal ids uses them instead of looking up. The two
+        latest prefetches are kept (the next batch's while this one computes)."""
         flat = self._ids(ids)
         uniq, inverse = torch.unique(flat, return_inverse=True)
         pending = self._opt._tables.lookup_start(self._index, uniq.numpy())
-        self._prefetched = (flat, uniq, inverse, pending)
+        self._prefetched = self._prefetched[-1:] + [(flat, uniq, inverse, pending)]
+
+    def _take_prefetched(self, flat: torch.Tensor):
+        """The prefetch of exactly these ids, taken from the kept ones (or None)."""
+        for i, ahead in enumerate(self._prefetched):
+            if ahead[0].shape == flat.shape and torch.equal(ahead[0], flat):
+                return self._prefetched.pop(i)
+        return None
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         flat = self._ids(ids)
         dim = self.embedding_dim
-        ahead, self._prefetched = self._prefetched, None
-        if ahead is not None and ahead[0].shape == flat.shape and torch.equal(ahead[0], flat):
+        ahead = self._take_prefetched(flat)
+        if ahead is not None:
             _, uniq, inverse, pending = ahead
             keys, order, rows = self._opt._tables.lookup_finish(pending, uniq.numpy())
+            self.prefetch_hits += 1
         else:
             uniq, inverse = torch.unique(flat, return_inverse=True)
             keys, order, rows = self._opt._tables.lookup(self._index, uniq.numpy())

@@ -372,6 +372,9 @@ def test_table_options_prefetch_overlapped_steps_and_the_exported_model(cluster_
     steps = len(torch_work.FILTER_IDS)
     assert res["w"] == [-float(steps)] * 6 and res["rejected"] == 0, res
     assert res["checked"] >= 5 and res["mismatched"] == 0, f"prefetched rows differ from the servers': {res}"
+    # every step but the first took its rows from the prefetch (the lookups of other
+    # ids between steps 2 and 3 left the filtered table's prefetch in place)
+    assert res["hits"] == [steps - 1] * 3, res["hits"]
     # rows 1, 2, 5 of the filtered table (gradient 1 per step, lr 1, initial values 0)
     assert res["filt"]["2"] == [[-1.0, -1.0], [0.0, 0.0], [0.0, 0.0]], res["filt"]
     assert res["filt"]["5"] == [[0.0, 0.0], [0.0, 0.0], [-2.0, -2.0]], res["filt"]

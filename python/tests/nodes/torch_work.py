@@ -366,5 +366,6 @@ def options(a, pt):
         out = {"w": [float(v) for v in model.w], "filt": seen, "half": model.low(probe).tolist(),
                "full": model.full(probe).tolist(), "exported_full": plain.full(probe).tolist(),
                "exported_half": plain.low(probe).tolist(), "exported_filt": plain.filt(torch.tensor([1, 5])).tolist(),
-               "stored": stored, "rejected": opt.rejected, "checked": checked, "mismatched": mismatched}
+               "stored": stored, "rejected": opt.rejected, "checked": checked, "mismatched": mismatched,
+               "hits": [model.filt.prefetch_hits, model.low.prefetch_hits, model.full.prefetch_hits]}
     print("RESULT " + json.dumps(out), flush=True)
