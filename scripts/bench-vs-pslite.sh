@@ -1,33 +1,90 @@
 #!/usr/bin/env bash
-# Side-by-side small-message benchmark: alternates ps-lite's driver
-# (../shared/bench/pslite_bench.cc), psrs's ZMQ van and psrs's TCP van in the same run,
-# ROUNDS rounds, and prints each figure's median and the ratio psrs / ps-lite
-# (msgs/s: > 1 = psrs better; latency in us: < 1 = psrs better).
+# psrs side by side with ps-lite, both sides alternated within each of ROUNDS rounds in
+# one run, medians over the rounds:
 #
-#   PSLITE_BENCH=/path/to/pslite_bench scripts/bench-vs-pslite.sh [ROUNDS]
+# 1. "small": small messages. ps-lite's driver (../shared/bench/pslite_bench.cc),
+#    psrs's ZMQ van and psrs's TCP van; each figure's median and the ratio psrs /
+#    ps-lite (msgs/s: > 1 = psrs better; latency in us: < 1 = psrs better).
+# 2. "kvapp": ps-lite's own benchmark program, tests/test_kv_app_benchmark (a worker
+#    pushes 10M float keys once, then pulls them), unmodified, as the worker of three
+#    clusters on ps-lite's wire: ps-lite's scheduler and servers running that program
+#    (whose server stores nothing and answers pulls with zeros), ps-lite's running
+#    test_kv_app (KVServerDefaultHandle: sums), and psrs's (`psrs kv-test`: sums).
+#    The ratio is ps-lite's sums over psrs's, in time (> 1 = psrs faster).
 #
-# PSLITE_BENCH is a pslite_bench binary built against a ps-lite checkout as
-# ../shared/bench/README.md says (this repository builds no ps-lite code). Without it
-# the script says so and exits 0. Knobs: MODES (push-only,pull-only,latency), SIZES
-# (256,4096), SHAPES ("1x1 2x2": servers x workers), BENCH_SECONDS (1), INFLIGHT (16),
-# SPIN_US (unset; N adds a column "tcp+spin": the TCP van with PS_SPIN_US=N, and every
-# psrs figure then also shows the worker's CPU use in percent of a core), NO_SHM (unset;
-# 1 adds a column "tcp-noshm": the TCP van with PS_SHM=0, co-located nodes' large
-# values over their socket instead of shared memory), NET (unset; 1 adds a column
-# "tcp-net": the TCP van with PS_SHM=0 PS_LOCAL_SOCKET=0, co-located nodes over
-# loopback TCP as nodes on different hosts talk; the "tcp" column, the default, uses
-# Unix sockets and shared memory between nodes of one host).
-# Needs target/release/psrs (cargo build --release). Print `uptime` with the figures:
-# on a loaded machine only ratios from one run mean anything.
+#   scripts/bench-vs-pslite.sh [ROUNDS]
+#
+# One command for a new user: without PSLITE_BENCH (a pslite_bench binary), it builds
+# ps-lite into target/ps-lite from its source (PSLITE_SRC, else shared/peers/ps-lite
+# beside an ancestor directory of this checkout) and pslite_bench from PSLITE_BENCH_SRC
+# (else shared/bench/pslite_bench.cc beside an ancestor), which needs Debian's g++ make
+# protobuf-compiler libprotobuf-dev libzmq3-dev (scripts/install-deps.sh); and it builds
+# target/release/psrs if missing. The "kvapp" part needs ps-lite's test programs (a
+# full ps-lite checkout; the tests' build, tests/pslite.rs, makes the same directory).
+# Knobs: PARTS ("small kvapp"), MODES (push-only,pull-only,latency), SIZES (256,4096),
+# SHAPES ("1x1 2x2": servers x workers), KVAPP_SHAPES ("1x1"), BENCH_SECONDS (1),
+# INFLIGHT (16), SPIN_US (unset; N adds a column "tcp+spin": the TCP van with
+# PS_SPIN_US=N, and every psrs figure then also shows the worker's CPU use in percent
+# of a core), NO_SHM (unset; 1 adds a column "tcp-noshm": the TCP van with PS_SHM=0,
+# co-located nodes' large values over their socket instead of shared memory), NET
+# (unset; 1 adds a column "tcp-net": the TCP van with PS_SHM=0 PS_LOCAL_SOCKET=0,
+# co-located nodes over loopback TCP as nodes on different hosts talk; the "tcp"
+# column, the default, uses Unix sockets and shared memory between nodes of one
+# host), PSRS_BIN (target/release/psrs). Print `uptime` with the figures: on a loaded machine only ratios from one run
+# mean anything.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if [ -z "${PSLITE_BENCH:-}" ] || [ ! -x "${PSLITE_BENCH}" ]; then
-  echo "bench-vs-pslite: PSLITE_BENCH is not set to a pslite_bench binary (see ../shared/bench/README.md); nothing compared"
-  exit 0
+die() { echo "bench-vs-pslite: $*" >&2; exit 2; }
+# the first ancestor directory of this checkout holding $1
+find_up() {
+  local d=$PWD
+  while [ "$d" != / ]; do
+    d=$(dirname "$d")
+    if [ -e "$d/$1" ]; then echo "$d/$1"; return 0; fi
+  done
+  return 1
+}
+pslite=target/ps-lite
+build_pslite() {
+  local missing=() pair
+  for pair in g++:g++ make:make protobuf-compiler:protoc; do
+    command -v "${pair#*:}" >/dev/null || missing+=("${pair%%:*}")
+  done
+  [ -f /usr/include/google/protobuf/message_lite.h ] || missing+=(libprotobuf-dev)
+  [ -f /usr/include/zmq.h ] || missing+=(libzmq3-dev)
+  [ ${#missing[@]} -eq 0 ] || die "cannot build ps-lite: the Debian packages ${missing[*]} are missing (scripts/install-deps.sh installs them)"
+  if [ ! -f "$pslite/build/libps.a" ]; then
+    local src=${PSLITE_SRC:-$(find_up shared/peers/ps-lite || true)}
+    [ -n "$src" ] && [ -f "$src/Makefile" ] ||
+      die "ps-lite's source is not found: set PSLITE_SRC to a checkout of github.com/dmlc/ps-lite (commit 15b8adf), or PSLITE_BENCH to a built pslite_bench"
+    echo "bench-vs-pslite: building ps-lite from $src into $pslite"
+    local tmp=$pslite.build-$$
+    rm -rf "$tmp"
+    cp -r "$src" "$tmp" && chmod -R u+w "$tmp"
+    make -C "$tmp" -j2 DEPS_PATH=/usr >"$tmp.log" 2>&1 || { tail -20 "$tmp.log" >&2; die "building ps-lite failed (log: $tmp.log)"; }
+    if [ -f "$pslite/build/libps.a" ]; then rm -rf "$tmp"; else rm -rf "$pslite"; mv "$tmp" "$pslite"; fi
+    rm -f "$tmp.log"
+  fi
+  local bsrc=${PSLITE_BENCH_SRC:-$(find_up shared/bench/pslite_bench.cc || true)}
+  [ -n "$bsrc" ] && [ -f "$bsrc" ] || die "pslite_bench.cc is not found: set PSLITE_BENCH_SRC (or PSLITE_BENCH to a built pslite_bench)"
+  if [ ! -x "$pslite/pslite_bench" ] || [ "$bsrc" -nt "$pslite/pslite_bench" ]; then
+    g++ -std=c++11 -O3 -I"$pslite/include" -I"$pslite/src" "$bsrc" "$pslite/build/libps.a" \
+      -lprotobuf-lite -lzmq -pthread -o "$pslite/pslite_bench" || die "building pslite_bench failed"
+  fi
+  PSLITE_BENCH=$pslite/pslite_bench
+}
+
+if [ -z "${PSLITE_BENCH:-}" ]; then
+  build_pslite
 fi
-psrs=target/release/psrs
-[ -x "$psrs" ] || { echo "bench-vs-pslite: build $psrs first (cargo build --release)" >&2; exit 2; }
+[ -x "$PSLITE_BENCH" ] || die "PSLITE_BENCH=$PSLITE_BENCH is not an executable pslite_bench"
+psrs=${PSRS_BIN:-target/release/psrs}
+if [ ! -x "$psrs" ]; then
+  echo "bench-vs-pslite: building $psrs (cargo build --release)"
+  cargo build --release --bin psrs
+fi
+parts=${PARTS:-small kvapp}
 
 rounds=${1:-3}
 modes=${MODES:-push-only,pull-only,latency}
@@ -59,6 +116,7 @@ run() { # system shape mode size
 }
 
 echo "load before: $(uptime)"
+small() {
 for r in $(seq "$rounds"); do
   for shape in $shapes; do
     for mode in ${modes//,/ }; do
@@ -109,3 +167,57 @@ for shape, mode, size in figs:
         cols += f" {fmt(x):>10} {ratio(x):>6} {(f'{statistics.median(c):.0f}' if c else '-'):>5}"
     print(f"{shape:5} {mode:10} {size:>6} {fmt(p):>10}{cols}  ({unit}; ratio > 1 = psrs better; cpu% = a worker's median CPU use)")
 EOF
+}
+
+# ps-lite's test_kv_app_benchmark as the worker; scheduler and servers per system
+kvapp_run() { # system shape
+  local sys=$1 s=${2%x*} w=${2#*x} t=$pslite/tests
+  # the worker runs ps-lite's benchmark ($0 of the wrapper), the other roles the rest
+  local wrap='if [ "$DMLC_ROLE" = worker ]; then exec "$0"; else exec "$@"; fi'
+  local others
+  case $sys in
+    pslite-empty) others=("$t/test_kv_app_benchmark") ;;
+    pslite-sum) others=("$t/test_kv_app") ;;
+    psrs-sum) others=("$psrs" kv-test) ;;
+  esac
+  DMLC_PS_VAN_TYPE=zmq PS_SECRET_FILE= scripts/local.sh "$s" "$w" sh -c "$wrap" "$t/test_kv_app_benchmark" "${others[@]}" 2>&1 |
+    sed -n -E 's/.*(Push|Pull) average time cost: ([0-9.]+)ms.*/\1 \2/p' |
+    sed "s/^/$sys $2 /" >>"$out/kv" || echo "bench-vs-pslite: $sys $2 failed" >&2
+}
+
+kvapp() {
+  if [ ! -x "$pslite/tests/test_kv_app_benchmark" ]; then
+    echo "bench-vs-pslite: kvapp part not run: $pslite/tests/test_kv_app_benchmark is missing (ps-lite's source lacks tests/test_kv_app_benchmark.cc; set PSLITE_SRC to a full checkout and remove $pslite)" >&2
+    return 1
+  fi
+  local kshapes=${KVAPP_SHAPES:-1x1}
+  : >"$out/kv"
+  for r in $(seq "$rounds"); do
+    for shape in $kshapes; do
+      for sys in pslite-empty pslite-sum psrs-sum; do kvapp_run "$sys" "$shape"; done
+    done
+    echo "kvapp round $r done: $(uptime)"
+  done
+  python3 - "$out/kv" <<'EOF'
+import sys, statistics, collections
+runs = collections.defaultdict(list)
+for line in open(sys.argv[1]):
+    sys_, shape, phase, ms = line.split()
+    runs[(sys_, shape, phase)].append(float(ms))
+print("ps-lite's test_kv_app_benchmark (10M float keys per worker, one push then one pull), median ms per worker")
+print(f"{'shape':5} {'phase':5} {'ps-lite no store':>16} {'ps-lite sums':>12} {'psrs sums':>10} {'ratio':>6}")
+for shape in sorted({k[1] for k in runs}):
+    for phase in ("Push", "Pull"):
+        m = {s: (statistics.median(runs[(s, shape, phase)]) if runs.get((s, shape, phase)) else None)
+             for s in ("pslite-empty", "pslite-sum", "psrs-sum")}
+        f = lambda x: "-" if x is None else f"{x:.0f}"
+        r = "-" if not m["pslite-sum"] or not m["psrs-sum"] else f"{m['pslite-sum'] / m['psrs-sum']:.2f}"
+        print(f"{shape:5} {phase.lower():5} {f(m['pslite-empty']):>16} {f(m['pslite-sum']):>12} {f(m['psrs-sum']):>10} {r:>6}  (ratio: ps-lite sums / psrs sums, > 1 = psrs faster)")
+EOF
+}
+
+status=0
+if [[ " $parts " == *" small "* ]]; then small; fi
+if [[ " $parts " == *" kvapp "* ]]; then kvapp || status=1; fi
+echo "load after: $(uptime)"
+exit "$status"

@@ -11,7 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECONDS_PER="${FUZZ_SECONDS:-60}"
-TARGETS="${FUZZ_TARGETS:-message_decoder tcp_frame_reader tls_accept recordio_chunk_reader master_request_decoder}"
+TARGETS="${FUZZ_TARGETS:-message_decoder pslite_message_decoder tcp_frame_reader tls_accept recordio_chunk_reader master_request_decoder}"
 if ! cargo fuzz --version >/dev/null 2>&1; then
   echo "== installing cargo-fuzz"
   cargo install --locked cargo-fuzz

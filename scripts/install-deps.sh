@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Installs the Debian packages psrs's build and tests need, when any is missing:
 # g++/make/pkg-config (the vendored libzmq), protoc + the protobuf well-known types (the
-# etcd store, cargo feature `etcd`), Fashion-MNIST (training tests), etcd (the etcd store
+# etcd store, cargo feature `etcd`; with libzmq3-dev, ps-lite's build for the tests and
+# benchmarks of mixed ps-lite/psrs clusters), Fashion-MNIST (training tests), etcd (the etcd store
 # test), python3-venv (the Python package's tests), iproute2/nftables (multi-host tests in
 # network namespaces), slurm-wlm/munge (the Slurm launcher test), chromium (the dashboard test, headless),
 # openssh-server (the SSH launcher against real sshds), podman/runc/netavark/aardvark-dns/iptables/debootstrap
 # (the container image and its tests), openssl (certificates from a CA made outside psrs).
 set -euo pipefail
-PKGS=(g++ make pkg-config ca-certificates protobuf-compiler libprotobuf-dev
+PKGS=(g++ make pkg-config ca-certificates protobuf-compiler libprotobuf-dev libzmq3-dev
   dataset-fashion-mnist etcd-server python3 python3-venv python3-pip iproute2 nftables
   slurm-wlm munge chromium openssh-server openssh-client podman runc netavark aardvark-dns iptables debootstrap openssl)
 missing=()

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every test of psrs, as the README's test command and CI run them: installs the Debian
 # packages the tests need when any is missing (scripts/install-deps.sh) and an S3 server
-# for tests (s3s-fs, into target/tools), then the workspace's tests, 3000 seeds of the
+# for tests (s3s-fs, into target/tools), then the workspace's tests (tests/pslite.rs
+# builds ps-lite into target/ps-lite first, once), 3000 seeds of the
 # deterministic simulator (psrs simulate), the root-only tests (network namespaces,
 # Slurm, the SSH launcher against real sshds), the multi-process tests again over the
 # ZMQ transport and with TLS, the Python package's tests (pytest in a virtualenv under

@@ -24,11 +24,24 @@ const CONNS: usize = 6;
 /// What the server logs for each message past the held store's limit.
 const HELD_REFUSAL: &str = "messages already held for customers not registered yet (PS_MAX_HELD_MESSAGES)";
 
-/// A message as its frames (meta first).
+/// A message as its frames (meta first), in the wire format of the van
+/// HOSTILE_VAN names (the ZMQ van's is ps-lite's: the sender is the socket identity).
 fn frames(m: &Message) -> Vec<Vec<u8>> {
+    if std::env::var("HOSTILE_VAN").as_deref() == Ok("zmq") {
+        return ps_core::van::zmq::codec::encode(m).iter().map(|f| f.to_vec()).collect();
+    }
     let mut f = vec![m.encode_meta().to_vec()];
     f.extend(m.data.iter().map(|d| d.to_vec()));
     f
+}
+
+/// A DEALER socket of the (nonexistent) node `id` connected to `addr`.
+fn zmq_node(ctx: &zmq::Context, addr: &str, id: i32) -> zmq::Socket {
+    let s = ctx.socket(zmq::DEALER).unwrap();
+    s.set_identity(format!("ps{id}").as_bytes()).unwrap();
+    s.set_linger(2000).unwrap();
+    s.connect(&format!("tcp://{addr}")).unwrap();
+    s
 }
 
 /// The TCP van's framing of `frames` (magic, frame count, lengths, frames).
@@ -106,9 +119,7 @@ fn hostile_process() {
         let msgs = hostile_messages(true);
         if std::env::var("HOSTILE_VAN").as_deref() == Ok("zmq") {
             let ctx = zmq::Context::new();
-            let s = ctx.socket(zmq::DEALER).unwrap();
-            s.set_linger(2000).unwrap();
-            s.connect(&format!("tcp://{addr}")).unwrap();
+            let s = zmq_node(&ctx, &addr, 11);
             for m in msgs {
                 let parts: Vec<&[u8]> = m.iter().map(|f| &f[..]).collect();
                 s.send_multipart(parts, 0).unwrap();
@@ -132,10 +143,8 @@ fn hostile_process() {
         let ctx = zmq::Context::new();
         let mut msgs = hostile_messages(false);
         let big = msgs.remove(0);
-        for batch in [msgs, vec![big]] {
-            let s = ctx.socket(zmq::DEALER).unwrap();
-            s.set_linger(2000).unwrap();
-            s.connect(&format!("tcp://{addr}")).unwrap();
+        for (batch, id) in [(msgs, 11), (vec![big], 13)] {
+            let s = zmq_node(&ctx, &addr, id);
             for m in batch {
                 let parts: Vec<&[u8]> = m.iter().map(|f| &f[..]).collect();
                 s.send_multipart(parts, 0).unwrap();
@@ -244,10 +253,7 @@ fn round(van: &str, keys_alone: bool) -> String {
 }
 
 fn run(van: &str) {
-    let mut reasons = vec![
-        HELD_REFUSAL,
-        "9 frames in a message (PS_MAX_FRAMES 5)",
-    ];
+    let mut reasons = vec![HELD_REFUSAL, "9 frames in a message (PS_MAX_FRAMES 5)"];
     if van == "tcp" {
         reasons.extend([
             "message is above the 200000-byte limit (PS_MAX_MESSAGE_BYTES)",

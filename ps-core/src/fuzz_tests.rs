@@ -12,8 +12,9 @@ type Replay = fn(&[u8]);
 
 #[test]
 fn kept_fuzz_inputs_replay_without_panic() {
-    let targets: [(&str, Replay); 3] = [
+    let targets: [(&str, Replay); 4] = [
         ("message_decoder", fuzzing::message_decoder),
+        ("pslite_message_decoder", fuzzing::pslite_message_decoder),
         ("tcp_frame_reader", fuzzing::tcp_frame_reader),
         ("tls_accept", |b| {
             assert!(!fuzzing::tls_accept(b), "a handshake without a certificate completed")
@@ -34,6 +35,60 @@ fn a_real_client_hello_alone_does_not_complete_a_handshake() {
     }
 }
 
+/// Real messages in ps-lite's frames, as fuzz inputs: a psrs KV push, a psrs node
+/// table, a ps-lite barrier request. `PSRS_WRITE_PSLITE_SEEDS=DIR` writes them there
+/// (the seeds of `pslite_message_decoder`).
+#[test]
+fn ps_lite_frames_of_real_messages_decode_from_fuzz_inputs() {
+    use crate::message::{Command, Message, Meta};
+    use crate::node::{Node, Role};
+    use crate::van::zmq::codec;
+    use bytes::Bytes;
+    let push = Message {
+        meta: Meta {
+            app_id: 0,
+            timestamp: 5,
+            request: true,
+            push: true,
+            range: 1,
+            incarnation: 77,
+            ..Default::default()
+        },
+        data: vec![Bytes::from(vec![1u8; 16]), Bytes::from(vec![2u8; 8])],
+    };
+    let mut table = Message::control(9, Command::AddNode);
+    table.meta.incarnation = 3;
+    table.meta.control.nodes = vec![Node {
+        role: Role::Server,
+        id: 8,
+        hostname: "127.0.0.1".into(),
+        port: 4000,
+        is_recovery: false,
+        incarnation: 5,
+    }];
+    let mut barrier = Message::control(1, Command::Barrier);
+    barrier.meta.request = true;
+    barrier.meta.control.barrier_group = 7;
+    let mut inputs = Vec::new();
+    for (name, m, id) in [
+        ("push", push, &b"ps9:4d"[..]),
+        ("table", table, b"ps1:3"),
+        ("barrier", barrier, b"ps9"),
+    ] {
+        let mut frames = vec![Bytes::from_static(id)];
+        frames.extend(codec::encode(&m));
+        let input = fuzzing::join_frames(&frames);
+        let back = codec::decode(fuzzing::split_frames(&input), 8).expect("a real message decodes");
+        assert_eq!(back.meta.control.cmd, m.meta.control.cmd);
+        inputs.push((name, input));
+    }
+    if let Ok(dir) = std::env::var("PSRS_WRITE_PSLITE_SEEDS") {
+        for (name, input) in inputs {
+            std::fs::write(std::path::Path::new(&dir).join(name), input).unwrap();
+        }
+    }
+}
+
 #[test]
 fn split_frames_shapes_frames_from_length_bytes() {
     let f = fuzzing::split_frames(&[2, b'a', b'b', 0, 5, b'c']);
@@ -47,6 +102,11 @@ proptest! {
     #[test]
     fn message_decoder(bytes in proptest::collection::vec(any::<u8>(), 0..1200)) {
         fuzzing::message_decoder(&bytes);
+    }
+
+    #[test]
+    fn pslite_message_decoder(bytes in proptest::collection::vec(any::<u8>(), 0..1200)) {
+        fuzzing::pslite_message_decoder(&bytes);
     }
 
     #[test]

@@ -29,6 +29,24 @@ pub fn message_decoder(data: &[u8]) {
     let _ = Message::decode(split_frames(data));
 }
 
+/// The ZMQ van's decoder (ps-lite's frames: the sender's identity, a `PBMeta` header,
+/// the data frames) over the frames [`split_frames`] cuts, as node 8 receives them.
+pub fn pslite_message_decoder(data: &[u8]) {
+    let _ = crate::van::zmq::codec::decode(split_frames(data), 8);
+}
+
+/// `frames` as [`split_frames`] reads them back (frames longer than 255 bytes are cut):
+/// the shape of a fuzz input made from a real message.
+pub fn join_frames(frames: &[Bytes]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for f in frames {
+        let n = f.len().min(255);
+        out.push(n as u8);
+        out.extend_from_slice(&f[..n]);
+    }
+    out
+}
+
 /// The TCP van's frame reader over a byte stream, up to four messages, with a 64 KiB
 /// message limit; each message read is also decoded as a [`Message`].
 pub fn tcp_frame_reader(data: &[u8]) {

@@ -13,6 +13,9 @@ use std::fmt;
 pub const MAX_META_BYTES: u64 = 1 << 20;
 /// Most data frames one message may carry.
 pub const MAX_DATA_FRAMES: usize = 64;
+/// The group of a BARRIER release that names none: it releases every barrier the node
+/// waits at (ps-lite's scheduler releases a node's barriers this way).
+pub const RELEASE_ALL: i32 = 0;
 
 /// Control commands exchanged by vans.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
@@ -56,7 +59,7 @@ pub struct Control {
     pub cmd: Command,
     /// Nodes carried by ADD_NODE and NODE_DEAD.
     pub nodes: Vec<Node>,
-    /// The group a BARRIER is over.
+    /// The group a BARRIER is over (a release of [`RELEASE_ALL`] names none).
     pub barrier_group: i32,
     /// The signature an ACK acknowledges.
     pub msg_sig: u64,

@@ -5,7 +5,7 @@
 use crate::config::Config;
 use crate::error::PostofficeError;
 use crate::held::Held;
-use crate::message::{Command, Control, Message, Meta};
+use crate::message::{Command, Control, Message, Meta, RELEASE_ALL};
 use crate::node::{group_members, Node, Role, ALL_GROUP, SCHEDULER};
 use crate::van::{Transport, Van, VanHandler};
 use crossbeam_channel::Sender;
@@ -19,6 +19,14 @@ use std::time::{Duration, Instant};
 /// Messages can legitimately arrive first: a peer released from the start barrier
 /// earlier may send before this node has created its customers.
 const CUSTOMER_WAIT: Duration = Duration::from_secs(30);
+
+/// How long a worker of a ps-lite scheduler waits after the start barrier before it
+/// may send. ps-lite's scheduler releases the workers from that barrier before the
+/// servers, and a ps-lite server that gets a request before its own release stops
+/// (its receiving thread waits 5 s for a customer that only the release it holds back
+/// lets it create). ps-lite's own workers rarely hit this: their first request comes
+/// later than a psrs worker's.
+pub const PSLITE_SERVERS_GRACE: Duration = Duration::from_millis(200);
 
 /// Exit status of a process the scheduler declared dead (or refused when it registered
 /// again, e.g. after a network partition healed): its tasks went to others and its id
@@ -130,6 +138,9 @@ impl Postoffice {
         self.van.start(self.cfg.join_timeout)?;
         if do_barrier && !self.is_recovery() {
             self.barrier(ALL_GROUP);
+            if self.cfg.role == Role::Worker && self.van.is_pslite_id(SCHEDULER) {
+                std::thread::sleep(PSLITE_SERVERS_GRACE);
+            }
         }
         Ok(())
     }
@@ -373,7 +384,11 @@ impl Postoffice {
 
 impl VanHandler for Postoffice {
     fn on_data(&self, msg: Message) {
-        let key = (msg.meta.app_id, msg.meta.customer_id);
+        // ps-lite's servers (and scheduler) take a request for an app by the app's id
+        // alone, so a ps-lite worker's customers (one per thread) share them
+        let by_app = msg.meta.request && self.cfg.role != Role::Worker && self.van.is_pslite_id(msg.meta.sender);
+        let customer = if by_app { msg.meta.app_id } else { msg.meta.customer_id };
+        let key = (msg.meta.app_id, customer);
         let mut c = self.customers.lock();
         if !c.held.is_empty() {
             for (k, m) in c.held.expire(Instant::now(), CUSTOMER_WAIT) {
@@ -421,7 +436,13 @@ impl VanHandler for Postoffice {
     }
 
     fn on_barrier_released(&self, group: i32) {
-        self.barrier_done.lock().insert(group, true);
+        let mut done = self.barrier_done.lock();
+        if group == RELEASE_ALL {
+            done.values_mut().for_each(|d| *d = true);
+        } else {
+            done.insert(group, true);
+        }
+        drop(done);
         self.barrier_cv.notify_all();
     }
 

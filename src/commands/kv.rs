@@ -1,6 +1,8 @@
-//! `psrs kv-test`: ps-lite's test_kv_app. Servers keep sums; every worker pushes the
-//! same values `--repeat` times, waits for the other workers, pulls, and checks that
-//! each value is exactly `repeat × workers ×` what it pushed.
+//! `psrs kv-test`: ps-lite's test_kv_app. Servers keep sums (ps-lite's
+//! `KVServerDefaultHandle` over float32: pushes add up, pulls answer the sums); every
+//! worker pushes the same values `--repeat` times, waits for the other workers, pulls,
+//! and checks that each value is exactly `repeat × workers ×` what it pushed (with
+//! `--own-keys`: its own keys, `repeat ×`).
 
 use clap::Args as ClapArgs;
 use ps_core::kv::handles::sum_handle_with_copy;
@@ -27,6 +29,12 @@ pub struct Args {
     /// pushes), so a test can kill a server in the middle of the pushes.
     #[arg(long, default_value_t = 0)]
     interval_ms: u64,
+    /// Push keys of this worker's own (the same spread, offset by 2^32 + its rank, so
+    /// they are no key ps-lite's test_kv_app uses) and expect each value to be exactly
+    /// `--repeat` times what it pushed, without a barrier of the workers: for
+    /// clusters whose other workers are not `kv-test` (ps-lite's test_kv_app).
+    #[arg(long)]
+    own_keys: bool,
 }
 
 const APP: i32 = 0;
@@ -59,7 +67,12 @@ pub fn run(a: Args) -> Result<(), super::error::CliError> {
 fn worker(po: &ps_core::Postoffice, kv: &KVWorker<f32>, a: &Args) -> Result<(), String> {
     let me = po.my_id();
     let n = a.keys as u64;
-    let keys: Vec<u64> = (0..n).map(|i| i * (u64::MAX / n.max(1))).collect();
+    let offset = if a.own_keys {
+        (1u64 << 32) + po.my_rank() as u64
+    } else {
+        0
+    };
+    let keys: Vec<u64> = (0..n).map(|i| i * (u64::MAX / n.max(1)) + offset).collect();
     let lens: Vec<i32> = if a.uneven {
         (0..a.keys).map(|i| 1 + (i % 3) as i32).collect()
     } else {
@@ -85,11 +98,14 @@ fn worker(po: &ps_core::Postoffice, kv: &KVWorker<f32>, a: &Args) -> Result<(), 
     for t in ts {
         kv.wait(t).map_err(|e| e.to_string())?;
     }
-    po.barrier(WORKER_GROUP);
+    if !a.own_keys {
+        po.barrier(WORKER_GROUP);
+    }
     let got = kv
         .wait_pull(kv.pull(&keys, 0).map_err(|e| e.to_string())?)
         .map_err(|e| e.to_string())?;
-    let times = (a.repeat * po.num_workers()) as f32;
+    let pushers = if a.own_keys { 1 } else { po.num_workers() };
+    let times = (a.repeat * pushers) as f32;
     if got.vals.len() != vals.len() {
         return Err(format!("pulled {} values, pushed {}", got.vals.len(), vals.len()));
     }

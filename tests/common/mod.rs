@@ -6,6 +6,7 @@
 pub mod etcd;
 pub mod jobs;
 pub mod netns;
+pub mod pslite;
 pub mod training;
 
 pub use etcd::ports::free_port;
@@ -110,10 +111,6 @@ impl Cluster {
     /// Starts one more process of `role` running `PREFIX... psrs ARGS` with extra `env`
     /// (e.g. `ip netns exec NS`, which execs psrs in place, so the pid is psrs's).
     pub fn spawn_wrapped(&mut self, role: &str, prefix: &[String], args: &[&str], env: &[(&str, &str)]) -> usize {
-        let i = self.procs.len();
-        let name = format!("{i}-{role}");
-        let out = self.dir.path().join(format!("{name}.out"));
-        let err = self.dir.path().join(format!("{name}.err"));
         let mut cmd = match prefix.split_first() {
             Some((first, rest)) => {
                 let mut c = Command::new(first);
@@ -122,8 +119,18 @@ impl Cluster {
             }
             None => Command::new(psrs_bin()),
         };
-        cmd.args(args)
-            .env("DMLC_ROLE", role)
+        cmd.args(args);
+        self.spawn_command(role, cmd, env)
+    }
+
+    /// Starts `cmd` (any program: psrs, or one of ps-lite's) as one more process of
+    /// `role`, with the cluster's `DMLC_*` variables and environment and extra `env`.
+    pub fn spawn_command(&mut self, role: &str, mut cmd: Command, env: &[(&str, &str)]) -> usize {
+        let i = self.procs.len();
+        let name = format!("{i}-{role}");
+        let out = self.dir.path().join(format!("{name}.out"));
+        let err = self.dir.path().join(format!("{name}.err"));
+        cmd.env("DMLC_ROLE", role)
             .env("DMLC_PS_ROOT_URI", "127.0.0.1")
             .env("DMLC_PS_ROOT_PORT", self.port.to_string())
             .env("DMLC_NUM_SERVER", self.servers.to_string())
@@ -152,7 +159,9 @@ impl Cluster {
         for (k, v) in env {
             cmd.env(k, v);
         }
-        let child = cmd.spawn().expect("spawn psrs");
+        let child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {:?}: {e}", cmd.get_program()));
         self.procs.push(Proc {
             role: role.to_string(),
             name,

@@ -183,7 +183,12 @@ impl<V: Pod + Send + Sync> KVWorker<V> {
                 data: parts[r].to_frames(),
             };
             sent_to[r] = msg.meta.recver;
-            let sig = self.sent.lock().signature(r, &parts[r].keys);
+            // a ps-lite server takes every key list in full
+            let sig = if self.po.van().is_pslite_id(msg.meta.recver) {
+                None
+            } else {
+                self.sent.lock().signature(r, &parts[r].keys)
+            };
             if let Some((sig, _)) = sig {
                 msg.meta.key_sig = sig;
             }

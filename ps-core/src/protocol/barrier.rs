@@ -39,6 +39,11 @@ impl Barriers {
         self.waiting.keys().copied().collect()
     }
 
+    /// True if `node` waits at `group`'s barrier.
+    pub fn has_arrived(&self, group: i32, node: i32) -> bool {
+        self.waiting.get(&group).is_some_and(|w| w.contains(&node))
+    }
+
     /// Number of nodes waiting at `group`'s barrier.
     pub fn count(&self, group: i32) -> usize {
         self.waiting.get(&group).map_or(0, |w| w.len())

@@ -58,8 +58,11 @@ pub struct Membership {
     elastic: bool,
 }
 
+/// True if `a` and `b` are one registration of one process. A ps-lite process (no
+/// incarnation) registers once per customer, and each registration is a node of its
+/// own (see [`super::shared`]).
 fn same_process(a: &Node, b: &Node) -> bool {
-    a.hostname == b.hostname && a.port == b.port && a.incarnation == b.incarnation
+    a.incarnation != 0 && a.hostname == b.hostname && a.port == b.port && a.incarnation == b.incarnation
 }
 
 impl Membership {

@@ -11,5 +11,6 @@ pub mod membership;
 pub mod peers;
 pub mod resender;
 pub mod scheduler;
+pub mod shared;
 
 pub use error::ProtocolError;

@@ -162,10 +162,12 @@ impl Peers {
     /// since, whose table entry has not arrived yet. Its messages wait for that entry
     /// (an answer now would go to the earlier holder's address, and once counted as
     /// seen, the message's resends would be dropped as duplicates, the answer lost).
+    /// An entry without incarnation (a ps-lite scheduler's table has none) names
+    /// whichever process holds the id.
     pub fn unknown_sender(&self, meta: &Meta) -> bool {
         let (id, inc) = (meta.sender, meta.incarnation);
         inc != 0
-            && self.holders.get(&id).is_some_and(|&h| h != inc)
+            && self.holders.get(&id).is_some_and(|&h| h != 0 && h != inc)
             && !self.retired.contains(&(id, inc))
             && self.dead.get(&id) != Some(&inc)
     }
@@ -228,6 +230,17 @@ mod tests {
             .on_table(&[node(1, 100), node(8, 800), node(9, 900), node(11, 1100)])
             .is_empty());
         p
+    }
+
+    #[test]
+    fn a_table_without_incarnations_holds_for_any_process() {
+        // a ps-lite scheduler's table: no incarnations; psrs nodes in it still send theirs
+        let mut p = Peers::new();
+        p.on_table(&[node(1, 0), node(8, 0), node(9, 0)]);
+        assert!(!p.unknown_sender(&data(9, 900, 0)));
+        assert_eq!(p.admit(&data(9, 900, 0), 1100), Admit::Accept);
+        // a table with incarnations tells processes apart
+        assert!(cluster().unknown_sender(&data(9, 901, 0)));
     }
 
     #[test]

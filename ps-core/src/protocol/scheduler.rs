@@ -5,8 +5,9 @@ use super::barrier::Barriers;
 use super::error::ProtocolError;
 use super::liveness::Liveness;
 use super::membership::{Join, Membership};
+use super::shared::Shared;
 use crate::message::{Command, Message};
-use crate::node::{Node, SCHEDULER};
+use crate::node::{id_role, Node, Role, SCHEDULER};
 
 /// Something the van must do on the scheduler's behalf.
 #[derive(Debug, Clone, PartialEq)]
@@ -81,6 +82,7 @@ pub struct SchedulerCore {
     membership: Membership,
     barriers: Barriers,
     liveness: Liveness,
+    shared: Shared,
 }
 
 impl SchedulerCore {
@@ -91,6 +93,7 @@ impl SchedulerCore {
             membership: Membership::new(num_servers, num_workers, me),
             barriers: Barriers::new(),
             liveness: Liveness::new(heartbeat_timeout_ms),
+            shared: Shared::default(),
         }
     }
 
@@ -135,6 +138,7 @@ impl SchedulerCore {
         self.membership = m;
         self.barriers = Barriers::new();
         let table = self.membership.table();
+        self.shared = Shared::from_table(&table);
         let mut out = Vec::new();
         for id in self.membership.alive_members(crate::node::ALL_GROUP) {
             if id == SCHEDULER {
@@ -179,6 +183,7 @@ impl SchedulerCore {
                 }
             }
             Join::Ready { table } => {
+                self.shared = Shared::from_table(&table);
                 for n in table.iter().filter(|n| n.id != SCHEDULER) {
                     self.liveness.revive(n.id, now_ms);
                     out.push(Action::Connect(n.clone()));
@@ -187,6 +192,7 @@ impl SchedulerCore {
                 out.push(Action::Table(table));
             }
             Join::Replaced { node, table } => {
+                self.shared = Shared::from_table(&table);
                 self.liveness.revive(node.id, now_ms);
                 out.push(Action::Connect(node.clone()));
                 out.push(Action::Send(add_node_msg(node.id, table.clone())));
@@ -210,7 +216,9 @@ impl SchedulerCore {
     /// A BARRIER request from `sender` over `group`.
     pub fn on_barrier(&mut self, group: i32, sender: i32) -> Vec<Action> {
         let alive = self.membership.alive_members(group);
-        let released = self.barriers.arrive(group, sender, &alive);
+        let barriers = &self.barriers;
+        let slot = self.shared.barrier_slot(sender, |id| barriers.has_arrived(group, id));
+        let released = self.barriers.arrive(group, slot, &alive);
         self.addressed(release(group, released))
     }
 
@@ -271,6 +279,9 @@ impl SchedulerCore {
             return vec![Action::Send(m)];
         }
         self.liveness.beat(sender, now_ms);
+        for alias in self.shared.aliases_of(sender) {
+            self.liveness.beat(alias, now_ms);
+        }
         self.addressed(vec![Action::Send(Message::control(sender, Command::Heartbeat))])
     }
 
@@ -320,8 +331,14 @@ impl SchedulerCore {
 
     /// Addresses every message in `actions` to the process the table has for its
     /// receiver (`recver_incarnation`), so that a message for a node that is replaced
-    /// meanwhile never reaches its replacement.
+    /// meanwhile never reaches its replacement. Messages to an alias, and connections
+    /// to one, are left out: its process gets the message under its own id.
     fn addressed(&self, mut actions: Vec<Action>) -> Vec<Action> {
+        actions.retain(|a| match a {
+            Action::Send(m) => !self.shared.is_alias(m.meta.recver),
+            Action::Connect(n) => !self.shared.is_alias(n.id),
+            _ => true,
+        });
         for a in actions.iter_mut() {
             if let Action::Send(m) = a {
                 if m.meta.recver_incarnation == 0 {
@@ -333,13 +350,16 @@ impl SchedulerCore {
     }
 }
 
-/// The release of `group`'s barrier to each of `released`, the scheduler's own last:
-/// a scheduler released from its final barrier finalizes and closes its connections,
-/// so releases queued after its own would be lost (on the TCP van, a large cluster
-/// would hang in `finalize` with "no connection to node N").
+/// The release of `group`'s barrier to each of `released`: servers first, then
+/// workers, the scheduler's own last. A scheduler released from its final barrier
+/// finalizes and closes its connections, so releases queued after its own would be
+/// lost (on the TCP van, a large cluster would hang in `finalize` with "no connection
+/// to node N"). A server released after a worker could get the worker's first request
+/// before its own release, which a ps-lite server does not survive (its receiving
+/// thread waits for a customer that only the release it holds back lets it create).
 fn release(group: i32, released: Option<Vec<i32>>) -> Vec<Action> {
     let mut ids = released.unwrap_or_default();
-    ids.sort_by_key(|&id| (id == SCHEDULER, id));
+    ids.sort_by_key(|&id| (id == SCHEDULER, id_role(id) == Some(Role::Worker), id));
     ids.into_iter()
         .map(|id| {
             let mut m = Message::control(id, Command::Barrier);

@@ -43,7 +43,19 @@ fn barrier_over_all_nodes() {
     assert_eq!(sends(&a).len(), 4);
     assert!(sends(&a).iter().all(|(_, c)| *c == Command::Barrier));
     let order: Vec<i32> = sends(&a).iter().map(|(id, _)| *id).collect();
-    assert_eq!(order, [8, 9, 11, 1], "the scheduler releases itself last");
+    assert_eq!(order, [8, 9, 11, 1], "servers, workers, the scheduler itself last");
+    let mut two = SchedulerCore::new(2, 1, node(Role::Scheduler, 1), 0);
+    for (role, port) in [(Role::Server, 2), (Role::Server, 3), (Role::Worker, 4)] {
+        two.on_add_node(node(role, port), 0);
+    }
+    for id in [1, 8, 9] {
+        assert!(two.on_barrier(ALL_GROUP, id).is_empty());
+    }
+    let order: Vec<i32> = sends(&two.on_barrier(ALL_GROUP, 10))
+        .iter()
+        .map(|(id, _)| *id)
+        .collect();
+    assert_eq!(order, [8, 10, 9, 1], "every server before any worker");
 }
 
 #[test]
@@ -328,4 +340,50 @@ fn a_node_taking_the_table_also_hears_who_is_dead() {
         .map(|m| m.meta.recver)
         .collect();
     assert_eq!(deaths, vec![9, 11]);
+}
+
+#[test]
+fn a_ps_lite_process_with_two_customers_counts_as_two_workers_under_one_id() {
+    // ps-lite registers once per customer: two registrations of one address, no
+    // incarnation; a ps-lite server beside them
+    let lite = |role, port| Node {
+        incarnation: 0,
+        ..node(role, port)
+    };
+    let mut s = SchedulerCore::new(1, 2, node(Role::Scheduler, 1), 0);
+    assert_eq!(s.on_add_node(lite(Role::Worker, 5), 0).len(), 1);
+    assert_eq!(
+        s.on_add_node(lite(Role::Worker, 5), 0).len(),
+        1,
+        "a second customer is a second node"
+    );
+    let a = s.on_add_node(lite(Role::Server, 2), 0);
+    let Some(Action::Table(table)) = a.last() else {
+        panic!("no table: {a:?}")
+    };
+    let at_5: Vec<i32> = table.iter().filter(|n| n.port == 5).map(|n| n.id).collect();
+    assert_eq!(at_5, vec![9, 11]);
+    assert_eq!(
+        sends(&a),
+        vec![(8, Command::AddNode), (9, Command::AddNode)],
+        "the process takes the table once, under its first id"
+    );
+    assert!(!a.contains(&Action::Connect(table[3].clone())));
+    // both customers' barrier requests come from id 9
+    for id in [1, 8, 9] {
+        assert!(s.on_barrier(ALL_GROUP, id).is_empty());
+    }
+    assert!(s.on_barrier(ALL_GROUP, 9).iter().any(|a| matches!(a, Action::Send(_))));
+    let released = sends(&s.on_barrier(ALL_GROUP, 9));
+    assert!(released.is_empty(), "a new round: 9 waits for the others");
+    // the release of a round goes to the process once
+    let mut s2 = SchedulerCore::new(1, 2, node(Role::Scheduler, 1), 0);
+    s2.on_add_node(lite(Role::Worker, 5), 0);
+    s2.on_add_node(lite(Role::Worker, 5), 0);
+    s2.on_add_node(lite(Role::Server, 2), 0);
+    for id in [9, 1, 8] {
+        assert!(s2.on_barrier(ALL_GROUP, id).is_empty());
+    }
+    let order: Vec<i32> = sends(&s2.on_barrier(ALL_GROUP, 9)).iter().map(|(id, _)| *id).collect();
+    assert_eq!(order, [8, 9, 1]);
 }

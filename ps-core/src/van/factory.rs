@@ -2,7 +2,7 @@
 
 use super::tcp::TcpTransport;
 use super::transport::Transport;
-use super::zmq_transport::ZmqTransport;
+use super::zmq::ZmqTransport;
 use crate::config::ConfigError;
 use std::sync::Arc;
 

@@ -7,7 +7,8 @@ use crate::node::Node;
 pub trait VanHandler: Send + Sync {
     /// A data message for a customer.
     fn on_data(&self, msg: Message);
-    /// The scheduler released this node from `group`'s barrier.
+    /// The scheduler released this node from `group`'s barrier
+    /// ([`crate::message::RELEASE_ALL`]: from every barrier it waits at).
     fn on_barrier_released(&self, group: i32);
     /// The scheduler declared these nodes dead.
     fn on_nodes_dead(&self, nodes: &[i32]);

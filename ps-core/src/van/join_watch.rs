@@ -13,6 +13,9 @@ pub struct JoinView {
     pub scheduler_up: bool,
     /// A message from the scheduler arrived (it can reach this node).
     pub heard: bool,
+    /// The scheduler may answer only with the node table (it may be ps-lite's, which
+    /// does not welcome a registering node): its silence proves nothing.
+    pub may_stay_silent: bool,
     /// Servers and workers the cluster expects.
     pub expected: (usize, usize),
 }
@@ -53,7 +56,7 @@ impl JoinWatch {
     pub fn check(&mut self, now_ms: u64, v: &JoinView) -> JoinEvent {
         if v.scheduler_up && !v.heard {
             let since = *self.up_since_ms.get_or_insert(now_ms);
-            if now_ms.saturating_sub(since) >= self.unreachable_after_ms {
+            if now_ms.saturating_sub(since) >= self.unreachable_after_ms && !v.may_stay_silent {
                 return JoinEvent::Fail(format!(
                     "the scheduler at {} is up but has not answered for {} s: it cannot connect back to this node at {}; set DMLC_NODE_HOST to an address of this node the scheduler can reach (and DMLC_BIND_HOST if that address is not local), and check firewalls",
                     v.scheduler,
@@ -72,6 +75,11 @@ impl JoinWatch {
             format!(
                 "registered with the scheduler at {}; waiting for the rest of the cluster ({} servers and {} workers) to join",
                 v.scheduler, v.expected.0, v.expected.1
+            )
+        } else if v.scheduler_up && v.may_stay_silent {
+            format!(
+                "registered with the scheduler at {}; waiting for the node table (the scheduler must connect back to this node at {}; a ps-lite scheduler answers only once all {} servers and {} workers joined)",
+                v.scheduler, v.me, v.expected.0, v.expected.1
             )
         } else if v.scheduler_up {
             format!(
@@ -124,8 +132,30 @@ mod tests {
             me: "10.0.0.2:4000".into(),
             scheduler_up: up,
             heard,
+            may_stay_silent: false,
             expected: (1, 2),
         }
+    }
+
+    #[test]
+    fn a_scheduler_that_may_be_ps_lite_is_waited_for_without_failing() {
+        let mut w = JoinWatch::new(0, 5000, 6000);
+        let silent = JoinView {
+            may_stay_silent: true,
+            ..view(true, false)
+        };
+        let mut lines = Vec::new();
+        for t in (0..60_000).step_by(500) {
+            match w.check(t, &silent) {
+                JoinEvent::Fail(e) => panic!("failed at {t}: {e}"),
+                JoinEvent::Log(l) => lines.push(l),
+                JoinEvent::Quiet => {}
+            }
+        }
+        assert!(
+            lines[0].contains("waiting for the node table") && lines[0].contains("ps-lite"),
+            "{lines:?}"
+        );
     }
 
     #[test]

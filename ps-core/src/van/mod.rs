@@ -16,12 +16,12 @@ pub mod tcp;
 #[cfg(test)]
 pub(crate) mod test_transport;
 pub mod transport;
-pub mod zmq_transport;
+pub mod zmq;
 
 pub use error::VanError;
 pub use handler::VanHandler;
 pub use shell::Van;
 pub use stats::VanStats;
 pub use tcp::TcpTransport;
-pub use transport::{Deliver, Transport};
-pub use zmq_transport::ZmqTransport;
+pub use transport::{Deliver, PeerKind, Transport};
+pub use zmq::ZmqTransport;

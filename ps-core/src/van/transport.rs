@@ -1,6 +1,8 @@
 //! The transport a van runs over. A trait, so another transport than ZMQ can be added
-//! (`DMLC_PS_VAN_TYPE` picks one: `tcp`, the default, or `zmq`, ps-lite's).
+//! (`DMLC_PS_VAN_TYPE` picks one: `tcp`, the default, or `zmq`, ps-lite's). Each
+//! transport has its own wire format: it encodes and decodes the messages it carries.
 
+use crate::message::{Message, WireError};
 use crate::tls::Roles;
 use bytes::Bytes;
 use std::io;
@@ -13,8 +15,54 @@ use std::sync::Arc;
 /// in order.
 pub type Deliver = Arc<dyn Fn(Vec<Bytes>, Option<&Roles>) + Send + Sync>;
 
+/// What process a peer is, as far as a transport that can talk to ps-lite needs to know.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum PeerKind {
+    /// A psrs process (or one not known to be ps-lite).
+    #[default]
+    Psrs,
+    /// A ps-lite process (its node table entry has no incarnation).
+    PsLite,
+}
+
+impl PeerKind {
+    /// What the process behind a node table entry is: a ps-lite process has no
+    /// incarnation (psrs's are never 0).
+    pub fn of(node: &crate::node::Node) -> PeerKind {
+        if node.incarnation == 0 {
+            PeerKind::PsLite
+        } else {
+            PeerKind::Psrs
+        }
+    }
+}
+
 /// Moves multipart messages between nodes. Shared by every sending thread.
 pub trait Transport: Send + Sync {
+    /// The frames `msg` goes out as. Default: psrs's own header
+    /// ([`Message::encode_meta`]), then the data frames, not copied.
+    fn encode(&self, msg: &Message) -> Vec<Bytes> {
+        let mut frames = Vec::with_capacity(msg.data.len() + 1);
+        frames.push(msg.encode_meta());
+        frames.extend(msg.data.iter().cloned());
+        frames
+    }
+    /// The message in `frames` as this transport delivered them; bytes that are not
+    /// one are a [`WireError`] (never a panic). Default: [`Message::decode`].
+    fn decode(&self, frames: Vec<Bytes>) -> Result<Message, WireError> {
+        Message::decode(frames)
+    }
+    /// True if this transport speaks ps-lite's wire protocol, so that a peer may be a
+    /// ps-lite process (which never repeats or answers psrs's extras).
+    fn speaks_pslite(&self) -> bool {
+        false
+    }
+    /// This node's id and incarnation, once it has an id (the ZMQ transport's sockets
+    /// identify the node by them). Default: nothing to do.
+    fn set_local_node(&self, _id: i32, _incarnation: u64) {}
+    /// What the peer under `key` is (the ZMQ transport shows a ps-lite peer the
+    /// identity ps-lite reads). Default: nothing to do.
+    fn set_peer_kind(&self, _key: i32, _kind: PeerKind) {}
     /// Binds the receiving endpoint on `host:port` (`port` 0 = any free port) and
     /// returns the bound port.
     fn bind(&self, host: &str, port: u16) -> io::Result<u16>;

@@ -43,6 +43,9 @@ impl Van {
                 }
                 let mut m = Message::control(SCHEDULER, Command::Heartbeat);
                 m.meta.timestamp = self.next_timestamp();
+                // naming this node, as ps-lite's heartbeats do (ps-lite's scheduler
+                // answers only a heartbeat that names its sender)
+                m.meta.control.nodes = vec![self.my_node()];
                 if self.cfg.schedulers.len() > 1 {
                     // every candidate hears the node (a standby's witness)
                     self.send_to_schedulers(m);
@@ -83,8 +86,10 @@ impl Van {
             let due = r.lock().due(now, |m| peers.is_dead(m.meta.recver));
             // a stalled link first gets a new connection, which the resends then take
             // (several stalled messages to one peer reconnect once: may_reconnect)
+            // (not a ps-lite peer's: a second socket under this node's identity would
+            // be refused by its ROUTER, which lets no identity take another's place)
             for peer in due.stalled.iter().map(|m| m.meta.recver) {
-                if r.lock().may_reconnect(peer, now) {
+                if !self.is_pslite_id(peer) && r.lock().may_reconnect(peer, now) {
                     self.reopen(peer);
                 }
             }

@@ -3,7 +3,8 @@
 
 use super::handler::VanHandler;
 use super::stats::VanStats;
-use super::transport::Transport;
+use super::transport::{PeerKind, Transport};
+use super::zmq::ack::pslite_signature;
 use crate::config::Config;
 use crate::failover::Failover;
 use crate::message::Message;
@@ -52,12 +53,16 @@ pub struct Van {
     peers: RwLock<Peers>,
     fo: Failover,
     heard_from_scheduler: AtomicBool,
+    /// A message from a psrs scheduler (one with an incarnation) arrived.
+    heard_psrs_scheduler: AtomicBool,
     welcomed: Mutex<Vec<i32>>,
     goodbye: Mutex<bool>,
     goodbye_cv: Condvar,
     /// Data messages from processes this one cannot answer yet (see `Van::waits`),
     /// replayed when a table or connection arrives.
     unconnected: Mutex<std::collections::VecDeque<Message>>,
+    /// Ids whose process is a ps-lite one (see [`Van::is_pslite`]).
+    pslite_ids: RwLock<std::collections::HashSet<i32>>,
     /// Traffic counters.
     pub stats: VanStats,
 }
@@ -113,7 +118,9 @@ impl Van {
             last_from_scheduler: AtomicU64::new(0),
             peers: RwLock::new(Peers::new()),
             heard_from_scheduler: AtomicBool::new(false),
+            heard_psrs_scheduler: AtomicBool::new(false),
             unconnected: Mutex::default(),
+            pslite_ids: RwLock::default(),
             welcomed: Mutex::new(Vec::new()),
             goodbye: Mutex::new(false),
             goodbye_cv: Condvar::new(),
@@ -123,6 +130,34 @@ impl Van {
             },
             transport,
         })
+    }
+
+    /// True if `n` is a ps-lite process, on a transport that can talk to one (its table
+    /// entry has no incarnation): it gets none of psrs's extras (refusals, welcomes,
+    /// resends, acknowledgements).
+    pub(super) fn is_pslite(&self, n: &Node) -> bool {
+        self.transport.speaks_pslite() && PeerKind::of(n) == PeerKind::PsLite
+    }
+
+    /// True if node `id` is a ps-lite process ([`Van::is_pslite`]).
+    pub fn is_pslite_id(&self, id: i32) -> bool {
+        self.transport.speaks_pslite() && self.pslite_ids.read().contains(&id)
+    }
+
+    /// Records what the process of table entry `n` is, for this van and its transport.
+    pub(super) fn note_peer(&self, n: &Node) {
+        let pslite = self.is_pslite(n);
+        let known = self.pslite_ids.read().contains(&n.id);
+        if pslite != known {
+            let mut ids = self.pslite_ids.write();
+            if pslite {
+                ids.insert(n.id);
+            } else {
+                ids.remove(&n.id);
+            }
+        }
+        let kind = if pslite { PeerKind::PsLite } else { PeerKind::Psrs };
+        self.transport.set_peer_kind(n.id, kind);
     }
 
     /// Sets the layer above that receives data and events.
@@ -232,8 +267,8 @@ impl Van {
     fn send_tracked(&self, msg: Message, lazy: bool) -> io::Result<usize> {
         let mut tracked = false;
         if let Some(r) = &self.resender {
-            if needs_ack(&msg.meta) {
-                r.lock().on_send(signature(&msg.meta), msg.clone(), self.now_ms());
+            if let Some(sig) = self.tracked_as(&msg) {
+                r.lock().on_send(sig, msg.clone(), self.now_ms());
                 tracked = true;
             }
         }
@@ -249,6 +284,21 @@ impl Van {
         }
     }
 
+    /// The signature the resender tracks `msg` under, None if untracked. A ps-lite
+    /// process acknowledges by ps-lite's signature (with its own `PS_RESEND` on, as it
+    /// must be when psrs's is), and only once started: only data messages to it are
+    /// tracked.
+    fn tracked_as(&self, msg: &Message) -> Option<u64> {
+        let m = &msg.meta;
+        if !needs_ack(m) {
+            return None;
+        }
+        if !self.is_pslite_id(m.recver) {
+            return Some(signature(m));
+        }
+        (!m.is_control()).then(|| pslite_signature(m.app_id, m.sender, m.recver, m.timestamp, m.request))
+    }
+
     /// Writes what waits in the link to `peer` (see [`Van::send_lazy`]).
     pub fn flush_link(&self, peer: i32) {
         self.transport.flush_link(peer);
@@ -259,9 +309,7 @@ impl Van {
     }
 
     fn send_frames(&self, msg: &Message, lazy: bool) -> io::Result<usize> {
-        let mut frames = Vec::with_capacity(msg.data.len() + 1);
-        frames.push(msg.encode_meta());
-        frames.extend(msg.data.iter().cloned());
+        let frames = self.transport.encode(msg);
         log::trace!("send {msg}");
         let n = if lazy {
             self.transport.send_lazy(msg.meta.recver, frames)?

@@ -9,6 +9,7 @@ use crate::protocol::resender::Incoming;
 use crate::protocol::scheduler::Action;
 use crate::tls::Roles;
 use crate::van::screen::screen;
+use crate::van::zmq::ack::pslite_signature;
 use std::sync::atomic::Ordering;
 
 /// At most this many messages wait for their senders to be connected.
@@ -20,7 +21,7 @@ impl Van {
     /// allow it, then counted and processed.
     pub(super) fn on_frames(&self, frames: Vec<bytes::Bytes>, roles: Option<&Roles>) {
         let bytes: usize = frames.iter().map(|f| f.len()).sum();
-        let msg = match Message::decode(frames) {
+        let msg = match self.transport.decode(frames) {
             Ok(m) => m,
             Err(e) => {
                 self.stats.malformed.fetch_add(1, Ordering::Relaxed);
@@ -41,6 +42,9 @@ impl Van {
         if msg.meta.sender == SCHEDULER {
             self.last_from_scheduler.store(self.now_ms(), Ordering::Relaxed);
             self.heard_from_scheduler.store(true, Ordering::Relaxed);
+            if msg.meta.incarnation != 0 {
+                self.heard_psrs_scheduler.store(true, Ordering::Relaxed);
+            }
         }
         if !msg.meta.is_control()
             && self.cfg.drop_msg_percent > 0
@@ -78,6 +82,10 @@ impl Van {
                     return;
                 }
                 Incoming::Fresh(sig) => self.ack(&msg, sig),
+                // ps-lite's resender wants every message but TERMINATE acknowledged
+                Incoming::Untracked if self.sent_by_pslite(&msg) && msg.meta.control.cmd != Command::Terminate => {
+                    self.ack(&msg, 0)
+                }
                 Incoming::Untracked => {}
             }
         }
@@ -118,10 +126,22 @@ impl Van {
         }
     }
 
+    /// True if `msg` came from a ps-lite process (one without incarnation, on ps-lite's wire).
+    fn sent_by_pslite(&self, msg: &Message) -> bool {
+        self.transport.speaks_pslite() && msg.meta.incarnation == 0
+    }
+
+    /// Acknowledges `msg` by signature `sig` (a ps-lite process: by ps-lite's own).
     pub(super) fn ack(&self, msg: &Message, sig: u64) {
         if msg.meta.sender == EMPTY_ID {
             return;
         }
+        let m = &msg.meta;
+        let sig = if self.sent_by_pslite(msg) {
+            pslite_signature(m.app_id, m.sender, m.recver, m.timestamp, m.request)
+        } else {
+            sig
+        };
         let mut a = Message::control(msg.meta.sender, Command::Ack);
         a.meta.recver_incarnation = msg.meta.incarnation;
         a.meta.control.msg_sig = sig;
@@ -197,13 +217,18 @@ impl Van {
         {
             let mut me = self.me.write();
             if me.id == EMPTY_ID {
-                let found = nodes
-                    .iter()
-                    .find(|n| n.hostname == me.hostname && n.port == me.port && n.incarnation == me.incarnation);
+                // (a ps-lite scheduler's table has no incarnations: the entry at this
+                // node's address is this node)
+                let found = nodes.iter().find(|n| {
+                    n.hostname == me.hostname
+                        && n.port == me.port
+                        && (n.incarnation == me.incarnation || n.incarnation == 0)
+                });
                 match found {
                     Some(n) => {
                         me.id = n.id;
                         me.is_recovery = n.is_recovery;
+                        self.transport.set_local_node(me.id, me.incarnation);
                     }
                     None => return,
                 }
@@ -238,6 +263,7 @@ impl Van {
         }
         let mut table = self.table.write();
         for n in nodes {
+            self.note_peer(&n);
             let known = table.iter().position(|t| t.id == n.id);
             let changed = known.is_none_or(|i| table[i] != n);
             if n.id != SCHEDULER && (changed || !self.transport.is_connected(n.id)) {
@@ -281,6 +307,10 @@ impl Van {
                 }
                 Action::Reject { node, reason } => {
                     log::warn!("refused {node}: {reason}");
+                    if self.is_pslite(&node) {
+                        // ps-lite has no refusal: it would take it for the node table
+                        continue;
+                    }
                     let key = -1 - node.port as i32;
                     if self.transport.connect(key, &node.hostname, node.port).is_ok() {
                         let mut m = Message::control(key, Command::AddNode);
@@ -300,6 +330,9 @@ impl Van {
                         "node table: {}",
                         t.iter().map(|n| n.to_string()).collect::<Vec<_>>().join(", ")
                     );
+                    for n in &t {
+                        self.note_peer(n);
+                    }
                     *self.table.write() = t.clone();
                     let mut ready = self.ready.lock();
                     if ready.is_none() {

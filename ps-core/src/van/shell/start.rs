@@ -49,6 +49,10 @@ impl Van {
             .bind(&bind, want)
             .map_err(|e| VanError::Io(format!("cannot bind {}: {e}", host_port(&bind, want))))?;
         self.me.write().port = port;
+        {
+            let me = self.me.read();
+            self.transport.set_local_node(me.id, me.incarnation);
+        }
         log::debug!("bound to {} (advertised as {})", host_port(&bind, port), self.my_node());
         self.transport
             .connect(SCHEDULER, &self.cfg.root_uri, self.cfg.root_port)
@@ -75,15 +79,21 @@ impl Van {
         let mut watch = JoinWatch::new(self.now_ms(), LOG_EVERY_MS, UNREACHABLE_AFTER_MS);
         let mut backoff = JoinBackoff::default();
         let mut refused = 0;
+        let mut registered = false;
         loop {
             let mut wait = Duration::from_secs(1);
-            if self.sched.is_none() {
+            // ps-lite's scheduler takes every ADD_NODE for another node: on its wire a
+            // registration that went out is repeated only to a scheduler heard to be
+            // psrs's (a ZMQ socket keeps it until the scheduler is up anyway)
+            let once = registered && self.pslite_scheduler_possible();
+            if self.sched.is_none() && !once {
                 let mut m = Message::control(SCHEDULER, Command::AddNode);
                 m.meta.control.nodes = vec![self.my_node()];
                 m.meta.timestamp = self.next_timestamp();
                 let reached = match self.send(m.clone()) {
                     Ok(_) => {
                         refused = 0;
+                        registered = true;
                         true
                     }
                     Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
@@ -190,14 +200,27 @@ impl Van {
             me: self.my_node().addr(),
             scheduler_up: up,
             heard: self.sched.is_some() || self.heard_from_scheduler.load(Ordering::Relaxed),
+            may_stay_silent: self.pslite_scheduler_possible(),
             expected: (self.cfg.num_servers, self.cfg.num_workers),
         }
+    }
+
+    /// True while the scheduler may be a ps-lite one: this van speaks ps-lite's wire
+    /// and has not heard a psrs scheduler (which welcomes a registering node; ps-lite's
+    /// answers only with the node table).
+    fn pslite_scheduler_possible(&self) -> bool {
+        self.transport.speaks_pslite() && !self.heard_psrs_scheduler.load(Ordering::Relaxed)
     }
 
     /// The scheduler's answer to an ADD_NODE while the cluster is incomplete: a
     /// heartbeat over a connection of its own, proving to the node that the scheduler
     /// can reach it.
     pub(super) fn welcome(&self, n: &Node) {
+        if self.is_pslite(n) {
+            // a ps-lite node waits for the table alone (and a second socket to it
+            // under this scheduler's identity would collide with the table's)
+            return;
+        }
         let key = welcome_key(n);
         if !self.transport.is_connected(key) {
             if let Err(e) = self.transport.connect(key, &n.hostname, n.port) {
@@ -219,6 +242,7 @@ impl Van {
     /// opened to it, under its id now (its handshake is not repeated), or else a new
     /// one, opened at the first send.
     pub(super) fn connect_member(&self, n: &Node) {
+        self.note_peer(n);
         let key = welcome_key(n);
         let mut welcomed = self.welcomed.lock();
         if let Some(i) = welcomed.iter().position(|&k| k == key) {

@@ -1,14 +1,21 @@
-//! The ZMQ transport: one ROUTER socket bound for receiving, one DEALER socket per
-//! peer for sending, opened at the first send to that peer (a node learns the whole
-//! table at once but talks to few of its peers: opening a socket to all of them made a
-//! 1+32+96 local cluster spend seconds in 16k ZMTP handshakes before its barrier). Data frames go out and come in without copies: outgoing `Bytes`
-//! are handed to `zmq_msg_init_data` with a free function that drops them, incoming
-//! `zmq::Message`s become `Bytes` that own them.
+//! The ZMQ transport, ps-lite's socket pattern: one ROUTER socket bound for receiving,
+//! one DEALER socket per peer for sending, whose identity names this node
+//! ([`super::identity`]; the ROUTER puts the sender's identity first in each message
+//! it receives), opened at the first send to that peer (a node learns the whole table
+//! at once but talks to few of its peers: opening a socket to all of them made a
+//! 1+32+96 local cluster spend seconds in 16k ZMTP handshakes before its barrier).
+//! Messages are ps-lite's frames ([`super::codec`]). Data frames go out and come in
+//! without copies: outgoing `Bytes` are handed to `zmq_msg_init_data` with a free
+//! function that drops them, incoming `zmq::Message`s become `Bytes` that own them.
 
-use super::transport::{Deliver, Transport};
+use super::codec;
+use super::identity::identity;
 use crate::config::Limits;
+use crate::message::{Message, WireError};
+use crate::node::EMPTY_ID;
+use crate::van::transport::{Deliver, PeerKind, Transport};
 use bytes::Bytes;
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 use std::collections::HashMap;
 use std::io;
 use std::os::raw::c_void;
@@ -28,6 +35,10 @@ pub struct ZmqTransport {
     ctx: zmq::Context,
     receiver: Arc<Mutex<Option<zmq::Socket>>>,
     senders: Mutex<HashMap<i32, Peer>>,
+    /// Peers known to be ps-lite processes (others are shown psrs's identity).
+    kinds: Mutex<HashMap<i32, PeerKind>>,
+    /// This node's id ([`EMPTY_ID`] before it has one) and incarnation.
+    local: RwLock<(i32, u64)>,
     stop: Arc<AtomicBool>,
     thread: Mutex<Option<JoinHandle<()>>>,
     limits: Limits,
@@ -92,6 +103,8 @@ impl ZmqTransport {
             ctx: zmq::Context::new(),
             receiver: Arc::new(Mutex::new(None)),
             senders: Mutex::new(HashMap::new()),
+            kinds: Mutex::new(HashMap::new()),
+            local: RwLock::new((EMPTY_ID, 0)),
             stop: Arc::new(AtomicBool::new(false)),
             thread: Mutex::new(None),
             limits: limits.clone(),
@@ -99,9 +112,11 @@ impl ZmqTransport {
     }
 }
 
-/// Logs and drops the messages of `batch` that break `limits`.
+/// Logs and drops the messages of `batch` (each led by its sender's identity, which the
+/// limits do not count) that break `limits`.
 fn within_limits(batch: Vec<Vec<Bytes>>, limits: &Limits) -> impl Iterator<Item = Vec<Bytes>> + '_ {
     batch.into_iter().filter(move |frames| {
+        let frames = frames.get(1..).unwrap_or_default();
         let bytes = frames.iter().map(|f| f.len() as u64).sum();
         match limits.check_message(frames.len(), bytes) {
             Ok(()) => true,
@@ -114,7 +129,7 @@ fn within_limits(batch: Vec<Vec<Bytes>>, limits: &Limits) -> impl Iterator<Item 
 }
 
 /// Waits at most `timeout` for messages and returns those ready (at most 64), each
-/// as its frames without the ROUTER's identity frame.
+/// as its frames, the sender's identity first.
 fn recv(receiver: &Mutex<Option<zmq::Socket>>, timeout: Duration) -> io::Result<Vec<Vec<Bytes>>> {
     let guard = receiver.lock();
     let sock = guard
@@ -134,16 +149,20 @@ fn recv(receiver: &Mutex<Option<zmq::Socket>>, timeout: Duration) -> io::Result<
         while sock.get_rcvmore().map_err(io_err)? {
             frames.push(Bytes::from_owner(ZmqBytes(sock.recv_msg(0).map_err(io_err)?)));
         }
-        frames.remove(0); // the ROUTER's peer identity
         batch.push(frames);
     }
     Ok(batch)
 }
 
 impl ZmqTransport {
-    /// A DEALER socket connected (asynchronously) to `endpoint`.
-    fn open(&self, endpoint: &str) -> io::Result<zmq::Socket> {
+    /// A DEALER socket connected (asynchronously) to `endpoint`, showing the identity
+    /// of this node to a peer of `kind` (none while this node has no id).
+    fn open(&self, endpoint: &str, kind: PeerKind) -> io::Result<zmq::Socket> {
         let sock = self.ctx.socket(zmq::DEALER).map_err(io_err)?;
+        let (id, incarnation) = *self.local.read();
+        if let Some(name) = identity(id, incarnation, kind) {
+            sock.set_identity(&name).map_err(io_err)?;
+        }
         // Long enough for the last messages (barrier releases, acks) to leave on close.
         sock.set_linger(2000).map_err(io_err)?;
         sock.set_sndhwm(0).map_err(io_err)?;
@@ -171,6 +190,10 @@ impl Transport for ZmqTransport {
         sock.set_linger(0).map_err(io_err)?;
         sock.set_rcvhwm(0).map_err(io_err)?;
         sock.set_ipv6(true).map_err(io_err)?;
+        // a process connecting again under its identity (a new socket to this node
+        // while its last one still lingers) takes the identity over; two processes
+        // never share one (psrs identities carry the incarnation)
+        sock.set_router_handover(true).map_err(io_err)?;
         sock.set_maxmsgsize(i64::try_from(self.limits.max_message_bytes).unwrap_or(i64::MAX))
             .map_err(io_err)?;
         let endpoint = if port == 0 {
@@ -192,6 +215,43 @@ impl Transport for ZmqTransport {
             .ok_or_else(|| io::Error::other(format!("cannot read port of {last}")))?;
         *self.receiver.lock() = Some(sock);
         Ok(bound)
+    }
+
+    fn encode(&self, msg: &Message) -> Vec<Bytes> {
+        codec::encode(msg)
+    }
+
+    fn decode(&self, frames: Vec<Bytes>) -> Result<Message, WireError> {
+        codec::decode(frames, self.local.read().0)
+    }
+
+    fn speaks_pslite(&self) -> bool {
+        true
+    }
+
+    /// Records this node's id: every socket is opened again, at its next send, with
+    /// the identity naming it.
+    fn set_local_node(&self, id: i32, incarnation: u64) {
+        let mut local = self.local.write();
+        if *local == (id, incarnation) {
+            return;
+        }
+        *local = (id, incarnation);
+        drop(local);
+        for p in self.senders.lock().values_mut() {
+            p.sock = None;
+        }
+    }
+
+    /// Records what the peer under `key` is; an open socket to it is opened again if
+    /// the identity it must show changed.
+    fn set_peer_kind(&self, key: i32, kind: PeerKind) {
+        let old = self.kinds.lock().insert(key, kind).unwrap_or_default();
+        if old != kind {
+            if let Some(p) = self.senders.lock().get_mut(&key) {
+                p.sock = None;
+            }
+        }
     }
 
     /// Records where `peer` is; its socket is opened by the first send.
@@ -218,7 +278,8 @@ impl Transport for ZmqTransport {
             match &p.sock {
                 Some(s) => Arc::clone(s),
                 None => {
-                    let s = Arc::new(Mutex::new(self.open(&p.endpoint)?));
+                    let kind = self.kinds.lock().get(&peer).copied().unwrap_or_default();
+                    let s = Arc::new(Mutex::new(self.open(&p.endpoint, kind)?));
                     p.sock = Some(Arc::clone(&s));
                     s
                 }
