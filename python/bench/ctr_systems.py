@@ -96,7 +96,8 @@ def run_psrs(a, report):
     cards, planted = setup(a)
     rank = pt.rank()
     batches = make_batches(planted, rank, a.samples, a.batch)
-    emb = pt.Embedding(sum(cards), DIM, optimizer="adagrad", lr=EMB_LR, init_std=INIT_STD, fp16_wire=a.fp16)
+    emb = pt.Embedding(max(sum(cards), a.table_rows), DIM, optimizer="adagrad", lr=EMB_LR, init_std=INIT_STD,
+                       fp16_wire=a.fp16)
     model = dlrm(emb, cards, a)
     overlap = a.mode != "sync" and not a.no_overlap
     opt = pt.DistributedOptimizer(model, optimizer="adam", lr=MLP_LR, mode=a.mode, overlap=overlap)
@@ -136,7 +137,8 @@ def run_ddp(a, report, rank, port):
     emb = nn.Embedding(sum(cards), DIM, sparse=not a.dense_grad)
     nn.init.normal_(emb.weight, 0.0, INIT_STD)
     inner = dlrm(emb, cards, a)
-    model = DDP(inner)
+    # a dense table's gradient shares DDP's buckets (one 2.2 GB copy fewer per rank)
+    model = DDP(inner, gradient_as_bucket_view=a.dense_grad)
     opts = [torch.optim.Adagrad(emb.parameters(), lr=EMB_LR),
             torch.optim.Adam([p for n, p in inner.named_parameters() if not n.startswith("emb.")], lr=MLP_LR)]
 

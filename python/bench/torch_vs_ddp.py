@@ -9,12 +9,14 @@ and every process's peak memory by role (python/bench/torch_vs_ddp.sh runs this)
   python/examples/ctr_data.py's planted model, --batch per worker, --samples per
   worker; Adagrad on the rows, Adam on the MLPs (python/bench/ctr_systems.py):
   - psrs, 2 servers and 2 workers: async (the next batch's rows prefetched while this
-    one computes, the push in flight meanwhile) and sync;
+    one computes, the push in flight meanwhile) and sync, and async with the same rows
+    in a table of 10^9 (the servers' memory follows the rows trained);
   - DDP over gloo with 2 processes, the table an nn.Embedding(sparse=True): gloo
     allreduces only the rows of the batches (the comparison that counts);
   - TorchRec (torchrec with fbgemm-gpu-cpu) with 2 processes: 26 tables sharded
-    row-wise, FBGEMM's fused Adagrad (run with $TORCHREC_PYTHON: fbgemm-gpu-cpu is
-    built for one torch release, which need not be the one psrs's venv has);
+    table-wise (its planner offers no row-wise sharding on CPU), FBGEMM's fused
+    Adagrad (run with $TORCHREC_PYTHON: fbgemm-gpu-cpu is built for one torch
+    release, which need not be the one psrs's venv has);
   - one process alone (every core's torch threads, both workers' samples);
   - footnote: DDP with a dense nn.Embedding (the whole table's gradient allreduced
     every step), --dense-steps steps only;
@@ -204,6 +206,9 @@ def configs(a):
                     [*local, "2", "2", *me, "--system", "psrs", "--mode", "async", *common]))
         out.append(("ctr psrs sync 2s 2w",
                     [*local, "2", "2", *me, "--system", "psrs", "--mode", "sync", *common]))
+        out.append(("ctr psrs async 2s 2w, a 10^9-row table",
+                    [*local, "2", "2", *me, "--system", "psrs", "--mode", "async", "--table-rows", str(10**9),
+                     *common]))
         if a.ablations:
             out.append(("ctr psrs async 2s 2w, no overlap, no prefetch",
                         [*local, "2", "2", *me, "--system", "psrs", "--mode", "async", "--no-overlap", *common]))
@@ -215,6 +220,7 @@ def configs(a):
         rec = os.environ.get("TORCHREC_PYTHON", str(ROOT / "target" / "py-venv-torchrec" / "bin" / "python"))
         out.append(("ctr torchrec 2p, table-wise", [rec, *me[1:], "--system", "torchrec", *common]))
         out.append(("ctr one process", [*me, "--system", "single", *common]))
+    if a.only in (None, "ctr") and a.dense_steps > 0:
         dense = ["--model", "ctr", "--scale", str(a.scale), "--samples", str(a.batch * (a.dense_steps + 1)),
                  "--batch", str(a.batch), "--warmup", "1", "--bottom", a.bottom, "--top", a.top]
         out.append(("ctr ddp gloo 2p, dense nn.Embedding (footnote)",
@@ -282,7 +288,8 @@ def main():
         q.add_argument("--warmup", type=int, default=20, help="CTR steps before the clock starts")
         q.add_argument("--bottom", default="512-256-64", help="hidden widths of the bottom MLP")
         q.add_argument("--top", default="512-256", help="hidden widths of the top MLP")
-        q.add_argument("--dense-steps", type=int, default=5, help="steps of the dense-gradient DDP footnote")
+        q.add_argument("--dense-steps", type=int, default=5,
+                       help="steps of the dense-gradient DDP footnote (0: not run)")
         q.add_argument("--timeout", type=int, default=3600, help="seconds a configuration may take")
         q.add_argument("--ablations", action="store_true",
                        help="also psrs async without overlap and prefetch, and with float16 rows (async and sync)")
@@ -301,6 +308,7 @@ def main():
     r.add_argument("--dense-grad", action="store_true")
     r.add_argument("--no-overlap", action="store_true")
     r.add_argument("--fp16", action="store_true")
+    r.add_argument("--table-rows", type=int, default=0, help="psrs: the table's rows, if more than the fields'")
     a = p.parse_args()
     if a.cmd == "run":
         (run_cnn if a.model == "cnn" else run_ctr)(a)
