@@ -195,6 +195,12 @@ fn lookup_answer<'py>(
     Ok((keys, order, rows))
 }
 
+/// The thread of a started lookup: the rows' values in key order, or the client's error.
+type LookupThread = JoinHandle<Result<Vec<f32>, ClientError>>;
+
+/// A table's stored rows as `Tables.dump` returns them: uint64 ids and float32 rows.
+type RowArrays<'py> = (Bound<'py, PyArray1<u64>>, Bound<'py, PyArray2<f32>>);
+
 /// A lookup of rows started by `Tables.lookup_start` (a prefetch), running on a
 /// thread of its own; `Tables.lookup_finish` waits for it.
 #[pyclass(frozen, module = "psrs._psrs")]
@@ -202,7 +208,7 @@ pub struct PendingLookup {
     table: usize,
     keys: SArray<u64>,
     order: Mutex<Vec<u32>>,
-    handle: Mutex<Option<JoinHandle<Result<Vec<f32>, ClientError>>>>,
+    handle: Mutex<Option<LookupThread>>,
 }
 
 #[pymethods]
@@ -391,11 +397,7 @@ impl Tables {
     /// Every row of table `table` the servers store: `(ids, rows)` (uint64 ids in no
     /// order, float32 rows of the table's width), for an export. After the step in
     /// flight; run it when no worker trains.
-    fn dump<'py>(
-        &self,
-        py: Python<'py>,
-        table: usize,
-    ) -> PyResult<(Bound<'py, PyArray1<u64>>, Bound<'py, PyArray2<f32>>)> {
+    fn dump<'py>(&self, py: Python<'py>, table: usize) -> PyResult<RowArrays<'py>> {
         let dim = self.dim(table)?;
         self.finish_in_flight(py)?;
         let reader = &self.reader;

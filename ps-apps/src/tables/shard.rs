@@ -7,7 +7,7 @@
 use super::error::TablesError;
 use super::halves;
 use super::keys::{KeyOf, KeySpace};
-use super::sparse::SparseTable;
+use super::sparse::{RowPage, SparseTable};
 use super::spec::ModelSpec;
 use crate::train::layout::Layout;
 use crate::train::shard::PushOutcome;
@@ -204,12 +204,7 @@ impl TableShard {
     /// The stored rows of table `table` from slot `from` on (at most `max`): their
     /// ids, values and the slot to go on from (None at the end); see
     /// [`SparseTable::dump`]. An undeclared table is [`TablesError::Misfit`].
-    pub fn dump(
-        &self,
-        table: usize,
-        from: usize,
-        max: usize,
-    ) -> Result<(Vec<u64>, Vec<f32>, Option<usize>), TablesError> {
+    pub fn dump(&self, table: usize, from: usize, max: usize) -> Result<RowPage, TablesError> {
         let t = self.tables.get(table).ok_or_else(|| {
             TablesError::Misfit(format!("table {table} is not declared ({} tables)", self.tables.len()))
         })?;

@@ -15,6 +15,10 @@ use super::spec::TableSpec;
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
+/// A page of a table's stored rows: their ids, their values (`dim` each) and the slot
+/// to go on from (None after the last page).
+pub type RowPage = (Vec<u64>, Vec<f32>, Option<usize>);
+
 /// A table's rows held by one server.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct SparseTable {
@@ -100,7 +104,7 @@ impl SparseTable {
     /// The stored rows from slot `from` on, at most `max` of them: their ids and
     /// values (`dim` each), and the slot to continue from (None at the end). The
     /// slots are stable while no gradient is applied.
-    pub fn dump(&self, from: usize, max: usize) -> (Vec<u64>, Vec<f32>, Option<usize>) {
+    pub fn dump(&self, from: usize, max: usize) -> RowPage {
         let d = self.dim();
         let (mut ids, mut vals) = (Vec::new(), Vec::new());
         let mut s = from;
@@ -159,7 +163,7 @@ impl SparseTable {
         self.pending_grads = grads;
         self.pending_grads.clear();
         let n = self.spec.expire_after;
-        if n > 0 && self.steps % (n / 2).max(1) == 0 {
+        if n > 0 && self.steps.is_multiple_of((n / 2).max(1)) {
             self.sweep();
         }
     }
