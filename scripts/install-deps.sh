@@ -6,11 +6,12 @@
 # test), python3-venv (the Python package's tests), iproute2/nftables (multi-host tests in
 # network namespaces), slurm-wlm/munge (the Slurm launcher test), chromium (the dashboard test, headless),
 # openssh-server (the SSH launcher against real sshds), podman/runc/netavark/aardvark-dns/iptables/debootstrap
-# (the container image and its tests), openssl (certificates from a CA made outside psrs).
+# (the container image and its tests), openssl (certificates from a CA made outside psrs),
+# prometheus (its promtool lints the scheduler's /metrics).
 set -euo pipefail
 PKGS=(g++ make pkg-config ca-certificates protobuf-compiler libprotobuf-dev libzmq3-dev
   dataset-fashion-mnist etcd-server python3 python3-venv python3-pip iproute2 nftables
-  slurm-wlm munge chromium openssh-server openssh-client podman runc netavark aardvark-dns iptables debootstrap openssl)
+  slurm-wlm munge chromium openssh-server openssh-client podman runc netavark aardvark-dns iptables debootstrap openssl prometheus)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

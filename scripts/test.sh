@@ -2,12 +2,13 @@
 # Every test of psrs, as the README's test command and CI run them: installs the Debian
 # packages the tests need when any is missing (scripts/install-deps.sh) and an S3 server
 # for tests (s3s-fs, into target/tools), then the workspace's tests (tests/pslite.rs
-# builds ps-lite into target/ps-lite first, once), 3000 seeds of the
-# deterministic simulator (psrs simulate), the root-only tests (network namespaces,
-# Slurm, the SSH launcher against real sshds), the multi-process tests again over the
-# ZMQ transport and with TLS, the Python package's tests (pytest in a virtualenv under
-# target/), the Kubernetes manifests' validation, and (root) the container image with
-# clusters of containers under podman.
+# builds ps-lite's library into target/ps-lite first, once), ps-lite's own test
+# programs against psrs where their sources are, 3000 seeds of the deterministic
+# simulator (psrs simulate), IDunno's experiment with tiny models, the root-only tests
+# (network namespaces, Slurm, the SSH launcher against real sshds), the multi-process
+# tests again over the ZMQ transport and with TLS, the Python package's tests (pytest in
+# a virtualenv under target/), the Kubernetes manifests' validation, and (root) the
+# container image with clusters of containers under podman.
 #
 # Every phase runs even when an earlier one failed, so one run shows every failure; the
 # script ends with a table of the phases (passed, failed or skipped, and the seconds
@@ -48,11 +49,34 @@ phase "workspace tests: build" cargo test "${F[@]}" --no-run
 # every test binary runs even after one fails, so one run shows every failure
 phase "workspace tests: run" cargo test "${F[@]}" --no-fail-fast
 
+# ps-lite's own test programs (test_connection, test_simple_app, test_kv_app,
+# test_kv_app_multi_workers), unmodified, as the workers of psrs clusters: the ignored
+# tests of tests/pslite.rs, run where the programs' sources are (a full checkout of
+# ps-lite as PSLITE_SRC, or shared/peers/ps-lite beside this checkout if it has
+# tests/*.cc). The workspace tests above ran ps-lite's library in every role under
+# psrs's own program against ps-lite's API, which needs only the library's source.
+. scripts/lib/pslite.sh
+# (word splitting of the program list is meant)
+# shellcheck disable=SC2086
+if src=$(pslite_source) && pslite_has_programs "$src" $PSLITE_TEST_PROGRAMS; then
+  phase "ps-lite's test programs" cargo test "${F[@]}" --test pslite -- --ignored
+else
+  skipped "ps-lite's test programs" "needs ps-lite's test programs' sources (PSLITE_SRC or shared/peers/ps-lite/tests/*.cc)"
+fi
+
 # The deterministic simulator: whole clusters under a seeded network and clock with
 # partitions, losses and crashes, invariants checked after every step (a failing seed
 # prints the command that replays it). The binary the workspace tests built (the test
 # profile, optimised).
 phase "simulator seeds" target/debug/psrs simulate --seeds 3000
+
+# IDunno's experiment as CI keeps it working: every phase of scripts/idunno-experiment.sh
+# (two jobs on shared workers, the second job's model warmed on every worker, fair time
+# in local and global mode, a worker and the active scheduler killed) with tiny
+# stand-in models in plain Python on 4 workers; it fails naming any figure of its
+# figures.json that is missing or out of range (about 2 minutes). The binary the
+# workspace tests built.
+phase "IDunno experiment (smoke)" env PSRS_BIN=target/debug/psrs scripts/idunno-experiment.sh --smoke
 
 # Multi-host tests in network namespaces and the Slurm test need root; a plain
 # `cargo test` lists them as ignored.

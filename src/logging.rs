@@ -22,6 +22,24 @@ pub fn error_prefix() -> String {
     }
 }
 
+/// Writes `line` and its newline to `w` with one write call. `eprintln!` writes each
+/// formatted piece on its own (standard error is unbuffered), so whoever reads the
+/// output while it is written (a supervisor, a log shipper, a test polling the file)
+/// could see the start of a process's last line without the reason that follows.
+pub fn write_line(w: &mut impl Write, line: &str) -> std::io::Result<()> {
+    let mut whole = String::with_capacity(line.len() + 1);
+    whole.push_str(line);
+    whole.push('\n');
+    w.write_all(whole.as_bytes())
+}
+
+/// Prints a failing process's one-line error, `psrs ROLE: error: REASON`, to standard
+/// error whole ([`write_line`]).
+pub fn print_error(reason: &dyn std::fmt::Display) {
+    let line = format!("{}: error: {reason}", error_prefix());
+    let _ = write_line(&mut std::io::stderr().lock(), &line);
+}
+
 /// Initialises `env_logger` for a node of role `role` at `level`.
 pub fn init(role: &str, level: log::LevelFilter) {
     set_role(role);
@@ -45,4 +63,32 @@ pub fn init(role: &str, level: log::LevelFilter) {
         )
     });
     let _ = b.try_init();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Records each write call.
+    #[derive(Default)]
+    struct Calls(Vec<Vec<u8>>);
+
+    impl Write for Calls {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.push(buf.to_vec());
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_line_goes_out_in_one_write_with_its_newline() {
+        let mut w = Calls::default();
+        let reason = "DMLC_PS_ROOT_PORT: 'abc' is not a port number (1-65535)";
+        write_line(&mut w, &format!("psrs worker: error: {reason}")).unwrap();
+        assert_eq!(w.0.len(), 1, "{:?}", w.0);
+        assert_eq!(w.0[0], format!("psrs worker: error: {reason}\n").into_bytes());
+    }
 }

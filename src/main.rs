@@ -27,6 +27,8 @@ enum Cmd {
     KvTest(commands::kv::Args),
     /// KV benchmarks: latency, push/pull throughput, many small keys.
     Bench(commands::bench::Args),
+    /// The HTTP API of a running cluster under load and under attack.
+    BenchApi(commands::bench_api::Args),
     /// Train a model on a RecordIO dataset (run on every node).
     Train(commands::train::Args),
     /// A long-running cluster that runs submitted jobs (run on every node).
@@ -51,6 +53,7 @@ fn main() -> ExitCode {
         Cmd::SimpleApp(a) => commands::simple::run(a),
         Cmd::KvTest(a) => commands::kv::run(a),
         Cmd::Bench(a) => commands::bench::run(a),
+        Cmd::BenchApi(a) => commands::bench_api::run(a),
         Cmd::Train(a) => commands::train::run(a),
         Cmd::Cluster(a) => commands::cluster::run(a),
         Cmd::Job(a) => commands::job::run(a),
@@ -62,7 +65,7 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("{}: error: {e}", logging::error_prefix());
+            logging::print_error(&e);
             ExitCode::from(e.exit_code())
         }
     }

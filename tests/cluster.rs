@@ -93,6 +93,33 @@ fn simple_app_replies_are_checked() {
     }
 }
 
+/// Garbage to `port` over ZMQ (a DEALER's malformed messages), then raw bytes that are
+/// not even ZMTP. Returns the DEALER: its messages go (and, to a TCP van, which
+/// refuses the ZMTP greeting, its connection attempts go on) while it is open and,
+/// once dropped, for its linger.
+fn send_garbage(ctx: &zmq::Context, port: u16) -> zmq::Socket {
+    let s = ctx.socket(zmq::DEALER).unwrap();
+    s.connect(&format!("tcp://127.0.0.1:{port}")).unwrap();
+    s.send(&b"garbage"[..], 0).unwrap();
+    s.send_multipart([&b"\xff\xff\xff\xff\xff\xff\xff\xff\xff"[..], &b"x"[..]], 0)
+        .unwrap();
+    s.send(&b""[..], 0).unwrap();
+    // a header claiming an enormous vector
+    s.send(&[0u8, 0, 0, 0, 0, 0, 0, 0xfb, 0xff, 0xff, 0xff, 0xff][..], 0)
+        .unwrap();
+    let many: Vec<&[u8]> = vec![&b"m"[..]; 100];
+    s.send_multipart(many, 0).unwrap();
+    // raw bytes that are not even ZMTP
+    if let Ok(mut t) = std::net::TcpStream::connect(("127.0.0.1", port)) {
+        let _ = t.write_all(&[0x17u8; 300]);
+    }
+    s
+}
+
+/// Garbage reaches the scheduler and the server twice: while they wait for the worker
+/// (each must log a drop before the worker starts: they cannot exit before it joined,
+/// so the check does not race the job's end), and again once the cluster runs. The
+/// job must still come out exact.
 #[test]
 fn malformed_input_is_dropped_and_nodes_keep_working() {
     let server_port = free_port();
@@ -107,29 +134,33 @@ fn malformed_input_is_dropped_and_nodes_keep_working() {
     let args = ["simple-app", "--requests", "100", "--interval-ms", "10"];
     let sp = server_port.to_string();
     c.spawn_with("server", &args, &[("PORT", sp.as_str())]);
+    let sched_port = c.port;
+    c.wait_until("the scheduler and the server listening", |_| {
+        [sched_port, server_port]
+            .iter()
+            .all(|&p| std::net::TcpStream::connect(("127.0.0.1", p)).is_ok())
+    });
+    // the TCP van with security refuses garbage at the TLS handshake, before any message
+    let dropped = |e: &str| e.contains("dropped a malformed message") || e.contains("not a TLS handshake");
+    let ctx = zmq::Context::new();
+    // open until both logged a drop, however long this process waits for the CPU
+    let open: Vec<zmq::Socket> = [sched_port, server_port]
+        .iter()
+        .map(|&p| send_garbage(&ctx, p))
+        .collect();
+    c.wait_until("the scheduler and the server dropping the garbage", |c| {
+        dropped(&c.procs[0].stderr()) && dropped(&c.procs[1].stderr())
+    });
+    for s in open {
+        s.set_linger(0).unwrap();
+    }
     c.spawn("worker");
     c.wait_for_output(0, "the scheduler to start", |s| {
         s.contains("scheduler[1]") && s.contains(" started")
     });
-    let ctx = zmq::Context::new();
-    for port in [c.port, server_port] {
-        let s = ctx.socket(zmq::DEALER).unwrap();
-        s.set_linger(1000).unwrap();
-        s.connect(&format!("tcp://127.0.0.1:{port}")).unwrap();
-        s.send(&b"garbage"[..], 0).unwrap();
-        s.send_multipart([&b"\xff\xff\xff\xff\xff\xff\xff\xff\xff"[..], &b"x"[..]], 0)
-            .unwrap();
-        s.send(&b""[..], 0).unwrap();
-        // a header claiming an enormous vector
-        s.send(&[0u8, 0, 0, 0, 0, 0, 0, 0xfb, 0xff, 0xff, 0xff, 0xff][..], 0)
-            .unwrap();
-        let many: Vec<&[u8]> = vec![&b"m"[..]; 100];
-        s.send_multipart(many, 0).unwrap();
-        drop(s);
-        // raw bytes that are not even ZMTP
-        if let Ok(mut t) = std::net::TcpStream::connect(("127.0.0.1", port)) {
-            let _ = t.write_all(&[0x17u8; 300]);
-        }
+    for port in [sched_port, server_port] {
+        // the job may end first: the context's end waits for this at most a second
+        send_garbage(&ctx, port).set_linger(1000).unwrap();
     }
     c.wait_success();
     assert!(
@@ -137,8 +168,6 @@ fn malformed_input_is_dropped_and_nodes_keep_working() {
         "{}",
         c.dump()
     );
-    // the TCP van with security refuses garbage at the TLS handshake, before any message
-    let dropped = |e: &str| e.contains("dropped a malformed message") || e.contains("not a TLS handshake");
     let sched_err = c.procs[0].stderr();
     assert!(dropped(&sched_err), "{sched_err}");
     assert!(dropped(&c.procs[1].stderr()));

@@ -96,7 +96,9 @@ fn the_dashboard_charts_two_running_jobs_and_a_killed_worker_in_headless_chromiu
         std::thread::sleep(Duration::from_millis(50));
     }
     std::thread::sleep(Duration::from_secs(3)); // a few samples after the death
-    let url = format!("{}/", api.0);
+                                                // the URL the cluster printed: the token once, kept in a cookie from then on
+    let token = common::jobs::token_for(&api.0).expect("the cluster published its token");
+    let url = format!("{}/?token={token}", api.0);
     let start = Instant::now();
     let (dom, points) = loop {
         let dom = chromium(&url, "--dump-dom");
@@ -145,4 +147,119 @@ fn the_dashboard_charts_two_running_jobs_and_a_killed_worker_in_headless_chromiu
     for id in [&a, &b] {
         let _ = api.run(&["cancel", id]);
     }
+}
+
+/// The token the cluster wrote into its work dir (empty if none).
+fn work_dir_token(work: &Path) -> String {
+    std::fs::read_to_string(work.join("api-token"))
+        .map(|t| t.trim().to_string())
+        .unwrap_or_default()
+}
+
+/// Markup a page must show as text: each piece, if it became an element, would set
+/// the document's title (an image that fails to load runs its `onerror`).
+fn payload(what: &str) -> String {
+    format!("<img src=x onerror=document.title='pwned-{what}'>")
+}
+
+/// Whatever a node, a job or its error says reaches the pages as text, never as
+/// markup: on an open cluster (elastic workers) an intruder registers a worker whose
+/// hostname is markup (a scheduler that validates hostnames refuses it: then the
+/// pages simply do not list it), and an inference job's Python function fails with
+/// markup as its error. Both pages (the jobs dashboard, the node
+/// statistics at /index.html), rendered by headless Chromium, must keep their title
+/// and show the markup as text.
+#[test]
+fn markup_in_a_hostname_or_an_error_is_shown_as_text_in_headless_chromium() {
+    use ps_core::message::{Command as Cmd, Message};
+    use ps_core::node::{Node, Role};
+    browser();
+    assert!(
+        Command::new("python3").arg("-V").output().is_ok(),
+        "python3 is not installed: apt-get install python3"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let mut env = common::jobs::ENV.to_vec();
+    env.extend([("DMLC_PS_VAN_TYPE", "tcp"), ("PS_ELASTIC_WORKERS", "1")]);
+    let (c, api) = jobs_cluster(dir.path(), 1, &["--python", "python3"], &env, LIMIT);
+    let work = dir.path().join("work");
+
+    // an intruder registers a worker named with markup (kept connected)
+    let mut reg = Message::default();
+    reg.meta.recver = 1;
+    reg.meta.control.cmd = Cmd::AddNode;
+    reg.meta.control.nodes = vec![Node {
+        role: Role::Worker,
+        id: -1,
+        hostname: payload("node"),
+        port: 1,
+        is_recovery: false,
+        incarnation: 7,
+    }];
+    let mut intruder = std::net::TcpStream::connect(("127.0.0.1", c.port)).unwrap();
+    std::io::Write::write_all(&mut intruder, &common::tcp_frame(&reg)).unwrap();
+
+    // a Python function whose error is markup
+    let mods = dir.path().join("mods");
+    std::fs::create_dir(&mods).unwrap();
+    std::fs::write(
+        mods.join("boom.py"),
+        format!("def go(xs):\n    raise RuntimeError({:?})\n", payload("error")),
+    )
+    .unwrap();
+    let inputs = dir.path().join("inputs");
+    std::fs::create_dir(&inputs).unwrap();
+    std::fs::write(inputs.join("a.txt"), "x").unwrap();
+    let out = dir.path().join("out.csv");
+    let j = api.submit(&[
+        "infer",
+        "--runner",
+        "boom:go",
+        "--pythonpath",
+        mods.to_str().unwrap(),
+        "--data",
+        inputs.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--max-retries",
+        "1",
+    ]);
+    api.until(&c, LIMIT, &j, "failed", |j| j["state"] == "failed");
+    let node_listed = {
+        let start = Instant::now();
+        loop {
+            let listed = api.get("/stats.json")["nodes"].as_array().is_some_and(|n| {
+                n.iter()
+                    .any(|n| n["addr"].as_str().unwrap_or("").contains("pwned-node"))
+            });
+            if listed || start.elapsed() > Duration::from_secs(5) {
+                break listed;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    eprintln!("the intruder's worker is listed: {node_listed}");
+    let token = common::jobs::token_for(&api.0).expect("the cluster published its token");
+    assert_eq!(work_dir_token(&work), token, "the work dir holds the same token");
+    let text = |what: &str| payload(what).replace('<', "&lt;").replace('>', "&gt;");
+    for (page, title) in [("/", "psrs cluster"), ("/index.html", "psrs dashboard")] {
+        let dom = chromium(&format!("{}{page}?token={token}", api.0), "--dump-dom");
+        assert!(
+            dom.contains(&format!("<title>{title}</title>")),
+            "{page}: a script from the data ran:\n{dom}"
+        );
+        assert!(!dom.contains("<img"), "{page}: markup became an element:\n{dom}");
+        if page == "/" {
+            assert!(
+                dom.contains(&text("error")),
+                "{page}: the error is shown as text:\n{dom}"
+            );
+        } else if node_listed {
+            assert!(
+                dom.contains(&text("node")),
+                "{page}: the node's address is shown as text:\n{dom}"
+            );
+        }
+    }
+    drop(intruder);
 }

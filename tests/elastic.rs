@@ -11,7 +11,7 @@
 mod common;
 
 use common::training::{self, args, convert, final_accuracy, id_of, require_data, trained_tasks, TASKS};
-use common::Cluster;
+use common::{with_heartbeat_timeout, Cluster};
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
@@ -36,7 +36,10 @@ fn tasks_done(c: &Cluster) -> usize {
 fn run(elastic: bool, train: &Path, test: &Path, work: &Path) -> f64 {
     let a = args(train, test, work);
     let a: Vec<&str> = a.iter().map(|s| s.as_str()).collect();
-    let mut env = training::ENV.to_vec();
+    // nobody dies here (leaving is not dying, and the test checks that no node was
+    // declared dead): a long heartbeat timeout, so that a node the loaded machine
+    // leaves unscheduled for a second is not
+    let mut env = with_heartbeat_timeout(training::ENV, "10");
     env.push(("PS_ELASTIC_WORKERS", "1"));
     let mut c = Cluster::start(2, 2, &a, &env, LIMIT);
     if elastic {

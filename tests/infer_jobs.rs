@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::jobs::{blobs, Api, ENV};
+use common::jobs::{blobs, env_with_heartbeat_timeout, Api};
 use common::{free_port, Cluster};
 use ps_apps::recordio;
 use std::path::Path;
@@ -54,7 +54,10 @@ fn a_python_function_job_its_failures_and_bad_options() {
         "--python",
         python(),
     ];
-    let c = Cluster::start(0, 2, &args, ENV, LIMIT);
+    // no node dies here (the hanging function's runner is killed, not its worker, and
+    // both workers must stay): a long heartbeat timeout, so that a worker the loaded
+    // machine leaves unscheduled for a second is not declared dead
+    let c = Cluster::start(0, 2, &args, &env_with_heartbeat_timeout("10"), LIMIT);
     let api = Api(format!("http://{addr}"));
     api.wait_up(&c);
 

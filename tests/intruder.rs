@@ -12,7 +12,7 @@
 
 mod common;
 
-use common::{free_port, Cluster};
+use common::{free_port, tcp_frame as frame, Cluster};
 use ps_core::message::{Command, Message, Meta};
 use ps_core::node::{Node, Role};
 use ps_core::tls::issue::{Ca, Request};
@@ -24,21 +24,6 @@ use std::process::Command as Process;
 use std::time::{Duration, Instant};
 
 const LIMIT: Duration = Duration::from_secs(120);
-
-/// The TCP van's framing of one message (magic, frame count, lengths, frames).
-fn frame(m: &Message) -> Vec<u8> {
-    let mut frames = vec![m.encode_meta()];
-    frames.extend(m.data.iter().cloned());
-    let mut out = b"PSRS".to_vec();
-    out.extend_from_slice(&(frames.len() as u32).to_le_bytes());
-    for f in &frames {
-        out.extend_from_slice(&(f.len() as u64).to_le_bytes());
-    }
-    for f in &frames {
-        out.extend_from_slice(f);
-    }
-    out
-}
 
 /// An ADD_NODE registering a node of `role`.
 fn register(role: Role) -> Vec<u8> {

@@ -2,23 +2,20 @@
 //! (`psrs job list | head -1`) ends the client quietly with success, never a panic.
 //! The jobs API is stood in for by a local HTTP server answering a long job list.
 
+mod common;
+
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 #[test]
 fn job_list_into_a_closed_pipe_ends_quietly() {
-    let server = tiny_http::Server::http("127.0.0.1:0").unwrap();
-    let addr = server.server_addr().to_ip().unwrap();
     let jobs: Vec<serde_json::Value> = (0..20_000)
         .map(|i| serde_json::json!({"id": format!("j{i}"), "kind": "train", "state": "done", "workers": 0}))
         .collect();
     let body = serde_json::to_string(&jobs).unwrap();
-    let http = std::thread::spawn(move || {
-        if let Ok(Some(req)) = server.recv_timeout(Duration::from_secs(30)) {
-            let _ = req.respond(tiny_http::Response::from_string(body));
-        }
-    });
+    let http = common::fake_http::FakeHttp::start(move |_| common::fake_http::Resp::new(200, body.clone()));
+    let addr = http.addr;
     let mut child = Command::new(env!("CARGO_BIN_EXE_psrs"))
         .args(["job", "--api", &format!("http://{addr}"), "list"])
         .stdout(Stdio::piped())
@@ -46,5 +43,5 @@ fn job_list_into_a_closed_pipe_ends_quietly() {
     std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
     assert!(!err.contains("panicked"), "stderr: {err}");
     assert!(status.success(), "status {status}, stderr: {err}");
-    http.join().unwrap();
+    drop(http);
 }

@@ -194,11 +194,7 @@ fn standby_takes_over_jobs(election: &[(&str, &str)]) -> (u64, u64) {
     assert_eq!(st["scheduler"]["candidate"], 1, "{st}");
     let term_after = st["scheduler"]["term"].as_u64().unwrap();
     assert_eq!(st["scheduler"]["active"], true, "{st}");
-    let metrics = ureq::get(&format!("http://{b_http}/metrics"))
-        .call()
-        .unwrap()
-        .into_string()
-        .unwrap();
+    let metrics = next.get_text("/metrics").unwrap();
     assert!(metrics.contains("psrs_scheduler_term{candidate=\"1\""), "{metrics}");
     let end = next.until(&c, LIMIT, &id, "done", |j| j["state"] == "done");
     // an ended job reports progress, not its (forgotten) task counts

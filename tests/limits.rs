@@ -21,6 +21,10 @@ use std::time::Duration;
 const LIMIT: Duration = Duration::from_secs(120);
 const HELD: usize = 20;
 const CONNS: usize = 6;
+/// How long the hostile process's ZMQ context waits, at its end, to hand its messages
+/// over (libzmq sends them from a thread of its own): a process starved of the CPU
+/// must not lose them, or the server could never log their refusal.
+const HOSTILE_LINGER_MS: i32 = 20_000;
 /// What the server logs for each message past the held store's limit.
 const HELD_REFUSAL: &str = "messages already held for customers not registered yet (PS_MAX_HELD_MESSAGES)";
 
@@ -39,7 +43,7 @@ fn frames(m: &Message) -> Vec<Vec<u8>> {
 fn zmq_node(ctx: &zmq::Context, addr: &str, id: i32) -> zmq::Socket {
     let s = ctx.socket(zmq::DEALER).unwrap();
     s.set_identity(format!("ps{id}").as_bytes()).unwrap();
-    s.set_linger(2000).unwrap();
+    s.set_linger(HOSTILE_LINGER_MS).unwrap();
     s.connect(&format!("tcp://{addr}")).unwrap();
     s
 }

@@ -14,10 +14,10 @@
 mod common;
 
 use common::{free_port, psrs_bin, training, Cluster};
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -70,10 +70,28 @@ impl S3 {
         s3
     }
 
-    /// Puts `file` into the bucket as `key` (s3s-fs serves the directory as it is).
+    /// Uploads `file` as `key` with a PUT through the S3 API (psrs's own client, in a
+    /// process of this test binary given the store's variables): s3s-fs then keeps the
+    /// object's ETag. A file copied into its directory has none, and s3s-fs computes
+    /// the MD5 of the whole object for every GET and HEAD, which under load made each
+    /// range read take seconds and the job stall past its time limit.
     fn put(&self, file: &Path, key: &str) -> String {
-        std::fs::copy(file, self.dir.path().join(BUCKET).join(key)).unwrap();
-        format!("s3://{BUCKET}/{key}")
+        let url = format!("s3://{BUCKET}/{key}");
+        let out = Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "upload_process", "--ignored", "--nocapture"])
+            .envs(self.env())
+            .env("UPLOAD_FILE", file)
+            .env("UPLOAD_TO", &url)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success() && self.dir.path().join(BUCKET).join(key).is_file(),
+            "upload of {} to {url}: {}{}",
+            file.display(),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        url
     }
 
     fn env(&self) -> Vec<(String, String)> {
@@ -93,6 +111,17 @@ impl Drop for S3 {
     }
 }
 
+/// The uploading process of [`S3::put`]: writes the file `UPLOAD_FILE` to the URL
+/// `UPLOAD_TO` with psrs's object store client (configured by the `AWS_*` variables).
+#[test]
+#[ignore = "run as the uploading process by the tests below"]
+fn upload_process() {
+    let file = std::env::var("UPLOAD_FILE").expect("UPLOAD_FILE");
+    let to = std::env::var("UPLOAD_TO").expect("UPLOAD_TO");
+    let bytes = std::fs::read(&file).unwrap();
+    ps_apps::storage::write(Path::new(&to), &bytes).unwrap_or_else(|e| panic!("{to}: {e}"));
+}
+
 /// One GET the HTTP server answered: the file and the byte range (None: whole file).
 #[derive(Clone, Debug)]
 struct Served {
@@ -106,8 +135,7 @@ struct Http {
     port: u16,
     log: Arc<Mutex<Vec<Served>>>,
     failed: Arc<AtomicUsize>,
-    stop: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<()>>,
+    _server: common::fake_http::FakeHttp,
 }
 
 fn parse_range(h: &str, size: u64) -> Option<(u64, u64)> {
@@ -120,82 +148,53 @@ fn parse_range(h: &str, size: u64) -> Option<(u64, u64)> {
 
 impl Http {
     fn start(root: &Path, fail_first: usize) -> Http {
-        let server = tiny_http::Server::http("127.0.0.1:0").unwrap();
-        let port = server.server_addr().to_ip().unwrap().port();
+        use common::fake_http::{FakeHttp, Resp};
         let log = Arc::new(Mutex::new(Vec::new()));
         let failed = Arc::new(AtomicUsize::new(0));
-        let stop = Arc::new(AtomicBool::new(false));
-        let (root, l, f, s) = (root.to_path_buf(), log.clone(), failed.clone(), stop.clone());
-        let thread = std::thread::spawn(move || {
-            let mut tries: std::collections::HashMap<String, usize> = Default::default();
-            while !s.load(Ordering::Relaxed) {
-                let Ok(Some(req)) = server.recv_timeout(Duration::from_millis(100)) else {
-                    continue;
+        let tries = Mutex::new(std::collections::HashMap::<String, usize>::new());
+        let (root, l, f) = (root.to_path_buf(), log.clone(), failed.clone());
+        let server = FakeHttp::start(move |req| {
+            let name = req.path.trim_start_matches('/').to_string();
+            let Ok(bytes) = std::fs::read(root.join(&name)) else {
+                return Resp::new(404, "");
+            };
+            let size = bytes.len() as u64;
+            let range = req.header("Range").and_then(|h| parse_range(h, size));
+            if req.method == "HEAD" {
+                return Resp {
+                    status: 200,
+                    headers: vec![("Content-Length", size.to_string()), ("Accept-Ranges", "bytes".into())],
+                    body: Vec::new(),
                 };
-                let name = req.url().trim_start_matches('/').to_string();
-                let path = root.join(&name);
-                let Ok(bytes) = std::fs::read(&path) else {
-                    let _ = req.respond(tiny_http::Response::empty(404));
-                    continue;
-                };
-                let size = bytes.len() as u64;
-                let range = req
-                    .headers()
-                    .iter()
-                    .find(|h| h.field.equiv("Range"))
-                    .and_then(|h| parse_range(h.value.as_str(), size));
-                if *req.method() == tiny_http::Method::Head {
-                    // tiny_http drops Content-Length from HEAD answers: written by hand
-                    let mut w = req.into_writer();
-                    let _ = write!(
-                        w,
-                        "HTTP/1.1 200 OK\r\nContent-Length: {size}\r\nAccept-Ranges: bytes\r\nConnection: close\r\n\r\n"
-                    );
-                    let _ = w.flush();
-                    continue;
-                }
-                {
-                    let n = tries.entry(format!("{name} {range:?}")).or_default();
-                    *n += 1;
-                    if *n <= fail_first {
-                        f.fetch_add(1, Ordering::Relaxed);
-                        let _ = req.respond(tiny_http::Response::empty(if *n % 2 == 1 { 503 } else { 502 }));
-                        continue;
-                    }
-                    l.lock().unwrap().push(Served {
-                        file: name.clone(),
-                        range,
-                    });
-                }
-                let (status, body, extra) = match range {
-                    Some((a, b)) => (
-                        206,
-                        bytes[a as usize..b as usize].to_vec(),
-                        Some(format!("bytes {a}-{}/{size}", b - 1)),
-                    ),
-                    None => (200, bytes, None),
-                };
-                let len = body.len();
-                let mut resp = tiny_http::Response::new(
-                    tiny_http::StatusCode(status),
-                    vec![tiny_http::Header::from_bytes("Accept-Ranges", "bytes").unwrap()],
-                    std::io::Cursor::new(body),
-                    Some(len),
-                    None,
-                )
-                .with_chunked_threshold(usize::MAX); // Content-Length, never chunked
-                if let Some(cr) = extra {
-                    resp.add_header(tiny_http::Header::from_bytes("Content-Range", cr).unwrap());
-                }
-                let _ = req.respond(resp);
             }
+            {
+                let mut tries = tries.lock().unwrap();
+                let n = tries.entry(format!("{name} {range:?}")).or_default();
+                *n += 1;
+                if *n <= fail_first {
+                    f.fetch_add(1, Ordering::Relaxed);
+                    return Resp::new(if *n % 2 == 1 { 503 } else { 502 }, "");
+                }
+                l.lock().unwrap().push(Served {
+                    file: name.clone(),
+                    range,
+                });
+            }
+            let mut headers = vec![("Accept-Ranges", "bytes".to_string())];
+            let (status, body) = match range {
+                Some((a, b)) => {
+                    headers.push(("Content-Range", format!("bytes {a}-{}/{size}", b - 1)));
+                    (206, bytes[a as usize..b as usize].to_vec())
+                }
+                None => (200, bytes),
+            };
+            Resp { status, headers, body }
         });
         Http {
-            port,
+            port: server.addr.port(),
             log,
             failed,
-            stop,
-            thread: Some(thread),
+            _server: server,
         }
     }
 
@@ -205,15 +204,6 @@ impl Http {
 
     fn served(&self) -> Vec<Served> {
         self.log.lock().unwrap().clone()
-    }
-}
-
-impl Drop for Http {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
     }
 }
 
@@ -376,7 +366,9 @@ fn a_missing_object_fails_train_eval_and_submit_in_one_line() {
         &env_refs(&env),
         Duration::from_secs(60),
     );
-    c.wait_for_output(2, "the worker's error", |s| s.contains("error"));
+    // its exit, not the first "error" in its output: the line is written in pieces
+    c.wait_until("the worker's exit", |c| c.exited(2));
+    assert_ne!(c.procs[2].status, Some(0), "{}", c.dump());
     c.kill_all();
     let worker = c.procs[2].stderr();
     let errors: Vec<&str> = worker.lines().filter(|l| l.contains("error")).collect();

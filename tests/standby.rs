@@ -13,28 +13,30 @@
 mod common;
 
 use common::training::{args, convert, final_accuracy, progress_lines, require_data, trained_tasks, ENV};
-use common::{free_port, Cluster};
+use common::{free_port, with_heartbeat_timeout, Cluster};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 const LIMIT: Duration = Duration::from_secs(240);
 
 /// A training cluster with `standbys` standby schedulers, each with its own work dir
-/// (their state reaches them over the network, not through a shared file). Returns
-/// the cluster and the indices of the schedulers, active first.
-/// `election` is extra environment of every scheduler (the etcd election's variables).
+/// (their state reaches them over the network, not through a shared file), every
+/// process with `env`. Returns the cluster and the indices of the schedulers, active
+/// first. `election` is extra environment of every scheduler (the etcd election's
+/// variables).
 fn start(
     train: &Path,
     test: &Path,
     dir: &Path,
     name: &str,
     standbys: usize,
+    env: &[(&str, &str)],
     election: &[(&str, &str)],
 ) -> (Cluster, Vec<usize>) {
     let work = dir.join(name);
     let a = args(train, test, &work);
     let a: Vec<&str> = a.iter().map(|s| s.as_str()).collect();
-    let mut c = Cluster::new(2, 2, &a, ENV, LIMIT);
+    let mut c = Cluster::new(2, 2, &a, env, LIMIT);
     let mut ports = vec![c.port];
     ports.extend((0..standbys).map(|_| free_port()));
     let list = ports
@@ -106,13 +108,23 @@ fn kill_twice(election: &[(&str, &str)], what: &str) -> ([f64; 2], [u64; 2], [us
     let dir = tempfile::tempdir().unwrap();
     let (train, test) = (convert(dir.path(), "train"), convert(dir.path(), "t10k"));
 
-    let (mut c, _) = start(&train, &test, dir.path(), "clean", 0, &[]);
+    // nothing dies in the fault-free run: a long heartbeat timeout, so that a node the
+    // loaded machine leaves unscheduled for a second is not declared dead
+    let (mut c, _) = start(
+        &train,
+        &test,
+        dir.path(),
+        "clean",
+        0,
+        &with_heartbeat_timeout(ENV, "10"),
+        &[],
+    );
     c.wait_success();
     let base = final_accuracy(&c);
     assert_eq!(trained_tasks(&c), 240, "fault-free: 60 tasks x 4 passes\n{}", c.dump());
     println!("fault-free softmax: test accuracy {base:.4}");
 
-    let (mut c, s) = start(&train, &test, dir.path(), "failover", 2, election);
+    let (mut c, s) = start(&train, &test, dir.path(), "failover", 2, ENV, election);
     // first kill: mid-pass in the first half of the job
     c.wait_for_output(s[0], "training progress", |o| o.matches("progress: ").count() >= 12);
     let (first, s1) = fail_over(&mut c, s[0], &s[1..]);
@@ -155,7 +167,7 @@ fn a_standby_that_missed_writes_catches_up_and_takes_over() {
     require_data();
     let dir = tempfile::tempdir().unwrap();
     let (train, test) = (convert(dir.path(), "train"), convert(dir.path(), "t10k"));
-    let (mut c, s) = start(&train, &test, dir.path(), "missed", 1, &[]);
+    let (mut c, s) = start(&train, &test, dir.path(), "missed", 1, ENV, &[]);
     c.wait_for_output(s[0], "training progress", |o| o.matches("progress: ").count() >= 8);
     c.signal(s[1], "STOP");
     // the active one goes on without the stopped standby: writes it misses

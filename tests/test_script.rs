@@ -36,3 +36,20 @@ fn every_phase_passing_passes_the_script() {
     assert_eq!(code, 0, "{log}");
     assert!(log.contains("every phase passed"), "{log}");
 }
+
+#[test]
+fn a_failed_phase_output_is_told_again_after_the_table() {
+    let dir = std::env::temp_dir().join(format!("psrs-phases-{}", std::process::id()));
+    let (code, log) = run(&format!(
+        "export PHASE_LOG_DIR={}\nphase noisy bash -c 'for i in $(seq 1 100); do echo line $i; done; echo the reason >&2; exit 3'\nphase quiet true",
+        dir.display()
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(code, 1, "{log}");
+    let after = &log[log.find("summary").expect("no summary")..];
+    assert!(after.contains("noisy (exit 3)"), "{after}");
+    let tail = &after[after.find("the last 40 lines of 'noisy'").expect("no tail of the failed phase")..];
+    assert!(tail.contains("line 100") && tail.contains("the reason"), "{tail}");
+    assert!(!tail.contains("line 60\n"), "more than the last 40 lines:\n{tail}");
+    assert!(!after.contains("lines of 'quiet'"), "a passed phase was repeated:\n{after}");
+}

@@ -6,7 +6,7 @@
 mod common;
 
 use common::training::{args, convert, final_accuracy, progress_lines, require_data, trained_tasks, ENV};
-use common::Cluster;
+use common::{with_heartbeat_timeout, Cluster};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -42,13 +42,24 @@ fn async_and_bounded_staleness_modes_train() {
         }
         a.extend(mode.iter().map(|s| s.to_string()));
         let a: Vec<&str> = a.iter().map(|s| s.as_str()).collect();
-        let mut c = Cluster::start(2, 2, &a, ENV, LIMIT);
+        // nothing dies here: a long heartbeat timeout, so that a node the loaded
+        // machine leaves unscheduled for a second is not declared dead
+        let mut c = Cluster::start(2, 2, &a, &with_heartbeat_timeout(ENV, "10"), LIMIT);
         c.wait_success();
         let acc = final_accuracy(&c);
         println!("{}: test accuracy {acc:.4}", mode[1]);
         assert!(acc > 0.80, "{}: accuracy {acc}", mode[1]);
         assert_eq!(trained_tasks(&c), 120, "{}: 60 tasks x 2 passes\n{}", mode[1], c.dump());
     }
+}
+
+/// The heartbeat timeout of the runs with a kill, in seconds: `PSRS_REPLICATED_HEARTBEAT_TIMEOUT`,
+/// 2 by default. A node a machine loaded by other work leaves unscheduled for half a
+/// second must not be declared dead (it is evicted, and the run fails though nothing
+/// but the killed server failed); docs/benchmarks.md measures the recovery on a quiet
+/// machine with 0.5.
+fn kill_heartbeat_timeout() -> String {
+    std::env::var("PSRS_REPLICATED_HEARTBEAT_TIMEOUT").unwrap_or_else(|_| "2".to_string())
 }
 
 /// Sync training on 3 servers with `PS_REPLICAS=1`; with `kill`, server 2 (launch
@@ -66,10 +77,17 @@ fn run_replicated(
     let work = dir.join(name);
     let a = args(train, test, &work);
     let a: Vec<&str> = a.iter().map(|s| s.as_str()).collect();
+    // without a kill nothing may die: a long timeout, so that a node the loaded
+    // machine leaves unscheduled for a moment is not declared dead
+    let timeout = if kill {
+        kill_heartbeat_timeout()
+    } else {
+        "10".to_string()
+    };
     let env = [
         ("PS_REPLICAS", "1"),
         ("PS_HEARTBEAT_INTERVAL", "0.1"),
-        ("PS_HEARTBEAT_TIMEOUT", "0.5"),
+        ("PS_HEARTBEAT_TIMEOUT", timeout.as_str()),
         ("PS_RESEND", "1"),
         ("PS_RESEND_TIMEOUT", "500"),
     ];

@@ -176,8 +176,11 @@ def main():
     if o.variant == "cluster":
         if args:
             p.error("cluster takes no psrs arguments")
-        # the API listens beyond loopback: jobs' files confined to /data
-        args = ["cluster", "--work-dir", "/work", "--data-dir", "/data", "--outputs-dir", "/data/outputs"]
+        # the API listens beyond loopback: jobs' files confined to /data; it answers
+        # requests addressed to its Service's name (and to addresses, as through
+        # kubectl port-forward)
+        args = ["cluster", "--work-dir", "/work", "--data-dir", "/data", "--outputs-dir", "/data/outputs",
+                "--api-host", f"{o.name}-jobs"]
     o.args = args or TRAIN_ARGS
     if o.servers < 1 or o.workers < 1:
         p.error("--servers and --workers must be at least 1")

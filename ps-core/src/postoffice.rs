@@ -151,8 +151,9 @@ impl Postoffice {
             return;
         }
         self.barrier_done.lock().insert(group, false);
-        // A scheduler that restarted lost the barrier counts: ask the new one again.
-        let mut asked_incarnation = self.van.scheduler_incarnation();
+        // A scheduler that took over (restarted, a standby, or this one again under a
+        // new term) started its barrier counts afresh: ask it again.
+        let mut asked = self.van.scheduler_generation();
         if !self.send_barrier_request(group) {
             return;
         }
@@ -160,10 +161,10 @@ impl Postoffice {
         let mut done = self.barrier_done.lock();
         while done.get(&group) != Some(&true) {
             self.barrier_cv.wait_for(&mut done, Duration::from_millis(200));
-            let now = self.van.scheduler_incarnation();
-            if now != asked_incarnation && done.get(&group) != Some(&true) {
-                log::info!("the scheduler restarted; repeating the barrier request for group {group}");
-                asked_incarnation = now;
+            let now = self.van.scheduler_generation();
+            if now != asked && done.get(&group) != Some(&true) {
+                log::info!("a scheduler took over (restarted, a standby, or a new term); repeating the barrier request for group {group}");
+                asked = now;
                 parking_lot::MutexGuard::unlocked(&mut done, || self.send_barrier_request(group));
             }
         }

@@ -32,14 +32,21 @@ def need(package):
         pytest.fail(f"{package} is not installed ({e}): pip install {package} (scripts/test.sh installs it)")
 
 
-def get(api, path):
-    with urllib.request.urlopen(f"{api}{path}", timeout=10) as r:
+def token(work):
+    """The API's token: a cluster without security keeps it in its work dir."""
+    return (work / "api-token").read_text().strip()
+
+
+def get(api, path, work):
+    req = urllib.request.Request(f"{api}{path}", headers={"Authorization": f"Bearer {token(work)}"})
+    with urllib.request.urlopen(req, timeout=10) as r:
         return json.loads(r.read())
 
 
-def post(api, path, body):
+def post(api, path, body, work):
     req = urllib.request.Request(f"{api}{path}", data=json.dumps(body).encode(), method="POST",
-                                 headers={"Content-Type": "application/json"})
+                                 headers={"Content-Type": "application/json",
+                                          "Authorization": f"Bearer {token(work)}"})
     with urllib.request.urlopen(req, timeout=30) as r:
         return json.loads(r.read())
 
@@ -116,7 +123,8 @@ def test_torchscript_and_function_jobs_match_the_model_and_survive_runner_kills(
                DMLC_NUM_WORKER="2", DMLC_NODE_HOST="127.0.0.1", PS_HEARTBEAT_INTERVAL="0.2",
                PS_HEARTBEAT_TIMEOUT="5")
     env.pop("RUST_LOG", None)
-    args = [psrs_bin(), "cluster", "--stats-addr", api_addr, "--work-dir", str(tmp_path / "work"),
+    work = tmp_path / "work"
+    args = [psrs_bin(), "cluster", "--stats-addr", api_addr, "--work-dir", str(work),
             "--python", sys.executable, "--realloc-ms", "500"]
     procs, logs = [], []
     deadline = time.monotonic() + 240
@@ -145,7 +153,7 @@ def test_torchscript_and_function_jobs_match_the_model_and_survive_runner_kills(
 
         def up():
             try:
-                return get(api, "/jobs") == [] or True
+                return get(api, "/jobs", work) == [] or True
             except OSError:
                 return False
 
@@ -158,12 +166,12 @@ def test_torchscript_and_function_jobs_match_the_model_and_survive_runner_kills(
         jt = sub.stdout.strip()
         out_f = tmp_path / "function.csv"
         jf = post(api, "/jobs", {"kind": "infer", "runner": "usermodels:classify", "pythonpath": str(mods),
-                                 "data": str(inputs), "out": str(out_f), "batch": FILE_BATCH})["id"]
+                                 "data": str(inputs), "out": str(out_f), "batch": FILE_BATCH}, work)["id"]
 
         errors, kills, measured = set(), [], set()
 
         def job(j):
-            v = get(api, f"/jobs/{j}")
+            v = get(api, f"/jobs/{j}", work)
             if v.get("last_error"):
                 errors.add(v["last_error"])
             if v.get("seconds_per_query") is not None:

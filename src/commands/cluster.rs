@@ -4,7 +4,7 @@
 //! training job's parameters; workers take tasks of the job they are assigned to.
 
 use clap::{Args as ClapArgs, ValueEnum};
-use ps_apps::jobs::service::{now_ms, JobService};
+use ps_apps::jobs::service::{now_ms, ApiOptions, JobService};
 use ps_apps::jobs::{FairMode, JobScheduler, SchedulerConfig, StoreFactory};
 use ps_apps::master::{FileStore, ReplicatedSet, Store};
 use ps_apps::pyrunner::RunnerConfig;
@@ -15,7 +15,7 @@ use std::sync::Arc;
 /// Fair-time modes.
 #[derive(Clone, Copy, ValueEnum)]
 pub enum Scheduling {
-    /// Job i gets n·S_i/ΣS_j workers (S: seconds per query over the last 10 s).
+    /// Job i gets n·S_i/ΣS_j workers (S: its smoothed seconds per query).
     Local,
     /// Balance the jobs' expected query rates (dynamic programming).
     Global,
@@ -54,15 +54,53 @@ pub struct Args {
     /// Threads each worker's runner gives torch (`torch.set_num_threads`; worker).
     #[arg(long, default_value_t = 1)]
     runner_threads: usize,
+    /// Memory the models held by a worker's runner may take together, MB (0: no
+    /// limit). Every running job's model is warmed in the background; beyond the budget
+    /// the least recently used are dropped, never the model of the job the worker is on
+    /// (worker).
+    #[arg(long, default_value_t = 2048)]
+    runner_memory_mb: u64,
+    /// Python modules each worker's runner imports in the background as soon as the
+    /// worker starts, comma-separated (libraries the models use, e.g.
+    /// torch,transformers.modeling_utils): a job's model then only has to be built (worker).
+    #[arg(long, value_delimiter = ',')]
+    runner_preload: Vec<String>,
+    /// Worker-seconds a job must be owed before a worker moves to it between the two
+    /// whole splits nearest fair time's real-valued ideal (scheduler): the split
+    /// alternates between them in proportion, and an ideal that wobbles moves nobody.
+    #[arg(long, default_value_t = ps_apps::jobs::share::DEFAULT_HYSTERESIS_WS, value_parser = positive)]
+    hysteresis_ws: f64,
+    /// Time constant of the smoothing of the jobs' seconds per query, seconds
+    /// (scheduler): a query this old weighs 1/e of a new one.
+    #[arg(long, default_value_t = ps_apps::jobs::cost::DEFAULT_TAU_MS as f64 / 1000.0, value_parser = positive)]
+    cost_smoothing_s: f64,
     /// Confine jobs' inputs (datasets, models) to this directory (and --outputs-dir),
     /// and their outputs to --outputs-dir (needed with it). Required when --stats-addr
     /// is beyond loopback.
     #[arg(long, requires = "outputs_dir")]
     data_dir: Option<PathBuf>,
     /// Allow --stats-addr beyond loopback without security (no certificates, no
-    /// cluster secret): anyone who reaches it can submit jobs.
+    /// cluster secret): the API's token then crosses the network in plain text.
     #[arg(long)]
     insecure: bool,
+    /// A name the API is reached by (a browser's or client's Host), besides IP
+    /// addresses, localhost and the name in --stats-addr; repeatable. Requests
+    /// addressed to any other name are refused (DNS rebinding).
+    #[arg(long = "api-host", value_name = "NAME")]
+    api_hosts: Vec<String>,
+    /// Refuse jobs that run the submitter's code (`--runner`, `--pythonpath`,
+    /// `--torch`): 403 with one line. Training jobs and inference with psrs model
+    /// files still run.
+    #[arg(long)]
+    no_code_jobs: bool,
+}
+
+/// A positive, finite number (clap's parser for the fair-time options).
+fn positive(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(x) if x.is_finite() && x > 0.0 => Ok(x),
+        _ => Err(format!("{s:?} is not a positive number")),
+    }
 }
 
 /// An API listening beyond loopback (`--stats-addr`) needs security (certificates or
@@ -83,7 +121,7 @@ fn check_api_exposure(a: &Args, secured: bool) -> Result<(), super::error::CliEr
         // the same rule and one-line error as the HTTP server's when it binds
         addrs
             .iter()
-            .try_for_each(|s| ps_apps::stats::Access::open().check_listen(*s))?;
+            .try_for_each(|s| ps_apps::stats::Access::new(None, false).check_listen(*s))?;
     }
     if a.data_dir.is_none() || a.outputs_dir.is_none() {
         return Err(format!(
@@ -99,8 +137,16 @@ pub fn run(a: Args) -> Result<(), super::error::CliError> {
     let runner = RunnerConfig {
         python: a.python.clone(),
         threads: a.runner_threads,
+        memory_budget_mb: a.runner_memory_mb,
+        preload: a
+            .runner_preload
+            .iter()
+            .map(|m| m.trim().to_string())
+            .filter(|m| !m.is_empty())
+            .collect(),
     };
     runner.validate()?;
+
     let cfg = super::read_config()?;
     if cfg.role == Role::Scheduler {
         check_api_exposure(&a, cfg.security.is_on())?;
@@ -129,10 +175,16 @@ pub fn run(a: Args) -> Result<(), super::error::CliError> {
                 },
                 realloc_every_ms: a.realloc_ms.max(100),
                 num_servers: po.num_servers(),
+                hysteresis_ws: a.hysteresis_ws,
+                cost_tau_ms: (a.cost_smoothing_s * 1000.0).round().max(1.0) as u64,
                 paths: ps_apps::jobs::paths::JobPaths::new(a.data_dir.as_deref(), a.outputs_dir.as_deref())?,
             };
             let sched = JobScheduler::new(cfg, stores, now_ms())?;
-            let _svc = JobService::start(&po, sched, &a.stats_addr, a.insecure)?;
+            let opts = ApiOptions {
+                http: super::http_options(a.insecure, a.api_hosts.clone(), &a.work_dir),
+                code_jobs: !a.no_code_jobs,
+            };
+            let _svc = JobService::start(&po, sched, &a.stats_addr, &opts)?;
             loop {
                 std::thread::sleep(std::time::Duration::from_secs(3600));
             }

@@ -132,9 +132,13 @@ impl From<StatsError> for CliError {
     fn from(e: StatsError) -> CliError {
         match e {
             StatsError::Config(c) => c.into(),
-            StatsError::Unauthorized(_) | StatsError::Exposed(_) | StatsError::Tls(_) => {
-                CliError::BadInput(e.to_string())
-            }
+            StatsError::Unauthorized(_)
+            | StatsError::Forbidden(_)
+            | StatsError::BadRequest(_)
+            | StatsError::NotJson(_)
+            | StatsError::TooLarge(_)
+            | StatsError::Exposed(_)
+            | StatsError::Tls(_) => CliError::BadInput(e.to_string()),
             StatsError::Io(_) => CliError::Failed(e.to_string()),
         }
     }
@@ -186,6 +190,7 @@ impl From<JobsError> for CliError {
             JobsError::Stats(s) => s.into(),
             JobsError::Register(p) => p.into(),
             JobsError::BadRequest(_)
+            | JobsError::Forbidden(_)
             | JobsError::NoSuchJob(_)
             | JobsError::UnknownJob(_)
             | JobsError::Ended { .. }

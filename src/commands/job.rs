@@ -2,6 +2,7 @@
 //! `PSRS_API`): submit training and inference jobs, list them, show one, wait for one
 //! to end, cancel one. Everything goes through the HTTP/JSON API, so curl does too.
 
+use super::api_client::ApiClient;
 use clap::{Args as ClapArgs, Subcommand};
 use serde_json::Value;
 use std::time::{Duration, Instant};
@@ -123,77 +124,6 @@ impl InferArgs {
     }
 }
 
-/// How `psrs job` reaches the API: with security on (certificates or a cluster secret
-/// in the environment, as the nodes read them) over HTTPS, the server checked against
-/// the cluster's CA, presenting a client certificate (`PS_TLS_CERT`/`PS_TLS_KEY`, or
-/// one issued from the secret); and the bearer token `PSRS_API_TOKEN`, else the one
-/// derived from the secret.
-struct Client {
-    agent: ureq::Agent,
-    token: Option<String>,
-    https: bool,
-}
-
-fn client() -> Result<Client, String> {
-    let vars: std::collections::HashMap<String, String> = std::env::vars().collect();
-    let sec = ps_core::config::Security::from_vars(&vars).map_err(|e| e.to_string())?;
-    let mut token = sec.secret.as_ref().map(|s| s.http_token());
-    if let Some(t) = vars.get("PSRS_API_TOKEN").filter(|t| !t.trim().is_empty()) {
-        token = Some(t.trim().to_string());
-    }
-    let tls = match (&sec.tls, &sec.secret) {
-        (Some(files), _) => {
-            let trust = files.trust().map_err(|e| e.to_string())?;
-            let id = match files.identity {
-                Some(_) => Some(files.credentials().map_err(|e| e.to_string())?),
-                None => None,
-            };
-            Some(trust.http_client_config(id.as_ref()).map_err(|e| e.to_string())?)
-        }
-        (None, Some(secret)) => {
-            let id = ps_core::tls::Credentials::from_secret(secret, ps_core::tls::CertRole::Client)
-                .map_err(|e| e.to_string())?;
-            Some(id.trust().http_client_config(Some(&id)).map_err(|e| e.to_string())?)
-        }
-        (None, None) => None,
-    };
-    let https = tls.is_some();
-    let mut b = ureq::AgentBuilder::new().timeout(Duration::from_secs(30));
-    if let Some(cfg) = tls {
-        b = b.tls_config(cfg);
-    }
-    Ok(Client {
-        agent: b.build(),
-        token,
-        https,
-    })
-}
-
-fn request(c: &Client, method: &str, url: &str, body: Option<&str>) -> Result<Value, String> {
-    let mut req = c.agent.request(method, url);
-    if let Some(t) = &c.token {
-        req = req.set("Authorization", &format!("Bearer {t}"));
-    }
-    let resp = match body {
-        Some(b) => req.set("Content-Type", "application/json").send_string(b),
-        None => req.call(),
-    };
-    let text = match resp {
-        Ok(r) => r.into_string().map_err(|e| e.to_string())?,
-        Err(ureq::Error::Status(code, r)) => {
-            let text = r.into_string().unwrap_or_default();
-            let why = serde_json::from_str::<Value>(&text)
-                .ok()
-                .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(str::to_string))
-                .unwrap_or(text);
-            return Err(format!("{code}: {}", why.trim()));
-        }
-        // ureq's error names the URL already
-        Err(e) => return Err(format!("cannot reach the scheduler: {e}")),
-    };
-    serde_json::from_str(&text).map_err(|e| format!("bad answer from {url}: {e}"))
-}
-
 fn fmt_opt(v: &Value, d: usize) -> String {
     v.as_f64().map_or("-".into(), |x| format!("{x:.d$}"))
 }
@@ -214,15 +144,8 @@ fn line(j: &Value) -> String {
 
 /// Runs the client.
 pub fn run(a: Args) -> Result<(), super::error::CliError> {
-    let c = client()?;
-    let base = a.api.trim_end_matches('/').to_string();
-    let scheme = if c.https { "https" } else { "http" };
-    let base = match base.split_once("://") {
-        // with security the API speaks HTTPS only
-        Some(("http", rest)) if c.https => format!("https://{rest}"),
-        Some(_) => base,
-        None => format!("{scheme}://{base}"),
-    };
+    let c = ApiClient::from_env(&a.api)?;
+    let base = c.base.clone();
     match a.cmd {
         Cmd::Submit(s) => {
             let body = match s {
@@ -233,11 +156,11 @@ pub fn run(a: Args) -> Result<(), super::error::CliError> {
                 }
                 Submit::Infer(i) => i.body(),
             };
-            let j = request(&c, "POST", &format!("{base}/jobs"), Some(&body.to_string()))?;
+            let j = c.request("POST", &format!("{base}/jobs"), Some(&body.to_string()))?;
             emit(j["id"].as_str().unwrap_or("?"));
         }
         Cmd::List => {
-            for j in request(&c, "GET", &format!("{base}/jobs"), None)?
+            for j in c.request("GET", &format!("{base}/jobs"), None)?
                 .as_array()
                 .into_iter()
                 .flatten()
@@ -246,14 +169,14 @@ pub fn run(a: Args) -> Result<(), super::error::CliError> {
             }
         }
         Cmd::Status { id } => {
-            let j = request(&c, "GET", &format!("{base}/jobs/{id}"), None)?;
+            let j = c.request("GET", &format!("{base}/jobs/{id}"), None)?;
             emit(&serde_json::to_string_pretty(&j).map_err(|e| e.to_string())?);
         }
-        Cmd::Cancel { id } => emit(&line(&request(&c, "DELETE", &format!("{base}/jobs/{id}"), None)?)),
+        Cmd::Cancel { id } => emit(&line(&c.request("DELETE", &format!("{base}/jobs/{id}"), None)?)),
         Cmd::Wait { id, timeout_s } => {
             let start = Instant::now();
             loop {
-                let j = request(&c, "GET", &format!("{base}/jobs/{id}"), None)?;
+                let j = c.request("GET", &format!("{base}/jobs/{id}"), None)?;
                 match j["state"].as_str() {
                     Some("done") => {
                         emit(&line(&j));

@@ -2,10 +2,11 @@
 //! `KVServerDefaultHandle` over float32: pushes add up, pulls answer the sums); every
 //! worker pushes the same values `--repeat` times, waits for the other workers, pulls,
 //! and checks that each value is exactly `repeat × workers ×` what it pushed (with
-//! `--own-keys`: its own keys, `repeat ×`).
+//! `--own-keys`: its own keys, `repeat ×`). A server with `--apps N` serves apps 0 to
+//! N - 1, each with its own sums.
 
 use clap::Args as ClapArgs;
-use ps_core::kv::handles::sum_handle_with_copy;
+use ps_core::kv::handles::{sum_handle, sum_handle_with_copy};
 use ps_core::kv::{KVPairs, KVServer, KVWorker};
 use ps_core::node::WORKER_GROUP;
 use ps_core::Role;
@@ -35,6 +36,10 @@ pub struct Args {
     /// clusters whose other workers are not `kv-test` (ps-lite's test_kv_app).
     #[arg(long)]
     own_keys: bool,
+    /// As a server, serve apps 0 to N - 1, each with a store of its own (a worker
+    /// uses app 0).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(i32).range(1..=64))]
+    apps: i32,
 }
 
 const APP: i32 = 0;
@@ -47,6 +52,9 @@ pub fn run(a: Args) -> Result<(), super::error::CliError> {
             // with PS_REPLICAS a replacement copies its key ranges from live replicas
             let (handle, copy) = sum_handle_with_copy();
             let _server = KVServer::<f32>::with_copy(&po, APP, handle, Some(copy))?;
+            let _others = (APP + 1..a.apps)
+                .map(|app| KVServer::<f32>::new(&po, app, sum_handle()))
+                .collect::<Result<Vec<_>, _>>()?;
             po.finalize(true);
         }
         Role::Worker => {

@@ -1,7 +1,9 @@
 //! The subcommands of `psrs`.
 
 pub mod barrier;
+pub mod api_client;
 pub mod bench;
+pub mod bench_api;
 pub mod certs;
 pub mod cluster;
 pub mod connection;
@@ -34,6 +36,18 @@ pub fn read_config() -> Result<Config, CliError> {
     })?;
     crate::logging::init(&cfg.role.to_string(), cfg.log_level());
     Ok(cfg)
+}
+
+/// The HTTP API's options of a scheduler: `--insecure`, `--api-host`, a token made at
+/// start kept in `work_dir` and published in the user's runtime directory
+/// (`$XDG_RUNTIME_DIR/psrs`, else `~/.local/share/psrs/runtime`) for `psrs job`.
+pub fn http_options(insecure: bool, hosts: Vec<String>, work_dir: &std::path::Path) -> ps_apps::stats::HttpOptions {
+    ps_apps::stats::HttpOptions {
+        insecure,
+        hosts,
+        token_dir: Some(work_dir.to_path_buf()),
+        runtime: ps_apps::stats::RuntimeDir::from_vars(|k| std::env::var(k).ok()),
+    }
 }
 
 /// Creates the postoffice for `cfg` and joins the cluster (with the start barrier).

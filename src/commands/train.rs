@@ -105,9 +105,13 @@ pub struct Args {
     #[arg(long)]
     stats_addr: Option<String>,
     /// Allow --stats-addr beyond loopback without security (no certificates, no
-    /// cluster secret): anyone who reaches it can read the statistics.
+    /// cluster secret): the statistics' token then crosses the network in plain text.
     #[arg(long)]
     insecure: bool,
+    /// A name the statistics are reached by (a browser's Host), besides IP addresses,
+    /// localhost and the name in --stats-addr; repeatable.
+    #[arg(long = "api-host", value_name = "NAME")]
+    api_hosts: Vec<String>,
     /// etcd endpoints for the master's state instead of a local file (needs the `etcd` feature).
     #[arg(long, value_delimiter = ',')]
     etcd: Vec<String>,
@@ -275,7 +279,7 @@ pub fn run(a: Args) -> Result<(), super::error::CliError> {
                 format!("{} on {}", model.name(), a.train.join(",")),
                 CoordinatorOptions {
                     progress_every: Duration::from_secs_f64(a.progress_secs),
-                    http_insecure: a.insecure,
+                    http: super::http_options(a.insecure, a.api_hosts.clone(), &a.work_dir),
                 },
             )?;
             po.finalize(true);

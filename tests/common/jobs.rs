@@ -58,6 +58,13 @@ pub fn blobs(path: &Path, n: usize, per_chunk: u32, seed: u64) -> Vec<u32> {
 
 pub struct Api(pub String);
 
+/// The token of the API at `url` as `psrs job` on this host finds it (published by a
+/// cluster without security in the user's runtime directory).
+pub fn token_for(url: &str) -> Option<String> {
+    let rt = ps_apps::stats::RuntimeDir::from_vars(|k| std::env::var(k).ok());
+    ps_apps::stats::find_token(url, rt.as_ref(), Path::new("psrs-cluster"))
+}
+
 impl Api {
     pub fn run(&self, args: &[&str]) -> Result<String, String> {
         self.run_env(&[], args)
@@ -85,11 +92,20 @@ impl Api {
     pub fn status(&self, id: &str) -> Value {
         serde_json::from_str(&self.run(&["status", id]).unwrap()).unwrap()
     }
+    /// `GET path` with the API's token: the body, or the error.
+    pub fn get_text(&self, path: &str) -> Result<String, String> {
+        let mut req = ureq::get(&format!("{}{path}", self.0));
+        if let Some(t) = token_for(&self.0) {
+            req = req.set("Authorization", &format!("Bearer {t}"));
+        }
+        req.call()
+            .map_err(|e| e.to_string())
+            .and_then(|r| r.into_string().map_err(|e| e.to_string()))
+    }
+    /// `GET path` with the API's token, as JSON; Null when it fails.
     pub fn get(&self, path: &str) -> Value {
-        ureq::get(&format!("{}{path}", self.0))
-            .call()
+        self.get_text(path)
             .ok()
-            .and_then(|r| r.into_string().ok())
             .and_then(|t| serde_json::from_str(&t).ok())
             .unwrap_or(Value::Null)
     }
@@ -139,12 +155,9 @@ pub fn now_ms() -> u64 {
         .as_millis() as u64
 }
 
-/// [`ENV`] with the heartbeat timeout set to `secs`: on a loaded 2-core machine a node
-/// starved for a second must not be declared dead where the test wants no failure.
+/// [`ENV`] with the heartbeat timeout set to `secs` ([`super::with_heartbeat_timeout`]).
 pub fn env_with_heartbeat_timeout(secs: &'static str) -> Vec<(&'static str, &'static str)> {
-    ENV.iter()
-        .map(|&(k, v)| if k == "PS_HEARTBEAT_TIMEOUT" { (k, secs) } else { (k, v) })
-        .collect()
+    super::with_heartbeat_timeout(ENV, secs)
 }
 
 /// A jobs cluster (`psrs cluster`, 1 server, `workers` workers) with its work dir under

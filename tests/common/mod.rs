@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod etcd;
+pub mod fake_http;
 pub mod jobs;
 pub mod netns;
 pub mod pslite;
@@ -15,6 +16,39 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+/// `env` with `PS_HEARTBEAT_TIMEOUT` set to `secs` (added if absent): for a run in
+/// which no node may die. On a loaded 2-core machine a process can go unscheduled for
+/// a second; with a short timeout it is declared dead (and stops, evicted) although
+/// nothing failed, which is not what such a run checks.
+pub fn with_heartbeat_timeout(
+    env: &[(&'static str, &'static str)],
+    secs: &'static str,
+) -> Vec<(&'static str, &'static str)> {
+    let mut out: Vec<_> = env
+        .iter()
+        .copied()
+        .filter(|(k, _)| *k != "PS_HEARTBEAT_TIMEOUT")
+        .collect();
+    out.push(("PS_HEARTBEAT_TIMEOUT", secs));
+    out
+}
+
+/// The TCP van's framing of one message as a node writes it on a plain link (magic,
+/// frame count, lengths, frames): what an intruder sends to a node's port.
+pub fn tcp_frame(m: &ps_core::message::Message) -> Vec<u8> {
+    let mut frames = vec![m.encode_meta()];
+    frames.extend(m.data.iter().cloned());
+    let mut out = b"PSRS".to_vec();
+    out.extend_from_slice(&(frames.len() as u32).to_le_bytes());
+    for f in &frames {
+        out.extend_from_slice(&(f.len() as u64).to_le_bytes());
+    }
+    for f in &frames {
+        out.extend_from_slice(f);
+    }
+    out
+}
 
 /// The psrs binary under test.
 pub fn psrs_bin() -> PathBuf {

@@ -6,6 +6,7 @@
 //! between the same two processes (`--compare-raw`).
 
 pub mod cipher;
+pub mod http_attack;
 pub mod cpu;
 mod error;
 mod handle;

@@ -10,8 +10,9 @@
 //!   charting library (uPlot, MIT), embedded in the binary.
 //!
 //! Bad requests get a 4xx whose body is `{"error": "one-line reason"}`: 400 bad JSON
-//! or options, 404 unknown job, 405 wrong method, 409 a job already ended; 500 when the
-//! scheduler could not save. The status follows the error's kind ([`JobsError`]).
+//! or options, 403 a job that runs code on a cluster that runs none (`--no-code-jobs`),
+//! 404 unknown job, 405 wrong method, 409 a job already ended; 500 when the scheduler
+//! could not save. The status follows the error's kind ([`JobsError`]).
 
 use super::error::JobsError;
 
@@ -36,6 +37,40 @@ fn json<T: serde::Serialize>(code: u16, v: &T) -> ApiResponse {
         JSON,
         format!("{}\n", serde_json::to_string(v).expect("views serialize")),
     )
+}
+
+/// The fields of a job that make a worker run code the submitter chose: a Python
+/// function and the directory it is imported from, a TorchScript file.
+pub const CODE_FIELDS: [&str; 3] = ["runner", "pythonpath", "torch"];
+
+/// Refuses a job whose JSON gives any of [`CODE_FIELDS`] ([`JobsError::Forbidden`]);
+/// other JSON passes (a malformed job is the scheduler's to refuse).
+pub fn refuse_code(body: &str) -> Result<(), JobsError> {
+    let v: serde_json::Value = serde_json::from_str(body).unwrap_or_default();
+    match CODE_FIELDS.iter().find(|k| v.get(**k).is_some_and(|x| !x.is_null())) {
+        Some(k) => Err(JobsError::Forbidden(format!(
+            "this cluster runs no code of its users (psrs cluster --no-code-jobs): {k:?} refused"
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// [`route`] on a cluster that may refuse jobs running the submitter's code:
+/// `code_jobs` false refuses them with 403 ([`refuse_code`]) before anything else.
+pub fn route_jobs(
+    s: &mut JobScheduler,
+    method: &str,
+    path: &str,
+    body: &str,
+    now_ms: u64,
+    code_jobs: bool,
+) -> Option<ApiResponse> {
+    if !code_jobs && method == "POST" && path.trim_end_matches('/') == "/jobs" {
+        if let Err(e) = refuse_code(body) {
+            return Some(failed(&e));
+        }
+    }
+    route(s, method, path, body, now_ms)
 }
 
 /// Answers an API request at `now_ms`, or None if `path` is not the API's (the stats
@@ -70,4 +105,33 @@ pub fn route(s: &mut JobScheduler, method: &str, path: &str, body: &str, now_ms:
         }
         _ => return None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jobs_that_run_the_submitters_code_are_named_and_refused() {
+        for (body, field) in [
+            (r#"{"kind":"infer","runner":"m:f","data":"d","out":"o"}"#, "runner"),
+            (r#"{"kind":"infer","pythonpath":"/x","model":"m"}"#, "pythonpath"),
+            (r#"{"kind":"infer","torch":"m.pt","data":"d","out":"o"}"#, "torch"),
+        ] {
+            let e = refuse_code(body).unwrap_err();
+            assert_eq!(e.http_status(), 403);
+            let text = e.to_string();
+            assert!(
+                text.contains("--no-code-jobs") && text.contains(field) && !text.contains('\n'),
+                "{text}"
+            );
+        }
+        for ok in [
+            r#"{"kind":"infer","model":"m.model","data":"d","out":"o","torch":null}"#,
+            r#"{"kind":"train","train":["a.rio"]}"#,
+            "not json",
+        ] {
+            assert!(refuse_code(ok).is_ok(), "{ok}");
+        }
+    }
 }

@@ -1,7 +1,8 @@
 //! The scheduler's answers to workers and servers: a worker reports what it finished
-//! and gets a task of the job it is assigned to (so it moves between jobs only between
-//! tasks; for a model a Python runner runs, it first loads the model, and only a
-//! worker whose runner holds it gets the job's tasks); a complete inference job's
+//! and the models its Python runner holds, and gets a task of the job it is assigned to
+//! (so it moves between jobs only between tasks; for a model a Python runner runs,
+//! only a worker whose runner has it ready gets the job's tasks, and every worker is
+//! told which jobs' models to warm whenever that list changes); a complete inference job's
 //! batches are joined into its output; a complete training job is finalized by one
 //! worker; servers learn which training jobs' shards to hold.
 
@@ -12,6 +13,7 @@ use super::spec::JobSpec;
 use super::table::JobNum;
 use super::wire::{Finished, JobsRequest, JobsResponse, ServerJob};
 use crate::master::Reply;
+use crate::pyrunner::ModelStatus;
 use std::path::PathBuf;
 
 /// A training job's table entry always holds its model: its absence is the
@@ -25,7 +27,11 @@ impl JobScheduler {
     /// [`JobsResponse::Error`] and change nothing.
     pub fn handle(&mut self, sender: i32, req: JobsRequest, now_ms: u64) -> JobsResponse {
         let out = match req {
-            JobsRequest::Next { finished, ready } => self.next(sender, finished, ready, now_ms),
+            JobsRequest::Next {
+                finished,
+                models,
+                catalog,
+            } => self.next(sender, finished, &models, catalog, now_ms),
             JobsRequest::Failed { job, task, error } => match self.active.get_mut(&job) {
                 Some(a) => {
                     let why = error.as_deref().unwrap_or("was reported failed");
@@ -56,8 +62,12 @@ impl JobScheduler {
         self.cfg.outputs_dir.join(format!("job-{num}-{sub}-batches"))
     }
 
-    /// Records a finished task: inference predictions are saved first, then the queue.
-    fn record(&mut self, f: Finished, now_ms: u64) -> Result<(), JobsError> {
+    /// Records a task `worker` finished: inference predictions are saved first, then
+    /// the queue; its time counts in the job's rate and, as that worker's, in its cost:
+    /// from its hand-out to this report (the worker's whole cycle, its query and its
+    /// round trip: what its rate follows), or the worker's own measure of the query when
+    /// the hand-out is not known here.
+    fn record(&mut self, worker: i32, f: Finished, now_ms: u64) -> Result<(), JobsError> {
         let dir = self.batches_dir(f.job);
         let Some(a) = self.active.get_mut(&f.job) else {
             return Ok(()); // the job ended meanwhile
@@ -78,8 +88,9 @@ impl JobScheduler {
             outputs::save_rows(&dir, f.task, r)?;
         }
         if a.master.finish_task(f.task, now_ms)? {
-            let took = took.unwrap_or(0);
+            let took = took.unwrap_or(f.took_ms);
             a.rate.record(now_ms, took);
+            a.cost.record(worker, now_ms, took as f64 / 1000.0);
             a.tally
                 .finished(epoch, now_ms, took, f.report.examples, f.report.loss_sum);
         }
@@ -128,26 +139,42 @@ impl JobScheduler {
         Ok(())
     }
 
+    /// Takes in the models `worker`'s runner holds (every running job whose model a
+    /// runner runs: held or not).
+    fn models_held(&mut self, worker: i32, models: &[ModelStatus], now_ms: u64) {
+        for (&num, a) in self.active.iter_mut() {
+            let s = models.iter().find(|m| m.job == num);
+            if s.is_some() || a.models.state(worker).is_some() {
+                a.models.report(worker, s, now_ms);
+            }
+        }
+    }
+
     fn next(
         &mut self,
         worker: i32,
         finished: Option<Finished>,
-        ready: Option<JobNum>,
+        models: &[ModelStatus],
+        catalog: u64,
         now_ms: u64,
     ) -> Result<JobsResponse, JobsError> {
         if self.workers.insert(worker) {
             log::info!("worker {worker} joined");
             self.reallocate(now_ms);
         }
-        if let Some(a) = ready.and_then(|r| self.active.get_mut(&r)) {
-            a.loaded_once = true;
-        }
+        self.models_held(worker, models, now_ms);
         if let Some(f) = finished {
             let job = f.job;
-            self.record(f, now_ms)?;
+            self.record(worker, f, now_ms)?;
             self.settle(job, now_ms)?;
         }
         self.requeue_lost(worker, now_ms)?;
+        if catalog != self.catalog {
+            return Ok(JobsResponse::Warm {
+                catalog: self.catalog,
+                jobs: self.catalog_jobs(),
+            });
+        }
         let Some(&num) = self.assignment.get(&worker) else {
             return Ok(JobsResponse::Wait);
         };
@@ -190,7 +217,7 @@ impl JobScheduler {
             };
         }
         if let JobSpec::Infer(i) = &job.spec {
-            if i.user_model().is_some() && ready != Some(num) {
+            if i.user_model().is_some() && !a.models.is_ready(worker) {
                 return Ok(JobsResponse::Prepare {
                     job: num,
                     spec: i.clone(),
@@ -204,7 +231,7 @@ impl JobScheduler {
             Reply::Wait | Reply::NoMoreTasks => return Ok(JobsResponse::Wait),
         };
         let a = self.active.get_mut(&num).expect("assigned jobs are active");
-        a.tally.dispatched += 1;
+        a.tally.handed_out(now_ms);
         let timeout_ms = a
             .master
             .queues()
@@ -230,7 +257,7 @@ impl JobScheduler {
     }
 
     /// A worker's runner could not load job `num`'s model: noted in the job's status;
-    /// while no runner has ever loaded it, more than `max_retries` such failures fail
+    /// while no runner has ever had it ready, more than `max_retries` such failures fail
     /// the job (a module that does not import fails every worker alike).
     fn load_failed(&mut self, worker: i32, num: JobNum, error: &str, now_ms: u64) -> Result<JobsResponse, JobsError> {
         let Some(JobSpec::Infer(spec)) = self.table.get(num).map(|j| j.spec.clone()) else {
@@ -242,7 +269,7 @@ impl JobScheduler {
         log::warn!("job j{num}: worker {worker} could not load the model: {error}");
         a.last_error = Some(format!("loading the model on worker {worker}: {error}"));
         a.load_failures += 1;
-        if !a.loaded_once && a.load_failures > spec.max_retries {
+        if a.models.first_ready_ms().is_none() && a.load_failures > spec.max_retries {
             let why = format!("loading the model failed {} times: {error}", a.load_failures);
             log::error!("job j{num} failed: {why}");
             self.change(|t| t.fail(num, &why, now_ms))?;

@@ -15,6 +15,11 @@ pub enum JobsError {
     /// dataset (400).
     #[error("{0}")]
     BadRequest(String),
+    /// The cluster does not run this kind of job: one that runs the submitter's code
+    /// (`runner`, `pythonpath`, `torch`) on a cluster started with `--no-code-jobs`
+    /// (403).
+    #[error("{0}")]
+    Forbidden(String),
     /// No job has this id (404).
     #[error("no job {0:?}")]
     NoSuchJob(String),
@@ -94,6 +99,7 @@ impl JobsError {
     pub fn http_status(&self) -> u16 {
         match self {
             JobsError::BadRequest(_) => 400,
+            JobsError::Forbidden(_) => 403,
             JobsError::NoSuchJob(_) | JobsError::UnknownJob(_) => 404,
             JobsError::Ended { .. } | JobsError::Final { .. } => 409,
             JobsError::BadData(_)

@@ -11,6 +11,10 @@
 //!   (O(m·n²)) finds the smallest possible largest rate; the floors tried are the rates
 //!   some job reaches with some count, so the result is the exact optimum
 //!   (O(m·n) floors, each O(m·n²)).
+//!
+//! Each mode also has its real-valued ideal ([`local_ideal`], [`global_ideal`]: the
+//! shares that make the jobs' rates equal), which [`super::share::TimeShare`] follows
+//! over time with whole workers.
 
 /// What global mode knows of a job.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -48,14 +52,9 @@ impl JobLoad {
     }
 }
 
-/// Local mode: `n·S_i/ΣS_j` rounded by largest remainder, at least one worker per job
-/// while `n ≥ m` (the extra one is taken from the job with the most). Non-positive or
-/// non-finite `S_i` count as the mean of the others (1 if none is known).
-pub fn local(s_per_query: &[f64], n: usize) -> Vec<usize> {
-    let m = s_per_query.len();
-    if m == 0 {
-        return Vec::new();
-    }
+/// `s_per_query` with non-positive or non-finite figures replaced by the mean of the
+/// others (1 if none is known).
+fn filled(s_per_query: &[f64]) -> Vec<f64> {
     let known: Vec<f64> = s_per_query
         .iter()
         .copied()
@@ -66,10 +65,29 @@ pub fn local(s_per_query: &[f64], n: usize) -> Vec<usize> {
     } else {
         known.iter().sum::<f64>() / known.len() as f64
     };
-    let s: Vec<f64> = s_per_query
+    s_per_query
         .iter()
         .map(|&x| if x.is_finite() && x > 0.0 { x } else { fill })
-        .collect();
+        .collect()
+}
+
+/// Local mode's real-valued ideal: `n·S_i/ΣS_j` workers for job i (unknown `S_i` as in
+/// [`local`]).
+pub fn local_ideal(s_per_query: &[f64], n: usize) -> Vec<f64> {
+    let s = filled(s_per_query);
+    let total: f64 = s.iter().sum();
+    s.iter().map(|x| n as f64 * x / total).collect()
+}
+
+/// Local mode: `n·S_i/ΣS_j` rounded by largest remainder, at least one worker per job
+/// while `n ≥ m` (the extra one is taken from the job with the most). Non-positive or
+/// non-finite `S_i` count as the mean of the others (1 if none is known).
+pub fn local(s_per_query: &[f64], n: usize) -> Vec<usize> {
+    let m = s_per_query.len();
+    if m == 0 {
+        return Vec::new();
+    }
+    let s = filled(s_per_query);
     let total: f64 = s.iter().sum();
     let shares: Vec<f64> = s.iter().map(|x| n as f64 * x / total).collect();
     let mut c: Vec<usize> = shares.iter().map(|x| x.floor() as usize).collect();
@@ -165,6 +183,64 @@ pub fn global(jobs: &[JobLoad], n: usize) -> Vec<usize> {
         }
     }
     best.map(|b| b.2).unwrap_or_else(|| vec![0; m])
+}
+
+/// Global mode's real-valued ideal: counts `C_i ≥ 0` summing to `n` (real numbers)
+/// under which every job with queries left has the same expected rate
+/// `Q_i / (e_i + S_i·R_i/C_i)`; a job with none left gets 0 (its rate no longer
+/// depends on workers). Found by bisection on the common rate: job i needs
+/// `C_i(q) = S_i·R_i / (Q_i/q − e_i)` workers for rate q, increasing in q.
+pub fn global_ideal(jobs: &[JobLoad], n: usize) -> Vec<f64> {
+    let live: Vec<usize> = (0..jobs.len())
+        .filter(|&i| jobs[i].remaining > 0.0 && jobs[i].total > 0.0)
+        .collect();
+    let mut out = vec![0.0; jobs.len()];
+    if live.is_empty() || n == 0 {
+        return out;
+    }
+    let need = |i: usize, q: f64| -> f64 {
+        let j = &jobs[i];
+        let s = if j.s_per_query.is_finite() && j.s_per_query > 0.0 {
+            j.s_per_query
+        } else {
+            1.0
+        };
+        let denom = j.total / q - j.elapsed_s.max(0.0);
+        if denom <= 0.0 {
+            f64::INFINITY
+        } else {
+            s * j.remaining / denom
+        }
+    };
+    let sum = |q: f64| live.iter().map(|&i| need(i, q)).sum::<f64>();
+    // the rate every job reaches with all n workers is above the answer
+    let mut hi = live.iter().map(|&i| jobs[i].qps(n)).fold(f64::INFINITY, f64::min);
+    let mut lo = 0.0;
+    if !(hi.is_finite() && hi > 0.0) {
+        hi = 1.0;
+        while sum(hi) < n as f64 && hi < 1e12 {
+            hi *= 2.0;
+        }
+    }
+    for _ in 0..200 {
+        let mid = (lo + hi) / 2.0;
+        if sum(mid) < n as f64 {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    for &i in &live {
+        out[i] = need(i, lo);
+    }
+    // rounding in the bisection: scale to exactly n
+    let total: f64 = out.iter().sum();
+    if total > 0.0 && total.is_finite() {
+        for x in &mut out {
+            *x *= n as f64 / total;
+        }
+    }
+    out
 }
 
 /// The largest pairwise difference of the rates of `counts` (for reports and tests).

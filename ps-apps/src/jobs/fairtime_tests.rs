@@ -110,3 +110,40 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn the_real_valued_ideals() {
+    let l = local_ideal(&[2.56, 1.88], 10);
+    assert!((l[0] - 5.766).abs() < 0.001 && (l[1] - 4.234).abs() < 0.001, "{l:?}");
+    assert_eq!(local_ideal(&[f64::NAN, 2.0], 4), vec![2.0, 2.0]);
+    // fresh jobs: rates C/S equal, so the ideal is local mode's
+    let g = global_ideal(&[fresh(2.56, 1000.0), fresh(1.88, 1000.0)], 10);
+    assert!((g[0] - l[0]).abs() < 1e-6 && (g[1] - l[1]).abs() < 1e-6, "{g:?}");
+    // older jobs: the one that had its queries early needs fewer workers now, and the
+    // expected rates under the ideal are equal
+    let jobs = [
+        JobLoad {
+            total: 1000.0,
+            elapsed_s: 300.0,
+            s_per_query: 2.0,
+            remaining: 400.0,
+        },
+        JobLoad {
+            total: 1000.0,
+            elapsed_s: 60.0,
+            s_per_query: 2.0,
+            remaining: 900.0,
+        },
+    ];
+    let g = global_ideal(&jobs, 10);
+    assert!((g.iter().sum::<f64>() - 10.0).abs() < 1e-9, "{g:?}");
+    let rate = |j: &JobLoad, c: f64| j.total / (j.elapsed_s + j.s_per_query * j.remaining / c);
+    assert!((rate(&jobs[0], g[0]) - rate(&jobs[1], g[1])).abs() < 1e-6, "{g:?}");
+    // a job with nothing left needs no worker
+    let done = JobLoad {
+        remaining: 0.0,
+        ..jobs[0]
+    };
+    assert_eq!(global_ideal(&[done, jobs[1]], 10), vec![0.0, 10.0]);
+    assert_eq!(global_ideal(&[], 10), Vec::<f64>::new());
+}

@@ -41,6 +41,9 @@ pub struct JobFigures {
     pub seconds_per_query: Option<f64>,
     /// When its first query finished (ms since the Unix epoch).
     pub first_query_ms: Option<u64>,
+    /// When its first query was handed to a worker (ms since the Unix epoch).
+    #[serde(default)]
+    pub first_task_ms: Option<u64>,
     /// Training jobs: each pass's loss and test accuracy, in pass order.
     pub per_pass: Vec<PassFigures>,
 }
@@ -73,6 +76,8 @@ pub struct Tally {
     finished: u64,
     /// When the first query finished.
     pub first_query_ms: Option<u64>,
+    /// When the first query was handed out.
+    pub first_task_ms: Option<u64>,
 }
 
 impl Tally {
@@ -89,7 +94,14 @@ impl Tally {
             }
         }
         t.first_query_ms = saved.first_query_ms;
+        t.first_task_ms = saved.first_task_ms;
         t
+    }
+
+    /// A query was handed out at `now_ms`.
+    pub fn handed_out(&mut self, now_ms: u64) {
+        self.dispatched += 1;
+        self.first_task_ms.get_or_insert(now_ms);
     }
 
     /// A query of pass `epoch` (from 0) finished at `now_ms` after `took_ms`, with

@@ -1,10 +1,12 @@
 //! The cluster's dashboard page: static HTML whose script polls `/jobs`, `/workers`,
 //! `/history` and `/stats.json` every second and draws, without a reload: the jobs
 //! (kind, state, workers, queries per second, tasks, passes, loss, accuracy, the error
-//! or a running job's last failed query), charts over a shared time axis of each job's
+//! or a running job's last failed query, and for a model run by Python runners on how
+//! many workers it is ready and when each had it ready), charts over a shared time axis of each job's
 //! queries per second and workers and of each worker's job, charts of each training
 //! job's loss and test accuracy per pass, and events (node deaths, scheduler takeovers,
-//! jobs submitted and ended) as marked lines on the time axis. Charts are drawn with
+//! jobs submitted and ended) as marked lines on the time axis, and each worker's job,
+//! task and the models its runner holds. Charts are drawn with
 //! uPlot (MIT), embedded in the binary and served at `/assets/`, so the page needs no
 //! internet. The number of points each chart holds is written into `#chart-points`
 //! (JSON) for tests. The single-job statistics page stays at `/index.html`.
@@ -33,7 +35,7 @@ progress{width:8em} .chart{background:#fff;border:1px solid #ddd;margin-bottom:.
 <h1>psrs cluster</h1><div class="sub" id="sub">connecting…</div>
 <h2>Jobs</h2>
 <table id="jobs"><thead><tr><th>id</th><th>kind</th><th>model</th><th>state</th><th>workers</th>
-<th>queries/s</th><th>s/query</th><th>progress</th><th>tasks</th><th>passes</th><th>loss</th><th>accuracy</th><th>error</th></tr></thead><tbody></tbody></table>
+<th>queries/s</th><th>s/query</th><th>progress</th><th>tasks</th><th>passes</th><th>loss</th><th>accuracy</th><th>model ready</th><th>error</th></tr></thead><tbody></tbody></table>
 <h2>Over time</h2>
 <div class="chart" id="c-qps"></div>
 <div class="chart" id="c-workers"></div>
@@ -41,7 +43,7 @@ progress{width:8em} .chart{background:#fff;border:1px solid #ddd;margin-bottom:.
 <h2>Per pass</h2>
 <div class="row"><div class="chart" id="c-loss"></div><div class="chart" id="c-acc"></div></div>
 <h2>Workers</h2>
-<table id="workers"><thead><tr><th>node</th><th>job</th><th>task</th></tr></thead><tbody></tbody></table>
+<table id="workers"><thead><tr><th>node</th><th>job</th><th>task</th><th>models ready</th><th>loading</th></tr></thead><tbody></tbody></table>
 <p><a href="/index.html">node statistics</a> · <a href="/jobs">/jobs</a> · <a href="/history">/history</a> · <a href="/metrics">/metrics</a></p>
 <pre id="chart-points" hidden>{}</pre>
 <script>
@@ -68,6 +70,13 @@ function draw(key,title,names,data,opts){const el=document.getElementById(key);
   scales:{x:{time:!opts.xlabel}},cursor:opts.xlabel?{}:{sync:{key:'cluster-time'}},
   axes:[{},{label:opts.ylabel}],hooks:opts.xlabel?{}:{draw:[marks]}},data,el);
  charts[key]={u:u,sig:sig}}
+// a job's model on the workers: how many have it ready, and when each had it (seconds
+// after the job's submission); the details in the cell's tooltip
+function readyCell(tr,j){const ms=j.models||[];if(!ms.length){cell(tr,'');return}
+ const ready=ms.filter(m=>m.ready_ms).map(m=>[m.worker,(m.ready_ms-j.submitted_ms)/1000]).sort((a,b)=>a[1]-b[1]);
+ const td=cell(tr,ready.length+' / '+ms.length+(ready.length?' from +'+ready[0][1].toFixed(1)+' s':''));
+ td.title=ms.map(m=>'worker '+m.worker+': '+m.state+(m.ready_ms?' at +'+((m.ready_ms-j.submitted_ms)/1000).toFixed(1)+' s':'')+
+  ' (load '+fix(m.load_s,1)+' s, CPU '+fix(m.cpu_s,1)+' s, '+fix(m.bytes/1048576,0)+' MB)'+(m.error?' '+m.error:'')).join('\n')}
 function points(arr){return arr.filter(v=>v!==null&&v!==undefined).length}
 // each worker's job over time: a row per worker, coloured by job
 function timeline(){const cv=document.getElementById('timeline'),ws=Object.keys(hist.worker_jobs),t=hist.t;
@@ -95,11 +104,12 @@ async function poll(){
    const p=cell(tr,'');const bar=document.createElement('progress');bar.max=1;bar.value=j.progress;p.appendChild(bar);
    p.appendChild(document.createTextNode(' '+Math.round(j.progress*100)+'%'));
    cell(tr,j.tasks_done+' / '+j.tasks_total);cell(tr,j.passes_done+' / '+j.passes);cell(tr,fix(j.loss,4));
-   cell(tr,fix(j.accuracy,4));cell(tr,j.error||(j.last_error?'last: '+j.last_error:''));tb.appendChild(tr);
+   cell(tr,fix(j.accuracy,4));readyCell(tr,j);cell(tr,j.error||(j.last_error?'last: '+j.last_error:''));tb.appendChild(tr);
   }
   const ws=await (await fetch('/workers')).json();
   const wb=document.querySelector('#workers tbody');wb.replaceChildren();
-  for(const w of ws){const tr=document.createElement('tr');cell(tr,w.id);cell(tr,w.job||'idle');cell(tr,w.task||'–');wb.appendChild(tr)}
+  for(const w of ws){const tr=document.createElement('tr');cell(tr,w.id);cell(tr,w.job||'idle');cell(tr,w.task||'–');
+   cell(tr,(w.ready||[]).join(' '));cell(tr,(w.loading||[]).join(' '));wb.appendChild(tr)}
   hist=await (await fetch('/history')).json();
   const ids=Object.keys(hist.jobs);
   draw('c-qps','queries per second',ids,[hist.t].concat(ids.map(i=>hist.jobs[i].queries_per_s)),{ylabel:'queries/s'});
@@ -120,3 +130,13 @@ async function poll(){
 poll();setInterval(poll,1000);
 </script></body></html>
 "##;
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_page_writes_data_as_text_only() {
+        for sink in crate::stats::MARKUP_SINKS {
+            assert!(!super::PAGE.contains(sink), "{sink}");
+        }
+    }
+}

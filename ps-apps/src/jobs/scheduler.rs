@@ -1,17 +1,21 @@
 //! The cluster's scheduler state: the job table (saved through a `Store` before any
 //! reply), one [`Master`] per active job (its task queues, saved through its own
-//! store), each job's query rate, the live workers and which job each works on, and
+//! store), each job's query rate and smoothed cost, where its model is ready, the live
+//! workers and which job each works on (fair time's split, followed over time), and
 //! which servers hold which training job's shards. Time is passed in (ms since the
 //! Unix epoch), so the whole scheduler is driven deterministically in tests; the
 //! network shell ([`super::service`]) only decodes, calls and encodes.
 
 use super::assign::{self, WorkerId};
+use super::cost::CostEstimate;
 use super::error::JobsError;
 use super::fairtime::{self, JobLoad};
 use super::figures::{JobFigures, Tally};
 use super::history::{Chart, EventKind, History, JobPoint};
 use super::rate::RateWindow;
-use super::spec::JobSpec;
+use super::readiness::Readiness;
+use super::share::TimeShare;
+use super::spec::{InferSpec, JobSpec};
 use super::table::{Job, JobNum, JobState, JobTable};
 use super::view::{JobView, WorkerView};
 use crate::master::{Master, MasterConfig, MasterError, Store};
@@ -44,12 +48,22 @@ pub struct SchedulerConfig {
     pub num_servers: usize,
     /// Where jobs' files may be (`--data-dir`, `--outputs-dir`).
     pub paths: super::paths::JobPaths,
+    /// Worker-seconds a job must be owed before a worker moves to it between the two
+    /// whole splits nearest the ideal ([`TimeShare`]).
+    pub hysteresis_ws: f64,
+    /// Time constant of the smoothing of the jobs' seconds per query, ms
+    /// ([`CostEstimate`]).
+    pub cost_tau_ms: u64,
 }
 
 /// An active job's runtime state.
 pub(super) struct Active {
     pub master: Master,
     pub rate: RateWindow,
+    /// Seconds per query on each of its workers, smoothed (fair time's cost).
+    pub cost: CostEstimate,
+    /// Where its model is ready (jobs whose model a Python runner runs).
+    pub models: Readiness,
     /// The worker finalizing a complete training job.
     pub finalizer: Option<WorkerId>,
     /// Tasks, passes, loss and accuracy so far.
@@ -64,8 +78,6 @@ pub(super) struct Active {
     pub last_error: Option<String>,
     /// Failed loads of its model by Python runners.
     pub load_failures: u32,
-    /// Whether some worker's runner has loaded its model.
-    pub loaded_once: bool,
 }
 
 /// The scheduler.
@@ -79,6 +91,13 @@ pub struct JobScheduler {
     pub(super) assignment: BTreeMap<WorkerId, JobNum>,
     pub(super) hosting: BTreeMap<i32, BTreeSet<JobNum>>,
     last_alloc_ms: u64,
+    /// The whole split over time.
+    share: TimeShare<JobNum>,
+    /// Each job's real-valued ideal share at the last reallocation.
+    ideal: BTreeMap<JobNum, f64>,
+    /// The version of the list of jobs whose models runners warm (changes when one
+    /// starts or ends; a fresh scheduler's differs from any before it).
+    pub(super) catalog: u64,
     /// The cluster over time, for the dashboard's charts.
     pub(super) history: History,
 }
@@ -126,10 +145,11 @@ impl JobScheduler {
         for job in table.active() {
             let master = Master::recover(stores(&store_name(job)), master_config(&job.spec), now_ms)?;
             log::info!("resuming job {} ({:?})", job.id(), job.state);
-            let mut a = Active::new(master);
+            let mut a = Active::new(master, cfg.cost_tau_ms);
             a.tally = Tally::resume(&job.figures);
             active.insert(job.num, a);
         }
+        let share = TimeShare::new(cfg.hysteresis_ws);
         Ok(JobScheduler {
             cfg,
             table,
@@ -140,8 +160,33 @@ impl JobScheduler {
             assignment: BTreeMap::new(),
             hosting: BTreeMap::new(),
             last_alloc_ms: now_ms,
+            share,
+            ideal: BTreeMap::new(),
+            catalog: now_ms.max(1),
             history: History::default(),
         })
+    }
+
+    /// The running jobs whose models a Python runner runs, oldest first (what workers
+    /// warm).
+    pub(super) fn catalog_jobs(&self) -> Vec<(JobNum, InferSpec)> {
+        self.active
+            .keys()
+            .filter_map(|&num| match self.table.get(num).map(|j| &j.spec) {
+                Some(JobSpec::Infer(i)) if i.user_model().is_some() => Some((num, i.clone())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Job `num` started or ended: if a Python runner runs its model, the list of jobs
+    /// to warm changed and gets a new version.
+    fn catalog_changed(&mut self, num: JobNum, now_ms: u64) {
+        let runs_in_python =
+            matches!(self.table.get(num).map(|j| &j.spec), Some(JobSpec::Infer(i)) if i.user_model().is_some());
+        if runs_in_python {
+            self.catalog = (self.catalog + 1).max(now_ms);
+        }
     }
 
     /// The job table.
@@ -196,7 +241,8 @@ impl JobScheduler {
             *t = preview;
             Ok(())
         })?;
-        self.active.insert(num, Active::new(master));
+        self.active.insert(num, Active::new(master, self.cfg.cost_tau_ms));
+        self.catalog_changed(num, now_ms);
         log::info!("job {} submitted: {} {}", job.id(), spec.kind(), job.model_name());
         let what = format!("{} submitted ({} {})", job.id(), spec.kind(), job.model_name());
         self.history.event(now_ms, EventKind::Submitted, what);
@@ -260,6 +306,7 @@ impl JobScheduler {
             queries_per_s: a.rate.queries_per_s(now_ms),
             seconds_per_query: a.rate.seconds_per_query(now_ms),
             first_query_ms: a.tally.first_query_ms,
+            first_task_ms: a.tally.first_task_ms,
             per_pass: a.tally.per_pass(),
         }
     }
@@ -272,6 +319,7 @@ impl JobScheduler {
         }
         self.active.remove(&num);
         self.assignment.retain(|_, j| *j != num);
+        self.catalog_changed(num, now_ms);
         self.reallocate(now_ms);
     }
 
@@ -288,41 +336,50 @@ impl JobScheduler {
         }
     }
 
-    /// Splits the live workers among the active jobs by the fair-time mode (the oldest
-    /// jobs first while there are more jobs than workers) and moves workers as little
-    /// as possible.
+    /// Splits the live workers among the active jobs (the oldest jobs first while there
+    /// are more jobs than workers): the fair-time mode's real-valued ideal from the
+    /// jobs' smoothed seconds per query, followed over time with whole workers
+    /// ([`TimeShare`]; the mode's own whole split when the present one is off), moving
+    /// workers as little as possible.
     pub fn reallocate(&mut self, now_ms: u64) {
         self.last_alloc_ms = now_ms;
         let n = self.workers.len();
         let jobs: Vec<JobNum> = self.active.keys().copied().take(n.max(1)).collect();
-        let known: Vec<f64> = jobs
+        let s: Vec<f64> = jobs
             .iter()
-            .filter_map(|j| self.active.get_mut(j).and_then(|a| a.rate.seconds_per_query(now_ms)))
+            .map(|j| self.active[j].cost.seconds_per_query(now_ms).unwrap_or(f64::NAN))
             .collect();
-        let mean = if known.is_empty() {
-            1.0
-        } else {
-            known.iter().sum::<f64>() / known.len() as f64
-        };
-        let counts = match self.cfg.mode {
-            FairMode::Local => {
-                let s: Vec<f64> = jobs
-                    .iter()
-                    .map(|j| {
-                        self.active
-                            .get_mut(j)
-                            .and_then(|a| a.rate.seconds_per_query(now_ms))
-                            .unwrap_or(mean)
-                    })
-                    .collect();
-                fairtime::local(&s, n)
-            }
+        let (ideal, loads) = match self.cfg.mode {
+            FairMode::Local => (fairtime::local_ideal(&s, n), Vec::new()),
             FairMode::Global => {
-                let loads: Vec<JobLoad> = jobs.iter().map(|&j| self.load(j, mean, now_ms)).collect();
-                fairtime::global(&loads, n)
+                let known: Vec<f64> = s.iter().copied().filter(|x| x.is_finite()).collect();
+                let mean = if known.is_empty() {
+                    1.0
+                } else {
+                    known.iter().sum::<f64>() / known.len() as f64
+                };
+                let loads: Vec<JobLoad> = jobs
+                    .iter()
+                    .zip(&s)
+                    .map(|(&j, &x)| self.load(j, if x.is_finite() { x } else { mean }, now_ms))
+                    .collect();
+                (fairtime::global_ideal(&loads, n), loads)
             }
         };
-        let targets: BTreeMap<JobNum, usize> = jobs.iter().copied().zip(counts).collect();
+        let ideal: BTreeMap<JobNum, f64> = jobs.iter().copied().zip(ideal).collect();
+        let targets: BTreeMap<JobNum, usize> = if n == 0 || jobs.is_empty() {
+            BTreeMap::new()
+        } else {
+            let mode = self.cfg.mode;
+            self.share.update(now_ms, &ideal, n, || {
+                let whole = match mode {
+                    FairMode::Local => fairtime::local(&s, n),
+                    FairMode::Global => fairtime::global(&loads, n),
+                };
+                jobs.iter().copied().zip(whole).collect()
+            })
+        };
+        self.ideal = ideal;
         let next = assign::assign(&self.assignment, &targets, &self.workers);
         if next != self.assignment {
             log::info!("workers per job: {:?}", assign::counts(&next));
@@ -330,7 +387,7 @@ impl JobScheduler {
         self.assignment = next;
     }
 
-    fn load(&mut self, num: JobNum, mean_s: f64, now_ms: u64) -> JobLoad {
+    fn load(&mut self, num: JobNum, s_per_query: f64, now_ms: u64) -> JobLoad {
         let started = self.table.get(num).and_then(|j| j.started_ms).unwrap_or(now_ms);
         let a = self.active.get_mut(&num).expect("active");
         let s = a.master.snapshot();
@@ -338,7 +395,7 @@ impl JobScheduler {
         JobLoad {
             total,
             elapsed_s: now_ms.saturating_sub(started) as f64 / 1000.0,
-            s_per_query: a.rate.seconds_per_query(now_ms).unwrap_or(mean_s),
+            s_per_query,
             remaining: (total - s.total_done as f64).max(0.0),
         }
     }
@@ -399,6 +456,8 @@ impl JobScheduler {
         self.workers.remove(&id);
         self.assignment.remove(&id);
         for (num, a) in self.active.iter_mut() {
+            a.models.forget(id);
+            a.cost.forget(id);
             match a.master.worker_dead(id) {
                 Ok(n) => log::warn!("worker {id} is dead: {n} task(s) of job j{num} requeued"),
                 Err(e) => log::error!("job j{num}: cannot requeue the tasks of dead worker {id}: {e}"),
@@ -435,7 +494,13 @@ impl JobScheduler {
         let workers = self.assignment.values().filter(|&&j| j == num).count();
         let figures = self.figures(num, now_ms);
         let mut v = JobView::new(&job, workers, progress, figures);
-        v.last_error = self.active.get(&num).and_then(|a| a.last_error.clone());
+        if let Some(a) = self.active.get(&num) {
+            v.last_error = a.last_error.clone();
+            v.smoothed_seconds_per_query = a.cost.seconds_per_query(now_ms);
+            v.ideal_workers = self.ideal.get(&num).copied();
+            v.model_ready_ms = a.models.first_ready_ms();
+            v.models = a.models.views();
+        }
         Some(v)
     }
 
@@ -453,10 +518,19 @@ impl JobScheduler {
                         .find(|e| e.worker == w)
                         .map(|e| (format!("j{j}"), e.task.id))
                 });
+                let holding = |state: crate::pyrunner::ModelState| {
+                    self.active
+                        .iter()
+                        .filter(|(_, a)| a.models.state(w) == Some(state))
+                        .map(|(j, _)| format!("j{j}"))
+                        .collect()
+                };
                 WorkerView {
                     id: w,
                     job: job.map(|j| format!("j{j}")),
                     task: task.map(|t| format!("{} task {}", t.0, t.1)),
+                    ready: holding(crate::pyrunner::ModelState::Ready),
+                    loading: holding(crate::pyrunner::ModelState::Loading),
                 }
             })
             .collect()
@@ -474,11 +548,13 @@ impl JobScheduler {
 }
 
 impl Active {
-    fn new(master: Master) -> Active {
+    fn new(master: Master, cost_tau_ms: u64) -> Active {
         let epoch = master.queues().epoch;
         Active {
             master,
             rate: RateWindow::default(),
+            cost: CostEstimate::new(cost_tau_ms),
+            models: Readiness::default(),
             finalizer: None,
             tally: Tally::default(),
             epoch,
@@ -486,7 +562,6 @@ impl Active {
             evaluating: None,
             last_error: None,
             load_failures: 0,
-            loaded_once: false,
         }
     }
 }

@@ -7,13 +7,14 @@ use super::table::JobState;
 use super::wire::{Finished, JobsRequest, JobsResponse, Prediction};
 use crate::master::{MemStore, Store, Task, TaskReport};
 use crate::model::Model;
+use crate::pyrunner::{ModelState, ModelStatus};
 use crate::recordio::{Compressor, Example, Features, Writer};
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
-type Stores = Arc<Mutex<HashMap<String, MemStore>>>;
+pub(super) type Stores = Arc<Mutex<HashMap<String, MemStore>>>;
 
 fn factory(stores: &Stores) -> StoreFactory {
     let s = Arc::clone(stores);
@@ -35,19 +36,31 @@ fn dataset(dir: &Path, n: usize) -> String {
     p.display().to_string()
 }
 
-fn sched(dir: &Path, stores: &Stores, servers: usize) -> JobScheduler {
+pub(super) fn sched(dir: &Path, stores: &Stores, servers: usize) -> JobScheduler {
     let cfg = SchedulerConfig {
         outputs_dir: dir.to_path_buf(),
         paths: Default::default(),
         mode: FairMode::Local,
         realloc_every_ms: 1000,
         num_servers: servers,
+        hysteresis_ws: 2.0,
+        cost_tau_ms: 20_000,
     };
     JobScheduler::new(cfg, factory(stores), 0).unwrap()
 }
 
+/// A worker asks for work, its runner holding no model, knowing the list of jobs to warm.
 fn next(s: &mut JobScheduler, w: i32, finished: Option<Finished>, now: u64) -> JobsResponse {
-    s.handle(w, JobsRequest::Next { finished, ready: None }, now)
+    let catalog = s.catalog;
+    s.handle(
+        w,
+        JobsRequest::Next {
+            finished,
+            models: vec![],
+            catalog,
+        },
+        now,
+    )
 }
 
 fn infer_task(r: JobsResponse) -> (u32, Task) {
@@ -74,6 +87,7 @@ fn done(job: u32, t: &Task) -> Finished {
                 .collect(),
         ),
         rows: None,
+        took_ms: 0,
     }
 }
 
@@ -179,6 +193,7 @@ fn training_jobs_wait_for_every_server() {
                     report: TaskReport::default(),
                     predictions: None,
                     rows: None,
+                    took_ms: 0,
                 });
             }
             JobsResponse::Finalize { job, .. } => {
@@ -407,6 +422,7 @@ fn each_completed_pass_is_evaluated_once_and_its_figures_kept() {
                     report: report(loss),
                     predictions: None,
                     rows: None,
+                    took_ms: 0,
                 });
             }
             JobsResponse::Evaluate { job, pass, .. } => {
@@ -459,7 +475,7 @@ fn inputs_dir(dir: &Path, n: usize) -> String {
     d.display().to_string()
 }
 
-fn runner_body(dir: &Path, data: &str, extra: serde_json::Value) -> String {
+pub(super) fn runner_body(dir: &Path, data: &str, extra: serde_json::Value) -> String {
     let mut v =
         serde_json::json!({"kind": "infer", "runner": "m:f", "data": data, "out": dir.join("out.csv"), "batch": 4});
     for (k, x) in extra.as_object().unwrap() {
@@ -468,18 +484,34 @@ fn runner_body(dir: &Path, data: &str, extra: serde_json::Value) -> String {
     v.to_string()
 }
 
+pub(super) fn model_status(job: u32, state: ModelState) -> ModelStatus {
+    ModelStatus {
+        job,
+        state,
+        error: None,
+        bytes: 1 << 20,
+        rss_growth: 2 << 20,
+        load_s: 2.0,
+        cpu_s: 1.5,
+        ready_ago_ms: (state == ModelState::Ready).then_some(0),
+    }
+}
+
+/// A worker whose runner has `job`'s model ready asks for work.
 fn ready(s: &mut JobScheduler, w: i32, job: u32, finished: Option<Finished>, now: u64) -> JobsResponse {
+    let catalog = s.catalog;
     s.handle(
         w,
         JobsRequest::Next {
             finished,
-            ready: Some(job),
+            models: vec![model_status(job, ModelState::Ready)],
+            catalog,
         },
         now,
     )
 }
 
-fn rows(job: u32, t: &Task) -> Finished {
+pub(super) fn rows(job: u32, t: &Task) -> Finished {
     Finished {
         job,
         task: t.id,
@@ -491,6 +523,7 @@ fn rows(job: u32, t: &Task) -> Finished {
                 .map(|c| vec![std::fs::read_to_string(&c.path).unwrap(), "x,y".into()])
                 .collect(),
         ),
+        took_ms: 1000,
     }
 }
 

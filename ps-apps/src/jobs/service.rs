@@ -5,7 +5,7 @@
 use super::error::JobsError;
 use super::scheduler::JobScheduler;
 use super::wire::{JobsRequest, JOBS_APP};
-use crate::stats::{base_snapshot, Api, StatsServer};
+use crate::stats::{base_snapshot, Api, HttpOptions, StatsServer};
 use crate::train::coordinator::{decode, encode};
 use parking_lot::Mutex;
 use ps_core::node::id_role;
@@ -23,6 +23,25 @@ pub fn now_ms() -> u64 {
         .unwrap_or(0)
 }
 
+/// What the operator chose for the jobs API.
+#[derive(Clone, Debug)]
+pub struct ApiOptions {
+    /// The HTTP server's options (`--insecure`, `--api-host`, where its token is kept).
+    pub http: HttpOptions,
+    /// Accept jobs that run the submitter's code (`runner`, `pythonpath`, `torch`);
+    /// false: `--no-code-jobs`.
+    pub code_jobs: bool,
+}
+
+impl Default for ApiOptions {
+    fn default() -> ApiOptions {
+        ApiOptions {
+            http: HttpOptions::default(),
+            code_jobs: true,
+        }
+    }
+}
+
 /// The running service; stops its threads when dropped.
 pub struct JobService {
     _app: SimpleApp,
@@ -33,14 +52,14 @@ pub struct JobService {
 
 impl JobService {
     /// Serves `sched` on this (scheduler) node, the API on `http_addr` (HTTPS with
-    /// security on; `insecure`: allowed beyond loopback without security). Fails with
-    /// [`JobsError::Register`] if the jobs app cannot register, [`JobsError::Stats`]
-    /// if the HTTP API cannot start.
+    /// security on) with `opts`. Prints the dashboard's URL (with the token when one
+    /// was made at start). Fails with [`JobsError::Register`] if the jobs app cannot
+    /// register, [`JobsError::Stats`] if the HTTP API cannot start.
     pub fn start(
         po: &Arc<Postoffice>,
         mut sched: JobScheduler,
         http_addr: &str,
-        insecure: bool,
+        opts: &ApiOptions,
     ) -> Result<JobService, JobsError> {
         let (epoch, _) = po.van().scheduler_epoch();
         let what = format!("scheduler #{} active (term {})", epoch.candidate, epoch.term.max(1));
@@ -83,7 +102,8 @@ impl JobService {
             })
             .map_err(|e| JobsError::Internal(e.to_string()))?;
         let sa = Arc::clone(&sched);
-        let api: Api = Arc::new(move |m, p, b| super::api::route(&mut sa.lock(), m, p, b, now_ms()));
+        let code_jobs = opts.code_jobs;
+        let api: Api = Arc::new(move |m, p, b| super::api::route_jobs(&mut sa.lock(), m, p, b, now_ms(), code_jobs));
         let (po2, started, sp) = (Arc::clone(po), Instant::now(), Arc::clone(&sched));
         let provider = Arc::new(move || {
             let n = sp.lock().table().active().count();
@@ -93,10 +113,10 @@ impl JobService {
                 format!("cluster: {n} active job(s)"),
             )
         });
-        let sec = crate::stats::HttpSecurity::from_security(&po.config().security, insecure)?;
+        let sec = crate::stats::HttpSecurity::from_security(&po.config().security, &opts.http)?;
         let http = StatsServer::start_with_api(http_addr, provider, Some(api), sec)?;
         log::info!("jobs API and dashboard at {}://{}/", http.scheme(), http.addr());
-        println!("api: {}://{}/", http.scheme(), http.addr());
+        println!("api: {}", http.url());
         Ok(JobService {
             _app: app,
             http,

@@ -39,7 +39,7 @@ fn left(start: Instant, timeout: Duration) -> Result<Duration, JobsError> {
 }
 
 /// Runs `task` of job `job` in the runner of `slot` (loading the model first if the
-/// runner does not hold it), within `timeout`. The error is one line:
+/// runner does not have it ready: it is normally warmed before), within `timeout`. The error is one line:
 /// [`JobsError::Runner`] for the runner's failures, [`JobsError::Timeout`] when the
 /// query ran out of time, [`JobsError::BadData`] or [`JobsError::Train`] for the
 /// task's data.
@@ -61,7 +61,7 @@ pub fn run(
             let mut out = Vec::with_capacity(examples.len());
             for batch in examples.chunks(spec.batch) {
                 let (x, width) = densify(batch, spec.dim)?;
-                let (logits, classes) = slot.forward(&x, batch.len(), width, left(start, timeout)?)?;
+                let (logits, classes) = slot.forward(job, &x, batch.len(), width, left(start, timeout)?)?;
                 let labels: Vec<f32> = batch.iter().map(|e| e.label).collect();
                 out.extend(predictions(&logits, classes, &labels));
             }
@@ -79,7 +79,7 @@ pub fn run(
             };
             let mut rows = Vec::with_capacity(inputs.len());
             for batch in split(inputs, spec.batch) {
-                rows.extend(slot.call(&batch, left(start, timeout)?)?);
+                rows.extend(slot.call(job, &batch, left(start, timeout)?)?);
             }
             Ok(Output::Rows(rows))
         }

@@ -3,7 +3,30 @@
 use super::figures::JobFigures;
 use super::spec::JobSpec;
 use super::table::{Job, JobState};
+use crate::pyrunner::ModelState;
 use serde::{Deserialize, Serialize};
+
+/// A job's model on one worker's Python runner (jobs whose model a runner runs).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ModelView {
+    /// The worker's node id.
+    pub worker: i32,
+    /// `loading`, `ready` or `failed`.
+    pub state: ModelState,
+    /// When it became ready (ms since the Unix epoch, the scheduler's clock).
+    pub ready_ms: Option<u64>,
+    /// How long its load took, seconds.
+    pub load_s: f64,
+    /// CPU time its load took, seconds.
+    pub cpu_s: f64,
+    /// Its memory: its tensors' bytes (or the runner's growth during the load when it
+    /// holds no tensor).
+    pub bytes: u64,
+    /// The runner's growth in resident memory during the load, bytes.
+    pub rss_growth: i64,
+    /// Why the load failed.
+    pub error: Option<String>,
+}
 
 /// A job as `GET /jobs/ID` answers it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -39,6 +62,21 @@ pub struct JobView {
     /// Tasks (queries) done and in all, passes, query rate, per-pass loss and accuracy.
     #[serde(flatten)]
     pub figures: JobFigures,
+    /// While it runs: seconds per query as fair time counts them (each worker's
+    /// hand-out to report, smoothed per worker and averaged over the workers); null
+    /// before its first query or once it ended.
+    #[serde(default)]
+    pub smoothed_seconds_per_query: Option<f64>,
+    /// While it runs: the real-valued share of the workers fair time would give it
+    /// (the split follows it over time with whole workers).
+    #[serde(default)]
+    pub ideal_workers: Option<f64>,
+    /// When a worker first had its model ready (jobs whose model a Python runner runs).
+    #[serde(default)]
+    pub model_ready_ms: Option<u64>,
+    /// Its model on each live worker's runner: loading, ready (since when) or failed.
+    #[serde(default)]
+    pub models: Vec<ModelView>,
     /// What was submitted.
     pub spec: JobSpec,
 }
@@ -61,6 +99,10 @@ impl JobView {
             started_ms: job.started_ms,
             ended_ms: job.ended_ms,
             figures,
+            smoothed_seconds_per_query: None,
+            ideal_workers: None,
+            model_ready_ms: None,
+            models: Vec::new(),
             spec: job.spec.clone(),
         }
     }
@@ -75,4 +117,10 @@ pub struct WorkerView {
     pub job: Option<String>,
     /// The task it holds, e.g. `j2 task 14`.
     pub task: Option<String>,
+    /// The jobs whose models its Python runner has ready.
+    #[serde(default)]
+    pub ready: Vec<String>,
+    /// The jobs whose models its Python runner is loading.
+    #[serde(default)]
+    pub loading: Vec<String>,
 }

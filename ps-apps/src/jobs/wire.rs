@@ -5,6 +5,7 @@ use super::spec::{InferSpec, TrainSpec};
 use super::table::JobNum;
 use crate::master::{Task, TaskReport};
 use crate::model::Model;
+use crate::pyrunner::ModelStatus;
 use serde::{Deserialize, Serialize};
 
 /// The SimpleApp id of the jobs service on the scheduler.
@@ -42,6 +43,10 @@ pub struct Finished {
     pub predictions: Option<Vec<Prediction>>,
     /// Inference with a Python function: each input's output as CSV fields, in order.
     pub rows: Option<Vec<Vec<String>>>,
+    /// How long the worker took over it, ms, as the worker measured it (from the
+    /// scheduler's answer to the task's end); the scheduler counts it when it does not
+    /// know when it handed the task out; 0 if not measured.
+    pub took_ms: u64,
 }
 
 /// A request to the scheduler.
@@ -51,8 +56,11 @@ pub enum JobsRequest {
     Next {
         /// The finished task.
         finished: Option<Finished>,
-        /// The job whose model the worker's Python runner holds, if any.
-        ready: Option<JobNum>,
+        /// The models its Python runner holds (loading, ready or failed), by job.
+        models: Vec<ModelStatus>,
+        /// The version of the list of jobs to warm it last got
+        /// ([`JobsResponse::Warm`]); 0 at first.
+        catalog: u64,
     },
     /// A worker could not do a task (it goes back to the job's queue, or is given up
     /// after the job's retries).
@@ -136,8 +144,9 @@ pub enum JobsResponse {
         /// handed out: a runner still on it then is killed.
         timeout_ms: u64,
     },
-    /// Load this inference job's model into the Python runner, then ask again with
-    /// `ready` naming the job (or report [`JobsRequest::LoadFailed`]).
+    /// The worker is assigned to this inference job but its Python runner does not
+    /// have the job's model ready: load it (first, if it is not loading yet) and ask
+    /// again; a load that fails is reported with [`JobsRequest::LoadFailed`].
     Prepare {
         /// The job.
         job: JobNum,
@@ -166,6 +175,15 @@ pub enum JobsResponse {
         /// The pass just completed (from 0).
         pass: u64,
     },
+    /// The running jobs whose models a Python runner runs (the worker warms them all,
+    /// within its memory budget, and drops the models of jobs not listed), and the
+    /// list's version; ask again at once.
+    Warm {
+        /// The list's version, to send back in [`JobsRequest::Next`].
+        catalog: u64,
+        /// The jobs and their options, oldest first.
+        jobs: Vec<(JobNum, InferSpec)>,
+    },
     /// Nothing to do now; ask again shortly.
     Wait,
     /// The training jobs whose shards servers should hold now.
@@ -192,6 +210,10 @@ mod tests {
             _ => unreachable!(),
         };
         for msg in [
+            JobsResponse::Warm {
+                catalog: 17,
+                jobs: vec![(3, spec.clone())],
+            },
             JobsResponse::Prepare {
                 job: 3,
                 spec: spec.clone(),
@@ -216,8 +238,19 @@ mod tests {
                 report: TaskReport::default(),
                 predictions: None,
                 rows: Some(vec![vec!["a".into(), "1".into()]]),
+                took_ms: 1500,
             }),
-            ready: Some(3),
+            models: vec![ModelStatus {
+                job: 3,
+                state: crate::pyrunner::ModelState::Ready,
+                error: None,
+                bytes: 1 << 20,
+                rss_growth: -4096,
+                load_s: 2.5,
+                cpu_s: 1.25,
+                ready_ago_ms: Some(70),
+            }],
+            catalog: 17,
         };
         assert_eq!(decode::<JobsRequest>(&encode(&req)).unwrap(), req);
     }

@@ -1,15 +1,17 @@
 //! A cluster worker: asks the scheduler for work, runs it, reports it, forever. A
 //! training task goes through the job's own KV app on the servers; an inference task
 //! predicts every record of its chunks with the job's saved model, or hands its inputs
-//! to the worker's Python runner (a TorchScript model or the user's function, loaded
-//! when the scheduler says `Prepare`); a finalize order evaluates a finished training
-//! job on its test set and saves its model. A worker switches jobs only between tasks,
-//! as the scheduler's answers say. A failed task (the runner raised, died or hung) is
-//! reported with its reason and the worker goes on.
+//! to the worker's Python runner (a TorchScript model or the user's function), which
+//! holds the models of every running job that needs one, warmed in the background as
+//! soon as the scheduler lists the job ([`super::warmup`]); a finalize order evaluates a
+//! finished training job on its test set and saves its model. A worker switches jobs
+//! only between tasks, as the scheduler's answers say. A failed task (the runner
+//! raised, died or hung) is reported with its reason and the worker goes on.
 
 use super::error::JobsError;
 use super::table::JobNum;
 use super::user_infer::{self, Output};
+use super::warmup::Warmup;
 use super::wire::{job_app, Finished, JobsRequest, JobsResponse, Prediction, JOBS_APP, JOBS_HEAD};
 use super::{InferSpec, TrainSpec, UpdateRule};
 use crate::master::{Task, TaskReport};
@@ -158,6 +160,7 @@ fn infer(
                 report,
                 predictions: Some(preds),
                 rows: None,
+                took_ms: 0,
             });
         }
         None => match user_infer::run(slot, job, spec, task, timeout)? {
@@ -179,24 +182,39 @@ fn infer(
         report,
         predictions,
         rows,
+        took_ms: 0,
     })
 }
 
 /// Runs the worker until the scheduler stays unreachable for [`PATIENCE`]
 /// ([`JobsError::Train`] of kind [`TrainError::Unanswered`]); inference jobs with a
-/// user's model run in a Python runner started with `runner`.
+/// user's model run in a Python runner started with `runner`, whose models take at
+/// most its memory budget (beyond it only the model of the job the worker is on).
 pub fn run(po: &Arc<Postoffice>, runner: RunnerConfig) -> Result<(), JobsError> {
     let app = client(po)?;
     let mut ctx: Option<TrainCtx> = None;
     let mut loaded: Loaded = None;
+    let mut warm = Warmup::new(runner.memory_budget_mb.saturating_mul(1 << 20));
+    let preload = !runner.preload.is_empty();
     let mut slot = RunnerSlot::new(runner);
+    if preload {
+        // the libraries import while the worker waits for its first job
+        if let Err(e) = slot.start(user_infer::LOAD_TIMEOUT) {
+            log::warn!("the Python runner did not start: {e}");
+        }
+    }
     let mut finished: Option<Finished> = None;
     loop {
+        let (models, failed) = warm.step(&mut slot);
+        for (job, error) in failed {
+            call(&app, &JobsRequest::LoadFailed { job, error }, PATIENCE)?;
+        }
         let resp = call(
             &app,
             &JobsRequest::Next {
                 finished: finished.clone(),
-                ready: slot.loaded(),
+                models,
+                catalog: warm.version(),
             },
             PATIENCE,
         )?;
@@ -206,8 +224,12 @@ pub fn run(po: &Arc<Postoffice>, runner: RunnerConfig) -> Result<(), JobsError> 
             continue;
         }
         finished = None;
+        let start = std::time::Instant::now();
+        let took = |start: std::time::Instant| (start.elapsed().as_millis() as u64).max(1);
         match resp {
+            JobsResponse::Warm { catalog, jobs } => warm.set_catalog(catalog, &jobs),
             JobsResponse::Train { job, model, spec, task } => {
+                warm.assign(None);
                 if ctx.as_ref().map(|c| c.job) != Some(job) {
                     leave(&mut ctx); // the old job's KV app goes before the new one's comes
                     ctx = Some(train_ctx(po, job, &model, &spec)?);
@@ -223,6 +245,7 @@ pub fn run(po: &Arc<Postoffice>, runner: RunnerConfig) -> Result<(), JobsError> 
                             report,
                             predictions: None,
                             rows: None,
+                            took_ms: took(start),
                         })
                     }
                     Ok(None) => {
@@ -245,26 +268,11 @@ pub fn run(po: &Arc<Postoffice>, runner: RunnerConfig) -> Result<(), JobsError> 
                     }
                 }
             }
-            JobsResponse::Prepare { job, spec } => {
-                let Some(model) = spec.user_model() else { continue };
-                log::info!("job j{job}: loading {} in the Python runner", spec.model_name());
-                let t = std::time::Instant::now();
-                let limit = Duration::from_millis(spec.task_timeout_ms).max(user_infer::LOAD_TIMEOUT);
-                match slot.load(job, &model, limit) {
-                    Ok(()) => log::info!(
-                        "working on job j{job} (model loaded in {:.1} s)",
-                        t.elapsed().as_secs_f64()
-                    ),
-                    Err(e) => {
-                        log::warn!("job j{job}: the model did not load: {e}");
-                        let failed = JobsRequest::LoadFailed {
-                            job,
-                            error: e.to_string(),
-                        };
-                        call(&app, &failed, PATIENCE)?;
-                        std::thread::sleep(Duration::from_millis(500));
-                    }
-                }
+            JobsResponse::Prepare { job, .. } => {
+                // the model loads in the runner's background (warmed first, being the
+                // assigned job's); ask again shortly
+                warm.assign(Some(job));
+                std::thread::sleep(Duration::from_millis(50));
             }
             JobsResponse::Infer {
                 job,
@@ -273,8 +281,20 @@ pub fn run(po: &Arc<Postoffice>, runner: RunnerConfig) -> Result<(), JobsError> 
                 timeout_ms,
             } => {
                 let timeout = Duration::from_millis(timeout_ms.max(1));
-                match infer(&mut slot, &mut loaded, job, &spec, &task, timeout) {
-                    Ok(f) => finished = Some(f),
+                if spec.user_model().is_some() {
+                    warm.assign(Some(job));
+                }
+                let out = infer(&mut slot, &mut loaded, job, &spec, &task, timeout);
+                if spec.user_model().is_some() {
+                    warm.used(job);
+                }
+                match out {
+                    Ok(f) => {
+                        finished = Some(Finished {
+                            took_ms: took(start),
+                            ..f
+                        })
+                    }
                     Err(e) => {
                         log::warn!("job j{job} task {}: {e}", task.id);
                         let failed = JobsRequest::Failed {
@@ -287,6 +307,7 @@ pub fn run(po: &Arc<Postoffice>, runner: RunnerConfig) -> Result<(), JobsError> 
                 }
             }
             JobsResponse::Evaluate { job, model, spec, pass } => {
+                warm.assign(None);
                 if ctx.as_ref().map(|c| c.job) != Some(job) {
                     leave(&mut ctx);
                     ctx = Some(train_ctx(po, job, &model, &spec)?);
@@ -303,6 +324,7 @@ pub fn run(po: &Arc<Postoffice>, runner: RunnerConfig) -> Result<(), JobsError> 
                 call(&app, &JobsRequest::Evaluated { job, pass, accuracy }, PATIENCE)?;
             }
             JobsResponse::Finalize { job, model, spec } => {
+                warm.assign(None);
                 if ctx.as_ref().map(|c| c.job) != Some(job) {
                     drop(ctx.take());
                     ctx = Some(train_ctx(po, job, &model, &spec)?);

@@ -27,6 +27,14 @@ pub struct RunnerConfig {
     /// Threads for torch (`torch.set_num_threads`, and `OMP_NUM_THREADS` /
     /// `MKL_NUM_THREADS` in the runner's environment).
     pub threads: usize,
+    /// The memory the models a worker's runner holds may take together, MB (0: no
+    /// limit); beyond it the least recently used models are dropped, never the one of
+    /// the job the worker is on ([`super::ModelCache`]).
+    pub memory_budget_mb: u64,
+    /// Python modules the runner imports in the background as soon as it starts
+    /// (libraries the models use, e.g. `torch`), so loading a job's model only builds it;
+    /// with any, the worker starts its runner when it starts.
+    pub preload: Vec<String>,
 }
 
 impl RunnerConfig {
@@ -37,6 +45,18 @@ impl RunnerConfig {
         }
         if self.threads == 0 {
             return Err(RunnerError::Invalid("--runner-threads must be at least 1".into()));
+        }
+        let module = |m: &str| {
+            !m.is_empty()
+                && m.split('.').all(|p| {
+                    p.chars().next().is_some_and(|c| c.is_alphabetic() || c == '_')
+                        && p.chars().all(|c| c.is_alphanumeric() || c == '_')
+                })
+        };
+        if let Some(bad) = self.preload.iter().find(|m| !module(m)) {
+            return Err(RunnerError::Invalid(format!(
+                "--runner-preload: {bad:?} is not a Python module name (e.g. torch,transformers.modeling_utils)"
+            )));
         }
         Ok(())
     }

@@ -64,15 +64,72 @@ enum Header {
         model: LoadModel,
         threads: usize,
     },
+    Warm {
+        job: u32,
+        #[serde(flatten)]
+        model: LoadModel,
+        threads: usize,
+    },
+    Drop {
+        job: u32,
+    },
+    Preload {
+        modules: Vec<String>,
+    },
+    Status {},
     Forward {
+        job: u32,
         rows: usize,
         cols: usize,
     },
     Call {
+        job: u32,
         inputs: String,
         paths: Vec<String>,
         lens: Vec<usize>,
     },
+}
+
+/// How far a model's load got in a runner.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ModelState {
+    /// Queued or being built by the runner's loader thread.
+    Loading,
+    /// Built: the job's queries can run.
+    Ready,
+    /// Its load raised (the error says why).
+    Failed,
+}
+
+/// One model a runner holds, as its `status` reply says.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ModelStatus {
+    /// The job it is for.
+    pub job: u32,
+    /// Loading, ready or failed.
+    pub state: ModelState,
+    /// Why its load failed (one line).
+    #[serde(default)]
+    pub error: Option<String>,
+    /// Its memory: the bytes of the tensors it holds (torch modules' parameters and
+    /// buffers, tensors, numpy arrays among the module's globals), or the runner's
+    /// growth in resident memory during the load when it holds none.
+    #[serde(default)]
+    pub bytes: u64,
+    /// The runner's growth in resident memory during the load (libraries imported
+    /// for it included; other threads' allocations meanwhile too), bytes.
+    #[serde(default)]
+    pub rss_growth: i64,
+    /// How long the load took, seconds (wall clock).
+    #[serde(default)]
+    pub load_s: f64,
+    /// CPU time of the loader thread during the load, seconds.
+    #[serde(default)]
+    pub cpu_s: f64,
+    /// How long ago it became ready, ms (ready models only).
+    #[serde(default)]
+    pub ready_ago_ms: Option<u64>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -108,6 +165,12 @@ pub struct Reply {
     /// The greeting: the Python version.
     #[serde(default)]
     pub python: Option<String>,
+    /// `status`: every model the runner holds, by job.
+    #[serde(default)]
+    pub models: Option<Vec<ModelStatus>>,
+    /// `status`: the runner's resident memory, bytes.
+    #[serde(default)]
+    pub rss: Option<u64>,
 }
 
 /// A frame: its JSON header and binary part.
@@ -165,9 +228,8 @@ fn header(h: &Header) -> Vec<u8> {
     serde_json::to_vec(h).expect("request headers serialize")
 }
 
-/// The frame asking the runner to load `model` for `job`, with `threads` for torch.
-pub fn load(job: u32, model: &UserModel, threads: usize) -> Vec<u8> {
-    let model = match model {
+fn load_model(model: &UserModel) -> LoadModel {
+    match model {
         UserModel::Torch(p) => LoadModel {
             torch: Some(p.clone()),
             runner: None,
@@ -178,21 +240,57 @@ pub fn load(job: u32, model: &UserModel, threads: usize) -> Vec<u8> {
             runner: Some(function.clone()),
             pythonpath: pythonpath.clone(),
         },
-    };
+    }
+}
+
+/// The frame asking the runner to load `model` for `job` (with `threads` for torch),
+/// answered once it is loaded or its load failed. A model already held for `job` is
+/// kept; the runner's other models too.
+pub fn load(job: u32, model: &UserModel, threads: usize) -> Vec<u8> {
+    let model = load_model(model);
     encode(&header(&Header::Load { job, model, threads }), &[])
 }
 
-/// The frame running the loaded TorchScript model over `x` (`rows × cols`, row-major).
-pub fn forward(x: &[f32], rows: usize, cols: usize) -> Vec<u8> {
-    debug_assert_eq!(x.len(), rows * cols);
-    encode(&header(&Header::Forward { rows, cols }), bytemuck::cast_slice(x))
+/// The frame asking the runner to start loading `model` for `job` in the background,
+/// answered at once (its `status` says when it is ready).
+pub fn warm(job: u32, model: &UserModel, threads: usize) -> Vec<u8> {
+    let model = load_model(model);
+    encode(&header(&Header::Warm { job, model, threads }), &[])
 }
 
-/// The frame calling the loaded function over `inputs`.
-pub fn call(inputs: &Inputs) -> Vec<u8> {
+/// The frame asking the runner to forget `job`'s model.
+pub fn drop_model(job: u32) -> Vec<u8> {
+    encode(&header(&Header::Drop { job }), &[])
+}
+
+/// The frame asking the runner to import `modules` in the background, before any
+/// model asked for after it (answered at once).
+pub fn preload(modules: &[String]) -> Vec<u8> {
+    encode(
+        &header(&Header::Preload {
+            modules: modules.to_vec(),
+        }),
+        &[],
+    )
+}
+
+/// The frame asking for the runner's models and memory.
+pub fn status() -> Vec<u8> {
+    encode(&header(&Header::Status {}), &[])
+}
+
+/// The frame running `job`'s TorchScript model over `x` (`rows × cols`, row-major).
+pub fn forward(job: u32, x: &[f32], rows: usize, cols: usize) -> Vec<u8> {
+    debug_assert_eq!(x.len(), rows * cols);
+    encode(&header(&Header::Forward { job, rows, cols }), bytemuck::cast_slice(x))
+}
+
+/// The frame calling `job`'s function over `inputs`.
+pub fn call(job: u32, inputs: &Inputs) -> Vec<u8> {
     match inputs {
         Inputs::Paths(p) => encode(
             &header(&Header::Call {
+                job,
                 inputs: "paths".into(),
                 paths: p.clone(),
                 lens: Vec::new(),
@@ -201,6 +299,7 @@ pub fn call(inputs: &Inputs) -> Vec<u8> {
         ),
         Inputs::Bytes(b) => encode(
             &header(&Header::Call {
+                job,
                 inputs: "bytes".into(),
                 paths: Vec::new(),
                 lens: b.iter().map(Vec::len).collect(),
@@ -245,6 +344,15 @@ pub fn logits(f: &Frame, rows: usize) -> Result<(Vec<f32>, usize), RunnerError> 
         .map(|b| f32::from_le_bytes(b.try_into().expect("4 bytes")))
         .collect();
     Ok((v, c))
+}
+
+/// Reads a `status` reply: the runner's models (by job) and its resident memory.
+pub fn models(f: &Frame) -> Result<(Vec<ModelStatus>, u64), RunnerError> {
+    let r = reply(f)?;
+    let models = r
+        .models
+        .ok_or_else(|| RunnerError::Protocol("a status reply without models".into()))?;
+    Ok((models, r.rss.unwrap_or(0)))
 }
 
 /// Checks a `call` reply for `n` inputs: exactly one output (a list of CSV fields) each.
@@ -326,18 +434,59 @@ mod tests {
         let f = parse(&load(4, &UserModel::Torch("/m.pt".into()), 1));
         let v: serde_json::Value = serde_json::from_slice(&f.header).unwrap();
         assert_eq!(v, serde_json::json!({"op":"load","job":4,"torch":"/m.pt","threads":1}));
-        let f = parse(&forward(&[1.0, -2.5], 1, 2));
-        assert_eq!(f.tail, [1.0f32.to_le_bytes(), (-2.5f32).to_le_bytes()].concat());
-        let f = parse(&call(&Inputs::Bytes(vec![b"ab".to_vec(), vec![], b"c".to_vec()])));
+        let f = parse(&warm(4, &UserModel::Torch("/m.pt".into()), 1));
         let v: serde_json::Value = serde_json::from_slice(&f.header).unwrap();
-        assert_eq!(v["lens"], serde_json::json!([2, 0, 1]));
+        assert_eq!(v, serde_json::json!({"op":"warm","job":4,"torch":"/m.pt","threads":1}));
+        let json = |frame: Vec<u8>| -> serde_json::Value { serde_json::from_slice(&parse(&frame).header).unwrap() };
+        assert_eq!(json(drop_model(4)), serde_json::json!({"op":"drop","job":4}));
+        assert_eq!(json(status()), serde_json::json!({"op":"status"}));
+        assert_eq!(
+            json(preload(&["torch".into(), "a.b".into()])),
+            serde_json::json!({"op":"preload","modules":["torch","a.b"]})
+        );
+        let f = parse(&forward(7, &[1.0, -2.5], 1, 2));
+        assert_eq!(f.tail, [1.0f32.to_le_bytes(), (-2.5f32).to_le_bytes()].concat());
+        let v: serde_json::Value = serde_json::from_slice(&f.header).unwrap();
+        assert_eq!(v, serde_json::json!({"op":"forward","job":7,"rows":1,"cols":2}));
+        let f = parse(&call(7, &Inputs::Bytes(vec![b"ab".to_vec(), vec![], b"c".to_vec()])));
+        let v: serde_json::Value = serde_json::from_slice(&f.header).unwrap();
+        assert_eq!(
+            (v["lens"].clone(), v["job"].as_u64()),
+            (serde_json::json!([2, 0, 1]), Some(7))
+        );
         assert_eq!(f.tail, b"abc");
-        let f = parse(&call(&Inputs::Paths(vec!["/d/a".into()])));
+        let f = parse(&call(7, &Inputs::Paths(vec!["/d/a".into()])));
         let v: serde_json::Value = serde_json::from_slice(&f.header).unwrap();
         assert_eq!(
             (v["inputs"].as_str(), v["paths"][0].as_str()),
             (Some("paths"), Some("/d/a"))
         );
+    }
+
+    #[test]
+    fn a_status_reply_lists_the_models_and_memory() {
+        let f = Frame {
+            header: br#"{"ok":true,"rss":1000,"models":[{"job":2,"state":"ready","error":null,"bytes":40,
+                "rss_growth":-5,"load_s":1.5,"cpu_s":1.25,"ready_ago_ms":300},{"job":3,"state":"failed",
+                "error":"ImportError: x","bytes":0,"rss_growth":0,"load_s":0.1,"cpu_s":0.1}]}"#
+                .to_vec(),
+            tail: vec![],
+        };
+        let (m, rss) = models(&f).unwrap();
+        assert_eq!(rss, 1000);
+        assert_eq!(
+            (m[0].job, m[0].state, m[0].bytes, m[0].rss_growth, m[0].ready_ago_ms),
+            (2, ModelState::Ready, 40, -5, Some(300))
+        );
+        assert_eq!(
+            (m[1].state, m[1].error.as_deref(), m[1].ready_ago_ms),
+            (ModelState::Failed, Some("ImportError: x"), None)
+        );
+        let bare = Frame {
+            header: br#"{"ok":true}"#.to_vec(),
+            tail: vec![],
+        };
+        assert!(matches!(models(&bare), Err(RunnerError::Protocol(_))));
     }
 
     #[test]

@@ -1,48 +1,128 @@
-//! Who may use the scheduler's HTTP port (statistics, dashboard, jobs API), as pure
-//! checks. Without security (no certificates, no cluster secret) everything is open,
-//! and only on loopback unless the user passes `--insecure`. With security the port
-//! speaks HTTPS (see [`super::https`]) and every request needs either a client
-//! certificate of the cluster's CA naming the role `client` or `scheduler`, or
-//! `Authorization: Bearer TOKEN`, the token derived from the cluster secret
-//! (`Secret::http_token`; none without a secret: certificates only).
-//! `PS_HTTP_OPEN_READS=1` opens GET/HEAD (reads) to everyone.
+//! Who may use the scheduler's HTTP port (statistics, dashboard, jobs API), as a pure
+//! decision per request ([`Access::decide`]).
+//!
+//! Every request needs credentials, on loopback too: a client certificate of the
+//! cluster's CA naming `client` or `scheduler` (HTTPS), or the token, given as
+//! `Authorization: Bearer TOKEN`, in the page's URL once (`?token=TOKEN`: answered
+//! with a redirect that keeps it in a `SameSite=Strict`, `HttpOnly` cookie and drops
+//! it from the URL), or in that cookie. With a cluster secret the token is derived
+//! from it (`Secret::http_token`); without security it is a random one the cluster
+//! made at start; with certificates and no secret there is none (certificates only).
+//! `PS_HTTP_OPEN_READS=1` lets reads (GET, HEAD) through without credentials, e.g.
+//! for Prometheus.
+//!
+//! A browser is kept to the API's own pages: the `Host` must be an address,
+//! `localhost` or a name the operator gave (`--api-host`), against DNS rebinding; a
+//! request that changes something (any method but GET, HEAD) must come from no page
+//! or the API's own (`Origin`) and carry `Content-Type: application/json`, which no
+//! page of another site can send without the API's consent.
 
 use super::error::StatsError;
-use ps_core::config::Security;
+use super::origin::{cookie, host_allowed, is_json, origin_allowed, query_token};
 use ps_core::tls::CertRole;
 use std::net::SocketAddr;
-use std::sync::Arc;
 
 /// The access policy of one HTTP server.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Access {
+    /// The token; None: certificates only.
     token: Option<String>,
     open_reads: bool,
-    /// Security is on: a certificate or the token is needed.
+    /// The server speaks HTTPS.
     secured: bool,
     /// `--insecure`: listening beyond loopback without security is allowed.
     insecure: bool,
+    /// Names the API is reached by besides addresses and `localhost`.
+    hosts: Vec<String>,
+    /// The token cookie's name (per port: cookies are shared by every port of a host).
+    cookie: String,
 }
 
-impl Access {
-    /// Everything allowed (no security), on loopback only.
-    pub fn open() -> Access {
-        Access::default()
-    }
+/// One request, as far as access is concerned.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Call<'a> {
+    /// The method (`GET`, `POST`, ...).
+    pub method: &'a str,
+    /// The path, without the query.
+    pub path: &'a str,
+    /// The query, without `?`.
+    pub query: Option<&'a str>,
+    /// The `Host` header (or the request target's authority).
+    pub host: Option<&'a str>,
+    /// The `Origin` header.
+    pub origin: Option<&'a str>,
+    /// The `Content-Type` header.
+    pub content_type: Option<&'a str>,
+    /// The `Authorization` header.
+    pub authorization: Option<&'a str>,
+    /// The `Cookie` header.
+    pub cookie: Option<&'a str>,
+    /// The caller presented a certificate of the cluster's CA naming `client` or
+    /// `scheduler`.
+    pub certified: bool,
+}
 
-    /// The policy of a node with these security settings.
-    pub fn from_security(sec: &Security) -> Access {
+/// Why a request may go on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Grant {
+    /// The caller showed credentials: anything.
+    Member,
+    /// An anonymous read the operator opened (`PS_HTTP_OPEN_READS=1`).
+    OpenRead,
+    /// The token came in a page's URL: answer `303 See Other` to `location` with
+    /// `Set-Cookie: set_cookie`, so the token leaves the URL (and the history).
+    Login {
+        /// The same page without the token.
+        location: String,
+        /// The cookie that carries the token from now on.
+        set_cookie: String,
+    },
+}
+
+/// The pages a browser opens by URL (where a token in the URL becomes a cookie).
+const PAGES: [&str; 3] = ["/", "/index.html", "/jobs.html"];
+
+impl Access {
+    /// A policy with `token` (None: certificates only, which needs `secured`);
+    /// `secured`: the server speaks HTTPS.
+    pub fn new(token: Option<String>, secured: bool) -> Access {
         Access {
-            token: sec.secret.as_ref().map(|s| s.http_token()),
-            open_reads: sec.http_open_reads,
-            secured: sec.is_on(),
-            insecure: false,
+            token,
+            secured,
+            cookie: "psrs-token".into(),
+            ..Access::default()
         }
     }
 
-    /// The same policy, allowing (`yes`) an open server beyond loopback (`--insecure`).
+    /// The same policy; `yes`: reads need no credentials (`PS_HTTP_OPEN_READS`).
+    pub fn open_reads(mut self, yes: bool) -> Access {
+        self.open_reads = yes;
+        self
+    }
+
+    /// The same policy, allowing (`yes`) a server without security beyond loopback
+    /// (`--insecure`).
     pub fn insecure(mut self, yes: bool) -> Access {
         self.insecure = yes;
+        self
+    }
+
+    /// The same policy, also answering requests addressed to `names` (`--api-host`,
+    /// the name in `--stats-addr`).
+    pub fn hosts(mut self, names: Vec<String>) -> Access {
+        self.hosts = names;
+        self
+    }
+
+    /// The same policy, also answering requests addressed to `name`.
+    pub fn also_host(mut self, name: &str) -> Access {
+        self.hosts.push(name.to_string());
+        self
+    }
+
+    /// The same policy for a server bound to `port` (names its cookie).
+    pub fn bound(mut self, port: u16) -> Access {
+        self.cookie = format!("psrs-token-{port}");
         self
     }
 
@@ -51,35 +131,82 @@ impl Access {
         self.secured
     }
 
-    /// Checks a request; `certified` says the caller presented a certificate of the
-    /// cluster's CA naming `client` or `scheduler`. [`StatsError::Unauthorized`] says
-    /// in one line what is needed (a 401).
-    pub fn check(&self, method: &str, authorization: Option<&str>, certified: bool) -> Result<(), StatsError> {
-        if !self.secured || certified {
-            return Ok(());
+    /// The token, if any.
+    pub fn token(&self) -> Option<&str> {
+        self.token.as_deref()
+    }
+
+    /// Decides a request: the grant, or why not as a [`StatsError`] whose status
+    /// answers it (401 no or wrong credentials, 403 a foreign Host or Origin, 415 a
+    /// change without a JSON body). Credentials are checked first, so a caller
+    /// without them learns nothing but that they are needed.
+    pub fn decide(&self, c: &Call) -> Result<Grant, StatsError> {
+        let grant = self.authenticate(c)?;
+        if !host_allowed(c.host, &self.hosts) {
+            return Err(StatsError::Forbidden(format!(
+                "Host {:?} is not a name of this API (an address, localhost, or one given with --api-host)",
+                c.host.unwrap_or("")
+            )));
         }
-        if self.open_reads && matches!(method, "GET" | "HEAD") {
-            return Ok(());
+        if !matches!(c.method, "GET" | "HEAD") {
+            let scheme = if self.secured { "https" } else { "http" };
+            if !origin_allowed(c.origin, scheme, c.host) {
+                return Err(StatsError::Forbidden(format!(
+                    "a request from another site (Origin {:?}) may not change anything",
+                    c.origin.unwrap_or("")
+                )));
+            }
+            if !is_json(c.content_type) {
+                return Err(StatsError::NotJson(format!(
+                    "{} needs Content-Type: application/json (got {:?})",
+                    c.method,
+                    c.content_type.unwrap_or("none")
+                )));
+            }
         }
+        Ok(grant)
+    }
+
+    fn authenticate(&self, c: &Call) -> Result<Grant, StatsError> {
+        if c.certified {
+            return Ok(Grant::Member);
+        }
+        let read = matches!(c.method, "GET" | "HEAD");
+        let bearer = c
+            .authorization
+            .map(|a| a.trim().strip_prefix("Bearer ").map(str::trim).unwrap_or(""));
+        let (in_url, rest) = if read { query_token(c.query) } else { (None, None) };
+        let given = bearer.or(cookie(c.cookie, &self.cookie)).or(in_url);
+        let Some(given) = given else {
+            if self.open_reads && read {
+                return Ok(Grant::OpenRead);
+            }
+            return Err(StatsError::Unauthorized(match self.token {
+                Some(_) => "this API needs its token: `psrs job` finds it; a browser opens the URL the cluster printed (?token=...); else send Authorization: Bearer TOKEN",
+                None => "this cluster needs a client certificate (psrs certs issue --role client; `psrs job` sends PS_TLS_CERT)",
+            }));
+        };
         let Some(token) = &self.token else {
             return Err(StatsError::Unauthorized(
-                "this cluster needs a client certificate (psrs certs issue --role client; `psrs job` sends PS_TLS_CERT)",
+                "this cluster takes no token: it needs a client certificate (psrs certs issue --role client; `psrs job` sends PS_TLS_CERT)",
             ));
         };
-        let given = authorization
-            .and_then(|a| a.trim().strip_prefix("Bearer "))
-            .map(str::trim)
-            .ok_or(StatsError::Unauthorized(
-                "this cluster needs a client certificate or Authorization: Bearer TOKEN (`psrs job` sends either)",
-            ))?;
-        // constant time over the token's length
-        let same =
-            given.len() == token.len() && given.bytes().zip(token.bytes()).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0;
-        if same {
-            Ok(())
-        } else {
-            Err(StatsError::Unauthorized("wrong bearer token"))
+        if !same(given, token) {
+            return Err(StatsError::Unauthorized("wrong token"));
         }
+        let from_url_only = bearer.is_none() && cookie(c.cookie, &self.cookie).is_none();
+        if from_url_only && c.method == "GET" && PAGES.contains(&c.path) {
+            let location = match rest {
+                Some(q) => format!("{}?{q}", c.path),
+                None => c.path.to_string(),
+            };
+            let secure = if self.secured { "; Secure" } else { "" };
+            return Ok(Grant::Login {
+                location,
+                set_cookie: format!("{}={token}; Path=/; HttpOnly; SameSite=Strict{secure}", self.cookie),
+            });
+        }
+        Ok(Grant::Member)
     }
 
     /// Whether the server may listen on `addr`: loopback always; beyond it only with
@@ -90,56 +217,21 @@ impl Access {
             return Ok(());
         }
         if self.insecure {
-            log::warn!("the HTTP API listens on {addr} without security (--insecure): anyone who reaches it can submit jobs and read and write files as this user");
+            log::warn!("the HTTP API listens on {addr} without security (--insecure): its token crosses the network in plain text, and whoever has it can submit jobs and read and write files as this user");
             return Ok(());
         }
         Err(StatsError::Exposed(addr))
     }
 }
 
+/// Equal, in time independent of where they differ.
+fn same(given: &str, token: &str) -> bool {
+    given.len() == token.len() && given.bytes().zip(token.bytes()).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
+}
+
 /// Whether a client certificate naming `roles` may use the API.
 pub fn certified(roles: &ps_core::tls::Roles) -> bool {
     roles.has(CertRole::Client) || roles.has(CertRole::Scheduler)
-}
-
-/// How an HTTP server is guarded: the access policy and, with security on, the
-/// HTTPS configuration (this node's certificate; client certificates asked for).
-#[derive(Clone, Debug)]
-pub struct HttpSecurity {
-    /// Who may call.
-    pub access: Access,
-    /// The HTTPS configuration; None: plain HTTP.
-    pub tls: Option<Arc<rustls::ServerConfig>>,
-    /// How long an HTTPS handshake may take (`PS_HANDSHAKE_TIMEOUT`).
-    pub handshake_timeout: std::time::Duration,
-}
-
-impl HttpSecurity {
-    /// Plain HTTP, open, loopback only.
-    pub fn open() -> HttpSecurity {
-        HttpSecurity {
-            access: Access::open(),
-            tls: None,
-            handshake_timeout: ps_core::config::Limits::default().handshake_timeout,
-        }
-    }
-
-    /// The guard of a scheduler with these settings; `insecure` as
-    /// [`Access::insecure`]. With security on, the scheduler's credentials serve HTTPS;
-    /// credentials that cannot be read are [`StatsError::Config`], ones rustls
-    /// refuses [`StatsError::Tls`].
-    pub fn from_security(sec: &Security, insecure: bool) -> Result<HttpSecurity, StatsError> {
-        let access = Access::from_security(sec).insecure(insecure);
-        let tls = match sec.credentials(CertRole::Scheduler)? {
-            Some(c) => Some(c.http_server_config()?),
-            None => None,
-        };
-        Ok(HttpSecurity {
-            access,
-            tls,
-            handshake_timeout: sec.limits.handshake_timeout,
-        })
-    }
 }
 
 /// The address to bind for `addr`: a bare port (`8080` or `:8080`) binds 127.0.0.1;
@@ -154,79 +246,5 @@ pub fn bind_addr(addr: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use ps_core::auth::{Secret, SecretSource};
-
-    fn secured(open_reads: bool) -> (Access, String) {
-        let s = Secret::new(vec![5; 32], SecretSource::File).unwrap();
-        let sec = Security {
-            secret: Some(s.clone()),
-            http_open_reads: open_reads,
-            ..Default::default()
-        };
-        (Access::from_security(&sec), s.http_token())
-    }
-
-    #[test]
-    fn open_without_security() {
-        assert!(Access::open().check("POST", None, false).is_ok());
-        assert!(Access::from_security(&Security::default())
-            .check("DELETE", None, false)
-            .is_ok());
-    }
-
-    #[test]
-    fn a_secret_needs_the_token_or_a_certificate_and_reads_can_be_opened() {
-        let (a, token) = secured(false);
-        assert!(a.check("GET", None, false).is_err());
-        assert!(a.check("POST", Some("Bearer nope"), false).is_err());
-        assert!(
-            a.check("POST", Some(&token), false).is_err(),
-            "the Bearer scheme is required"
-        );
-        assert!(a.check("POST", Some(&format!("Bearer {token}")), false).is_ok());
-        assert!(a.check("POST", None, true).is_ok(), "a client certificate is enough");
-        let (a, token) = secured(true);
-        assert!(a.check("GET", None, false).is_ok());
-        assert!(a.check("DELETE", None, false).is_err());
-        assert!(a.check("DELETE", Some(&format!("Bearer {token}")), false).is_ok());
-    }
-
-    #[test]
-    fn certificates_without_a_secret_have_no_token() {
-        let a = Access {
-            secured: true,
-            ..Access::default()
-        };
-        let e = a.check("GET", Some("Bearer anything"), false).unwrap_err();
-        assert!(matches!(e, StatsError::Unauthorized(_)));
-        assert!(e.to_string().contains("client certificate"), "{e}");
-        assert!(a.check("GET", None, true).is_ok());
-        use ps_core::tls::{CertRole as R, Roles};
-        assert!(certified(&Roles(vec![R::Client])) && certified(&Roles(vec![R::Scheduler])));
-        assert!(!certified(&Roles(vec![R::Worker])) && !certified(&Roles(vec![R::Server])));
-    }
-
-    #[test]
-    fn beyond_loopback_needs_security_or_insecure() {
-        let any: SocketAddr = "0.0.0.0:8080".parse().unwrap();
-        let lo: SocketAddr = "127.0.0.1:8080".parse().unwrap();
-        assert!(Access::open().check_listen(lo).is_ok());
-        let e = Access::open().check_listen(any).unwrap_err();
-        assert!(matches!(e, StatsError::Exposed(a) if a == any));
-        let e = e.to_string();
-        assert!(e.contains("--insecure") && e.contains("0.0.0.0:8080"), "{e}");
-        assert!(Access::open().insecure(true).check_listen(any).is_ok());
-        assert!(secured(false).0.check_listen(any).is_ok());
-        assert!(Access::open().check_listen("[::1]:80".parse().unwrap()).is_ok());
-    }
-
-    #[test]
-    fn bare_ports_bind_loopback() {
-        assert_eq!(bind_addr("8080"), "127.0.0.1:8080");
-        assert_eq!(bind_addr(":0"), "127.0.0.1:0");
-        assert_eq!(bind_addr("0.0.0.0:80"), "0.0.0.0:80");
-        assert_eq!(bind_addr("[::1]:80"), "[::1]:80");
-    }
-}
+#[path = "access_tests.rs"]
+mod tests;

@@ -13,6 +13,21 @@ pub enum StatsError {
     /// no or a wrong bearer token (401; the text says what is needed).
     #[error("{0}")]
     Unauthorized(&'static str),
+    /// The caller may not do this from where it is: a `Host` that is not a name of
+    /// the API (DNS rebinding), an `Origin` of another site on a change, a job that
+    /// runs code on a cluster that runs none (403; the text says which).
+    #[error("{0}")]
+    Forbidden(String),
+    /// A change (POST, DELETE, ...) without `Content-Type: application/json` (415).
+    #[error("{0}")]
+    NotJson(String),
+    /// The request cannot be read: a body that is not UTF-8, broken off or too slow
+    /// (400).
+    #[error("{0}")]
+    BadRequest(String),
+    /// The request's body is larger than the server takes (413).
+    #[error("{0}")]
+    TooLarge(String),
     /// Listening on this address beyond loopback without security or `--insecure`
     /// is refused (bad input: the address or the security settings).
     #[error(
@@ -32,11 +47,16 @@ pub enum StatsError {
 }
 
 impl StatsError {
-    /// The HTTP status of this kind of error when it answers a request: 401 for a
-    /// caller without credentials, 500 otherwise.
+    /// The HTTP status of this kind of error when it answers a request: 400 an unreadable
+    /// request, 401 a caller without credentials, 403 a forbidden place, 413 a body too large, 415
+    /// not JSON, 500 otherwise.
     pub fn http_status(&self) -> u16 {
         match self {
             StatsError::Unauthorized(_) => 401,
+            StatsError::BadRequest(_) => 400,
+            StatsError::Forbidden(_) => 403,
+            StatsError::TooLarge(_) => 413,
+            StatsError::NotJson(_) => 415,
             StatsError::Exposed(_) | StatsError::Config(_) | StatsError::Tls(_) | StatsError::Io(_) => 500,
         }
     }

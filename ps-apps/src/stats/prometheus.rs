@@ -12,8 +12,13 @@ use prometheus_client::registry::Registry;
 use std::fmt::Write;
 use std::sync::atomic::AtomicU64;
 
-/// The content type of [`to_prometheus`]'s text.
+/// The content type of [`to_prometheus`]'s text (OpenMetrics, which Prometheus asks
+/// for first).
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// The content type of [`to_text_format`]'s text (Prometheus's text format, what
+/// clients that do not ask for OpenMetrics get, `promtool` included).
+pub const TEXT_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 /// A label value, escaped as the exposition format wants it.
 #[derive(Clone, Debug, Hash, PartialEq, Eq)]
@@ -71,7 +76,7 @@ pub fn to_prometheus(s: &Snapshot) -> String {
     gauge(
         &mut reg,
         "uptime_seconds",
-        "Seconds since the scheduler started.",
+        "Seconds since the scheduler started",
         s.uptime_s,
     );
     let sc = &s.scheduler;
@@ -83,13 +88,13 @@ pub fn to_prometheus(s: &Snapshot) -> String {
     .set(sc.term as f64);
     reg.register(
         "scheduler_term",
-        "Term of the scheduler serving these metrics (bumped by every takeover); labels: its candidate index and address.",
+        "Term of the scheduler serving these metrics (bumped by every takeover); labels: its candidate index and address",
         term,
     );
     gauge(
         &mut reg,
         "scheduler_active",
-        "1 if the scheduler serving these metrics is the active one.",
+        "1 if the scheduler serving these metrics is the active one",
         if sc.active { 1.0 } else { 0.0 },
     );
     let up = Family::<NodeLabels, F64>::default();
@@ -104,8 +109,8 @@ pub fn to_prometheus(s: &Snapshot) -> String {
             hb.get_or_create(&l).set(age as f64 / 1000.0);
         }
     }
-    reg.register("node_up", "1 if the node is alive, 0 if declared dead.", up);
-    reg.register("heartbeat_age_seconds", "Seconds since the node's last heartbeat.", hb);
+    reg.register("node_up", "1 if the node is alive, 0 if declared dead", up);
+    reg.register("heartbeat_age_seconds", "Seconds since the node's last heartbeat", hb);
     if let Some(q) = &s.queues {
         let tasks = Family::<QueueLabels, F64>::default();
         for (k, v) in [
@@ -118,47 +123,67 @@ pub fn to_prometheus(s: &Snapshot) -> String {
                 .get_or_create(&QueueLabels { queue: Text(k.into()) })
                 .set(v as f64);
         }
-        reg.register("tasks", "Tasks in each master queue.", tasks);
-        gauge(&mut reg, "epoch", "Current pass over the data.", q.epoch as f64);
+        reg.register("tasks", "Tasks in each master queue", tasks);
+        gauge(&mut reg, "epoch", "Current pass over the data", q.epoch as f64);
         gauge(
             &mut reg,
             "task_seconds_avg",
-            "Moving average of task completion time.",
+            "Moving average of task completion time",
             q.avg_task_ms / 1000.0,
         );
     }
     let t = &s.train;
-    counter(&mut reg, "examples", "Training examples processed.", t.examples);
+    counter(&mut reg, "examples", "Training examples processed", t.examples);
     gauge(
         &mut reg,
         "examples_per_second",
-        "Training throughput.",
+        "Training throughput",
         t.examples_per_sec,
     );
-    gauge(&mut reg, "model_version", "Model updates applied.", t.version as f64);
+    gauge(&mut reg, "model_version", "Model updates applied", t.version as f64);
     if let Some(l) = t.loss {
-        gauge(&mut reg, "train_loss", "Most recent mean training loss.", l);
+        gauge(&mut reg, "train_loss", "Most recent mean training loss", l);
     }
     if let Some(a) = t.accuracy {
-        gauge(&mut reg, "accuracy", "Last evaluated accuracy.", a);
+        gauge(&mut reg, "accuracy", "Last evaluated accuracy", a);
     }
     let tr = &s.traffic;
-    counter(&mut reg, "sent_bytes", "Bytes sent by the scheduler.", tr.sent_bytes);
-    counter(
-        &mut reg,
-        "recv_bytes",
-        "Bytes received by the scheduler.",
-        tr.recv_bytes,
-    );
+    counter(&mut reg, "sent_bytes", "Bytes sent by the scheduler", tr.sent_bytes);
+    counter(&mut reg, "recv_bytes", "Bytes received by the scheduler", tr.recv_bytes);
     counter(
         &mut reg,
         "malformed_messages",
-        "Malformed messages dropped.",
+        "Malformed messages dropped",
         tr.malformed,
     );
-    counter(&mut reg, "resent_messages", "Messages resent.", tr.resent);
+    counter(&mut reg, "resent_messages", "Messages resent", tr.resent);
     let mut out = String::new();
     prometheus_client::encoding::text::encode(&mut out, &reg).expect("writing to a String cannot fail");
+    out
+}
+
+/// The OpenMetrics text `om` ([`to_prometheus`]) in Prometheus's text format 0.0.4: a
+/// counter's help and type name the samples it has (`NAME_total`, where OpenMetrics
+/// names the family `NAME`), and no `# EOF` or `# UNIT` lines.
+pub fn to_text_format(om: &str) -> String {
+    let counters: std::collections::HashSet<&str> = om
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.strip_suffix(" counter"))
+        .collect();
+    let mut out = String::with_capacity(om.len());
+    for line in om.lines() {
+        if line == "# EOF" || line.starts_with("# UNIT ") {
+            continue;
+        }
+        let meta = ["# HELP ", "# TYPE "].into_iter().find_map(|p| {
+            let rest = line.strip_prefix(p)?;
+            let (name, text) = rest.split_once(' ').unwrap_or((rest, ""));
+            counters.contains(name).then(|| format!("{p}{name}_total {text}"))
+        });
+        out.push_str(meta.as_deref().unwrap_or(line));
+        out.push('\n');
+    }
     out
 }
 
@@ -281,6 +306,55 @@ mod tests {
         assert!(
             find(&samples, "psrs_train_loss").is_empty(),
             "absent values are not invented"
+        );
+    }
+
+    /// What `promtool check metrics` asks of the text format, checked here without
+    /// it: every sample's name (or its histogram/summary family's) has one `# HELP`
+    /// with text and one `# TYPE` line, before its samples; a counter's name ends in
+    /// `_total`.
+    #[test]
+    fn the_text_format_gives_every_sample_its_help_and_type() {
+        let s = Snapshot {
+            nodes: vec![NodeStat {
+                id: 9,
+                role: "worker".into(),
+                heartbeat_age_ms: Some(1),
+                ..Default::default()
+            }],
+            queues: Some(QueueStat::default()),
+            train: super::super::snapshot::TrainStat {
+                loss: Some(0.5),
+                accuracy: Some(0.9),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let text = to_text_format(&to_prometheus(&s));
+        let mut help = std::collections::HashMap::new();
+        let mut kind = std::collections::HashMap::new();
+        let mut samples = 0;
+        for line in text.lines() {
+            if let Some(r) = line.strip_prefix("# HELP ") {
+                let (name, h) = r.split_once(' ').unwrap();
+                assert!(!h.trim().is_empty() && !h.ends_with(".."), "{line}");
+                assert!(help.insert(name.to_string(), h.to_string()).is_none(), "twice: {line}");
+            } else if let Some(r) = line.strip_prefix("# TYPE ") {
+                let (name, k) = r.split_once(' ').unwrap();
+                assert!(kind.insert(name.to_string(), k.to_string()).is_none(), "twice: {line}");
+            } else {
+                assert!(!line.starts_with('#'), "{line}");
+                let name = &line[..line.find(['{', ' ']).unwrap()];
+                assert!(help.contains_key(name), "no help text for {name}\n{text}");
+                let k = kind.get(name).unwrap_or_else(|| panic!("no type for {name}"));
+                assert_eq!(k == "counter", name.ends_with("_total"), "{line}");
+                samples += 1;
+            }
+        }
+        assert!(samples >= 15, "{text}");
+        assert!(
+            text.contains("# TYPE psrs_sent_bytes_total counter\npsrs_sent_bytes_total "),
+            "{text}"
         );
     }
 }

@@ -46,15 +46,16 @@ pub struct CoordinatorOptions {
     /// Off a terminal, at most one `progress:` line this often (0: one per finished
     /// task); the line completing the job is always logged.
     pub progress_every: Duration,
-    /// `--insecure`: the statistics server may listen beyond loopback without security.
-    pub http_insecure: bool,
+    /// The statistics server's options (`--insecure`, `--api-host`, where a token
+    /// made at start is kept and published).
+    pub http: crate::stats::HttpOptions,
 }
 
 impl Default for CoordinatorOptions {
     fn default() -> Self {
         CoordinatorOptions {
             progress_every: Duration::from_secs(5),
-            http_insecure: false,
+            http: crate::stats::HttpOptions::default(),
         }
     }
 }
@@ -188,7 +189,7 @@ impl Coordinator {
         let stats = match stats_addr {
             None => None,
             Some(addr) => {
-                let sec = crate::stats::HttpSecurity::from_security(&po.config().security, opts.http_insecure)?;
+                let sec = crate::stats::HttpSecurity::from_security(&po.config().security, &opts.http)?;
                 let (po, m, p) = (Arc::clone(po), Arc::clone(&master), Arc::clone(&progress));
                 let srv = StatsServer::start(
                     addr,
@@ -200,7 +201,7 @@ impl Coordinator {
                     srv.scheme(),
                     srv.addr()
                 );
-                println!("stats: {}://{}/", srv.scheme(), srv.addr());
+                println!("stats: {}", srv.url());
                 Some(srv)
             }
         };

@@ -579,27 +579,35 @@ impl Candidacy {
     /// Asks every node whether it would vote for this candidate's next epoch, without
     /// taking a term: only with a majority's yes does the campaign start (a candidate
     /// cut off with a minority never raises the term the others will hear). A pre-vote
-    /// still in flight (younger than the timeout) is waited for.
+    /// still in flight (younger than a heartbeat interval) is waited for, then asked
+    /// again: a node that heard the lost scheduler a little later than this candidate
+    /// did says no at first (its silence is not past the timeout yet) and yes a beat
+    /// later, so the nearest standby keeps its lead over those that wait longer
+    /// (`extra_wait_ms`: half a timeout per rank) instead of losing a
+    /// whole timeout to a few milliseconds.
     fn pre_campaign(&mut self, now_ms: u64) -> Vec<Out> {
         if self
             .pre
             .as_ref()
-            .is_some_and(|p| now_ms.saturating_sub(p.sent_ms) <= self.timing.timeout_ms)
+            .is_some_and(|p| now_ms.saturating_sub(p.sent_ms) <= self.timing.beat_ms.max(1))
         {
             return Vec::new();
         }
         let epoch = self.next_epoch();
+        // asked again for the same epoch: the links to the nodes are open already
+        let again = self.pre.as_ref().is_some_and(|p| p.epoch == epoch);
         self.pre = Some(PreVote {
             epoch,
             sent_ms: now_ms,
             grants: BTreeSet::new(),
         });
-        self.ask(epoch, true, now_ms)
+        self.ask(epoch, true, !again, now_ms)
     }
 
     /// The `Campaign` messages asking every voter of the table held for its vote
-    /// (`pre`: whether it would vote) for `epoch`.
-    fn ask(&self, epoch: Epoch, pre: bool, now_ms: u64) -> Vec<Out> {
+    /// (`pre`: whether it would vote) for `epoch`, each after a link to it is opened
+    /// (`connect`).
+    fn ask(&self, epoch: Epoch, pre: bool, connect: bool, now_ms: u64) -> Vec<Out> {
         let Ok(table) = bincode::deserialize::<Membership>(&self.core) else {
             return Vec::new();
         };
@@ -613,7 +621,9 @@ impl Candidacy {
             c.origin = self.me as u32;
             c.seq = self.seq;
             c.lease_ms = now_ms;
-            out.push(Out::Connect(node));
+            if connect {
+                out.push(Out::Connect(node));
+            }
             out.push(Out::Send(m));
         }
         out
@@ -632,7 +642,7 @@ impl Candidacy {
             sent_ms: now_ms,
             grants: BTreeSet::new(),
         };
-        self.ask(epoch, false, now_ms)
+        self.ask(epoch, false, true, now_ms)
     }
 
     /// The periodic step (every few ms): beats to the other candidates and the state

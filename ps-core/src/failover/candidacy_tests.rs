@@ -208,13 +208,19 @@ fn a_standby_takes_over_with_a_majority_only_after_the_old_lease() {
     assert!(elect(&mut b, &out, &mut ns, 1013).is_empty());
     assert!(!b.is_active() && !b.is_campaigning());
     assert_eq!(b.known_term, 1, "a pre-vote takes no term");
-    // the pre-vote is repeated a timeout later; the nodes would vote: the campaign
-    // for the next term follows and wins
-    assert!(sent(&b.tick(2013))
+    // the pre-vote is repeated every heartbeat interval (over the open links); once
+    // the nodes would vote, the campaign for the next term follows and wins
+    assert!(sent(&b.tick(1213))
         .iter()
         .all(|m| m.meta.control.cmd != Command::Campaign));
-    let out = b.tick(2014);
-    let won = elect(&mut b, &out, &mut ns, 2014);
+    for now in [1214, 1415] {
+        let out = b.tick(now);
+        assert!(sent(&out).iter().any(|m| m.meta.request), "asked again at {now}");
+        assert!(!out.iter().any(|o| matches!(o, Out::Connect(_))), "no new links");
+        assert!(elect(&mut b, &out, &mut ns, now).is_empty(), "no vote at {now}");
+    }
+    let out = b.tick(1616);
+    let won = elect(&mut b, &out, &mut ns, 1616);
     assert!(b.is_active() && b.epoch() == e(2, 1), "{:?}", b.epoch());
     assert!(matches!(won[0], Out::TakeOver { epoch, .. } if epoch == e(2, 1)));
     assert!(b.may_act(2015), "the votes are its lease");
@@ -229,6 +235,55 @@ fn a_standby_takes_over_with_a_majority_only_after_the_old_lease() {
     assert_eq!(out[0], Out::StepDown(e(2, 1)));
     assert!(!a.is_active());
     assert!(a.outgoing(data(9), 2102).is_none());
+}
+
+/// The active candidate 0 of three with a formed table, and its standbys 1 and 2
+/// holding it (they last heard the active at 11).
+fn trio() -> (Candidacy, Candidacy, Candidacy) {
+    let mut a = Candidacy::new(0, 3, false, five(), T, 0);
+    let mut b = Candidacy::new(1, 3, true, five(), T, 0);
+    let mut c = Candidacy::new(2, 3, true, five(), T, 0);
+    let syncs = sent(&a.replicate(Some(table()), None, 10).unwrap());
+    assert_eq!(syncs.len(), 2);
+    for (s, m) in [&mut b, &mut c].into_iter().zip(&syncs) {
+        for ack in sent(&s.on_peer(m, 11)) {
+            a.on_peer(&ack, 12);
+        }
+        assert_eq!((s.seq(), s.epoch()), (1, e(1, 0)));
+    }
+    (a, b, c)
+}
+
+/// The nodes heard the lost active scheduler a little after the nearest standby did
+/// (its last state reached the standby first; the replies it allowed went out after
+/// the standby's ack): the standby's first pre-vote comes a few milliseconds early
+/// and is refused. It asks again a heartbeat interval later and wins, before the
+/// standby further away (half a timeout more to wait) asks at all.
+#[test]
+fn the_nearest_standby_wins_though_its_first_pre_vote_came_early() {
+    let (_a, mut b, mut c) = trio();
+    let mut ns = nodes(31);
+    let out = b.tick(1015);
+    assert!(sent(&out).iter().any(|m| m.meta.request), "a pre-vote");
+    assert!(
+        elect(&mut b, &out, &mut ns, 1015).is_empty(),
+        "refused: the nodes heard the active at 31"
+    );
+    assert!(sent(&c.tick(1500))
+        .iter()
+        .all(|m| m.meta.control.cmd != Command::Campaign));
+    let out = b.tick(1216);
+    let won = elect(&mut b, &out, &mut ns, 1216);
+    assert!(
+        matches!(won[0], Out::TakeOver { epoch, .. } if epoch == e(2, 1)),
+        "{won:?}"
+    );
+    // the further standby's turn comes: the nodes follow the new active one
+    let out = c.tick(1512);
+    assert!(sent(&out).iter().any(|m| m.meta.request), "its pre-vote");
+    assert!(elect(&mut c, &out, &mut ns, 1512).is_empty());
+    assert!(!c.is_campaigning() && !c.is_active());
+    assert_eq!(c.epoch(), e(2, 1), "told by the nodes, it follows the new active one");
 }
 
 #[test]

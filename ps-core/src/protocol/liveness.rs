@@ -1,5 +1,8 @@
 //! Dead-node detection from heartbeats: a node silent for longer than the timeout is
-//! declared dead once.
+//! declared dead once. Silence counts only while the watcher itself runs: a gap of
+//! more than half a timeout between two checks is the watching process not being run
+//! (its host or the process stalled), when nobody could be heard, so it is not held
+//! against the nodes (see [`Liveness::check`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -9,6 +12,8 @@ pub struct Liveness {
     timeout_ms: u64,
     last_seen: BTreeMap<i32, u64>,
     dead: BTreeSet<i32>,
+    /// When [`Liveness::check`] last ran.
+    last_check_ms: Option<u64>,
 }
 
 impl Liveness {
@@ -18,6 +23,7 @@ impl Liveness {
             timeout_ms,
             last_seen: BTreeMap::new(),
             dead: BTreeSet::new(),
+            last_check_ms: None,
         }
     }
 
@@ -35,10 +41,22 @@ impl Liveness {
         self.last_seen.insert(id, now_ms);
     }
 
-    /// Nodes that became dead at `now_ms` (each reported once).
+    /// Nodes that became dead at `now_ms` (each reported once). The caller checks
+    /// often (every few milliseconds); when more than half a timeout passed since the
+    /// last check, this process was not running in between (a loaded or suspended
+    /// host): the heartbeats sent meanwhile wait unread, so every node's silence is
+    /// moved on by the gap instead of declaring nodes dead before their waiting
+    /// heartbeats are read.
     pub fn check(&mut self, now_ms: u64) -> Vec<i32> {
         if self.timeout_ms == 0 {
             return Vec::new();
+        }
+        let gap = self.last_check_ms.map_or(0, |t| now_ms.saturating_sub(t));
+        self.last_check_ms = Some(now_ms);
+        if gap > self.timeout_ms / 2 {
+            for t in self.last_seen.values_mut() {
+                *t = t.saturating_add(gap).min(now_ms);
+            }
         }
         let newly: Vec<i32> = self
             .last_seen
@@ -84,6 +102,36 @@ mod tests {
         l.revive(11, 2000);
         assert!(!l.is_dead(11));
         assert_eq!(l.silence_ms(11, 2500), Some(500));
+    }
+
+    /// The watcher itself did not run for 1.5 timeouts (a stalled host): the nodes'
+    /// heartbeats of that time wait unread, so nobody is declared dead at the first
+    /// check after it; a node that stays silent afterwards is, a timeout later.
+    #[test]
+    fn a_stall_of_the_watcher_is_not_held_against_the_nodes() {
+        let mut l = Liveness::new(1000);
+        l.revive(9, 0);
+        l.revive(11, 0);
+        for now in (20..=900).step_by(20) {
+            assert!(l.check(now).is_empty());
+        }
+        // no check from 900 to 2400: silence 2400 by the clock, 900 while watching
+        assert_eq!(l.check(2400), Vec::<i32>::new());
+        assert_eq!(l.silence_ms(9, 2400), Some(900));
+        l.beat(9, 2410); // its heartbeat, read once the process runs again
+        for now in (2420..=2500).step_by(20) {
+            assert!(l.check(now).is_empty());
+        }
+        assert_eq!(l.check(2520), vec![11], "silent for a timeout of watching");
+        assert!(!l.is_dead(9));
+        // gaps shorter than half a timeout count in full
+        let mut l = Liveness::new(1000);
+        l.revive(9, 0);
+        let mut dead = Vec::new();
+        for now in (400..=1200).step_by(400) {
+            dead.extend(l.check(now));
+        }
+        assert_eq!(dead, vec![9]);
     }
 
     #[test]

@@ -6,7 +6,7 @@ use super::stats::VanStats;
 use super::transport::{PeerKind, Transport};
 use super::zmq::ack::pslite_signature;
 use crate::config::Config;
-use crate::failover::Failover;
+use crate::failover::{Epoch, Failover};
 use crate::message::Message;
 use crate::node::{Node, Role, EMPTY_ID, SCHEDULER};
 use crate::protocol::peers::Peers;
@@ -58,6 +58,10 @@ pub struct Van {
     welcomed: Mutex<Vec<i32>>,
     goodbye: Mutex<bool>,
     goodbye_cv: Condvar,
+    /// The epoch stamped on the last node table (or table notice) this node took from
+    /// the scheduler: a scheduler taking over sends every node the table under its new
+    /// epoch, and starts its barrier counts afresh (see [`Van::scheduler_generation`]).
+    table_epoch: Mutex<Epoch>,
     /// Data messages from processes this one cannot answer yet (see `Van::waits`),
     /// replayed when a table or connection arrives.
     unconnected: Mutex<std::collections::VecDeque<Message>>,
@@ -119,6 +123,7 @@ impl Van {
             peers: RwLock::new(Peers::new()),
             heard_from_scheduler: AtomicBool::new(false),
             heard_psrs_scheduler: AtomicBool::new(false),
+            table_epoch: Mutex::default(),
             unconnected: Mutex::default(),
             pslite_ids: RwLock::default(),
             welcomed: Mutex::new(Vec::new()),
@@ -202,6 +207,16 @@ impl Van {
             .iter()
             .find(|n| n.id == SCHEDULER)
             .map_or(0, |n| n.incarnation)
+    }
+
+    /// What the scheduler's barrier counts belong to: the scheduler's process (its
+    /// incarnation in the node table) and the epoch its last table came under. Either
+    /// changes when a scheduler took over with counts started afresh: a restarted one,
+    /// a standby, or this same process again under a new term (it lost its lease or
+    /// its lock and won it back, dropping what it held). A node waiting at a barrier
+    /// asks again when it changes.
+    pub fn scheduler_generation(&self) -> (u64, Epoch) {
+        (self.scheduler_incarnation(), *self.table_epoch.lock())
     }
 
     /// Milliseconds since the scheduler was last heard from (non-schedulers).

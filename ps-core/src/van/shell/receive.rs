@@ -3,6 +3,7 @@
 //! the scheduler core's decisions ([`Action`]s).
 
 use super::Van;
+use crate::failover::Epoch;
 use crate::message::{Command, Message};
 use crate::node::{Node, EMPTY_ID, SCHEDULER};
 use crate::protocol::resender::Incoming;
@@ -213,6 +214,10 @@ impl Van {
             self.ready_cv.notify_all();
             return;
         }
+        let stamped = Epoch {
+            term: msg.meta.control.term,
+            candidate: msg.meta.control.candidate,
+        };
         let nodes = msg.meta.control.nodes;
         {
             let mut me = self.me.write();
@@ -235,6 +240,7 @@ impl Van {
             }
         }
         self.merge_table(nodes);
+        *self.table_epoch.lock() = stamped;
         let mut ready = self.ready.lock();
         if ready.is_none() {
             *ready = Some(Ok(()));

@@ -2,7 +2,9 @@
 //! answer yet waits for the table that names it, with or without the resender.
 
 use super::*;
-use crate::message::Meta;
+use crate::failover::Epoch;
+use crate::message::{Command, Meta};
+use crate::node::{Role, SCHEDULER};
 use crate::van::test_transport::{worker_config, Void};
 use bytes::Bytes;
 
@@ -75,4 +77,48 @@ fn a_request_from_a_process_newer_than_the_table_waits_for_its_entry() {
         assert_eq!(data.len(), 2, "resend {resend}: handed up once the table names it");
         assert_eq!(data[1].meta.incarnation, 200);
     }
+}
+
+/// The node table (or notice) the scheduler sends under `term`, naming `nodes`.
+fn table_under(term: u64, nodes: Vec<Node>) -> Vec<Bytes> {
+    let mut m = Message::control(9, Command::AddNode);
+    m.meta.sender = SCHEDULER;
+    m.meta.control.nodes = nodes;
+    m.meta.control.term = term;
+    vec![m.encode_meta()]
+}
+
+/// A node waiting at a barrier asks again when the scheduler's barrier counts were
+/// started afresh: after a restart (a new incarnation) and after a takeover under a
+/// new term, even by the same process (it lost its lease or lock and won it back); not
+/// for a table notice of the same scheduler (a replacement joining).
+#[test]
+fn a_table_under_a_new_term_starts_a_new_scheduler_generation() {
+    let van = Van::new(worker_config(&[]), Arc::new(Void { fail: None }));
+    let sched = Node {
+        role: Role::Scheduler,
+        id: SCHEDULER,
+        hostname: "127.0.0.1".into(),
+        port: 9000,
+        is_recovery: false,
+        incarnation: 5,
+    };
+    let mut me = van.my_node();
+    me.id = 9;
+    van.on_frames(table_under(1, vec![sched.clone(), server(100), me.clone()]), None);
+    let first = van.scheduler_generation();
+    assert_eq!(first, (5, Epoch { term: 1, candidate: 0 }));
+    // a replacement server's notice, same scheduler, same term
+    van.on_frames(table_under(1, vec![server(200)]), None);
+    assert_eq!(van.scheduler_generation(), first);
+    // the same scheduler process took over again under term 3
+    van.on_frames(table_under(3, vec![sched.clone(), server(200), me.clone()]), None);
+    assert_eq!(van.scheduler_generation(), (5, Epoch { term: 3, candidate: 0 }));
+    // a restarted scheduler (new incarnation)
+    let restarted = Node {
+        incarnation: 6,
+        ..sched
+    };
+    van.on_frames(table_under(3, vec![restarted, server(200), me]), None);
+    assert_eq!(van.scheduler_generation().0, 6);
 }
