@@ -160,7 +160,8 @@ pub fn run(a: Args) -> Result<(), super::error::CliError> {
             emit(j["id"].as_str().unwrap_or("?"));
         }
         Cmd::List => {
-            for j in c.request("GET", &format!("{base}/jobs"), None)?
+            for j in c
+                .request("GET", &format!("{base}/jobs"), None)?
                 .as_array()
                 .into_iter()
                 .flatten()
