@@ -48,8 +48,13 @@ fn a_failed_phase_output_is_told_again_after_the_table() {
     assert_eq!(code, 1, "{log}");
     let after = &log[log.find("summary").expect("no summary")..];
     assert!(after.contains("noisy (exit 3)"), "{after}");
-    let tail = &after[after.find("the last 40 lines of 'noisy'").expect("no tail of the failed phase")..];
+    let tail = &after[after
+        .find("the last 40 lines of 'noisy'")
+        .expect("no tail of the failed phase")..];
     assert!(tail.contains("line 100") && tail.contains("the reason"), "{tail}");
     assert!(!tail.contains("line 60\n"), "more than the last 40 lines:\n{tail}");
-    assert!(!after.contains("lines of 'quiet'"), "a passed phase was repeated:\n{after}");
+    assert!(
+        !after.contains("lines of 'quiet'"),
+        "a passed phase was repeated:\n{after}"
+    );
 }
