@@ -41,7 +41,7 @@ impl Secured {
         env.push(("DMLC_PS_VAN_TYPE", "tcp"));
         let mut c = Cluster::new(0, 1, &[], &env, LIMIT);
         let secret = c.dir().join("cluster.secret");
-        std::fs::write(&secret, "the-secret-of-the-http-api-test-cluster").unwrap();
+        common::write_private(&secret, "the-secret-of-the-http-api-test-cluster");
         let addr = format!("127.0.0.1:{}", free_port());
         let work = c.dir().join("work").display().to_string();
         let args = ["cluster", "--stats-addr", &addr, "--work-dir", &work];

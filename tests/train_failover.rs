@@ -3,9 +3,10 @@
 //! new process (a worker or server takes the dead node's id; the scheduler restarts on
 //! its port and resumes the master's state). Every run must finish with the master's
 //! task counts exact (every pass 60 done, 0 failed, no task timed out), within one
-//! point of the fault-free accuracy, and within the fault-free wall time plus the
-//! heartbeat timeout plus 1 s (plus [`CONTENTION_MARGIN_S`]): no node may wait on a
-//! dead one for longer than it takes to declare it dead.
+//! point of the fault-free accuracy, and with no wait between two finished tasks longer
+//! than the fault-free runs' longest plus the heartbeat timeout plus 1 s (plus
+//! [`CONTENTION_MARGIN_S`]): no node may wait on a dead one for longer than it takes to
+//! declare it dead.
 //!
 //! Moments are shares of the job's tasks, one per stratum of (0.1, 0.9) per kind and
 //! round, jittered by a seed printed at the start. Environment:
@@ -14,10 +15,11 @@
 //! - `PSRS_FAILOVER_SEED=S`: the jitter seed (replays a whole run);
 //! - `PSRS_FAILOVER_AT=worker:0.42,scheduler:0.7`: exactly these moments (replays one).
 //!
-//! A fault-free run opens every round; the wall-time bound uses the slowest of them so
-//! far (CPU contention on a shared machine slows the fault-free runs too), and a run
-//! over the bound has the fault-free time measured once more, right after it, before
-//! it fails (a stall of the kind this test is for lasts many seconds). Recovery is
+//! A fault-free run opens every round; the bound uses the longest wait between finished
+//! tasks of them so far. The wait, not the run's wall time, is the measure of a stall:
+//! CPU contention from other work on the machine lengthens a whole run by seconds
+//! (a restarted process starts more slowly too) without any node waiting on a dead
+//! one, while a stall of the kind this test is for is one wait of many seconds. Recovery is
 //! the time from the kill to the master's next finished task after the death was
 //! handled (worker: declared dead; server: its replacement joined; scheduler: the
 //! master resumed); each run prints it, and a summary gives median and maximum per kind.
@@ -32,9 +34,8 @@ use std::time::{Duration, Instant};
 
 const LIMIT: Duration = Duration::from_secs(240);
 
-/// Margin of the wall-time bound for CPU contention on a shared 2-core machine (a
-/// restarted process also starts up more slowly there): far below the stalls this test
-/// is for (3-10 s).
+/// Margin of the bound on a wait between finished tasks for CPU contention on a shared
+/// 2-core machine: far below the stalls this test is for (3-10 s).
 const CONTENTION_MARGIN_S: f64 = 1.0;
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -294,6 +295,7 @@ fn sweep(kinds: &[Kind]) {
     );
     let rounds = plan(kinds);
     let mut slowest_clean: f64 = 0.0;
+    let mut longest_clean_gap: f64 = 0.0;
     let mut clean_walls = Vec::new();
     let mut results: Vec<(Kind, f64, Outcome)> = Vec::new();
     for (r, round) in rounds.iter().enumerate() {
@@ -309,6 +311,7 @@ fn sweep(kinds: &[Kind]) {
         assert!(clean.accuracy > 0.80, "fault-free accuracy {}", clean.accuracy);
         slowest_clean = slowest_clean.max(clean.wall);
         clean_walls.push(clean.wall);
+        longest_clean_gap = longest_clean_gap.max(clean.gap.map_or(0.0, |g| g.0));
         for &(kind, share) in round {
             let what = format!("{} killed at {share:.2} of the tasks", kind.name());
             println!("{what} (replay: PSRS_FAILOVER_AT={}:{share})", kind.name());
@@ -326,26 +329,11 @@ fn sweep(kinds: &[Kind]) {
                 gap_text(o.gap),
                 gap_text(clean.gap)
             );
-            if o.wall > slowest_clean + HEARTBEAT_TIMEOUT_S + 1.0 + CONTENTION_MARGIN_S {
-                // the machine may have slowed since the round's fault-free run (other
-                // jobs on it): measure the fault-free time again, now, once
-                let (again, c) = run(
-                    None,
-                    &train,
-                    &test,
-                    &dir.path().join(format!("again-{r}-{}", kind.name())),
-                );
-                check_tasks(&c, None, "fault-free");
-                drop(c);
-                println!("fault-free again: wall {:.2} s", again.wall);
-                slowest_clean = slowest_clean.max(again.wall);
-                clean_walls.push(again.wall);
-            }
-            let bound = slowest_clean + HEARTBEAT_TIMEOUT_S + 1.0 + CONTENTION_MARGIN_S;
+            let bound = longest_clean_gap + HEARTBEAT_TIMEOUT_S + 1.0 + CONTENTION_MARGIN_S;
+            let gap = o.gap.map_or(f64::INFINITY, |g| g.0);
             assert!(
-                o.wall <= bound,
-                "{what}: wall {:.2} s > slowest fault-free {slowest_clean:.2} s + heartbeat timeout + 1 s + {CONTENTION_MARGIN_S} s: a stall ({})\n{}",
-                o.wall,
+                gap <= bound,
+                "{what}: {} > the fault-free runs' longest {longest_clean_gap:.2} s + heartbeat timeout + 1 s + {CONTENTION_MARGIN_S} s: a stall\n{}",
                 gap_text(o.gap),
                 killed_cluster.dump()
             );

@@ -1,26 +1,39 @@
 """psrs.torch against what a user would pick instead, in one run on one machine: the
-configurations alternate within each round, for --rounds rounds, and the medians of
-their samples/s are printed (python/bench/torch_vs_ddp.sh runs this).
+configurations alternate within each round (the order reversed every other round), for
+--rounds rounds, and the medians of their samples/s are printed beside the test AUC
+and every process's peak memory by role (python/bench/torch_vs_ddp.sh runs this).
 
-- cnn (the Fashion-MNIST CNN of python/examples/torch_fashion_mnist.py, batch 64 per
-  worker): psrs sync and async with 1 and 2 servers and 2 workers, against
-  torch.nn.parallel.DistributedDataParallel over gloo with 2 processes, and one
-  process alone.
-- ctr (python/examples/torch_ctr.py's model, batch 256 per worker, data from the
-  planted model with --vocab categories per field): psrs (async, 2 servers, 2 workers)
-  against DDP with 2 processes, each holding the whole table as an ordinary
-  nn.Embedding (DDP allreduces its dense gradient every step), at the largest table
-  DDP can hold here (--ddp-rows, default from the memory available: the table, its
-  gradient, Adagrad's state and DDP's gradient bucket in each process, using at most
-  half of MemAvailable), and psrs alone at 10**8 rows.
+- ctr: python/examples/dlrm.py's DLRM (embeddings 16 wide, bottom MLP 13-512-256-64-16,
+  dot interaction, top MLP 367-512-256-1) over Criteo-Kaggle's 26 cardinalities (33.8M
+  rows; --scale shrinks them) with Zipf-distributed categories from
+  python/examples/ctr_data.py's planted model, --batch per worker, --samples per
+  worker; Adagrad on the rows, Adam on the MLPs (python/bench/ctr_systems.py):
+  - psrs, 2 servers and 2 workers: async (the next batch's rows prefetched while this
+    one computes, the push in flight meanwhile) and sync, and async with the same rows
+    in a table of 10^9 (the servers' memory follows the rows trained);
+  - DDP over gloo with 2 processes, the table an nn.Embedding(sparse=True): gloo
+    allreduces only the rows of the batches (the comparison that counts);
+  - TorchRec (torchrec with fbgemm-gpu-cpu) with 2 processes: 26 tables sharded
+    table-wise (its planner offers no row-wise sharding on CPU), FBGEMM's fused
+    Adagrad (run with $TORCHREC_PYTHON: fbgemm-gpu-cpu is built for one torch
+    release, which need not be the one psrs's venv has);
+  - one process alone (every core's torch threads, both workers' samples);
+  - footnote: DDP with a dense nn.Embedding (the whole table's gradient allreduced
+    every step), --dense-steps steps only;
+  - with --ablations: psrs async without overlap and prefetch, and psrs async and
+    sync with float16 rows on the wire (sync is deterministic: its AUC against the
+    float32 run's is float16's cost alone).
+- cnn: the Fashion-MNIST CNN of python/examples/torch_fashion_mnist.py, batch 64 per
+  worker: psrs sync and async with 1 and 2 servers and 2 workers, DDP (gloo, 2
+  processes), one process.
 
-Every process trains on data already in memory (no task queue: the figures are the
-training step's), one torch thread per worker process (two processes fill the two
-cores here; one process alone uses every core). A run's samples/s is the sum over its
-workers of samples trained after --warmup steps divided by the time they took. Peak
-memory (ru_maxrss) of every process is printed too.
+Every process trains on data already in memory, drawn before the clock starts (the
+figures are the training step's), one torch thread per worker process. A run's
+samples/s is the sum over its workers of the samples trained after --warmup steps
+divided by the time they took; its AUC is rank 0's on 100 000 test rows after all
+samples were trained (the planted model's own AUC beside it).
 
-    python python/bench/torch_vs_ddp.py [--rounds 3] [--only cnn|ctr]
+    python python/bench/torch_vs_ddp.py [--rounds 3] [--only cnn|ctr] [--scale 0.01]
 """
 
 import argparse
@@ -37,15 +50,24 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-EXAMPLES = ROOT / "python" / "examples"
-sys.path.insert(0, str(EXAMPLES))
+sys.path.insert(0, str(ROOT / "python" / "examples"))
+sys.path.insert(0, str(HERE))
 
 
 def peak_mib():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-# ---------------------------------------------------------------- the workloads
+def report(what, rate, role="worker", **extra):
+    """One MEASURE line: this process's rate, role and peak memory (and AUCs)."""
+    # one write(2) of the whole line: the processes of a run share one pipe, and print()
+    # writes the text and its newline apart, so two processes' lines could interleave
+    d = {"what": what, "rate": rate, "role": role, "peak_mib": peak_mib(), **extra}
+    sys.stdout.flush()
+    os.write(sys.stdout.fileno(), f"MEASURE {json.dumps(d)}\n".encode())
+
+
+# ---------------------------------------------------------------- the CNN
 
 
 def cnn_model():
@@ -54,7 +76,7 @@ def cnn_model():
     return CNN()
 
 
-def cnn_batches(rank, workers, batch, steps):
+def cnn_batches(rank, batch, steps):
     """Fashion-MNIST-shaped random batches (the rate does not depend on the pixels)."""
     import torch
 
@@ -73,200 +95,183 @@ def cnn_step(model, opt, batch):
     opt.step()
 
 
-def ctr_batches(rank, workers, batch, steps, vocab, rows):
-    import numpy as np
-    import torch
-    from ctr_data import Planted
-    from torch_ctr import hashed
+def cnn_rate(model, opt, batches, warmup):
+    from ctr_systems import train
 
-    model = Planted(vocab, 1.1, 0.7, 7)
-    rng = np.random.default_rng(100 + rank)
-    out = []
-    for _ in range(steps):
-        labels, ints, cats, _ = model.sample(batch, rng)
-        out.append((torch.from_numpy(ints.astype(np.float32)), hashed(torch.from_numpy(cats), rows),
-                    torch.from_numpy(labels.astype(np.float32))))
-    return out
+    return train(batches, lambda b, _: cnn_step(model, opt, b), warmup)
 
 
-def ctr_step(model, opts, batch):
-    import torch.nn.functional as F
+def run_cnn(a):
+    if a.system == "psrs":  # the scheduler and servers load no torch
+        import psrs.torch as pt
 
-    ints, ids, y = batch
-    for o in opts:
-        o.zero_grad()
-    F.binary_cross_entropy_with_logits(model(ints, ids), y).backward()
-    for o in opts:
-        o.step()
-
-
-def timed(step, batches, warmup):
-    """Runs every batch; samples/s after the warmup."""
-    for b in batches[:warmup]:
-        step(b)
-    start = time.perf_counter()
-    n = 0
-    for b in batches[warmup:]:
-        step(b)
-        n += len(b[-1])
-    return n / (time.perf_counter() - start)
-
-
-def report(what, rate, role="worker"):
-    # one write(2) of the whole line: the processes of a run share one pipe, and print()
-    # writes the text and its newline apart, so two processes' lines could interleave
-    line = f"MEASURE {json.dumps({'what': what, 'rate': rate, 'role': role, 'peak_mib': peak_mib()})}\n"
-    sys.stdout.flush()
-    os.write(sys.stdout.fileno(), line.encode())
-
-
-# ---------------------------------------------------------------- the systems
-
-
-def run_single(a):
+        if not pt.init():
+            report("psrs", 0.0, role="server" if "version" in pt.server_stats() else "scheduler")
+            return
     import torch
 
     torch.manual_seed(1)
-    if a.model == "cnn":
+    if a.system == "single":
         model = cnn_model()
         opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
-        rate = timed(lambda b: cnn_step(model, opt, b), cnn_batches(0, 1, a.batch, a.steps + a.warmup), a.warmup)
-    else:
-        raise SystemExit("--system single: cnn only")
-    report("single", rate)
-
-
-def run_psrs(a):
-    import psrs.torch as pt
-
-    if not pt.init():
-        report("psrs", 0.0, role="server" if "version" in pt.server_stats() else "scheduler")
-        return
-    import torch
-
-    torch.set_num_threads(1)
-    torch.manual_seed(1)
-    r, n = pt.rank(), pt.num_workers()
-    if a.model == "cnn":
+        report("single", cnn_rate(model, opt, cnn_batches(0, a.batch, a.steps + a.warmup), a.warmup), "process")
+    elif a.system == "psrs":
+        torch.set_num_threads(1)
         model = cnn_model()
         opt = pt.DistributedOptimizer(model, optimizer="sgd", lr=0.05, momentum=0.9, mode=a.mode)
-        batches = cnn_batches(r, n, a.batch, a.steps + a.warmup)
-        rate = timed(lambda b: cnn_step(model, opt, b), batches, a.warmup)
+        report("psrs", cnn_rate(model, opt, cnn_batches(pt.rank(), a.batch, a.steps + a.warmup), a.warmup))
     else:
-        from torch_ctr import CTR
-
-        emb = pt.Embedding(a.rows, 16, optimizer="adagrad", lr=0.05, init_std=0.01)
-        model = CTR(emb, 64)
-        opt = pt.DistributedOptimizer(model, optimizer="adam", lr=0.002, mode=a.mode)
-        batches = ctr_batches(r, n, a.batch, a.steps + a.warmup, a.vocab, a.rows)
-        rate = timed(lambda b: ctr_step(model, [opt], b), batches, a.warmup)
-    report("psrs", rate)
+        spawn(cnn_ddp, a)
 
 
-def ddp_proc(rank, a, port):
+def cnn_ddp(rank, a, port):
     import torch
     import torch.distributed as dist
-    from torch import nn
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("gloo", rank=rank, world_size=a.procs)
     torch.set_num_threads(1)
     torch.manual_seed(1)
-    if a.model == "cnn":
-        model = DDP(cnn_model())
-        opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
-        rate = timed(lambda b: cnn_step(model, opt, b), cnn_batches(rank, a.procs, a.batch, a.steps + a.warmup),
-                     a.warmup)
-    else:
-        from torch_ctr import CTR
-
-        emb = nn.Embedding(a.rows, 16)
-        nn.init.normal_(emb.weight, 0.0, 0.01)
-        inner = CTR(emb, 64)
-        model = DDP(inner)
-        opts = [torch.optim.Adagrad(emb.parameters(), lr=0.05), torch.optim.Adam(inner.mlp.parameters(), lr=0.002)]
-        batches = ctr_batches(rank, a.procs, a.batch, a.steps + a.warmup, a.vocab, a.rows)
-        rate = timed(lambda b: ctr_step(model, opts, b), batches, a.warmup)
-    report("ddp", rate)
+    model = DDP(cnn_model())
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    report("ddp", cnn_rate(model, opt, cnn_batches(rank, a.batch, a.steps + a.warmup), a.warmup), "rank")
     dist.destroy_process_group()
 
 
-def run_ddp(a):
+# ---------------------------------------------------------------- the CTR model
+
+
+def run_ctr(a):
+    import ctr_systems as cs
+
+    if a.system == "psrs":
+        cs.run_psrs(a, report)
+    elif a.system == "single":
+        cs.run_single(a, report)
+    elif a.system == "ddp":
+        spawn(lambda rank, a, port: cs.run_ddp(a, report, rank, port), a)
+    else:
+        spawn(lambda rank, a, port: cs.run_torchrec(a, report, rank, port), a)
+
+
+def spawn(fn, a):
+    """Runs fn(rank, a, port) in --procs processes (torch.multiprocessing)."""
     import torch.multiprocessing as mp
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    mp.spawn(ddp_proc, args=(a, port), nprocs=a.procs, join=True)
+    mp.start_processes(_entry, args=(fn, a, port), nprocs=a.procs, join=True, start_method="fork")
+
+
+def _entry(rank, fn, a, port):
+    fn(rank, a, port)
 
 
 # ---------------------------------------------------------------- the driver
 
 
-def measure(cmd, env=None, timeout=1800):
-    """Runs cmd; its MEASURE lines (each process's)."""
-    e = dict(os.environ, PYTHONUNBUFFERED="1", PSRS_TIMEOUT=str(timeout), **(env or {}))
-    p = subprocess.run(cmd, env=e, capture_output=True, text=True, timeout=timeout + 60)
+def measure(cmd, timeout):
+    """Runs cmd; its MEASURE lines (each process's), or the error that stopped it."""
+    e = dict(os.environ, PYTHONUNBUFFERED="1", PSRS_TIMEOUT=str(timeout))
+    try:
+        p = subprocess.run(cmd, env=e, capture_output=True, text=True, timeout=timeout + 60)
+    except subprocess.TimeoutExpired:
+        return [], f"no end after {timeout + 60} s"
+    got = [json.loads(m) for m in re.findall(r"^MEASURE (.*)$", p.stdout, re.M)]
     if p.returncode != 0:
-        raise SystemExit(f"{' '.join(cmd)} exited {p.returncode}\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
-    return [json.loads(m) for m in re.findall(r"^MEASURE (.*)$", p.stdout, re.M)]
-
-
-def mem_available():
-    for line in Path("/proc/meminfo").read_text().splitlines():
-        if line.startswith("MemAvailable:"):
-            return int(line.split()[1]) * 1024
-    return 0
+        lines = [ln for ln in (p.stderr + p.stdout).splitlines() if ln.strip()]
+        errors = [ln for ln in lines if re.search(r"Error|error:", ln)]
+        return got, (errors or lines or [f"exit {p.returncode}"])[-1].strip()
+    return got, None
 
 
 def configs(a):
-    me = [sys.executable, str(Path(__file__).resolve())]
-    local = str(ROOT / "scripts" / "local.sh")
+    me = [sys.executable, str(Path(__file__).resolve()), "run"]
+    local = [str(ROOT / "scripts" / "local.sh")]
     out = []
     if a.only in (None, "cnn"):
         common = ["--model", "cnn", "--steps", str(a.cnn_steps), "--warmup", "20", "--batch", "64"]
         for mode in ("sync", "async"):
             for servers in (1, 2):
                 out.append((f"cnn psrs {mode} {servers}s 2w",
-                            [local, str(servers), "2", *me, "run", "--system", "psrs", "--mode", mode, *common]))
-        out.append(("cnn ddp gloo 2p", [*me, "run", "--system", "ddp", "--procs", "2", *common]))
-        out.append(("cnn one process", [*me, "run", "--system", "single", *common]))
+                            [*local, str(servers), "2", *me, "--system", "psrs", "--mode", mode, *common]))
+        out.append(("cnn ddp gloo 2p", [*me, "--system", "ddp", *common]))
+        out.append(("cnn one process", [*me, "--system", "single", *common]))
     if a.only in (None, "ctr"):
-        ddp_rows = a.ddp_rows or max(10**5, int(mem_available() / 2 / (2 * 5 * 64)) // 10**6 * 10**6)
-        common = ["--model", "ctr", "--batch", "256", "--vocab", str(a.vocab)]
-        out.append((f"ctr psrs async 2s 2w {ddp_rows:.0e} rows",
-                    [local, "2", "2", *me, "run", "--system", "psrs", "--mode", "async", "--rows", str(ddp_rows),
-                     "--steps", str(a.ctr_steps), "--warmup", "10", *common]))
-        out.append((f"ctr ddp gloo 2p {ddp_rows:.0e} rows",
-                    [*me, "run", "--system", "ddp", "--procs", "2", "--rows", str(ddp_rows),
-                     "--steps", str(a.ddp_ctr_steps), "--warmup", "2", *common]))
-        out.append(("ctr psrs async 2s 2w 1e+08 rows",
-                    [local, "2", "2", *me, "run", "--system", "psrs", "--mode", "async", "--rows", str(10**8),
-                     "--steps", str(a.ctr_steps), "--warmup", "10", *common]))
+        common = ["--model", "ctr", "--scale", str(a.scale), "--samples", str(a.samples), "--batch", str(a.batch),
+                  "--warmup", str(a.warmup), "--bottom", a.bottom, "--top", a.top]
+        out.append(("ctr psrs async 2s 2w",
+                    [*local, "2", "2", *me, "--system", "psrs", "--mode", "async", *common]))
+        out.append(("ctr psrs sync 2s 2w",
+                    [*local, "2", "2", *me, "--system", "psrs", "--mode", "sync", *common]))
+        out.append(("ctr psrs async 2s 2w, a 10^9-row table",
+                    [*local, "2", "2", *me, "--system", "psrs", "--mode", "async", "--table-rows", str(10**9),
+                     *common]))
+        if a.ablations:
+            out.append(("ctr psrs async 2s 2w, no overlap, no prefetch",
+                        [*local, "2", "2", *me, "--system", "psrs", "--mode", "async", "--no-overlap", *common]))
+            out.append(("ctr psrs async 2s 2w, float16 rows",
+                        [*local, "2", "2", *me, "--system", "psrs", "--mode", "async", "--fp16", *common]))
+            out.append(("ctr psrs sync 2s 2w, float16 rows",
+                        [*local, "2", "2", *me, "--system", "psrs", "--mode", "sync", "--fp16", *common]))
+        out.append(("ctr ddp gloo 2p, sparse nn.Embedding", [*me, "--system", "ddp", *common]))
+        rec = os.environ.get("TORCHREC_PYTHON", str(ROOT / "target" / "py-venv-torchrec" / "bin" / "python"))
+        out.append(("ctr torchrec 2p, table-wise", [rec, *me[1:], "--system", "torchrec", *common]))
+        out.append(("ctr one process", [*me, "--system", "single", *common]))
+    if a.only in (None, "ctr") and a.dense_steps > 0:
+        dense = ["--model", "ctr", "--scale", str(a.scale), "--samples", str(a.batch * (a.dense_steps + 1)),
+                 "--batch", str(a.batch), "--warmup", "1", "--bottom", a.bottom, "--top", a.top]
+        out.append(("ctr ddp gloo 2p, dense nn.Embedding (footnote)",
+                    [*me, "--system", "ddp", "--dense-grad", *dense]))
     return out
 
 
 def drive(a):
     runs = configs(a)
     rates = {name: [] for name, _ in runs}
+    aucs = {name: [] for name, _ in runs}
     peaks = {name: {} for name, _ in runs}
+    failed = {}
+    best = []
     for rnd in range(a.rounds):
         order = runs if rnd % 2 == 0 else list(reversed(runs))
         for name, cmd in order:
-            got = measure(cmd)
-            total = sum(m["rate"] for m in got if m["role"] == "worker")
+            if name in failed:
+                continue
+            started = time.monotonic()
+            got, err = measure(cmd, a.timeout)
+            if err is not None:
+                failed[name] = err
+                print(f"round {rnd + 1}: {name}: failed: {err}", flush=True)
+                continue
+            final = [m for m in got if "auc" in m]
+            total = sum(m["rate"] for m in got if m["role"] in ("worker", "rank", "process") and "auc" not in m)
             rates[name].append(total)
+            for m in final:
+                aucs[name].append(m["auc"])
+                best.append(m["best_auc"])
             for m in got:
-                peaks[name].setdefault(m["role"], []).append(m["peak_mib"])
-            print(f"round {rnd + 1}: {name}: {total:.0f} samples/s", flush=True)
-    print(f"\nmedians over {a.rounds} rounds (samples/s, all workers), peak memory per process (MiB, max)")
-    print("| configuration | samples/s (median) | rounds | peak MiB per role |")
-    print("|---|---|---|---|")
+                if "auc" not in m:
+                    peaks[name].setdefault(m["role"], []).append(m["peak_mib"])
+            shown = f", test AUC {final[0]['auc']:.4f}" if final else ""
+            print(f"round {rnd + 1}: {name}: {total:.0f} samples/s{shown} ({time.monotonic() - started:.0f} s)",
+                  flush=True)
+    print(f"\nmedians over {a.rounds} rounds (samples/s, all workers); test AUC after every sample (median); "
+          "peak memory per process (MiB, max over the rounds)")
+    if best:
+        print(f"planted model's test AUC (the best reachable): {statistics.median(best):.4f}")
+    print("| configuration | samples/s (median) | rounds | test AUC | peak MiB per process, by role |")
+    print("|---|---|---|---|---|")
     for name, _ in runs:
+        if name in failed:
+            print(f"| {name} | not run | | | {failed[name]} |")
+            continue
         r = rates[name]
+        auc = f"{statistics.median(aucs[name]):.4f}" if aucs[name] else "-"
         roles = ", ".join(f"{role} {max(v):.0f}" for role, v in sorted(peaks[name].items()))
-        print(f"| {name} | {statistics.median(r):.0f} | {' '.join(f'{x:.0f}' for x in r)} | {roles} |")
+        print(f"| {name} | {statistics.median(r):.0f} | {' '.join(f'{x:.0f}' for x in r)} | {auc} | {roles} |")
 
 
 def main():
@@ -277,23 +282,36 @@ def main():
         q.add_argument("--rounds", type=int, default=3)
         q.add_argument("--only", choices=["cnn", "ctr"])
         q.add_argument("--cnn-steps", type=int, default=200)
-        q.add_argument("--ctr-steps", type=int, default=300)
-        q.add_argument("--ddp-ctr-steps", type=int, default=10)
-        q.add_argument("--ddp-rows", type=int, help="table rows for the DDP comparison")
-        q.add_argument("--vocab", type=int, default=100_000, help="CTR categories per field")
+        q.add_argument("--scale", type=float, default=1.0, help="Criteo-Kaggle's cardinalities times this")
+        q.add_argument("--samples", type=int, default=500_000, help="CTR samples per worker")
+        q.add_argument("--batch", type=int, default=512, help="CTR batch per worker")
+        q.add_argument("--warmup", type=int, default=20, help="CTR steps before the clock starts")
+        q.add_argument("--bottom", default="512-256-64", help="hidden widths of the bottom MLP")
+        q.add_argument("--top", default="512-256", help="hidden widths of the top MLP")
+        q.add_argument("--dense-steps", type=int, default=5,
+                       help="steps of the dense-gradient DDP footnote (0: not run)")
+        q.add_argument("--timeout", type=int, default=3600, help="seconds a configuration may take")
+        q.add_argument("--ablations", action="store_true",
+                       help="also psrs async without overlap and prefetch, and with float16 rows (async and sync)")
     r = sub.add_parser("run", help="one process of one configuration")
-    r.add_argument("--system", choices=["psrs", "ddp", "single"], required=True)
+    r.add_argument("--system", choices=["psrs", "ddp", "single", "torchrec"], required=True)
     r.add_argument("--model", choices=["cnn", "ctr"], required=True)
     r.add_argument("--mode", default="async")
     r.add_argument("--procs", type=int, default=2)
     r.add_argument("--steps", type=int, default=200)
     r.add_argument("--warmup", type=int, default=20)
     r.add_argument("--batch", type=int, default=64)
-    r.add_argument("--rows", type=int, default=10**8)
-    r.add_argument("--vocab", type=int, default=100_000)
+    r.add_argument("--scale", type=float, default=1.0)
+    r.add_argument("--samples", type=int, default=500_000)
+    r.add_argument("--bottom", default="512-256-64")
+    r.add_argument("--top", default="512-256")
+    r.add_argument("--dense-grad", action="store_true")
+    r.add_argument("--no-overlap", action="store_true")
+    r.add_argument("--fp16", action="store_true")
+    r.add_argument("--table-rows", type=int, default=0, help="psrs: the table's rows, if more than the fields'")
     a = p.parse_args()
     if a.cmd == "run":
-        {"psrs": run_psrs, "ddp": run_ddp, "single": run_single}[a.system](a)
+        (run_cnn if a.model == "cnn" else run_ctr)(a)
     else:
         drive(a)
 

@@ -251,7 +251,8 @@ class Tables:
     ``initial_accumulator_value``), the update ``mode`` ("sync", "async", "bounded"
     with ``staleness``; sync applies a version without a live worker's gradient
     ``sync_timeout_ms`` after its first one), the embedding ``tables`` (dicts:
-    ``name``, ``rows``, ``dim``, ``optimizer``, ``init_std``, ``seed``). A request not
+    ``name``, ``rows``, ``dim``, ``optimizer``, ``init_std``, ``seed``, and optionally
+    ``admit_after``, ``expire_after``, ``fp16_wire``). A request not
     answered within ``timeout`` seconds raises Error. Waits release the GIL; Ctrl-C
     raises KeyboardInterrupt."""
 
@@ -279,13 +280,28 @@ class Tables:
     def lookup(self, table: int, ids: npt.NDArray[np.int64]) -> Tuple[npt.NDArray[np.uint64], npt.NDArray[np.int64], npt.NDArray[np.float32]]:
         """Rows ``ids`` (unique) of table ``table``: ``(keys, order, rows)``, the keys
         sorted, ``rows[order[i]]`` being row ``ids[i]``."""
-    def step(self, dense_grad: _Vals, rows: Sequence[Tuple[int, _Keys, _Vals]] = ..., send: Optional[Sequence[bool]] = None) -> list[bool]:
+    def lookup_start(self, table: int, ids: npt.NDArray[np.int64]) -> "PendingLookup":
+        """Starts looking up rows ``ids`` (unique) on a thread of its own (a prefetch)."""
+    def lookup_finish(self, pending: "PendingLookup", ids: npt.NDArray[np.int64]) -> Tuple[npt.NDArray[np.uint64], npt.NDArray[np.int64], npt.NDArray[np.float32]]:
+        """Waits for a ``lookup_start``; its answer as ``lookup`` gives it (looked up
+        again here if the prefetch failed)."""
+    def dump(self, table: int) -> Tuple[npt.NDArray[np.uint64], npt.NDArray[np.float32]]:
+        """Every row of table ``table`` the servers store: ids (in no order) and rows."""
+    def step(self, dense_grad: _Vals, rows: Sequence[Tuple[int, _Keys, _Vals]] = ..., send: Optional[Sequence[bool]] = None, wait: bool = True) -> list[bool]:
         """Pushes the dense gradient and the rows' ``(table, keys, grads)`` to the
         servers (those ``send`` names), then pulls the new dense values (under sync
-        once the version pushed to is applied); per server whether it took them."""
+        once the version pushed to is applied); per server whether it took them.
+        ``wait=False``: copies the gradients, runs the push and pull on a thread of
+        their own and returns the acceptance of the step that was in flight before."""
+    def synchronize(self) -> Optional[list[bool]]:
+        """Waits for the step in flight (``wait=False``) and installs the values it
+        pulled; its acceptance, or None if none was in flight."""
     def idle(self) -> None:
         """Tells the servers this worker holds no task (sync versions stop waiting
         for it until its next step)."""
     @property
     def versions(self) -> list[int]:
         """Per server: the version of the dense values last pulled."""
+
+class PendingLookup:
+    """A lookup started by ``Tables.lookup_start``."""

@@ -40,13 +40,29 @@ class Embedding(nn.Module):
     servers when it is first trained, with values normal(0, ``init_std``), so
     ``num_embeddings`` can be 10**9. When the module is part of the model given to a
     :class:`DistributedOptimizer`, its ``step()`` pushes the rows' gradients, and the
-    servers apply this table's own optimizer settings to them.
+    servers apply this table's own optimizer settings to them, as torch applies its
+    optimizers to ``nn.Embedding(sparse=True)``: rows without a gradient in a step do
+    not move; ``"adagrad"`` is ``torch.optim.Adagrad``, ``"adam"``
+    ``torch.optim.SparseAdam`` (the table's step count), ``"sgd"`` with momentum keeps
+    a velocity per row applied in the row's steps only.
+
+    ``admit_after``: a row is created only once it had gradients in this many steps
+    (until then it reads as its initial values and its gradients are dropped).
+    ``expire_after``: a row not updated in this many steps is dropped (0: never).
+    ``fp16_wire``: rows and their gradients travel as float16 (half the bytes;
+    float16's 11 significant bits), the servers keep float32.
+
+    ``prefetch(ids)`` starts looking up the rows of a later batch while this one
+    computes; the ``forward`` given equal ids takes them (in async and bounded modes:
+    rows another step updates meanwhile are one step older); ``prefetch_hits`` counts
+    the forwards that did.
     """
 
     def __init__(self, num_embeddings: int, embedding_dim: int, optimizer: str = "adagrad", lr: float = 0.01,
                  init_std: float = 0.01, mode: Optional[str] = None, momentum: float = 0.0,
                  weight_decay: float = 0.0, betas: Tuple[float, float] = (0.9, 0.999),
-                 eps: Optional[float] = None, seed: Optional[int] = None):
+                 eps: Optional[float] = None, seed: Optional[int] = None, admit_after: int = 1,
+                 expire_after: int = 0, fp16_wire: bool = False):
         super().__init__()
         if int(num_embeddings) != num_embeddings or num_embeddings <= 0:
             raise ValueError(f"num_embeddings={num_embeddings}: a positive integer is needed")
@@ -56,6 +72,15 @@ class Embedding(nn.Module):
             raise ValueError(f"mode={mode!r}: None, \"sum\" or \"mean\"")
         if not init_std >= 0:
             raise ValueError(f"init_std={init_std}: must be >= 0")
+        if int(admit_after) != admit_after or admit_after < 1:
+            raise ValueError(f"admit_after={admit_after}: an integer >= 1 is needed (1: rows created at once)")
+        if int(expire_after) != expire_after or expire_after < 0:
+            raise ValueError(f"expire_after={expire_after}: an integer >= 0 is needed (0: rows never expire)")
+        self.admit_after = int(admit_after)
+        self.expire_after = int(expire_after)
+        self.fp16_wire = bool(fp16_wire)
+        self._prefetched = []  # (ids, unique ids, inverse, pending lookup), oldest first
+        self.prefetch_hits = 0  # forwards that took prefetched rows
         self.num_embeddings = int(num_embeddings)
         self.embedding_dim = int(embedding_dim)
         self.mode = mode
@@ -70,7 +95,8 @@ class Embedding(nn.Module):
         return (f"{self.num_embeddings}, {self.embedding_dim}{bag}, "
                 f"optimizer={self.optimizer_settings['name']!r}, lr={self.optimizer_settings['lr']}")
 
-    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+    def _ids(self, ids: torch.Tensor) -> torch.Tensor:
+        """The ids flattened (int64, CPU), checked."""
         if not isinstance(ids, torch.Tensor):
             raise TypeError(f"Embedding ids: a torch.LongTensor is needed, got {type(ids).__name__}")
         if ids.dtype.is_floating_point or ids.dtype.is_complex or ids.dtype == torch.bool:
@@ -83,14 +109,40 @@ class Embedding(nn.Module):
         if flat.device.type != "cpu":
             flat = flat.cpu()
         flat = flat.to(torch.int64)
-        dim = self.embedding_dim
         if flat.numel() > 0:
             lo, hi = int(flat.min()), int(flat.max())
             if lo < 0 or hi >= self.num_embeddings:
                 bad = lo if lo < 0 else hi
                 raise IndexError(f"Embedding ids out of range: {bad} is not in [0, {self.num_embeddings})")
+        return flat
+
+    def prefetch(self, ids: torch.Tensor) -> None:
+        """Starts looking up the rows of ``ids`` (a later batch's) in the background;
+        a later ``forward`` given equal ids uses them instead of looking up. The two
+        latest prefetches are kept (the next batch's while this one computes)."""
+        flat = self._ids(ids)
         uniq, inverse = torch.unique(flat, return_inverse=True)
-        keys, order, rows = self._opt._tables.lookup(self._index, uniq.numpy())
+        pending = self._opt._tables.lookup_start(self._index, uniq.numpy())
+        self._prefetched = self._prefetched[-1:] + [(flat, uniq, inverse, pending)]
+
+    def _take_prefetched(self, flat: torch.Tensor):
+        """The prefetch of exactly these ids, taken from the kept ones (or None)."""
+        for i, ahead in enumerate(self._prefetched):
+            if ahead[0].shape == flat.shape and torch.equal(ahead[0], flat):
+                return self._prefetched.pop(i)
+        return None
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        flat = self._ids(ids)
+        dim = self.embedding_dim
+        ahead = self._take_prefetched(flat)
+        if ahead is not None:
+            _, uniq, inverse, pending = ahead
+            keys, order, rows = self._opt._tables.lookup_finish(pending, uniq.numpy())
+            self.prefetch_hits += 1
+        else:
+            uniq, inverse = torch.unique(flat, return_inverse=True)
+            keys, order, rows = self._opt._tables.lookup(self._index, uniq.numpy())
         weight = torch.from_numpy(rows)
         if self.training and torch.is_grad_enabled():
             weight.requires_grad_(True)
@@ -120,12 +172,19 @@ class DistributedOptimizer:
     still lacks a live worker's gradient ``sync_timeout_ms`` after its first one is
     applied without it. A request the servers do not answer within ``timeout`` seconds
     raises ``psrs.Error``. One per process.
+
+    ``overlap=True`` (async and bounded modes): ``step()`` returns once the gradients
+    are copied, and their push and the pull of the new dense values run while the
+    next batch computes (lookups go on meanwhile); the values pulled are installed at
+    the next ``step()`` (so the dense values a step computes on are one step older),
+    ``pull()`` or ``synchronize()``.
     """
 
     def __init__(self, model: nn.Module, optimizer: str = "sgd", lr: float = 0.01, momentum: float = 0.0,
                  mode: str = "sync", staleness: int = 4, weight_decay: float = 0.0,
                  betas: Tuple[float, float] = (0.9, 0.999), eps: Optional[float] = None,
-                 sync_timeout_ms: int = 10000, max_rejections: int = 20, timeout: float = 120.0):
+                 sync_timeout_ms: int = 10000, max_rejections: int = 20, timeout: float = 120.0,
+                 overlap: bool = False):
         _worker_only("psrs.torch.DistributedOptimizer")
         if _state["optimizer"] is not None:
             raise _psrs.Error("psrs.torch.DistributedOptimizer: one per process (the servers hold one model)")
@@ -135,6 +194,9 @@ class DistributedOptimizer:
             raise ValueError(f"mode={mode!r}: \"sync\", \"async\" or \"bounded\"")
         if max_rejections < 1:
             raise ValueError(f"max_rejections={max_rejections}: must be at least 1")
+        if overlap and mode == "sync":
+            raise ValueError("overlap=True: async and bounded modes only (a sync step waits for its version)")
+        self.overlap = bool(overlap)
         self.model = model
         self.mode = mode
         self.max_rejections = int(max_rejections)
@@ -161,12 +223,15 @@ class DistributedOptimizer:
                 self._params.append((p, at, n))
                 at += n
         tables = []
+        self._seeds = []  # each table's seed (its initial rows), for an export
         for i, (name, m) in enumerate((n, m) for n, m in model.named_modules() if isinstance(m, Embedding)):
             if m._opt is not None:
                 raise _psrs.Error(f"embedding {name} belongs to another DistributedOptimizer")
             tables.append({"name": name, "rows": m.num_embeddings, "dim": m.embedding_dim,
                            "optimizer": m.optimizer_settings, "init_std": m.init_std,
-                           "seed": i if m.seed is None else int(m.seed)})
+                           "seed": i if m.seed is None else int(m.seed), "admit_after": m.admit_after,
+                           "expire_after": m.expire_after, "fp16_wire": m.fp16_wire})
+            self._seeds.append(tables[-1]["seed"])
         self._tables = _psrs.Tables(
             self._flat.numpy(), [(n, list(p.shape)) for n, p in named],
             _optimizer_settings(optimizer, lr, momentum, weight_decay, betas, eps),
@@ -225,6 +290,15 @@ class DistributedOptimizer:
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
+        if self.overlap and closure is None:
+            self._gather_grads()
+            rows = [(t, k, w.grad.numpy()) for t, k, w in self._lookups if w.grad is not None]
+            # the previous step's acceptance: this one's is known at the next
+            accepted = self._tables.step(self._grad.numpy(), rows, None, False)
+            self._lookups.clear()
+            self.rejected += sum(1 for ok in accepted if not ok)
+            return loss
+        self.synchronize()
         send = None
         for _ in range(self.max_rejections):
             self._gather_grads()
@@ -243,7 +317,15 @@ class DistributedOptimizer:
                 loss = closure()
         raise _psrs.Error(f"the servers rejected this step's gradients {self.max_rejections} times in a row")
 
+    def synchronize(self) -> None:
+        """Waits for the step still in flight (``overlap=True``) and installs the dense
+        values it pulled."""
+        accepted = self._tables.synchronize()
+        if accepted is not None:
+            self.rejected += sum(1 for ok in accepted if not ok)
+
     def pull(self) -> None:
         """Pulls the servers' current dense values into the model (e.g. before
         evaluating: other workers trained since this one's last step)."""
+        self.synchronize()
         self._tables.pull()

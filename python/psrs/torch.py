@@ -29,6 +29,10 @@ The same script runs in every role (launch it with ``scripts/local.sh``, Slurm, 
   ``"async"`` applies every gradient at once; ``"bounded"`` rejects gradients more than
   ``staleness`` versions old.
 
+Training done, :func:`export` writes the model (its dense parameters and the rows the
+servers store) as a torch.export program, which an inference job of a jobs cluster
+serves; :func:`exported` gives it as a plain ``nn.Module``.
+
 Bad input raises ``ValueError`` (``IndexError`` for ids out of range) with one line
 naming the problem; cluster failures raise :class:`psrs.Error`.
 
@@ -43,7 +47,8 @@ from typing import Dict, Optional
 from . import _psrs
 from ._torch_state import _state, _worker_only
 
-__all__ = ["init", "rank", "num_workers", "barrier", "server_stats", "Embedding", "DistributedOptimizer"]
+__all__ = ["init", "rank", "num_workers", "barrier", "server_stats", "Embedding", "DistributedOptimizer",
+           "export", "exported"]
 
 
 
@@ -77,9 +82,14 @@ def init(epochs: int = 1, chunks_per_task: int = 1, task_timeout_ms: int = 10000
 
 
 def _shutdown():
-    """At exit of a worker: no sync version waits for it any more; leave the cluster."""
+    """At exit of a worker: its step in flight is done, no sync version waits for it
+    any more; leave the cluster."""
     opt = _state["optimizer"]
     if opt is not None:
+        try:
+            opt.synchronize()
+        except Exception:  # the cluster may be gone already
+            pass
         try:
             opt._tables.idle()
         except Exception:  # the cluster may be gone already
@@ -116,9 +126,14 @@ def server_stats() -> Optional[Dict]:
 
 
 def __getattr__(name):
-    """Embedding and DistributedOptimizer, which need torch, load on first use."""
+    """Embedding, DistributedOptimizer, export and exported, which need torch, load on
+    first use."""
     if name in ("Embedding", "DistributedOptimizer"):
         from . import _torch_train
 
         return getattr(_torch_train, name)
+    if name in ("export", "exported"):
+        from . import _torch_export
+
+        return getattr(_torch_export, name)
     raise AttributeError(f"module 'psrs.torch' has no attribute {name!r}")

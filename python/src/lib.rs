@@ -14,6 +14,7 @@ mod records;
 mod replies;
 mod serve;
 mod server;
+mod table_spec;
 mod tables;
 mod tasks;
 mod worker;
@@ -48,5 +49,6 @@ fn _psrs(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<master::Master>()?;
     m.add_class::<bench::RustBench>()?;
     m.add_class::<tables::Tables>()?;
+    m.add_class::<tables::PendingLookup>()?;
     Ok(())
 }

@@ -7,18 +7,20 @@
 use crate::arrays::{keys as key_array, sarray};
 use crate::errors::cluster_err;
 use crate::node::postoffice;
+use crate::table_spec::{self, table_spec};
 use numpy::{PyArray1, PyArray2, PyArrayDyn, PyArrayMethods, PyUntypedArrayMethods};
 use parking_lot::Mutex;
-use ps_apps::tables::client::{ClientError, TableClient};
-use ps_apps::tables::optim::Optimizer;
+use ps_apps::tables::client::{ClientError, StepOutcome, TableClient};
+use ps_apps::tables::keys::KeySpace;
 use ps_apps::tables::pack::RowGrads;
-use ps_apps::tables::spec::{ModelSpec, ParamSpec, TableSpec};
-use ps_apps::train::versions::{Mode, EVERY_LIVE_WORKER};
+use ps_apps::tables::reader::RowReader;
+use ps_apps::tables::spec::{ModelSpec, ParamSpec};
 use ps_core::kv::{KVWorker, SArray};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use std::sync::Arc;
+use std::thread::JoinHandle;
 use std::time::Duration;
 
 /// The dense values' memory, written by pulls while the GIL is released. The array
@@ -80,95 +82,6 @@ fn to_py(e: ClientError) -> PyErr {
     }
 }
 
-fn get_f32(d: &Bound<'_, PyDict>, key: &str, default: f32) -> PyResult<f32> {
-    match d.get_item(key)? {
-        Some(v) if !v.is_none() => v.extract(),
-        _ => Ok(default),
-    }
-}
-
-/// An optimizer from its settings (`name` and torch's names and defaults).
-fn optimizer(d: &Bound<'_, PyDict>) -> PyResult<Optimizer> {
-    const KNOWN: [&str; 8] = [
-        "name",
-        "lr",
-        "momentum",
-        "weight_decay",
-        "betas",
-        "eps",
-        "initial_accumulator_value",
-        "lr_decay",
-    ];
-    for k in d.keys() {
-        let k: String = k.extract()?;
-        if !KNOWN.contains(&k.as_str()) {
-            return Err(PyValueError::new_err(format!("optimizer setting {k:?} is not known")));
-        }
-    }
-    let name: String = d
-        .get_item("name")?
-        .ok_or_else(|| PyValueError::new_err("optimizer: no name"))?
-        .extract()?;
-    let lr = get_f32(d, "lr", 0.01)?;
-    let weight_decay = get_f32(d, "weight_decay", 0.0)?;
-    let o = match name.as_str() {
-        "sgd" => Optimizer::Sgd {
-            lr,
-            momentum: get_f32(d, "momentum", 0.0)?,
-            weight_decay,
-        },
-        "adagrad" => Optimizer::Adagrad {
-            lr,
-            eps: get_f32(d, "eps", 1e-10)?,
-            initial_accumulator_value: get_f32(d, "initial_accumulator_value", 0.0)?,
-            weight_decay,
-        },
-        "adam" => {
-            let (beta1, beta2) = match d.get_item("betas")? {
-                Some(b) if !b.is_none() => b.extract()?,
-                _ => (0.9, 0.999),
-            };
-            Optimizer::Adam {
-                lr,
-                beta1,
-                beta2,
-                eps: get_f32(d, "eps", 1e-8)?,
-                weight_decay,
-            }
-        }
-        other => {
-            return Err(PyValueError::new_err(format!(
-                "optimizer {other:?}: \"sgd\", \"adagrad\" or \"adam\""
-            )))
-        }
-    };
-    if name != "sgd" && d.get_item("momentum")?.is_some_and(|m| !m.is_none()) {
-        let m = get_f32(d, "momentum", 0.0)?;
-        if m != 0.0 {
-            return Err(PyValueError::new_err(format!(
-                "momentum={m}: only sgd takes a momentum"
-            )));
-        }
-    }
-    o.validate()
-        .map_err(|e| PyValueError::new_err(format!("{name}: {e}")))?;
-    Ok(o)
-}
-
-fn mode(name: &str, staleness: u64, sync_timeout_ms: u64) -> PyResult<Mode> {
-    match name {
-        "sync" => Ok(Mode::Sync {
-            grads_per_version: EVERY_LIVE_WORKER,
-            timeout_ms: sync_timeout_ms,
-        }),
-        "async" => Ok(Mode::Async),
-        "bounded" => Ok(Mode::Bounded { staleness }),
-        other => Err(PyValueError::new_err(format!(
-            "mode {other:?}: \"sync\", \"async\" or \"bounded\""
-        ))),
-    }
-}
-
 /// `obj` as a C-contiguous, writeable float32 array (the dense values).
 fn values_array<'py>(obj: &Bound<'py, PyAny>, len: u64) -> PyResult<Bound<'py, PyArrayDyn<f32>>> {
     let a = obj
@@ -194,11 +107,22 @@ type Lookup<'py> = (
     Bound<'py, PyArray2<f32>>,
 );
 
+/// What a step run in the background ends with: its outcome and the dense values it
+/// pulled (installed into the values array when it is waited for).
+type StepDone = (Result<StepOutcome, ClientError>, Vec<f32>);
+
 /// A worker's connection to the parameter tables of one model.
 #[pyclass(frozen, module = "psrs._psrs")]
 pub struct Tables {
     inner: Arc<Mutex<Inner>>,
     dims: Vec<usize>,
+    fp16: Vec<bool>,
+    /// Looks rows up beside a step in flight.
+    reader: RowReader,
+    /// The key layout (read without the client, which a step in flight holds).
+    space: KeySpace,
+    /// A step in flight (`step(..., wait=False)`).
+    in_flight: Mutex<Option<JoinHandle<StepDone>>>,
     /// A signal's exception raised while a call waited without the GIL.
     signal: Arc<Mutex<Option<PyErr>>>,
 }
@@ -218,6 +142,73 @@ impl Tables {
         }
         out.map_err(to_py)
     }
+
+    fn dim(&self, table: usize) -> PyResult<usize> {
+        self.dims
+            .get(table)
+            .copied()
+            .ok_or_else(|| PyValueError::new_err(format!("no embedding table {table}")))
+    }
+
+    /// Waits for the step in flight, if any (without the GIL), and installs the dense
+    /// values it pulled; its per-server acceptance (None if no step was in flight).
+    fn finish_in_flight(&self, py: Python<'_>) -> PyResult<Option<Vec<bool>>> {
+        let Some(handle) = self.in_flight.lock().take() else {
+            return Ok(None);
+        };
+        let (out, staged) = py
+            .detach(move || handle.join())
+            .map_err(|_| cluster_err("the step running in the background panicked".to_string()))?;
+        let outcome = out.map_err(to_py)?;
+        let g = self.inner.lock();
+        // Safety: the array is alive (held by `g`) and its caller (this thread) holds it
+        unsafe { g.values.slice() }.copy_from_slice(&staged);
+        Ok(Some(outcome.accepted))
+    }
+
+    /// `(keys, order)` of the unique ids `ids` of table `table`, as the client keys them.
+    fn keys_of(&self, table: usize, ids: &Bound<'_, PyAny>) -> PyResult<(SArray<u64>, Vec<u32>)> {
+        let ids = crate::arrays::contiguous::<i64>(ids, "ids")?;
+        let ids: Vec<u64> = ids
+            .readonly()
+            .as_slice()
+            .map_err(|e| PyValueError::new_err(e.to_string()))?
+            .iter()
+            .map(|&i| i as u64)
+            .collect();
+        let (keys, order) = self.space.sorted_row_keys(table, &ids);
+        Ok((keys.into(), order.into_iter().map(|o| o as u32).collect()))
+    }
+}
+
+fn lookup_answer<'py>(
+    py: Python<'py>,
+    keys: &[u64],
+    order: Vec<u32>,
+    rows: Vec<f32>,
+    dim: usize,
+) -> PyResult<Lookup<'py>> {
+    let n = keys.len();
+    let keys = PyArray1::from_slice(py, keys);
+    let order = PyArray1::from_vec(py, order.into_iter().map(i64::from).collect());
+    let rows = PyArray1::from_vec(py, rows).reshape([n, dim])?;
+    Ok((keys, order, rows))
+}
+
+/// The thread of a started lookup: the rows' values in key order, or the client's error.
+type LookupThread = JoinHandle<Result<Vec<f32>, ClientError>>;
+
+/// A table's stored rows as `Tables.dump` returns them: uint64 ids and float32 rows.
+type RowArrays<'py> = (Bound<'py, PyArray1<u64>>, Bound<'py, PyArray2<f32>>);
+
+/// A lookup of rows started by `Tables.lookup_start` (a prefetch), running on a
+/// thread of its own; `Tables.lookup_finish` waits for it.
+#[pyclass(frozen, module = "psrs._psrs")]
+pub struct PendingLookup {
+    table: usize,
+    keys: SArray<u64>,
+    order: Mutex<Vec<u32>>,
+    handle: Mutex<Option<LookupThread>>,
 }
 
 #[pymethods]
@@ -237,30 +228,18 @@ impl Tables {
         timeout: f64,
         app_id: i32,
     ) -> PyResult<Tables> {
-        let mut specs = Vec::with_capacity(tables.len());
-        for (i, t) in tables.iter().enumerate() {
-            let get = |k: &str| -> PyResult<Bound<'_, PyAny>> {
-                t.get_item(k)?
-                    .ok_or_else(|| PyValueError::new_err(format!("table {i}: no {k}")))
-            };
-            let opt = get("optimizer")?;
-            specs.push(TableSpec {
-                name: get("name")?.extract()?,
-                rows: get("rows")?.extract()?,
-                dim: get("dim")?.extract()?,
-                optimizer: self::optimizer(opt.cast::<PyDict>()?)
-                    .map_err(|e| PyValueError::new_err(format!("embedding {i}: {e}")))?,
-                init_std: get("init_std")?.extract()?,
-                seed: get("seed")?.extract()?,
-            });
-        }
+        let specs = tables
+            .iter()
+            .enumerate()
+            .map(|(i, t)| table_spec(i, t))
+            .collect::<PyResult<Vec<_>>>()?;
         let spec = ModelSpec {
-            mode: self::mode(mode, staleness, sync_timeout_ms)?,
+            mode: table_spec::mode(mode, staleness, sync_timeout_ms)?,
             params: params
                 .into_iter()
                 .map(|(name, shape)| ParamSpec { name, shape })
                 .collect(),
-            dense_optimizer: self::optimizer(optimizer)?,
+            dense_optimizer: table_spec::optimizer(optimizer)?,
             tables: specs,
         };
         spec.validate().map_err(|e| PyValueError::new_err(e.to_string()))?;
@@ -273,12 +252,19 @@ impl Tables {
             len: arr.len(),
         };
         let dims = spec.tables.iter().map(|t| t.dim as usize).collect();
+        let fp16 = spec.tables.iter().map(|t| t.fp16_wire).collect();
         let kv = KVWorker::<f32>::new(&postoffice()?, app_id).map_err(cluster_err)?;
         let mut client = TableClient::new(kv, spec, Duration::from_secs_f64(timeout))
             .map_err(|e| PyValueError::new_err(e.to_string()))?;
         let signal: Arc<Mutex<Option<PyErr>>> = Arc::default();
         let sig = Arc::clone(&signal);
+        // Python runs signal handlers on the thread that made this only: a step in
+        // flight on its own thread does not take the GIL to look
+        let caller = std::thread::current().id();
         client.set_interrupt(Box::new(move || {
+            if std::thread::current().id() != caller {
+                return false;
+            }
             Python::attach(|py| match py.check_signals() {
                 Ok(()) => false,
                 Err(e) => {
@@ -292,9 +278,21 @@ impl Tables {
             values: vals,
             _array: arr.into_any().unbind(),
         }));
+        let (reader, space) = {
+            let g = inner.lock();
+            (g.client.reader(), g.client.space().clone())
+        };
         let weak: std::sync::Weak<Mutex<dyn crate::idle::Idle>> = Arc::downgrade(&inner) as _;
         crate::idle::register(weak);
-        Ok(Tables { inner, dims, signal })
+        Ok(Tables {
+            inner,
+            dims,
+            fp16,
+            reader,
+            space,
+            in_flight: Mutex::new(None),
+            signal,
+        })
     }
 
     /// Declares the model to every server with the current dense values (worker 0's
@@ -316,8 +314,10 @@ impl Tables {
         self.call(py, |g| g.client.join(patience))
     }
 
-    /// Pulls the servers' current dense values into the values array.
+    /// Pulls the servers' current dense values into the values array (after the step
+    /// in flight, if any).
     fn pull(&self, py: Python<'_>) -> PyResult<()> {
+        self.finish_in_flight(py)?;
         self.call(py, |g| {
             // Safety: the array is alive (held by `g`) and its caller is blocked
             let vals = unsafe { g.values.slice() };
@@ -327,33 +327,86 @@ impl Tables {
 
     /// Looks up the rows `ids` (unique int64 row ids) of table `table`: returns
     /// `(keys, order, rows)`: the rows' keys (sorted), where each id's row is
-    /// (`rows[order[i]]` is row `ids[i]`), and the rows (float32, one per key).
+    /// (`rows[order[i]]` is row `ids[i]`), and the rows (float32, one per key). Runs
+    /// beside a step in flight.
     fn lookup<'py>(&self, py: Python<'py>, table: usize, ids: &Bound<'py, PyAny>) -> PyResult<Lookup<'py>> {
-        let dim = *self
-            .dims
-            .get(table)
-            .ok_or_else(|| PyValueError::new_err(format!("no embedding table {table}")))?;
-        let ids = crate::arrays::contiguous::<i64>(ids, "ids")?;
-        let ids: Vec<u64> = ids
-            .readonly()
-            .as_slice()
-            .map_err(|e| PyValueError::new_err(e.to_string()))?
-            .iter()
-            .map(|&i| i as u64)
-            .collect();
-        let (keys, order) = self.inner.lock().client.space().sorted_row_keys(table, &ids);
-        let keys: SArray<u64> = keys.into();
+        let dim = self.dim(table)?;
+        let (keys, order) = self.keys_of(table, ids)?;
+        let mut out = vec![0.0f32; keys.len() * dim];
         let k2 = keys.clone();
-        let rows = self.call(py, move |g| {
-            let mut out = vec![0.0f32; k2.len() * dim];
-            g.with_redeclare(|c, _| c.lookup(table, k2.clone(), &mut out))
-                .map(|_| out)
-        })?;
-        let n = keys.len();
-        let keys = PyArray1::from_slice(py, &keys);
-        let order = PyArray1::from_vec(py, order.into_iter().map(|o| o as i64).collect());
-        let rows = PyArray1::from_vec(py, rows).reshape([n, dim])?;
-        Ok((keys, order, rows))
+        let reader = &self.reader;
+        let first = py.detach(|| reader.lookup(table, k2, &mut out));
+        match first {
+            Ok(()) => {}
+            // a replaced server holds no model: declare it again (after the step in
+            // flight), then look up again
+            Err(ClientError::Undeclared(_)) => {
+                self.finish_in_flight(py)?;
+                let k2 = keys.clone();
+                self.call(py, |g| g.with_redeclare(|c, _| c.lookup(table, k2.clone(), &mut out)))?;
+            }
+            Err(e) => return Err(to_py(e)),
+        }
+        lookup_answer(py, &keys, order, out, dim)
+    }
+
+    /// Starts looking up the rows `ids` of table `table` on a thread of its own (a
+    /// prefetch): `lookup_finish` waits for its answer, as `lookup` gives it.
+    fn lookup_start(&self, table: usize, ids: &Bound<'_, PyAny>) -> PyResult<PendingLookup> {
+        let dim = self.dim(table)?;
+        let (keys, order) = self.keys_of(table, ids)?;
+        let (reader, k2) = (self.reader.clone(), keys.clone());
+        let handle = std::thread::Builder::new()
+            .name("psrs-prefetch".into())
+            .spawn(move || {
+                let mut out = vec![0.0f32; k2.len() * dim];
+                reader.lookup(table, k2, &mut out).map(|_| out)
+            })
+            .map_err(|e| cluster_err(format!("no thread for a prefetch: {e}")))?;
+        Ok(PendingLookup {
+            table,
+            keys,
+            order: Mutex::new(order),
+            handle: Mutex::new(Some(handle)),
+        })
+    }
+
+    /// Waits for a lookup from `lookup_start` (once); its answer as `lookup` gives it.
+    /// A lookup that failed (a server replaced meanwhile) is done again here.
+    fn lookup_finish<'py>(
+        &self,
+        py: Python<'py>,
+        pending: &PendingLookup,
+        ids: &Bound<'py, PyAny>,
+    ) -> PyResult<Lookup<'py>> {
+        let handle = pending
+            .handle
+            .lock()
+            .take()
+            .ok_or_else(|| PyValueError::new_err("this prefetch was taken already"))?;
+        let got = py.detach(move || handle.join());
+        match got {
+            Ok(Ok(rows)) => {
+                let order = std::mem::take(&mut *pending.order.lock());
+                lookup_answer(py, &pending.keys, order, rows, self.dim(pending.table)?)
+            }
+            _ => self.lookup(py, pending.table, ids),
+        }
+    }
+
+    /// Every row of table `table` the servers store: `(ids, rows)` (uint64 ids in no
+    /// order, float32 rows of the table's width), for an export. After the step in
+    /// flight; run it when no worker trains.
+    fn dump<'py>(&self, py: Python<'py>, table: usize) -> PyResult<RowArrays<'py>> {
+        let dim = self.dim(table)?;
+        self.finish_in_flight(py)?;
+        let reader = &self.reader;
+        let (ids, rows) = py.detach(|| reader.dump(table)).map_err(to_py)?;
+        let n = ids.len();
+        Ok((
+            PyArray1::from_vec(py, ids),
+            PyArray1::from_vec(py, rows).reshape([n, dim])?,
+        ))
     }
 
     /// One training step: pushes `dense_grad` (float32, every dense value's gradient)
@@ -362,50 +415,96 @@ impl Tables {
     /// then pulls the new dense values into the values array (under sync once the
     /// version pushed to is applied). Returns per server whether it took the gradients
     /// (False: computed on a version it left; the new values are pulled anyway).
-    #[pyo3(signature = (dense_grad, rows = Vec::new(), send = None))]
+    ///
+    /// With `wait=False` the push and the pull run on a thread of their own and this
+    /// returns at once: the gradients are copied first, and the pulled values are
+    /// installed by the next call that waits for it (the next step, `pull`,
+    /// `synchronize`), whose acceptance this returns (all True if none was in flight).
+    #[pyo3(signature = (dense_grad, rows = Vec::new(), send = None, wait = true))]
     fn step(
         &self,
         py: Python<'_>,
         dense_grad: &Bound<'_, PyAny>,
         rows: Vec<(usize, Bound<'_, PyAny>, Bound<'_, PyAny>)>,
         send: Option<Vec<bool>>,
+        wait: bool,
     ) -> PyResult<Vec<bool>> {
-        let dense = sarray::<f32>(dense_grad, "dense_grad")?;
+        let mut dense = sarray::<f32>(dense_grad, "dense_grad")?;
         let mut parts = Vec::with_capacity(rows.len());
         for (table, keys, grads) in &rows {
-            let dim = *self
-                .dims
-                .get(*table)
-                .ok_or_else(|| PyValueError::new_err(format!("no embedding table {table}")))?;
-            parts.push((key_array(keys)?, sarray::<f32>(grads, "grads")?, dim));
+            let dim = self.dim(*table)?;
+            parts.push((key_array(keys)?, sarray::<f32>(grads, "grads")?, dim, self.fp16[*table]));
         }
         let send = send.unwrap_or_default();
-        let out = self.call(py, move |g| {
+        if wait {
+            self.finish_in_flight(py)?;
+            let out = self.call(py, move |g| {
+                let rows: Vec<RowGrads<'_>> = parts
+                    .iter()
+                    .map(|(k, grads, dim, fp16)| RowGrads {
+                        keys: k,
+                        grads,
+                        dim: *dim,
+                        fp16: *fp16,
+                    })
+                    .collect();
+                // Safety: the array is alive (held by `g`) and its caller is blocked
+                let vals = unsafe { g.values.slice() };
+                g.client.step(dense, &rows, &send, vals)
+            })?;
+            return Ok(out.accepted);
+        }
+        let before = self.finish_in_flight(py)?;
+        // the caller reuses the gradient buffer while this step is in flight
+        dense = SArray::copy_from(&dense);
+        let (kvs, staged) = {
+            // no step in flight any more: the client is free
+            let g = self.inner.lock();
             let rows: Vec<RowGrads<'_>> = parts
                 .iter()
-                .map(|(k, grads, dim)| RowGrads {
+                .map(|(k, grads, dim, fp16)| RowGrads {
                     keys: k,
                     grads,
                     dim: *dim,
+                    fp16: *fp16,
                 })
                 .collect();
-            // Safety: the array is alive (held by `g`) and its caller is blocked
-            let vals = unsafe { g.values.slice() };
-            g.client.step(dense, &rows, &send, vals)
-        })?;
-        Ok(out.accepted)
+            let kvs = g.client.step_request(dense, &rows).map_err(to_py)?;
+            // Safety: the array is alive (held by `g`) and its caller (this thread) holds it
+            (kvs, unsafe { g.values.slice() }.to_vec())
+        };
+        let inner = Arc::clone(&self.inner);
+        let handle = std::thread::Builder::new()
+            .name("psrs-step".into())
+            .spawn(move || {
+                let mut staged = staged;
+                let out = inner.lock().client.send_step(kvs, &send, &mut staged);
+                (out, staged)
+            })
+            .map_err(|e| cluster_err(format!("no thread for a step: {e}")))?;
+        *self.in_flight.lock() = Some(handle);
+        Ok(before.unwrap_or_else(|| vec![true; self.space.num_servers()]))
+    }
+
+    /// Waits for the step in flight (`step(..., wait=False)`) and installs the dense
+    /// values it pulled; its per-server acceptance, or None if none was in flight.
+    fn synchronize(&self, py: Python<'_>) -> PyResult<Option<Vec<bool>>> {
+        self.finish_in_flight(py)
     }
 
     /// Tells the servers this worker holds no task: sync versions stop waiting for its
-    /// gradients until its next step.
+    /// gradients until its next step. After the step in flight.
     fn idle(&self, py: Python<'_>) -> PyResult<()> {
+        self.finish_in_flight(py)?;
         self.call(py, |g| g.client.idle())
     }
 
-    /// Per server: the version of the dense values last pulled.
+    /// Per server: the version of the dense values last pulled (by the step in flight,
+    /// if any, once it pulled).
     #[getter]
-    fn versions(&self) -> Vec<u64> {
-        self.inner.lock().client.versions().to_vec()
+    fn versions(&self, py: Python<'_>) -> Vec<u64> {
+        // without the GIL: a step in flight holds the client and may wait for the GIL
+        py.detach(|| self.inner.lock().client.versions().to_vec())
     }
 }
 

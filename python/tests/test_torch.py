@@ -1,7 +1,8 @@
 """psrs.torch on clusters of real processes (tests/nodes/torch_node.py in every role):
 sync training equal to plain PyTorch replaying the same mean gradients (dense SGD with
-momentum and Adam, embedding rows of a 10**9-row table with Adam and SGD, bags with
-Adagrad), worker 0's initial values broadcast, bad input refused in one line, a model
+momentum and Adam; rows of a 10**9-row table and of a bag, each step touching some
+rows and not others, equal to nn.Embedding(sparse=True) with torch.optim.Adagrad and
+torch.optim.SparseAdam, and SGD with momentum per row), worker 0's initial values broadcast, bad input refused in one line, a model
 that differs between workers named, a worker killed mid-step at several moments
 (nothing it or the others pushed is lost or half applied; its task is trained again),
 and a server killed (a replica, or a replacement restoring its checkpoint, goes on
@@ -45,10 +46,31 @@ def close(a, b, what, tol=1e-5):
     assert torch.allclose(a, b, atol=tol, rtol=tol), f"{what}: {a.tolist()} != {b.tolist()}"
 
 
+class RowMomentumSGD:
+    """SGD with momentum as psrs applies it to embedding rows: each row keeps its own
+    velocity, which moves the row only in the steps the row has a gradient
+    (v = momentum * v + g; p -= lr * v). torch's SGD on a sparse gradient decays and
+    applies the velocity of every row ever touched, so it is not the reference here."""
+
+    def __init__(self, params, lr, momentum):
+        (self.p,) = params
+        self.lr, self.momentum = lr, momentum
+        self.v = torch.zeros_like(self.p)
+
+    def step(self):
+        g = self.p.grad.coalesce()
+        idx, vals = g.indices()[0], g.values()
+        with torch.no_grad():
+            self.v[idx] = self.momentum * self.v[idx] + vals
+            self.p[idx] -= self.lr * self.v[idx]
+
+
 def reference(res0, optimizers, steps, workers=2):
     """Plain PyTorch replaying sync training: each step the mean of the workers'
     gradients, applied by torch.optim from worker 0's start values and the rows'
-    initial values."""
+    initial values. The rows are an nn.Embedding / nn.EmbeddingBag with sparse=True
+    (only the rows of the step's ids get a gradient), trained by torch.optim.Adagrad,
+    torch.optim.SparseAdam, or RowMomentumSGD (psrs's formula)."""
     dense_opt, emb_opt, bag_opt = torch_work.settings(optimizers)
     lin = torch.nn.Linear(3, 2)
     start = torch.tensor(res0["start"])
@@ -59,26 +81,30 @@ def reference(res0, optimizers, steps, workers=2):
     bag_w = torch.nn.Parameter(torch.tensor(res0["first"]["bag"]))
     emb_at = {i: n for n, i in enumerate(res0["emb_ids"])}
     bag_at = {i: n for n, i in enumerate(res0["bag_ids"])}
-    emb = lambda ids: F.embedding(ids.apply_(lambda i: emb_at[i]), emb_w)  # noqa: E731
-    bag = lambda ids: F.embedding_bag(ids.apply_(lambda i: bag_at[i]), bag_w, mode="sum")  # noqa: E731
+    emb = lambda ids: F.embedding(ids.apply_(lambda i: emb_at[i]), emb_w, sparse=True)  # noqa: E731
+    bag = lambda ids: F.embedding_bag(ids.apply_(lambda i: bag_at[i]), bag_w, mode="sum", sparse=True)  # noqa: E731
 
-    def make(params, o):
+    def make(params, o, rows):
         o = dict(o)
         name = o.pop("optimizer")
+        if rows and name == "adam":
+            return torch.optim.SparseAdam(params, **o)
+        if rows and name == "sgd" and o.get("momentum"):
+            return RowMomentumSGD(params, **o)
         return {"sgd": torch.optim.SGD, "adam": torch.optim.Adam, "adagrad": torch.optim.Adagrad}[name](params, **o)
 
-    opts = [make(lin.parameters(), dense_opt), make([emb_w], emb_opt), make([bag_w], bag_opt)]
+    opts = [make(lin.parameters(), dense_opt, False), make([emb_w], emb_opt, True), make([bag_w], bag_opt, True)]
     params = [lin.weight, lin.bias, emb_w, bag_w]
     for k in range(steps):
-        total = [torch.zeros_like(p) for p in params]
+        total = [None] * len(params)
         for r in range(workers):
             for p in params:
                 p.grad = None
             torch_work.loss_of(lin, emb, bag, k, r).backward()
-            for t, p in zip(total, params):
-                t += p.grad
+            total = [p.grad if t is None else t + p.grad for t, p in zip(total, params)]
         for t, p in zip(total, params):
             p.grad = t / workers
+        assert emb_w.grad.is_sparse and bag_w.grad.is_sparse
         for o in opts:
             o.step()
     return [float(v) for v in torch.cat([lin.weight.detach().reshape(-1), lin.bias.detach()])], emb_w, bag_w
@@ -89,7 +115,11 @@ F = torch.nn.functional
 
 @pytest.mark.parametrize("optimizers", ["sgd", "adam"])
 def test_sync_training_equals_plain_pytorch_on_the_mean_gradients(cluster_factory, optimizers):
-    steps = 5
+    """Dense SGD with momentum or Adam equal torch.optim's; embedding rows trained by
+    Adagrad equal nn.Embedding(sparse=True) with torch.optim.Adagrad, by Adam
+    torch.optim.SparseAdam (embedding and bag), by SGD with momentum psrs's per-row
+    formula, over steps that leave different rows untouched (they do not move)."""
+    steps = 6
     c = cluster_factory(2, 2, limit=120)
     node = py("torch_node.py", "--scenario", "exact", "--optimizers", optimizers, "--steps", str(steps))
     c.start(node, node, node)
@@ -323,3 +353,39 @@ def test_a_killed_server_goes_on_with_its_optimizer_state(cluster_factory, tmp_p
     rank = int(m.group(1))
     assert got["w"] != base["w"], got
     assert got["versions"][rank] == {0: 5, 1: 6}[rank] and got["versions"][1 - rank] == 12, (rank, got)
+
+
+def test_table_options_prefetch_overlapped_steps_and_the_exported_model(cluster_factory):
+    """One worker, async with overlap=True (a step's push and pull run while the next
+    batch computes) and each next batch's rows prefetched. Every push arrives once (the
+    dense values are minus the steps). A table with admit_after=2 and expire_after=3
+    creates a row only at its second step with a gradient (the first one's dropped)
+    and drops it after 3 steps untouched. A float16 table ends within float16's
+    precision of its float32 twin. The exported model (pt.exported) answers stored
+    rows as the servers hold them and never stored rows with the servers' initial
+    values."""
+    c = cluster_factory(1, 1, limit=90)
+    node = py("torch_node.py", "--scenario", "options")
+    c.start(node, node, node)
+    c.assert_ok()
+    res = result(c.role("worker")[0])
+    steps = len(torch_work.FILTER_IDS)
+    assert res["w"] == [-float(steps)] * 6 and res["rejected"] == 0, res
+    assert res["checked"] >= 5 and res["mismatched"] == 0, f"prefetched rows differ from the servers': {res}"
+    # every step but the first took its rows from the prefetch (the lookups of other
+    # ids between steps 2 and 3 left the filtered table's prefetch in place)
+    assert res["hits"] == [steps - 1] * 3, res["hits"]
+    # rows 1, 2, 5 of the filtered table (gradient 1 per step, lr 1, initial values 0)
+    assert res["filt"]["2"] == [[-1.0, -1.0], [0.0, 0.0], [0.0, 0.0]], res["filt"]
+    assert res["filt"]["5"] == [[0.0, 0.0], [0.0, 0.0], [-2.0, -2.0]], res["filt"]
+    assert res["exported_filt"] == [[0.0, 0.0], [-2.0, -2.0]], res["exported_filt"]
+    half, full = torch.tensor(res["half"]), torch.tensor(res["full"])
+    ex_half, ex_full = torch.tensor(res["exported_half"]), torch.tensor(res["exported_full"])
+    close(ex_full, full, "the exported float32 table (stored and initial rows)", tol=1e-6)
+    assert not torch.equal(half, ex_half), "the float16 table's lookups travel as float16"
+    close(half, ex_half, "the float16 table's lookups", tol=2e-3)
+    close(ex_half, ex_full, "the float16 table against its float32 twin", tol=1e-2)
+    # stored rows: 1 in the filtered table, 13 distinct ids in each of the others
+    assert res["stored"] == 27, res["stored"]
+    (s,) = c.role("server")
+    assert re.search(r"^server 0 version 5 rows \[1, 13, 13\]", s.stdout(), re.M), s.stdout()

@@ -60,8 +60,9 @@ struct InferArgs {
     /// A model file psrs wrote (`--out` of a training job or of `psrs train`).
     #[arg(long)]
     model: Option<String>,
-    /// A TorchScript file (`torch.jit.save`): float32 [N, features] in, logits
-    /// [N, classes] out; run in each worker's Python runner.
+    /// A torch.export program (`torch.export.save`, .pt2) or a TorchScript file
+    /// (`torch.jit.save`): float32 [N, features] in, logits [N, classes] out; run in
+    /// each worker's Python runner.
     #[arg(long)]
     torch: Option<String>,
     /// A Python function `module:function`: a list of inputs in, one output per input

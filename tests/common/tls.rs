@@ -51,12 +51,22 @@ pub fn load(dir: &Path, name: &str) -> Credentials {
     .unwrap()
 }
 
-/// A TLS client with `creds` on `s`: the handshake, `payload` inside TLS, then what
-/// comes back (plaintext) until the peer closes or `wait` passes. Err: the TLS error.
-pub fn over_tls(s: TcpStream, creds: &Credentials, payload: &[u8], wait: Duration) -> Result<Vec<u8>, String> {
-    s.set_read_timeout(Some(wait)).map_err(|e| e.to_string())?;
-    let conn = rustls::ClientConnection::new(creds.client_config(), ps_core::tls::server_name("127.0.0.1"))
+/// How long the handshake may take: a node starved of the CPU answers late, and a
+/// handshake cut short by the answer's `wait` would be a failure of the test, not of
+/// the node.
+const HANDSHAKE_WAIT: Duration = Duration::from_secs(20);
+
+/// A TLS client with `creds` on `s`: the handshake (up to [`HANDSHAKE_WAIT`]), `payload`
+/// inside TLS, then what comes back (plaintext) until the peer closes or `wait` passes.
+/// Err: the TLS error.
+pub fn over_tls(mut s: TcpStream, creds: &Credentials, payload: &[u8], wait: Duration) -> Result<Vec<u8>, String> {
+    s.set_read_timeout(Some(HANDSHAKE_WAIT)).map_err(|e| e.to_string())?;
+    let mut conn = rustls::ClientConnection::new(creds.client_config(), ps_core::tls::server_name("127.0.0.1"))
         .map_err(|e| e.to_string())?;
+    while conn.is_handshaking() {
+        conn.complete_io(&mut s).map_err(|e| e.to_string())?;
+    }
+    s.set_read_timeout(Some(wait)).map_err(|e| e.to_string())?;
     let mut tls = rustls::StreamOwned::new(conn, s);
     tls.write_all(payload).map_err(|e| e.to_string())?;
     tls.flush().map_err(|e| e.to_string())?;

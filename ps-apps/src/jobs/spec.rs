@@ -155,7 +155,8 @@ pub struct InferSpec {
     /// A model file psrs wrote (`--out` of a training job or of `psrs train`).
     #[serde(default)]
     pub model: Option<String>,
-    /// A TorchScript file (`torch.jit.save`) given a float32 batch `[N, features]` of
+    /// A torch model file, a torch.export program (`torch.export.save`, .pt2) or a
+    /// TorchScript file (`torch.jit.save`), given a float32 batch `[N, features]` of
     /// the dataset's examples (sparse ones densified to `dim`), returning logits
     /// `[N, classes]`.
     #[serde(default)]
@@ -316,7 +317,7 @@ impl InferSpec {
                 .map_err(|e| JobsError::BadRequest(format!("\"torch\" {t}: {e}")))?;
             if &magic != b"PK\x03\x04" {
                 return Err(JobsError::BadRequest(format!(
-                    "\"torch\" {t}: not a TorchScript file (torch.jit.save writes a zip archive)"
+                    "\"torch\" {t}: not a TorchScript file or torch.export program (torch.jit.save and torch.export.save write zip archives)"
                 )));
             }
         }

@@ -11,14 +11,15 @@ thread goes on answering requests (so a job's model is warmed while the runner s
 another job's queries). Requests (header "op"):
   preload {modules}: import these modules on the loader thread (libraries every model
           uses, e.g. torch), before any model queued after them; answered at once
-  warm    {job, torch | runner [, pythonpath], threads}: queue this job's model for the
-          loader thread and answer at once (a model already held or loading is kept;
+  warm    {job, torch | runner [, pythonpath], threads}: queue this job's model (a
+          torch.export program, loaded with torch.export.load, a TorchScript file with
+          torch.jit.load, or import module:function) for the loader thread and answer at once (a model already held or loading is kept;
           one that failed is tried again)
   load    the same, answered once the model is ready (or its load failed)
   drop    {job}: forget this job's model (one still loading is dropped when it ends)
   status  {}: every model held, as {job, state: loading | ready | failed, error,
           bytes, rss_growth, load_s, cpu_s, ready_ago_ms}, and the process's "rss"
-  forward {job, rows, cols} + float32 [rows, cols]: the job's TorchScript model's
+  forward {job, rows, cols} + float32 [rows, cols]: the job's torch model's
           logits, answered as {rows, cols} + float32 [rows, classes]
   call    {job, inputs: "paths", paths} or {job, inputs: "bytes", lens} + the bytes: the
           job's function over the list of inputs, answered as {outputs: [[field, ...]]}
@@ -92,14 +93,39 @@ def set_threads(n):
         torch.set_num_threads(n)
 
 
+def is_exported_program(path):
+    """True if `path` is a torch.export archive (torch.export.save: a zip whose
+    entries hold an `archive_format` file), False for TorchScript's zip."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as z:
+            return any(n.rsplit("/", 1)[-1] == "archive_format" for n in z.namelist())
+    except (OSError, zipfile.BadZipFile):
+        return False
+
+
+def load_torch(path):
+    """The model in `path`, ready to call: a torch.export program (.pt2, its module)
+    or a TorchScript file (in eval mode)."""
+    import torch
+
+    if is_exported_program(path):
+        return torch.export.load(path).module()
+    model = torch.jit.load(path, map_location="cpu")
+    model.eval()
+    return model
+
+
 def spec_of(h):
     """What identifies a model in a request: a job asked twice for the same model keeps it."""
     return (h.get("torch"), h.get("runner"), h.get("pythonpath"))
 
 
 class Built:
-    """A model as its load left it: a TorchScript module or the user's function, the
-    objects holding its memory, and the sys.path entry its function needs."""
+    """A model as its load left it: a torch module (a torch.export program's or
+    TorchScript) or the user's function, the objects holding its memory, and the
+    sys.path entry its function needs."""
 
     def __init__(self, model=None, fn=None, holds=(), path=None):
         self.model, self.fn, self.holds, self.path = model, fn, list(holds), path
@@ -109,15 +135,14 @@ IMPORT = threading.Lock()  # sys.path and sys.modules are changed by one load at
 
 
 def build(h):
-    """Loads the model a `warm`/`load` request names (torch.jit.load, or a fresh import of
+    """Loads the model a `warm`/`load` request names (load_torch, or a fresh import of
     module:function) and returns it as a Built; raises what the user's code raised."""
     threads = int(h.get("threads") or 1)
     if h.get("torch"):
-        import torch
+        import torch  # noqa: F401  (set_threads sets its threads)
 
         set_threads(threads)
-        model = torch.jit.load(h["torch"], map_location="cpu")
-        model.eval()
+        model = load_torch(h["torch"])
         return Built(model=model, holds=[model])
     module, _, name = h["runner"].partition(":")
     path = h.get("pythonpath") or None
@@ -330,7 +355,7 @@ def op_forward(st, h, tail):
 
     b = st.ready(int(h["job"]))
     if b.model is None:
-        raise RuntimeError("no TorchScript model loaded for this job")
+        raise RuntimeError("no torch model loaded for this job")
     rows, cols = int(h["rows"]), int(h["cols"])
     if len(tail) != rows * cols * 4:
         raise ValueError(f"{len(tail)} bytes for a float32 batch [{rows}, {cols}]")

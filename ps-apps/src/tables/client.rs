@@ -5,44 +5,23 @@
 //! `psrs train --mode sync` does). Requests survive a server's replacement
 //! ([`exchange_all`]).
 
+use super::client_error::kv_failure;
+pub use super::client_error::ClientError;
 use super::error::TablesError;
 use super::keys::KeySpace;
 use super::pack::{step_pairs, RowGrads};
+use super::reader::RowReader;
 use super::shard::dense_block;
 use super::spec::ModelSpec;
 use super::wire::{
-    encode_declaration, CMD_DECLARE, CMD_DENSE, CMD_IDLE, CMD_JOIN, CMD_ROWS, CMD_STEP, STATUS_NOT_YET,
-    STATUS_UNDECLARED,
+    encode_declaration, CMD_DECLARE, CMD_DENSE, CMD_IDLE, CMD_JOIN, CMD_STEP, STATUS_NOT_YET, STATUS_UNDECLARED,
 };
 use crate::train::resend::{exchange_all, IdleNotice, Outgoing};
 use crate::train::versions::Mode;
-use ps_core::kv::{KVPairs, KVWorker, KvError, KvRequest, SArray, ServerReply};
+use ps_core::kv::{KVPairs, KVWorker, KvRequest, SArray, ServerReply};
 use std::ops::Range;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// Why a table request failed.
-#[derive(Debug, thiserror::Error, PartialEq)]
-pub enum ClientError {
-    /// These servers hold no model (a replacement with nothing to restore): a lookup
-    /// fails with this; declare the model to them again ([`TableClient::redeclare`])
-    /// and look up again. (Steps and pulls declare it again themselves.)
-    #[error("servers {0:?} hold no model")]
-    Undeclared(Vec<usize>),
-    /// A server refused the request (bad input, another model): its reason.
-    #[error("{0}")]
-    Refused(String),
-    /// The cluster failed (no answer in time, a node unreachable).
-    #[error("{0}")]
-    Cluster(String),
-}
-
-fn kv_failure(e: KvError) -> ClientError {
-    match e {
-        KvError::Server(_, why) => ClientError::Refused(why),
-        KvError::Unsorted(_) | KvError::BadLength(_) => ClientError::Refused(e.to_string()),
-        other => ClientError::Cluster(other.to_string()),
-    }
-}
 
 /// What a step did on each server.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -60,7 +39,7 @@ impl StepOutcome {
 
 /// A worker's connection to the parameter tables of one declared model.
 pub struct TableClient {
-    kv: KVWorker<f32>,
+    kv: Arc<KVWorker<f32>>,
     space: KeySpace,
     spec: ModelSpec,
     spec_bytes: Vec<u8>,
@@ -83,7 +62,7 @@ impl TableClient {
         let blocks = (0..n).map(|s| dense_block(spec.dense_len(), n, s)).collect();
         Ok(TableClient {
             spec_bytes: spec.encode(),
-            kv,
+            kv: Arc::new(kv),
             space,
             spec,
             blocks,
@@ -98,6 +77,11 @@ impl TableClient {
     /// true; `f` is called every 50 ms while waiting.
     pub fn set_interrupt(&mut self, f: Box<dyn Fn() -> bool + Send>) {
         self.interrupted = f;
+    }
+
+    /// A reader of rows that works beside this client (see [`RowReader`]).
+    pub fn reader(&self) -> RowReader {
+        RowReader::new(Arc::clone(&self.kv), self.spec.tables.clone(), self.timeout)
     }
 
     /// The key layout.
@@ -194,19 +178,6 @@ impl TableClient {
                 )));
             }
             std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    fn undeclared(replies: &[ServerReply<f32>]) -> Result<(), ClientError> {
-        let none: Vec<usize> = replies
-            .iter()
-            .filter(|r| r.status == STATUS_UNDECLARED)
-            .map(|r| r.rank)
-            .collect();
-        if none.is_empty() {
-            Ok(())
-        } else {
-            Err(ClientError::Undeclared(none))
         }
     }
 
@@ -310,54 +281,7 @@ impl TableClient {
     /// The values of the rows `keys` (sorted, unique row keys of table `table`, from
     /// [`KeySpace::sorted_row_keys`]) into `out` (`keys.len() * dim`).
     pub fn lookup(&mut self, table: usize, keys: SArray<u64>, out: &mut [f32]) -> Result<(), ClientError> {
-        let dim = self
-            .spec
-            .tables
-            .get(table)
-            .ok_or_else(|| ClientError::Refused(format!("no embedding table {table}")))?
-            .dim as usize;
-        if out.len() != keys.len() * dim {
-            return Err(ClientError::Refused(format!(
-                "{} values for {} rows of {dim}",
-                out.len(),
-                keys.len()
-            )));
-        }
-        if keys.is_empty() {
-            return Ok(());
-        }
-        let make = || {
-            KvRequest::new(
-                KVPairs {
-                    keys: keys.clone(),
-                    ..Default::default()
-                },
-                CMD_ROWS,
-                false,
-                true,
-            )
-        };
-        let replies = self.run(&[Outgoing {
-            idempotent: true,
-            make: &make,
-        }])?;
-        let replies = &replies[0];
-        Self::undeclared(replies)?;
-        let mut at = 0;
-        for r in replies {
-            let v = &r.data.vals;
-            out.get_mut(at..at + v.len())
-                .ok_or_else(|| ClientError::Cluster("the servers sent more row values than asked".into()))?
-                .copy_from_slice(v);
-            at += v.len();
-        }
-        if at != out.len() {
-            return Err(ClientError::Cluster(format!(
-                "the servers sent {at} row values, {} were asked",
-                out.len()
-            )));
-        }
-        Ok(())
+        self.reader().lookup(table, keys, out)
     }
 
     /// One training step: pushes the dense gradient `dense` (all values, flattened)
@@ -375,11 +299,24 @@ impl TableClient {
         send: &[bool],
         out: &mut [f32],
     ) -> Result<StepOutcome, ClientError> {
+        let kvs = self.step_request(dense, rows)?;
+        self.send_step(kvs, send, out)
+    }
+
+    /// A step's push ([`step_pairs`]): the dense gradient `dense` (all values) and the
+    /// rows' gradients, checked; it no longer refers to `rows`' memory (a dense-only
+    /// model's still shares `dense`).
+    pub fn step_request(&self, dense: SArray<f32>, rows: &[RowGrads<'_>]) -> Result<KVPairs<f32>, ClientError> {
         self.check_len(dense.len())?;
+        step_pairs(&self.space, dense, rows).map_err(|e| ClientError::Refused(e.to_string()))
+    }
+
+    /// Sends a step's push from [`TableClient::step_request`] and pulls the new dense
+    /// values into `out`: the rest of [`TableClient::step`].
+    pub fn send_step(&mut self, kvs: KVPairs<f32>, send: &[bool], out: &mut [f32]) -> Result<StepOutcome, ClientError> {
         self.check_len(out.len())?;
         let n = self.space.num_servers();
         let to = |s: usize| send.get(s).copied().unwrap_or(true);
-        let kvs = step_pairs(&self.space, dense, rows).map_err(|e| ClientError::Refused(e.to_string()))?;
         self.idle.end();
         let sync = matches!(self.spec.mode, Mode::Sync { .. });
         let versions = self.versions.clone();

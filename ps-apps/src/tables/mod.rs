@@ -59,11 +59,14 @@
 //! their current dense values.
 
 pub mod client;
+pub mod client_error;
 pub mod error;
+pub mod halves;
 pub mod init;
 pub mod keys;
 pub mod optim;
 pub mod pack;
+pub mod reader;
 pub mod server;
 pub mod shard;
 pub mod sparse;

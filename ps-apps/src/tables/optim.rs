@@ -3,9 +3,18 @@
 //! trained through psrs takes the steps it would take in one PyTorch process.
 //!
 //! State is per value: SGD with momentum keeps a velocity, Adagrad a sum of squared
-//! gradients, Adam two moments; Adam also counts its steps per row (a row's bias
-//! correction follows its own updates, not the table's). A state slice is laid out
-//! as `[first moment..., second moment...]`.
+//! gradients, Adam two moments. A state slice is laid out as `[first moment..., second
+//! moment...]`.
+//!
+//! The dense parameters are updated by [`Optimizer::apply`], `torch.optim.SGD`,
+//! `Adagrad` and `Adam` on dense gradients. Embedding rows are updated by
+//! [`Optimizer::apply_row`], the optimizers torch applies to the sparse gradients of
+//! `nn.Embedding(sparse=True)`: only rows with a gradient in the step move (untouched
+//! rows keep their values and state); Adagrad is `torch.optim.Adagrad`'s sparse path,
+//! Adam is `torch.optim.SparseAdam` (bias correction by the table's step count, `eps`
+//! added to `sqrt(v)` before the correction); SGD with momentum keeps each row's
+//! velocity and applies it only when the row has a gradient (torch's SGD on a sparse
+//! gradient would decay and apply the velocity of every row ever touched).
 
 use super::error::TablesError;
 use serde::{Deserialize, Serialize};
@@ -33,7 +42,8 @@ pub enum Optimizer {
         /// L2 weight decay.
         weight_decay: f32,
     },
-    /// Adam with bias correction (not AMSGrad; decay as L2, not AdamW).
+    /// Adam with bias correction (not AMSGrad; decay as L2, not AdamW). On embedding
+    /// rows, `torch.optim.SparseAdam` ([`Optimizer::apply_row`]).
     Adam {
         /// Learning rate.
         lr: f32,
@@ -193,6 +203,41 @@ impl Optimizer {
     }
 }
 
+impl Optimizer {
+    /// One update of an embedding row `params` by its gradient `grad` (scaled by
+    /// `scale`), as torch updates the rows of a sparse gradient: SGD and Adagrad as
+    /// [`Optimizer::apply`]; Adam as `torch.optim.SparseAdam` at the table's step `t`
+    /// (from 1: the steps the table has taken, this one included):
+    /// `m += (g - m)(1 - b1); v += (g² - v)(1 - b2);
+    /// p -= lr sqrt(1 - b2^t) / (1 - b1^t) * m / (sqrt(v) + eps)`.
+    pub fn apply_row(&self, params: &mut [f32], grad: &[f32], scale: f32, state: &mut [f32], t: u64) {
+        let Optimizer::Adam {
+            lr,
+            beta1,
+            beta2,
+            eps,
+            weight_decay,
+        } = *self
+        else {
+            return self.apply(params, grad, scale, state, &mut 0);
+        };
+        debug_assert_eq!(params.len(), grad.len());
+        debug_assert_eq!(state.len(), params.len() * 2);
+        let t = t.clamp(1, i32::MAX as u64) as i32;
+        // torch computes the step size in double precision
+        let c1 = 1.0 - (beta1 as f64).powi(t);
+        let c2 = 1.0 - (beta2 as f64).powi(t);
+        let step_size = (lr as f64 * c2.sqrt() / c1) as f32;
+        let (m, v) = state.split_at_mut(params.len());
+        for (((p, &g), m), v) in params.iter_mut().zip(grad).zip(m).zip(v) {
+            let g = g * scale + weight_decay * *p;
+            *m += (g - *m) * (1.0 - beta1);
+            *v += (g * g - *v) * (1.0 - beta2);
+            *p -= step_size * (*m / (v.sqrt() + eps));
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -270,6 +315,51 @@ mod tests {
             .map(|(p, (m, v))| (p - 0.01 / c1 * m / (v.sqrt() / c2 + 1e-8)) as f32)
             .collect();
         close(&p, &want);
+    }
+
+    #[test]
+    fn rows_take_sparse_adams_step_at_the_tables_count() {
+        let o = Optimizer::Adam {
+            lr: 0.01,
+            beta1: 0.9,
+            beta2: 0.999,
+            eps: 1e-3,
+            weight_decay: 0.0,
+        };
+        // torch.optim.SparseAdam, p = [1, -2], gradients [0.5, -1] at table step 1,
+        // then [0.25, 2] at table step 4 (the row was untouched in steps 2 and 3)
+        let mut p = vec![1.0f32, -2.0];
+        let mut s = o.initial_state(2);
+        o.apply_row(&mut p, &[0.5, -1.0], 1.0, &mut s, 1);
+        o.apply_row(&mut p, &[0.25, 2.0], 1.0, &mut s, 4);
+        let mut want = [1.0f64, -2.0];
+        let (mut m, mut v) = ([0.0f64; 2], [0.0f64; 2]);
+        for (g, t) in [([0.5f64, -1.0], 1), ([0.25, 2.0], 4)] {
+            let size = 0.01 * (1.0 - 0.999f64.powi(t)).sqrt() / (1.0 - 0.9f64.powi(t));
+            for i in 0..2 {
+                m[i] += (g[i] - m[i]) * 0.1;
+                v[i] += (g[i] * g[i] - v[i]) * 0.001;
+                want[i] -= size * m[i] / (v[i].sqrt() + 1e-3);
+            }
+        }
+        close(&p, &[want[0] as f32, want[1] as f32]);
+        // the dense Adam adds eps after the correction: another step with this eps
+        let (mut q, mut r) = (vec![1.0f32, -2.0], vec![1.0f32, -2.0]);
+        let (mut sq, mut sr) = (o.initial_state(2), o.initial_state(2));
+        o.apply(&mut q, &[0.5, -1.0], 1.0, &mut sq, &mut 0);
+        o.apply_row(&mut r, &[0.5, -1.0], 1.0, &mut sr, 1);
+        assert!((q[0] - r[0]).abs() > 1e-4, "{q:?} {r:?}");
+        // SGD and Adagrad rows are the dense arithmetic
+        let sgd = Optimizer::Sgd {
+            lr: 0.1,
+            momentum: 0.5,
+            weight_decay: 0.0,
+        };
+        let (mut a, mut b) = (vec![1.0f32], vec![1.0f32]);
+        let (mut sa, mut sb) = (sgd.initial_state(1), sgd.initial_state(1));
+        sgd.apply_row(&mut a, &[2.0], 1.0, &mut sa, 7);
+        sgd.apply(&mut b, &[2.0], 1.0, &mut sb, &mut 0);
+        assert_eq!((a, sa), (b, sb));
     }
 
     #[test]

@@ -4,6 +4,7 @@
 //! looked up twice in one step gets the sum of its gradients.
 
 use super::error::TablesError;
+use super::halves;
 use super::keys::KeySpace;
 use super::shard::dense_block;
 use ps_core::kv::{KVPairs, SArray};
@@ -17,6 +18,8 @@ pub struct RowGrads<'a> {
     pub grads: &'a [f32],
     /// Values per row.
     pub dim: usize,
+    /// The table's rows travel as float16 pairs ([`super::halves`]).
+    pub fp16: bool,
 }
 
 /// The push of one step: each server's block of `dense` (the flattened dense
@@ -55,6 +58,17 @@ pub fn step_pairs(space: &KeySpace, dense: SArray<f32>, rows: &[RowGrads<'_>]) -
     let mut keys = Vec::with_capacity(n + order.len());
     let mut lens = Vec::with_capacity(n + order.len());
     let mut vals = Vec::with_capacity(dense.len() + total_rows);
+    // one row's gradient (summed over the lookups that hold it) goes out as it travels
+    let put = |row: &[f32], r: &RowGrads<'_>, lens: &mut Vec<i32>, vals: &mut Vec<f32>| {
+        if r.fp16 {
+            halves::pack(row, r.dim, vals);
+            lens.push(halves::words(r.dim) as i32);
+        } else {
+            vals.extend_from_slice(row);
+            lens.push(r.dim as i32);
+        }
+    };
+    let mut row: Vec<f32> = Vec::new();
     let mut next = order.iter().peekable();
     for s in 0..n {
         keys.push(dense_keys[s]);
@@ -67,15 +81,23 @@ pub fn step_pairs(space: &KeySpace, dense: SArray<f32>, rows: &[RowGrads<'_>]) -
             }
             next.next();
             let r = &rows[l];
-            let g = &r.grads[i * r.dim..(i + 1) * r.dim];
-            if keys.last() == Some(&k) {
-                let at = vals.len() - r.dim;
-                vals[at..].iter_mut().zip(g).for_each(|(a, b)| *a += b);
-            } else {
-                keys.push(k);
-                lens.push(r.dim as i32);
-                vals.extend_from_slice(g);
+            row.clear();
+            row.extend_from_slice(&r.grads[i * r.dim..(i + 1) * r.dim]);
+            // the same row from other lookups of this step comes right after
+            while let Some(&&(k2, l2, i2)) = next.peek() {
+                if k2 != k {
+                    break;
+                }
+                next.next();
+                let r2 = &rows[l2];
+                if r2.dim != r.dim || r2.fp16 != r.fp16 {
+                    return Err(TablesError::Misfit(format!("row key {k} looked up with two widths")));
+                }
+                let g = &r2.grads[i2 * r2.dim..(i2 + 1) * r2.dim];
+                row.iter_mut().zip(g).for_each(|(a, b)| *a += b);
             }
+            keys.push(k);
+            put(&row, r, &mut lens, &mut vals);
         }
     }
     Ok(KVPairs::new(keys, vals, lens))
@@ -111,16 +133,19 @@ mod tests {
                 keys: &k1,
                 grads: &g1,
                 dim: 2,
+                fp16: false,
             },
             RowGrads {
                 keys: &k2,
                 grads: &[100.0, 100.0],
                 dim: 2,
+                fp16: false,
             },
             RowGrads {
                 keys: &k3,
                 grads: &[7.0, 7.0, 7.0],
                 dim: 3,
+                fp16: true,
             },
         ];
         let p = step_pairs(&ks, dense, &rows).unwrap();
@@ -145,7 +170,10 @@ mod tests {
                 at += v.len();
                 seen += 1;
                 let want: Vec<f32> = if table == 1 {
-                    vec![7.0; 3]
+                    // table 1's rows travel as float16 pairs
+                    let mut packed = Vec::new();
+                    halves::pack(&[7.0; 3], 3, &mut packed);
+                    packed
                 } else {
                     let i = k1.iter().position(|&x| x == k).unwrap();
                     let extra = if id == 3 { 100.0 } else { 0.0 };
@@ -159,6 +187,7 @@ mod tests {
             keys: &k1,
             grads: &g1[..9],
             dim: 2,
+            fp16: false,
         }];
         assert!(step_pairs(&ks, vec![0.0f32; 5].into(), &bad).is_err());
     }

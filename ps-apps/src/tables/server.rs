@@ -11,8 +11,8 @@ use super::keys::KeySpace;
 use super::shard::TableShard;
 use super::spec::ModelSpec;
 use super::wire::{
-    decode_declaration, CMD_DECLARE, CMD_DENSE, CMD_IDLE, CMD_JOIN, CMD_ROWS, CMD_STEP, STATUS_NOT_YET,
-    STATUS_REJECTED, STATUS_UNDECLARED,
+    decode_declaration, dump_position, CMD_DECLARE, CMD_DENSE, CMD_DUMP, CMD_IDLE, CMD_JOIN, CMD_ROWS, CMD_STEP,
+    DUMP_END, DUMP_PAGE_ROWS, STATUS_NOT_YET, STATUS_REJECTED, STATUS_UNDECLARED,
 };
 use crate::train::checkpoint;
 use crate::train::shard::PushOutcome;
@@ -203,7 +203,7 @@ impl Ctx {
             },
             (CMD_ROWS, false) => match &rs.shard {
                 None => status(resp, meta, STATUS_UNDECLARED, 0),
-                Some(shard) => match shard.rows(&self.space, &req.keys) {
+                Some(shard) => match shard.rows_wire(&self.space, &req.keys) {
                     Ok(vals) => {
                         let res = KVPairs {
                             keys: req.keys,
@@ -216,6 +216,26 @@ impl Ctx {
                     }
                     Err(why) => refuse(resp, meta, why),
                 },
+            },
+            (CMD_DUMP, false) => match &rs.shard {
+                None => status(resp, meta, STATUS_UNDECLARED, 0),
+                Some(shard) => {
+                    let (table, from) = dump_position(meta.version);
+                    match shard.dump(table, from, DUMP_PAGE_ROWS) {
+                        Ok((ids, vals, next)) => {
+                            let res = KVPairs {
+                                keys: ids.into(),
+                                vals: vals.into(),
+                                lens: SArray::empty(),
+                            };
+                            let next = next.map_or(DUMP_END, |n| n as u64);
+                            if let Err(e) = resp.response_with(meta, &res, 0, next) {
+                                log::warn!("rows to {} not sent: {e}", meta.sender);
+                            }
+                        }
+                        Err(why) => refuse(resp, meta, why),
+                    }
+                }
             },
             (cmd, push) => refuse(
                 resp,

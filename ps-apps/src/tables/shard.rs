@@ -5,8 +5,9 @@
 //! nothing. No sockets, no clock.
 
 use super::error::TablesError;
+use super::halves;
 use super::keys::{KeyOf, KeySpace};
-use super::sparse::SparseTable;
+use super::sparse::{RowPage, SparseTable};
 use super::spec::ModelSpec;
 use crate::train::layout::Layout;
 use crate::train::shard::PushOutcome;
@@ -134,7 +135,7 @@ impl TableShard {
                             t.name, t.rows
                         )));
                     }
-                    (t.dim as usize, Some((table, id)))
+                    (t.wire_len(), Some((table, id)))
                 }
             };
             let len = match lens.get(i) {
@@ -184,20 +185,57 @@ impl TableShard {
             self.dense.accum.iter_mut().zip(g).for_each(|(a, g)| *a += g);
             self.dense_pending = true;
         }
+        let mut row = Vec::new();
         for (table, id, g) in parts.rows {
-            self.tables[table].add_pending(id, g);
+            let t = &mut self.tables[table];
+            if self.spec.tables[table].fp16_wire {
+                row.resize(t.dim(), 0.0);
+                halves::unpack(g, t.dim(), &mut row);
+                t.add_pending(id, &row);
+            } else {
+                t.add_pending(id, g);
+            }
         }
         Ok(PushOutcome::Accepted {
             applied: self.maybe_apply(now_ms),
         })
     }
 
-    /// The values of the rows `keys` (all of one width) in key order; a key that is no
+    /// The stored rows of table `table` from slot `from` on (at most `max`): their
+    /// ids, values and the slot to go on from (None at the end); see
+    /// [`SparseTable::dump`]. An undeclared table is [`TablesError::Misfit`].
+    pub fn dump(&self, table: usize, from: usize, max: usize) -> Result<RowPage, TablesError> {
+        let t = self.tables.get(table).ok_or_else(|| {
+            TablesError::Misfit(format!("table {table} is not declared ({} tables)", self.tables.len()))
+        })?;
+        Ok(t.dump(from, max))
+    }
+
+    /// The rows `keys` (all of one table) in key order as they travel: their values,
+    /// or their float16 pairs for a table declared with `fp16_wire`. A key that is no
     /// declared row is [`TablesError::Misfit`].
+    pub fn rows_wire(&self, space: &KeySpace, keys: &[u64]) -> Result<Vec<f32>, TablesError> {
+        let rows = self.rows(space, keys)?;
+        let half = keys.first().and_then(|&k| match space.decode(self.range, k) {
+            Ok(KeyOf::Row { table, .. }) => self.spec.tables.get(table).filter(|t| t.fp16_wire),
+            _ => None,
+        });
+        Ok(match half {
+            Some(t) => {
+                let mut out = Vec::with_capacity(keys.len() * t.wire_len());
+                halves::pack(&rows, t.dim as usize, &mut out);
+                out
+            }
+            None => rows,
+        })
+    }
+
+    /// The values of the rows `keys` (all of one table) in key order; a key that is
+    /// no declared row is [`TablesError::Misfit`].
     pub fn rows(&self, space: &KeySpace, keys: &[u64]) -> Result<Vec<f32>, TablesError> {
         let misfit = TablesError::Misfit;
         let mut out = Vec::new();
-        let mut width = None;
+        let mut of = None;
         for &k in keys {
             let KeyOf::Row { table, id } = space.decode(self.range, k)? else {
                 return Err(misfit(format!("key {k} is the dense block, not a row")));
@@ -214,8 +252,8 @@ impl TableShard {
                 )));
             }
             let d = t.dim();
-            if *width.get_or_insert(d) != d {
-                return Err(misfit("one lookup takes rows of one width".into()));
+            if *of.get_or_insert(table) != table {
+                return Err(misfit("one lookup takes rows of one table".into()));
             }
             let at = out.len();
             out.resize(at + d, 0.0);

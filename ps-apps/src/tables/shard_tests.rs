@@ -193,3 +193,49 @@ fn optimizer_state_survives_a_copy() {
     }
     assert_ne!(a.dense(), fresh.dense());
 }
+
+#[test]
+fn fp16_tables_take_and_answer_rows_as_float16_pairs_and_dump_their_rows() {
+    let mut sp = spec();
+    sp.mode = Mode::Async;
+    sp.tables[0].fp16_wire = true;
+    sp.tables[0].optimizer = Optimizer::Sgd {
+        lr: 1.0,
+        momentum: 0.0,
+        weight_decay: 0.0,
+    };
+    let ks = KeySpace::new(1).unwrap();
+    let mut s = TableShard::new(sp, 0, 1, vec![0.0; 9], 1).unwrap();
+    let (r1, r2) = (ks.row_key(0, 5), ks.row_key(0, 9));
+    let before = s.rows(&ks, &[r1, r2]).unwrap();
+    // a row of 4 travels as 2 words: 4 words for two rows after the block of 9
+    let mut vals = vec![0.0; 9];
+    crate::tables::halves::pack(&[0.5, -0.25, 1.0, 2.0, 1.0, 1.0, 1.0, 1.0], 4, &mut vals);
+    let err = s.push(&ks, 9, 0, &[ks.dense_key(0), r1, r2], &[9, 4, 4], &vals, 0);
+    assert!(err.unwrap_err().to_string().contains("4 values, 2 expected"));
+    s.push(&ks, 9, 0, &[ks.dense_key(0), r1, r2], &[9, 2, 2], &vals, 0)
+        .unwrap();
+    let after = s.rows(&ks, &[r1, r2]).unwrap();
+    let want: Vec<f32> = before
+        .iter()
+        .zip([0.5, -0.25, 1.0, 2.0, 1.0, 1.0, 1.0, 1.0])
+        .map(|(b, g)| b - g)
+        .collect();
+    assert_eq!(after, want);
+    // answered as float16 pairs: the stored values at half precision
+    let wire = s.rows_wire(&ks, &[r1, r2]).unwrap();
+    let mut back = vec![0.0; 8];
+    assert!(crate::tables::halves::unpack(&wire, 4, &mut back));
+    for (a, b) in after.iter().zip(&back) {
+        assert!((a - b).abs() <= a.abs() / 1024.0 + 1e-7, "{a} {b}");
+    }
+    // the stored rows, page by page
+    let (ids, rows, next) = s.dump(0, 0, 1).unwrap();
+    assert_eq!((ids.len(), rows.len(), next), (1, 4, Some(1)));
+    let (ids2, _, next) = s.dump(0, 1, 10).unwrap();
+    assert_eq!(next, None);
+    let mut all = [ids[0], ids2[0]];
+    all.sort_unstable();
+    assert_eq!(all, [5, 9]);
+    assert!(s.dump(3, 0, 1).is_err(), "no table 3");
+}

@@ -37,6 +37,26 @@ pub struct TableSpec {
     pub init_std: f32,
     /// Seed of the initial rows.
     pub seed: u64,
+    /// A row is created once it has had gradients in this many steps (Monolith's
+    /// frequency filter; 1: at its first gradient). Until then it reads as its
+    /// initial values and its gradients are dropped.
+    pub admit_after: u32,
+    /// A row not updated in this many steps is dropped and reads as its initial
+    /// values again (Monolith's expiry; 0: never).
+    pub expire_after: u64,
+    /// Rows and their gradients travel as float16 ([`super::halves`]).
+    pub fp16_wire: bool,
+}
+
+impl TableSpec {
+    /// Values one row takes in a message: `dim`, or its float16 pairs.
+    pub fn wire_len(&self) -> usize {
+        if self.fp16_wire {
+            super::halves::words(self.dim as usize)
+        } else {
+            self.dim as usize
+        }
+    }
 }
 
 /// A model as the servers hold it.
@@ -92,6 +112,12 @@ impl ModelSpec {
                     t.name,
                     t.dim,
                     1 << 20
+                )));
+            }
+            if t.admit_after == 0 {
+                return Err(invalid(format!(
+                    "embedding {}: admit_after=0 must be at least 1 (1: rows created at their first gradient)",
+                    t.name
                 )));
             }
             if !(t.init_std.is_finite() && t.init_std >= 0.0) {
@@ -213,6 +239,9 @@ pub(crate) mod tests {
                 },
                 init_std: 0.01,
                 seed: 0,
+                admit_after: 1,
+                expire_after: 0,
+                fp16_wire: false,
             }],
         }
     }

@@ -17,6 +17,27 @@ pub const CMD_STEP: i32 = 22;
 pub const CMD_DENSE: i32 = 23;
 /// Pull: rows of one table, now.
 pub const CMD_ROWS: i32 = 24;
+/// Pull: a page of a table's stored rows, for an export: the request's version is
+/// [`dump_cursor`] (the table and the slot to start from); the answer's keys are the
+/// row ids, its values the rows, its version the slot to go on from
+/// ([`DUMP_END`] after the last page).
+pub const CMD_DUMP: i32 = 25;
+
+/// The version of an answer to [`CMD_DUMP`] that sent the last page.
+pub const DUMP_END: u64 = u64::MAX;
+
+/// Rows in one page of [`CMD_DUMP`] at most.
+pub const DUMP_PAGE_ROWS: usize = 1 << 18;
+
+/// The version of a [`CMD_DUMP`] request: table `table` from slot `from`.
+pub fn dump_cursor(table: usize, from: u64) -> u64 {
+    (table as u64) << 40 | from
+}
+
+/// The table and slot of [`dump_cursor`].
+pub fn dump_position(cursor: u64) -> (usize, usize) {
+    ((cursor >> 40) as usize, (cursor & ((1 << 40) - 1)) as usize)
+}
 
 /// A join before the model was declared: ask again.
 pub const STATUS_NOT_YET: i32 = 2;

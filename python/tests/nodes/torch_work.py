@@ -2,9 +2,10 @@
 scheduler and servers never load torch).
 
 Scenarios (--scenario):
-- exact: a tiny model (a Linear, an Embedding of 10**9 rows with Adam, a "sum" bag with
-  Adagrad) trained STEPS steps with gradients known in advance (`grads_of` below), so
-  the test can replay them in plain PyTorch; workers print their values as JSON. Worker
+- exact: a tiny model (a Linear, an Embedding of 10**9 rows, a "sum" bag) trained STEPS
+  steps with gradients known in advance (`grads_of` below) on rows that change from
+  step to step (each step leaves some rows untouched), so the test can replay them in
+  plain PyTorch with sparse gradients; workers print their values as JSON. Worker
   0 also checks bad input, init() twice and the bags.
 - mismatch: worker 1's model has another shape than worker 0's.
 - count: every step pushes a gradient of 1 for each dense value and for two rows (SGD,
@@ -33,8 +34,23 @@ import torch.nn.functional as F
 from torch import nn
 
 ROWS = 10**9
-EMB_IDS = {0: [[5, ROWS - 1], [7, 5]], 1: [[5, 7]]}  # worker 1 does not touch ROWS - 1
-BAG_IDS = {0: [[1, 2, 3], [4, 5, 1]], 1: [[2, 2, 9]]}
+# Each step touches some rows of each table and not others (two of the five embedding
+# rows and one of the six bag rows get no gradient in a step, a different one each
+# step), with repeats within a lookup and between the workers.
+EMB_POOL = [5, 7, 11, ROWS - 1, 2**29 + 3]
+BAG_POOL = [1, 2, 3, 4, 9, 500]
+
+
+def emb_ids(k, r):
+    """Step k's ids of worker r in the embedding (shape (2, 2) on worker 0, (1, 2) on 1)."""
+    p = lambda j: EMB_POOL[(k + j) % len(EMB_POOL)]  # noqa: E731
+    return [[p(0), p(1)], [p(3), p(0)]] if r == 0 else [[p(1), p(1)]]
+
+
+def bag_ids(k, r):
+    """Step k's bags of worker r (bags of 3: two on worker 0, one on 1)."""
+    p = lambda j: BAG_POOL[(k + j) % len(BAG_POOL)]  # noqa: E731
+    return [[p(0), p(1), p(2)], [p(3), p(0), p(0)]] if r == 0 else [[p(1), p(1), p(4)]]
 
 
 def grads_of(k, r):
@@ -43,8 +59,8 @@ def grads_of(k, r):
     return {
         "w": torch.arange(6, dtype=torch.float32).reshape(2, 3) * 0.1 * s - 0.2,
         "b": torch.tensor([0.3, -0.1]) * s,
-        "emb": torch.ones(len(EMB_IDS[r]), 2, 4) * 0.05 * s + torch.arange(4) * 0.01,
-        "bag": torch.ones(len(BAG_IDS[r]), 3) * 0.03 * s,
+        "emb": torch.ones(2 - r, 2, 4) * 0.05 * s + torch.arange(4) * 0.01 - 0.02 * k,
+        "bag": torch.ones(2 - r, 3) * 0.03 * s - torch.arange(3) * 0.02,
     }
 
 
@@ -52,16 +68,17 @@ def loss_of(lin, emb, bag, k, r):
     """The step-k loss of worker r, over a Linear and two lookups (callables of ids)."""
     g = grads_of(k, r)
     return ((lin.weight * g["w"]).sum() + (lin.bias * g["b"]).sum()
-            + (emb(torch.tensor(EMB_IDS[r])) * g["emb"]).sum() + (bag(torch.tensor(BAG_IDS[r])) * g["bag"]).sum())
+            + (emb(torch.tensor(emb_ids(k, r))) * g["emb"]).sum()
+            + (bag(torch.tensor(bag_ids(k, r))) * g["bag"]).sum())
 
 
 def settings(name):
     """The optimizers of the exact scenario: (dense, embedding, bag)."""
     return {
         "sgd": (dict(optimizer="sgd", lr=0.1, momentum=0.9, weight_decay=0.01),
-                dict(optimizer="adam", lr=0.1), dict(optimizer="adagrad", lr=0.5)),
-        "adam": (dict(optimizer="adam", lr=0.05), dict(optimizer="sgd", lr=0.2, momentum=0.5),
-                 dict(optimizer="sgd", lr=0.5)),
+                dict(optimizer="adagrad", lr=0.5), dict(optimizer="adam", lr=0.1)),
+        "adam": (dict(optimizer="adam", lr=0.05), dict(optimizer="adam", lr=0.1, eps=1e-4),
+                 dict(optimizer="sgd", lr=0.2, momentum=0.5)),
     }[name]
 
 
@@ -129,10 +146,9 @@ def exact(a, pt):
     start = flat(model)
     if r == 0:
         bad_input(pt, model)
-    emb_ids = sorted({i for row in EMB_IDS[0] for i in row})
-    bag_ids = sorted({i for row in BAG_IDS[0] + BAG_IDS[1] for i in row})
+    emb_all, bag_all = sorted(EMB_POOL), sorted(BAG_POOL)
     model.bag.mode = None  # single rows, for the record
-    first = {"emb": rows_of(model.emb, emb_ids), "bag": rows_of(model.bag, bag_ids)}
+    first = {"emb": rows_of(model.emb, emb_all), "bag": rows_of(model.bag, bag_all)}
     model.bag.mode = "sum"
     for k in range(a.steps):
         opt.zero_grad()
@@ -142,8 +158,8 @@ def exact(a, pt):
     opt.pull()
     model.bag.mode = None
     out = {"rank": r, "mine": mine, "start": start, "first": first, "final": flat(model),
-           "emb": rows_of(model.emb, emb_ids), "bag": rows_of(model.bag, bag_ids), "emb_ids": emb_ids,
-           "bag_ids": bag_ids, "versions": opt.versions, "rejected": opt.rejected}
+           "emb": rows_of(model.emb, emb_all), "bag": rows_of(model.bag, bag_all), "emb_ids": emb_all,
+           "bag_ids": bag_all, "versions": opt.versions, "rejected": opt.rejected}
     print("RESULT " + json.dumps(out), flush=True)
 
 
@@ -293,3 +309,63 @@ def replay(a, pt):
     print("RESULT " + json.dumps(out), flush=True)
 
 
+
+
+class Options(nn.Module):
+    """A table with Monolith's options (created after gradients in 2 steps, dropped
+    after 3 steps untouched), and two tables of the same seed and updates, one
+    travelling as float16."""
+
+    def __init__(self, pt):
+        super().__init__()
+        self.w = nn.Parameter(torch.zeros(6))
+        self.filt = pt.Embedding(ROWS, 2, optimizer="sgd", lr=1.0, init_std=0.0, admit_after=2, expire_after=3)
+        self.low = pt.Embedding(ROWS, 4, optimizer="sgd", lr=0.5, init_std=0.3, seed=11, fp16_wire=True)
+        self.full = pt.Embedding(ROWS, 4, optimizer="sgd", lr=0.5, init_std=0.3, seed=11)
+
+
+FILTER_IDS = [[1, 2], [1], [5], [5], [5]]  # the filtered table's ids in steps 1 to 5
+
+
+def options(a, pt):
+    """One worker, async with overlap=True and each next batch's rows prefetched: the
+    filtered table's rows after steps 2 and 5, the float16 and float32 tables' rows, the
+    dense values (each step's gradient is 1: every push must arrive once), and the
+    exported model's rows for stored and never stored ids."""
+    model = Options(pt)
+    opt = pt.DistributedOptimizer(model, optimizer="sgd", lr=1.0, mode="async", overlap=True)
+    ids = [torch.tensor([k, ROWS - 1 - k, 3 * k]) for k in range(len(FILTER_IDS) + 1)]
+    seen, checked, mismatched = {}, 0, 0
+    for k, f in enumerate(FILTER_IDS):
+        if k + 1 < len(FILTER_IDS):  # the next batch's rows, looked up while this one computes
+            model.filt.prefetch(torch.tensor(FILTER_IDS[k + 1]))
+            model.low.prefetch(ids[k + 1])
+            model.full.prefetch(ids[k + 1])
+        opt.zero_grad()
+        coef = torch.sin(torch.arange(12, dtype=torch.float32) + k).reshape(3, 4)
+        rows = model.full(ids[k])
+        # a prefetched row equals the servers' unless a step in flight since updated it
+        with torch.no_grad():
+            fresh = model.full(ids[k])
+        recent = {int(i) for j in (k - 1, k - 2) if j >= 0 for i in ids[j]}
+        for i, row in enumerate(ids[k].tolist()):
+            if row not in recent:
+                checked += 1
+                mismatched += int(not torch.equal(rows[i], fresh[i]))
+        loss = (model.w.sum() + model.filt(torch.tensor(f)).sum() + (model.low(ids[k]) * coef).sum()
+                + (rows * coef).sum())
+        loss.backward()
+        opt.step()
+        if k + 1 in (2, 5):
+            opt.synchronize()
+            seen[k + 1] = rows_of(model.filt, [1, 2, 5])
+    opt.pull()
+    probe = torch.tensor([0, 1, ROWS - 1, 6, 12, 123456789])
+    plain, stored = pt.exported(model)
+    with torch.no_grad():
+        out = {"w": [float(v) for v in model.w], "filt": seen, "half": model.low(probe).tolist(),
+               "full": model.full(probe).tolist(), "exported_full": plain.full(probe).tolist(),
+               "exported_half": plain.low(probe).tolist(), "exported_filt": plain.filt(torch.tensor([1, 5])).tolist(),
+               "stored": stored, "rejected": opt.rejected, "checked": checked, "mismatched": mismatched,
+               "hits": [model.filt.prefetch_hits, model.low.prefetch_hits, model.full.prefetch_hits]}
+    print("RESULT " + json.dumps(out), flush=True)
