@@ -26,14 +26,6 @@ def hang(records):
     time.sleep(3600)
 "#;
 
-fn python() -> &'static str {
-    assert!(
-        std::process::Command::new("python3").arg("-V").output().is_ok(),
-        "python3 is not installed: apt-get install python3"
-    );
-    "python3"
-}
-
 #[test]
 fn a_python_function_job_its_failures_and_bad_options() {
     let dir = tempfile::tempdir().unwrap();
@@ -52,7 +44,7 @@ fn a_python_function_job_its_failures_and_bad_options() {
         "--work-dir",
         work.to_str().unwrap(),
         "--python",
-        python(),
+        common::python3(),
     ];
     // no node dies here (the hanging function's runner is killed, not its worker, and
     // both workers must stay): a long heartbeat timeout, so that a worker the loaded

@@ -40,14 +40,6 @@ def files(paths):
     return [[hashlib.sha256(open(p, "rb").read()).hexdigest()[:16]] for p in paths]
 "#;
 
-fn python() -> &'static str {
-    assert!(
-        std::process::Command::new("python3").arg("-V").output().is_ok(),
-        "python3 is not installed: apt-get install python3"
-    );
-    "python3"
-}
-
 /// Replaces `path` with a symbolic link to `to` (what an attacker with write access
 /// to the directory does after the job was checked).
 fn swap_for_link(path: &Path, to: &Path) {
@@ -83,7 +75,14 @@ fn job_files_open_only_beneath_the_cluster_directories() {
     let mods = data.join("mods");
     std::fs::create_dir(&mods).unwrap();
     std::fs::write(mods.join("usermod.py"), MODULE).unwrap();
-    let extra = ["--data-dir", s(&data), "--outputs-dir", s(&outs), "--python", python()];
+    let extra = [
+        "--data-dir",
+        s(&data),
+        "--outputs-dir",
+        s(&outs),
+        "--python",
+        common::python3(),
+    ];
     let (c, api) = jobs_cluster(dir.path(), 2, &extra, ENV, LIMIT);
     let ended = |j: &str| {
         api.until(&c, LIMIT, j, "the end", |v| {

@@ -67,6 +67,16 @@ pub fn tcp_frame(m: &ps_core::message::Message) -> Vec<u8> {
     out
 }
 
+/// `python3`, for the jobs' Python runners; fails naming the package when it is not
+/// installed.
+pub fn python3() -> &'static str {
+    assert!(
+        Command::new("python3").arg("-V").output().is_ok(),
+        "python3 is not installed: apt-get install python3"
+    );
+    "python3"
+}
+
 /// The psrs binary under test.
 pub fn psrs_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_psrs"))

@@ -233,8 +233,17 @@ impl Roots {
             }
             return File::create(path);
         }
+        let (r, d, name) = self.parent_of(path)?;
+        let mut o = OpenOptions::new();
+        o.write(true).create(true).truncate(true);
+        Ok(d.open_with(&name, &o).map_err(|e| escaped(path, r, e))?.into_std())
+    }
+
+    /// The root `path` is beneath, its parent directory (made where missing, opened
+    /// beneath the root) and its file name: where a confined write creates it.
+    fn parent_of(&self, path: &Path) -> io::Result<(&Root, Dir, PathBuf)> {
         let (r, rel) = self.locate(path, true)?;
-        let name = rel.file_name().ok_or_else(|| {
+        let name = rel.file_name().map(PathBuf::from).ok_or_else(|| {
             io::Error::new(
                 io::ErrorKind::InvalidInput,
                 format!("{} has no file name", path.display()),
@@ -245,9 +254,7 @@ impl Roots {
             .filter(|d| !d.as_os_str().is_empty())
             .unwrap_or(Path::new("."));
         let d = r.make_dirs(parent, path)?;
-        let mut o = OpenOptions::new();
-        o.write(true).create(true).truncate(true);
-        Ok(d.open_with(name, &o).map_err(|e| escaped(path, r, e))?.into_std())
+        Ok((r, d, name))
     }
 
     /// Writes `bytes` to `path` atomically (see
@@ -257,18 +264,8 @@ impl Roots {
         if !self.confined() {
             return super::files::write_atomic(path, bytes);
         }
-        let (r, rel) = self.locate(path, true)?;
-        let name = rel.file_name().ok_or_else(|| {
-            io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("{} has no file name", path.display()),
-            )
-        })?;
-        let parent = rel
-            .parent()
-            .filter(|d| !d.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
-        let d = r.make_dirs(parent, path)?;
+        let (_, d, name) = self.parent_of(path)?;
+        let name = name.as_os_str();
         let tmp = format!(".{}.tmp.{}", name.to_string_lossy(), std::process::id());
         {
             let mut o = OpenOptions::new();
