@@ -139,15 +139,7 @@ def run_ddp(a, report, rank, port):
     inner = dlrm(emb, cards, a)
     # a dense table's gradient shares DDP's buckets (one 2.2 GB copy fewer per rank)
     model = DDP(inner, gradient_as_bucket_view=a.dense_grad)
-    opts = [torch.optim.Adagrad(emb.parameters(), lr=EMB_LR),
-            torch.optim.Adam([p for n, p in inner.named_parameters() if not n.startswith("emb.")], lr=MLP_LR)]
-
-    def step(b, _):
-        for o in opts:
-            o.zero_grad()
-        loss_of(model, b).backward()
-        for o in opts:
-            o.step()
+    step = torch_step(model, emb, inner)
 
     what = "ddp-dense" if a.dense_grad else "ddp"
     rate = train(batches, step, a.warmup)
@@ -157,6 +149,24 @@ def run_ddp(a, report, rank, port):
         got, best = test_auc(planted, inner)
         report(what, rate, role="rank", auc=got, best_auc=best)
     dist.destroy_process_group()
+
+
+def torch_step(model, emb, inner):
+    """One training step of the torch baselines: Adagrad on the embedding's rows, Adam
+    on `inner`'s other parameters (the MLPs), the loss of `model` (`inner` or its DDP
+    wrapper)."""
+    import torch
+
+    opts = [torch.optim.Adagrad(emb.parameters(), lr=EMB_LR),
+            torch.optim.Adam([p for n, p in inner.named_parameters() if not n.startswith("emb.")], lr=MLP_LR)]
+
+    def step(b, _):
+        for o in opts:
+            o.zero_grad()
+        loss_of(model, b).backward()
+        for o in opts:
+            o.step()
+    return step
 
 
 def run_single(a, report):
@@ -170,15 +180,7 @@ def run_single(a, report):
     emb = nn.Embedding(sum(cards), DIM, sparse=True)
     nn.init.normal_(emb.weight, 0.0, INIT_STD)
     model = dlrm(emb, cards, a)
-    opts = [torch.optim.Adagrad(emb.parameters(), lr=EMB_LR),
-            torch.optim.Adam([p for n, p in model.named_parameters() if not n.startswith("emb.")], lr=MLP_LR)]
-
-    def step(b, _):
-        for o in opts:
-            o.zero_grad()
-        loss_of(model, b).backward()
-        for o in opts:
-            o.step()
+    step = torch_step(model, emb, model)
 
     rate = train(batches, step, a.warmup)
     report("single", rate, role="process")

@@ -439,15 +439,7 @@ impl Tables {
         if wait {
             self.finish_in_flight(py)?;
             let out = self.call(py, move |g| {
-                let rows: Vec<RowGrads<'_>> = parts
-                    .iter()
-                    .map(|(k, grads, dim, fp16)| RowGrads {
-                        keys: k,
-                        grads,
-                        dim: *dim,
-                        fp16: *fp16,
-                    })
-                    .collect();
+                let rows = row_grads(&parts);
                 // Safety: the array is alive (held by `g`) and its caller is blocked
                 let vals = unsafe { g.values.slice() };
                 g.client.step(dense, &rows, &send, vals)
@@ -460,15 +452,7 @@ impl Tables {
         let (kvs, staged) = {
             // no step in flight any more: the client is free
             let g = self.inner.lock();
-            let rows: Vec<RowGrads<'_>> = parts
-                .iter()
-                .map(|(k, grads, dim, fp16)| RowGrads {
-                    keys: k,
-                    grads,
-                    dim: *dim,
-                    fp16: *fp16,
-                })
-                .collect();
+            let rows = row_grads(&parts);
             let kvs = g.client.step_request(dense, &rows).map_err(to_py)?;
             // Safety: the array is alive (held by `g`) and its caller (this thread) holds it
             (kvs, unsafe { g.values.slice() }.to_vec())
@@ -514,4 +498,18 @@ impl crate::idle::Idle for Inner {
             log::warn!("idle notice not sent: {e}");
         }
     }
+}
+
+/// A step's row gradients as the table client takes them: per table its keys, its
+/// gradients, values per row and whether rows travel as float16.
+fn row_grads(parts: &[(SArray<u64>, SArray<f32>, usize, bool)]) -> Vec<RowGrads<'_>> {
+    parts
+        .iter()
+        .map(|(k, grads, dim, fp16)| RowGrads {
+            keys: k,
+            grads,
+            dim: *dim,
+            fp16: *fp16,
+        })
+        .collect()
 }
