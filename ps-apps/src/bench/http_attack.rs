@@ -90,19 +90,23 @@ impl Write for Conn {
 }
 
 /// Sends `GET / HTTP/1.1`, a Host, then one header value without end in writes of
-/// `chunk` bytes `pause` apart, until the server refuses (a write fails) or `most`
-/// bytes were sent. The bytes sent before the refusal, or None: never refused.
+/// `chunk` bytes `pause` apart, until the server refuses (a write fails because the
+/// server closed or reset the connection) or `most` bytes were sent. The bytes the
+/// client's kernel took before the refusal (these include what sat in the two
+/// kernels' socket buffers when the server closed), or None: never refused, because
+/// all `most` bytes went out or a write stalled for 5 s on a connection still open.
 pub fn flood(c: &mut Conn, chunk: usize, pause: Duration, most: usize) -> Option<usize> {
     let _ = c.set_write_timeout(Duration::from_secs(5));
+    let refused = |e: io::Error| !matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut);
     let head = b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Flood: ";
-    if c.write_all(head).and_then(|()| c.flush()).is_err() {
-        return Some(0);
+    if let Err(e) = c.write_all(head).and_then(|()| c.flush()) {
+        return refused(e).then_some(0);
     }
     let data = vec![b'a'; chunk.max(1)];
     let mut sent = head.len();
     while sent < most {
-        if c.write_all(&data).and_then(|()| c.flush()).is_err() {
-            return Some(sent);
+        if let Err(e) = c.write_all(&data).and_then(|()| c.flush()) {
+            return refused(e).then_some(sent);
         }
         sent += data.len();
         if !pause.is_zero() {

@@ -6,7 +6,7 @@
 
 use super::drain::{Drain, Unwritten};
 use super::guard::{Guard, Outgoing};
-use super::shm::{self, ShmLink};
+use super::shm::{self, Shm, ShmLink};
 use super::stream;
 use super::wire::{wait_writable, Wire};
 use crate::van::authz::Expect;
@@ -36,11 +36,14 @@ pub(super) struct Peer {
     pub(super) stream: Option<Wire>,
     /// Messages queued by a corked thread ([`cork`]), headers and frames in order.
     pub(super) queued: Vec<Bytes>,
+    /// Messages sent while the connection is being opened, each its frames: they
+    /// are queued once it is open, when shared memory can be offered for them.
+    pub(super) waiting: Vec<Vec<Bytes>>,
     pub(super) queued_bytes: usize,
     pub(super) queued_msgs: usize,
     pub(super) shm: ShmLink,
     /// The connection is being opened in the background ([`super::opening`]): what
-    /// is sent meanwhile waits in `queued`.
+    /// is sent meanwhile waits in `waiting`.
     pub(super) opening: bool,
     /// The last failure to open the connection: when, and the error.
     pub(super) failed: Option<(Instant, io::ErrorKind, String)>,
@@ -54,12 +57,29 @@ impl Peer {
             local_socket,
             stream: None,
             queued: Vec::new(),
+            waiting: Vec::new(),
             queued_bytes: 0,
             queued_msgs: 0,
             shm: ShmLink::NotOffered,
             opening: false,
             failed: None,
         }
+    }
+
+    /// Queues a message on the open connection, its large frames placed in shared
+    /// memory first when the link has it ([`Shm::place`]; an offer goes straight to
+    /// the socket, so it is made only while no bytes wait before it).
+    pub(super) fn queue(&mut self, shm: &Shm, mut frames: Vec<Bytes>) {
+        let wire = self.stream.as_mut().expect("queued on an open connection");
+        let marks = if wire.pending() && matches!(self.shm, ShmLink::NotOffered) {
+            0
+        } else {
+            shm.place(&mut self.shm, wire.conn(), &mut frames)
+        };
+        self.queued.push(header(&frames, marks));
+        self.queued_bytes += frames.iter().map(|f| f.len()).sum::<usize>();
+        self.queued.extend(frames);
+        self.queued_msgs += 1;
     }
 
     /// True while written bytes wait for the socket.

@@ -13,10 +13,10 @@
 use super::accept::Acceptor;
 use super::drain::Drain;
 use super::guard::Guard;
-use super::link::{header, Link, Peer};
+use super::link::Link;
 use super::opening;
 pub(crate) use super::read::read_message;
-use super::shm::{self, Shm};
+use super::shm::Shm;
 use super::stream::{self, Stream};
 use super::wire::Wire;
 use crate::config::Security;
@@ -132,8 +132,9 @@ impl TcpTransport {
     /// A link without a connection opens it first: on this thread, or, for a send
     /// that must not wait (`nowait`), in the background while the message waits in
     /// the queue ([`super::opening`]). While a connection is being opened every
-    /// message queues behind the first.
-    fn enqueue(&self, peer: i32, mut frames: Vec<Bytes>, lazy: bool, nowait: bool) -> io::Result<usize> {
+    /// message queues behind the first, up to a bound in bytes; past it the sender
+    /// waits for the opening to end (back-pressure, as a full socket's).
+    fn enqueue(&self, peer: i32, frames: Vec<Bytes>, lazy: bool, nowait: bool) -> io::Result<usize> {
         let link = self
             .peers
             .lock()
@@ -142,30 +143,28 @@ impl TcpTransport {
             .ok_or_else(|| io::Error::new(io::ErrorKind::NotConnected, format!("no connection to node {peer}")))?;
         let len: usize = frames.iter().map(|f| f.len()).sum();
         let mut p = link.lock();
-        if p.stream.is_none() && !p.opening {
-            if !nowait {
-                p.stream = Some(Wire::new(p.open_now(&self.guard)?));
-            } else if let Some(e) = p.recent_failure() {
-                return Err(e);
-            } else {
-                opening::open_in_background(&link, &mut p, &self.stop)?;
+        loop {
+            if p.stream.is_none() && !p.opening {
+                if !nowait {
+                    p.stream = Some(Wire::new(p.open_now(&self.guard)?));
+                } else if let Some(e) = p.recent_failure() {
+                    return Err(e);
+                } else {
+                    opening::open_in_background(&link, &mut p, &self.shm, &self.stop)?;
+                }
             }
+            if !p.opening {
+                break;
+            }
+            if p.room_while_opening(len) {
+                return Ok(p.wait_for_opening(frames, len));
+            }
+            drop(p);
+            cork::wake_now(); // waiting for the opening: nobody waits on this thread meanwhile
+            std::thread::sleep(opening::LOOK_AGAIN);
+            p = link.lock();
         }
-        if p.opening {
-            return p.wait_for_opening(frames, len);
-        }
-        let Peer { stream, shm, .. } = &mut *p;
-        let wire = stream.as_mut().expect("just opened");
-        // an offer goes straight to the socket: only while no bytes wait before it
-        let marks = if wire.pending() && matches!(shm, shm::ShmLink::NotOffered) {
-            0
-        } else {
-            self.shm.place(shm, wire.conn(), &mut frames)
-        };
-        p.queued.push(header(&frames, marks));
-        p.queued_bytes += frames.iter().map(|f| f.len()).sum::<usize>();
-        p.queued.extend(frames);
-        p.queued_msgs += 1;
+        p.queue(&self.shm, frames);
         let dyn_link: Arc<dyn cork::Flush> = link.clone();
         if p.queued_bytes < cork::MAX_QUEUED_BYTES && p.queued_msgs < cork::MAX_QUEUED_MSGS {
             if cork::defer(&dyn_link) {
@@ -415,6 +414,29 @@ mod tests {
             tx.send_nowait(2, vec![Bytes::from_static(b"y")]).err()
         });
         assert_eq!(failed.map(|e| e.kind()), Some(io::ErrorKind::ConnectionRefused));
+        tx.close();
+        rx.close();
+    }
+
+    /// More than the bound of bytes sent while the connection opens: the sender past
+    /// it waits for the opening instead of losing its message, and all arrive in order.
+    #[test]
+    fn a_burst_past_the_opening_bound_waits_and_loses_nothing() {
+        let rx = TcpTransport::new().with_local_socket(false);
+        let port = rx.bind("127.0.0.1", 0).unwrap();
+        let (tx_frames, got) = crossbeam_channel::unbounded();
+        rx.start(Arc::new(move |f: Vec<Bytes>, _| tx_frames.send(f[0].clone()).unwrap()))
+            .unwrap();
+        let tx = TcpTransport::new().with_local_socket(false);
+        tx.connect(1, "127.0.0.1", port).unwrap();
+        let bursts: Vec<Bytes> = (1..=3u8).map(|b| Bytes::from(vec![b; 40 << 20])).collect();
+        for f in bursts {
+            tx.send_nowait(1, vec![f]).unwrap();
+        }
+        for b in 1..=3u8 {
+            let f = got.recv_timeout(Duration::from_secs(20)).unwrap();
+            assert_eq!((f.len(), f[0], f[f.len() - 1]), (40 << 20, b, b));
+        }
         tx.close();
         rx.close();
     }
