@@ -239,11 +239,7 @@ impl Van {
             if me.id == EMPTY_ID {
                 // (a ps-lite scheduler's table has no incarnations: the entry at this
                 // node's address is this node)
-                let found = nodes.iter().find(|n| {
-                    n.hostname == me.hostname
-                        && n.port == me.port
-                        && (n.incarnation == me.incarnation || n.incarnation == 0)
-                });
+                let found = nodes.iter().find(|n| names_process(n, &me));
                 match found {
                     Some(n) => {
                         me.id = n.id;
@@ -284,7 +280,7 @@ impl Van {
     fn take_table(&self, version: crate::protocol::peers::TableVersion, nodes: Vec<Node>) -> bool {
         let nodes = self.peers.write().fresh(nodes, version);
         let me = self.my_node();
-        if let Some(n) = nodes.iter().find(|n| n.id == me.id && n.incarnation != me.incarnation) {
+        if let Some(n) = nodes.iter().find(|n| n.id == me.id && !names_process(n, &me)) {
             self.evicted(&format!(
                 "the scheduler gave this node's id to another process ({n}): it was declared dead"
             ));
@@ -420,4 +416,10 @@ impl Van {
             }
         }
     }
+}
+
+/// Whether the table entry `n` names the process `me`: its incarnation, or, in a
+/// ps-lite scheduler's table (entries without incarnations), its address.
+pub(super) fn names_process(n: &Node, me: &Node) -> bool {
+    n.hostname == me.hostname && n.port == me.port && (n.incarnation == me.incarnation || n.incarnation == 0)
 }

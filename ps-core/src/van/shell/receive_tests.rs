@@ -124,3 +124,25 @@ fn a_table_under_a_new_term_starts_a_new_scheduler_generation() {
     van.on_frames(table_under(3, vec![restarted, server(200), me]), None);
     assert_eq!(van.scheduler_generation().0, 6);
 }
+
+#[test]
+fn a_table_entry_names_this_process_by_incarnation_or_by_address_in_a_ps_lite_table() {
+    let me = server(100);
+    assert!(receive::names_process(&server(100), &me));
+    assert!(
+        receive::names_process(&server(0), &me),
+        "a ps-lite scheduler's entry for this address"
+    );
+    assert!(
+        !receive::names_process(&server(200), &me),
+        "another process at this address"
+    );
+    let elsewhere = Node {
+        port: 9009,
+        ..server(0)
+    };
+    assert!(
+        !receive::names_process(&elsewhere, &me),
+        "a ps-lite entry for another address"
+    );
+}
