@@ -164,6 +164,46 @@ fn restart_the_scheduler_after(wait_ms: u64) {
     );
 }
 
+/// A scheduler killed and never restarted (as one that ended its job while a node was
+/// cut off from it): every node waits for a scheduler for `PS_JOIN_TIMEOUT`, then stops
+/// with an error that says so, instead of re-registering with nobody for ever.
+#[test]
+fn nodes_stop_when_no_scheduler_comes_back_within_the_join_timeout() {
+    let mut env = HB.to_vec();
+    env.push(("PS_JOIN_TIMEOUT", "4"));
+    let args = ["simple-app", "--requests", "100000", "--interval-ms", "20"];
+    let mut c = Cluster::start(1, 2, &args, &env, LIMIT);
+    for i in 0..4 {
+        wait_started(&mut c, i);
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let t = Instant::now();
+    c.kill(0);
+    let bound = Duration::from_secs(4 + 20);
+    while (1..4).any(|i| !c.exited(i)) && t.elapsed() < bound {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let waited = t.elapsed();
+    let running: Vec<usize> = (1..4).filter(|&i| !c.exited(i)).collect();
+    c.kill_all();
+    assert!(
+        running.is_empty(),
+        "nodes {running:?} still ran {waited:?} after their scheduler died (PS_JOIN_TIMEOUT 4 s)\n{}",
+        c.dump()
+    );
+    for i in 1..4 {
+        let p = &c.procs[i];
+        assert_ne!(p.status, Some(0), "{} reported success\n{}", p.name, c.dump());
+        assert!(
+            p.stderr().contains("no word from any scheduler for"),
+            "{} did not say why it stopped\n{}",
+            p.name,
+            c.dump()
+        );
+    }
+    println!("every node stopped {waited:?} after its scheduler died (PS_JOIN_TIMEOUT 4 s)");
+}
+
 #[test]
 fn tcp_transport_replacement_and_garbage() {
     let mut env: Vec<(&str, &str)> = HB.to_vec();

@@ -53,7 +53,8 @@ pub struct Proc {
     pub app: App,
     /// Its clock.
     pub clock: Arc<ProcClock>,
-    was_lost: bool,
+    /// What its heartbeats last found of the scheduler it follows.
+    watch: ps_core::van::SchedulerWatch,
     next_join_ms: u64,
 }
 
@@ -265,7 +266,7 @@ impl World {
             net,
             app,
             clock,
-            was_lost: false,
+            watch: Default::default(),
             next_join_ms: now,
         });
         let jitter = self.rng.between(0, TICK_MS);
@@ -352,7 +353,7 @@ impl World {
                 crate::context::enter(now, slot);
                 // (the heartbeat thread starts once the node joined)
                 if p.po.van().is_ready() {
-                    p.po.van().heartbeat_step(&mut p.was_lost);
+                    p.po.van().heartbeat_step(&mut p.watch);
                 }
                 self.agenda.at(now + self.cfg.heartbeat_ms, Ev::Beat { slot, life });
                 slot

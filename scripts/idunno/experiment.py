@@ -74,7 +74,7 @@ PRESETS = {
                   images=3000, sentences=6000, models="idunno", heartbeat_interval=0.5, heartbeat_timeout=5.0,
                   realloc_ms=1000, preload=LIBRARIES),
     "smoke": dict(workers=4, schedulers=2, seconds=45, settle=8, worker_kills=1, between_kills=2,
-                  images=1500, sentences=3000, models="tiny", heartbeat_interval=0.5, heartbeat_timeout=3.0,
+                  images=6000, sentences=12000, models="tiny", heartbeat_interval=0.5, heartbeat_timeout=3.0,
                   realloc_ms=1000, preload="hashlib"),
 }
 
@@ -458,6 +458,8 @@ def run_mode(args, mode, img, txt):
         # a worker holding a batch, killed; the batch requeued and the workers split
         # again when the scheduler drops it from /workers; restarted before the next
         kills = []
+        if any(j and j["state"] != "running" for j in both()):
+            log(f"{mode}: a job ended before the kills (a faster machine: give more --images/--sentences)")
         for _ in range(args.worker_kills):
             held = {w["id"] for w in (call(f"{api}/workers") or []) if w.get("task")}
             victims = [p for p in c.workers if p.poll() is None and c.node_id(p) in held]

@@ -61,7 +61,8 @@ pub struct Config {
     /// `DMLC_PS_VAN_TYPE`: the transport, `tcp` (default) or `zmq` (ps-lite's).
     pub van_type: String,
     /// `PS_JOIN_TIMEOUT`: seconds a node waits for the scheduler's node table before it
-    /// gives up (default 120).
+    /// gives up, and goes on without word from any scheduler (re-registering) before it
+    /// stops (default 120).
     pub join_timeout: Duration,
     /// `PS_SCHEDULERS`: every scheduler candidate as `host:port,host:port`, in order
     /// (see `failover`); defaults to the one at `DMLC_PS_ROOT_URI` /

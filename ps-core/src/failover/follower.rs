@@ -205,6 +205,13 @@ impl Follower {
     pub fn lost(&self, now_ms: u64) -> bool {
         self.timeout_ms > 0 && self.silence_ms(now_ms) > self.timeout_ms
     }
+
+    /// True when no scheduler has been heard for longer than `wait_ms` (a node's
+    /// `PS_JOIN_TIMEOUT`; 0: wait for ever): none is coming back (the cluster ended or
+    /// cannot be reached), and the node gives up.
+    pub fn given_up(&self, now_ms: u64, wait_ms: u64) -> bool {
+        wait_ms > 0 && self.lost(now_ms) && self.silence_ms(now_ms) > wait_ms
+    }
 }
 
 #[cfg(test)]
@@ -235,6 +242,18 @@ mod tests {
             !f.lost(1120) && f.lost(1121),
             "silent for the timeout after the last message"
         );
+    }
+
+    #[test]
+    fn gives_up_only_after_the_wait_without_any_scheduler() {
+        let mut f = node();
+        // heard at 100: lost after 1100, given up after 100 + 5000
+        assert!(!f.given_up(1200, 5000), "lost, still waiting for a scheduler");
+        assert!(!f.given_up(5100, 5000) && f.given_up(5101, 5000));
+        assert!(!f.given_up(1_000_000, 0), "a wait of 0 waits for ever");
+        // a word from a scheduler starts the wait again
+        assert_eq!(f.on_message(e(1, 0), 6, 5000, 5050), Heard::Current);
+        assert!(!f.given_up(10_000, 5000) && f.given_up(10_051, 5000));
     }
 
     #[test]

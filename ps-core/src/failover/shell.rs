@@ -183,6 +183,12 @@ impl Failover {
         self.view.lock().lost(now_ms)
     }
 
+    /// True when no scheduler has been heard for longer than `wait_ms`
+    /// ([`Follower::given_up`]).
+    pub fn scheduler_given_up(&self, now_ms: u64, wait_ms: u64) -> bool {
+        self.view.lock().given_up(now_ms, wait_ms)
+    }
+
     /// Screens an incoming message: false = consumed or fenced (drop it).
     pub fn screen(&self, host: &dyn Host, msg: &Message) -> bool {
         match &self.sched {

@@ -22,7 +22,7 @@ pub mod zmq;
 pub use clock::{Clock, WallClock};
 pub use error::VanError;
 pub use handler::VanHandler;
-pub use shell::Van;
+pub use shell::{SchedulerWatch, Van};
 pub use stats::VanStats;
 pub use tcp::TcpTransport;
 pub use transport::{Deliver, PeerKind, Transport};

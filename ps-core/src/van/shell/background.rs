@@ -13,10 +13,10 @@ impl Van {
     pub(super) fn heartbeat(self: Arc<Self>) {
         let interval = self.cfg.heartbeat_interval;
         let mut next = Instant::now();
-        let mut was_lost = false;
+        let mut watch = super::SchedulerWatch::default();
         while !self.stop.load(Ordering::Relaxed) {
             if Instant::now() >= next {
-                self.heartbeat_step(&mut was_lost);
+                self.heartbeat_step(&mut watch);
                 next += interval;
             }
             std::thread::sleep(POLL.min(interval));

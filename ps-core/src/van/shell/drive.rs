@@ -12,6 +12,19 @@ use crate::van::error::VanError;
 use std::io;
 use std::sync::Arc;
 
+/// What a node's heartbeats last found of the scheduler it follows
+/// ([`Van::heartbeat_step`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SchedulerWatch {
+    /// Heard within the heartbeat timeout.
+    #[default]
+    Heard,
+    /// Silent past the timeout: re-registering.
+    Lost,
+    /// Silent past `PS_JOIN_TIMEOUT`: the node stopped.
+    GaveUp,
+}
+
 impl Van {
     /// Binds, points the links to the scheduler candidates and starts receiving;
     /// starts no thread of its own (see [`Van::start`] for what runs the steps).
@@ -76,19 +89,39 @@ impl Van {
     /// to the scheduler, or to every candidate with standbys. When the scheduler
     /// followed has been silent past the timeout (it died and may be restarting, or
     /// another took over), ADD_NODE with this node's id first, so the scheduler that
-    /// answers rebuilds the same table. `was_lost` carries whether the last round
-    /// found it lost (for the log).
-    pub fn heartbeat_step(&self, was_lost: &mut bool) {
+    /// answers rebuilds the same table. When no scheduler has answered for
+    /// `PS_JOIN_TIMEOUT`, none is coming back (the cluster ended while this node was
+    /// cut off from it, or it cannot be reached): the node stops, as an evicted one
+    /// does ([`crate::van::VanHandler::on_evicted`]), once. `watch` carries what the
+    /// last round found.
+    pub fn heartbeat_step(&self, watch: &mut SchedulerWatch) {
+        if *watch == SchedulerWatch::GaveUp {
+            return;
+        }
+        let now = self.now_ms();
         let timeout = self.cfg.heartbeat_timeout.as_millis() as u64;
-        let lost = timeout > 0 && self.fo.scheduler_lost(self.now_ms());
+        let lost = timeout > 0 && self.fo.scheduler_lost(now);
+        if lost
+            && self
+                .fo
+                .scheduler_given_up(now, self.cfg.join_timeout.as_millis() as u64)
+        {
+            *watch = SchedulerWatch::GaveUp;
+            self.evicted(&format!(
+                "no word from any scheduler for {:.1} s (PS_JOIN_TIMEOUT {:?}): the cluster ended or cannot be reached",
+                self.scheduler_silence_ms() as f64 / 1000.0,
+                self.cfg.join_timeout
+            ));
+            return;
+        }
         if lost {
-            if !*was_lost {
+            if *watch == SchedulerWatch::Heard {
                 log::warn!(
                     "no word from the scheduler for {} ms; re-registering as {}",
                     self.scheduler_silence_ms(),
                     self.my_node()
                 );
-                *was_lost = true;
+                *watch = SchedulerWatch::Lost;
             }
             let mut m = Message::control(SCHEDULER, Command::AddNode);
             m.meta.control.nodes = vec![self.my_node()];
@@ -97,9 +130,9 @@ impl Van {
             if self.cfg.schedulers.len() > 1 {
                 self.send_to_schedulers(m);
             }
-        } else if *was_lost {
+        } else if *watch == SchedulerWatch::Lost {
             log::info!("the scheduler is back");
-            *was_lost = false;
+            *watch = SchedulerWatch::Heard;
         }
         let mut m = Message::control(SCHEDULER, Command::Heartbeat);
         m.meta.timestamp = self.next_timestamp();

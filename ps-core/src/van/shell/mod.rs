@@ -23,6 +23,7 @@ use std::time::Duration;
 mod authorize;
 mod background;
 mod drive;
+pub use drive::SchedulerWatch;
 mod failover_host;
 mod leave;
 mod peers;
