@@ -148,7 +148,8 @@ impl Checker {
                 continue;
             };
             let x = x.lock();
-            if let Some(e) = &x.double_apply {
+            let sums = x.sums();
+            if let Some(e) = &sums.double_apply {
                 return fail(now, e.clone());
             }
             let Some(rank) = x.rank() else { continue };
@@ -157,7 +158,7 @@ impl Checker {
                     *live_copies.entry(r).or_default() += 1;
                 }
             }
-            for (r, st) in &x.ranges {
+            for (r, st) in &sums.ranges {
                 let sum: i64 = st.applied.values().sum();
                 if sum != st.value {
                     return fail(
@@ -177,7 +178,7 @@ impl Checker {
                 continue;
             }
             for r in ring.ranges_of(rank) {
-                let st = x.ranges.get(&r);
+                let st = sums.ranges.get(&r);
                 for (k, v) in by_range.get(&(r as i32)).into_iter().flatten() {
                     if st.and_then(|st| st.applied.get(k)) != Some(v) {
                         return fail(

@@ -11,13 +11,12 @@ use crate::net::Net;
 use crate::process::{self, Changes, NodeLink, ProcClock, Shape, SimClock};
 use crate::rng::SimRng;
 use crate::scheduler::Scheduler;
-use crate::server::{PushKey, Server, KV_APP};
+use crate::server::{PushKey, Server};
 use crate::transport::SimTransport;
 use crate::worker::Worker;
 use parking_lot::Mutex;
 use ps_apps::train::coordinator::MASTER_APP;
 use ps_core::failover::{is_act, StateView};
-use ps_core::kv::replication::FORWARD_CUSTOMER;
 use ps_core::message::Message;
 use ps_core::node::{Role, SCHEDULER};
 use ps_core::postoffice::Route;
@@ -238,25 +237,10 @@ impl World {
                 App::Sched(a)
             }
             Role::Server => {
-                let a = Arc::new(Mutex::new(Server::new(
-                    link,
-                    self.cfg.servers,
-                    self.cfg.replicas,
-                    self.cfg.plant.server,
-                )));
-                for customer in [0, FORWARD_CUSTOMER] {
-                    route(&po, KV_APP, customer, &a, now_fn.clone(), |x, m, t| x.on_data(m, t));
-                }
-                App::Server(a)
+                App::Server(Arc::new(Mutex::new(Server::new(link, self.cfg.plant.server))))
             }
             Role::Worker => {
-                let a = Arc::new(Mutex::new(Worker::new(
-                    link,
-                    SimRng::new(app_seed),
-                    self.cfg.servers,
-                    self.cfg.replicas,
-                )));
-                route(&po, KV_APP, 0, &a, now_fn.clone(), |x, m, t| x.on_data(m, t));
+                let a = Arc::new(Mutex::new(Worker::new(link, SimRng::new(app_seed))));
                 route(&po, MASTER_APP, 0, &a, now_fn, |x, m, t| x.on_data(m, t));
                 App::Worker(a)
             }
@@ -337,7 +321,7 @@ impl World {
                 van.tick(pnow);
                 match &p.app {
                     App::Sched(a) => a.lock().tick(pnow),
-                    App::Server(a) => a.lock().tick(pnow),
+                    App::Server(_) => {}
                     App::Worker(a) => a.lock().tick(pnow),
                 }
                 self.agenda.at(now + TICK_MS, Ev::Tick { slot, life });
@@ -399,7 +383,13 @@ impl World {
             App::Server(a) => {
                 let mut a = a.lock();
                 let c = a.node.changes();
-                a.on_changes(c, pnow);
+                a.on_changes(c);
+                if let Some(why) = a.failed.take() {
+                    drop(a);
+                    self.crash(slot, &format!("stopped: {why}"));
+                    self.restart_later(slot);
+                    return;
+                }
                 a.node.evicted.load(Ordering::Relaxed)
             }
             App::Worker(a) => {

@@ -1,13 +1,12 @@
 //! The worker's connection to the master: a request is waited for in short slices and
-//! sent again as soon as the scheduler was replaced (its incarnation in the node table
-//! changed): the dead scheduler may have taken it and never answered, and waiting out
-//! the full attempt would stall the worker (and the servers' versions waiting for its
-//! gradients) for seconds after the restart. A request is also sent again after
-//! [`ATTEMPT`] without an answer. Sending again is safe: the master counts a finished
-//! task once, and a task still pending on a worker that asks again goes back to todo.
+//! sent again when [`Attempt::again`] says so (the scheduler was replaced, or
+//! [`ATTEMPT`] passed without an answer): waiting out the full attempt after a
+//! scheduler's restart would stall the worker (and the servers' versions waiting for
+//! its gradients) for seconds.
 
 use super::coordinator::{decode, encode, MASTER_APP, MASTER_HEAD};
 use super::error::TrainError;
+use super::master_retry::{Attempt, ATTEMPT_MS};
 use crate::master::{MasterRequest, MasterResponse};
 use bytes::Bytes;
 use parking_lot::Mutex;
@@ -19,7 +18,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How long one request waits for the master's answer before it is sent again.
-pub const ATTEMPT: Duration = Duration::from_secs(5);
+pub const ATTEMPT: Duration = Duration::from_millis(ATTEMPT_MS);
 
 /// How often a waiting request checks whether the scheduler was replaced.
 const POLL: Duration = Duration::from_millis(50);
@@ -128,17 +127,16 @@ impl MasterClient {
 
     /// Waits for request `ts`; None once answered, else why it should be sent again.
     fn wait(&self, ts: i32, scheduler: u64, start: Instant, patience: Duration) -> Option<String> {
-        let sent = Instant::now();
+        let van = self.po.van();
+        let attempt = Attempt::new(van.now_ms(), scheduler);
         loop {
             if self.app.customer().wait_request_timeout(ts, POLL) {
                 return None;
             }
-            let why = if self.po.van().scheduler_incarnation() != scheduler {
-                Some("the scheduler was replaced".to_string())
-            } else if sent.elapsed() >= ATTEMPT || start.elapsed() >= patience {
-                Some(format!("no answer within {:?}", sent.elapsed()))
-            } else {
-                None
+            let why = match attempt.again(van.now_ms(), van.scheduler_incarnation()) {
+                Some(again) => Some(again.to_string()),
+                None if start.elapsed() >= patience => Some(format!("no answer within {patience:?}")),
+                None => None,
             };
             if why.is_some() {
                 self.app.customer().forget_request(ts);

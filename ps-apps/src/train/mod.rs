@@ -9,6 +9,7 @@ pub mod exchange;
 pub mod kv_exchange;
 pub mod layout;
 pub mod master_client;
+pub mod master_retry;
 pub mod minibatch;
 pub mod pacer;
 mod range_copy;

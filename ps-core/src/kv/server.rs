@@ -18,7 +18,7 @@ use std::sync::Arc;
 /// A KV server. Create after the postoffice started (it needs its rank).
 pub struct KVServer<V: Pod> {
     customer: Customer,
-    _replication: Option<Replication>,
+    replication: Option<Replication>,
     range: KeyRange,
     _v: std::marker::PhantomData<V>,
 }
@@ -51,7 +51,7 @@ impl<V: Pod + Send + Sync + 'static> KVServer<V> {
             let (customer, rep) = replication::serve(po, app_id, handle, copy, responder)?;
             return Ok(KVServer {
                 customer,
-                _replication: Some(rep),
+                replication: Some(rep),
                 range,
                 _v: std::marker::PhantomData,
             });
@@ -71,7 +71,7 @@ impl<V: Pod + Send + Sync + 'static> KVServer<V> {
         })?;
         Ok(KVServer {
             customer,
-            _replication: None,
+            replication: None,
             range,
             _v: std::marker::PhantomData,
         })
@@ -80,6 +80,12 @@ impl<V: Pod + Send + Sync + 'static> KVServer<V> {
     /// The key range this server owns (its primary range).
     pub fn range(&self) -> KeyRange {
         self.range
+    }
+
+    /// True while this replacement server copies its key ranges from live replicas
+    /// (with `PS_REPLICAS` > 0; it serves them once copied).
+    pub fn catching_up(&self) -> bool {
+        self.replication.as_ref().is_some_and(|r| r.catching_up())
     }
 
     /// The underlying customer.

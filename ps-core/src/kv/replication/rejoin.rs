@@ -12,10 +12,9 @@ use crate::message::{Message, Meta};
 use crate::node::{id_to_rank, server_rank_to_id, SERVER_GROUP, WORKER_GROUP};
 use bytemuck::Pod;
 use std::sync::Arc;
-use std::time::Duration;
 
-/// Starts a replacement's catch-up: asks for every range's copy and runs a ticker
-/// that asks again when a copy does not come. [`KvError::CannotServe`] if a range has
+/// Starts a replacement's catch-up: asks for every range's copy, and asks again at
+/// the van's ticks when a copy does not come. [`KvError::CannotServe`] if a range has
 /// no live copy.
 pub(super) fn start<V: Pod + Send + Sync + 'static>(shared: &Arc<Shared<V>>) -> Result<(), KvError> {
     let (c, fetches) = CatchUp::new(shared.holders, shared.me, &shared.dead(), shared.now_ms());
@@ -35,24 +34,19 @@ pub(super) fn start<V: Pod + Send + Sync + 'static>(shared: &Arc<Shared<V>>) -> 
         shared.ask(f);
     }
     let weak = Arc::downgrade(shared);
-    std::thread::Builder::new()
-        .name("catch-up".into())
-        .spawn(move || loop {
-            std::thread::sleep(Duration::from_millis(200));
-            let Some(s) = weak.upgrade() else { return };
-            let mut cu = s.catchup.lock();
-            let Some(c) = cu.as_mut() else { return };
-            if c.done() {
-                return;
-            }
-            let again = c.tick(s.now_ms());
-            drop(cu);
-            for f in again {
-                log::warn!("server {}: no copy of key range {} yet; asking again", s.me, f.range);
-                s.ask(f);
-            }
-        })
-        .map_err(|e| KvError::Register(crate::error::PostofficeError::Thread(e.to_string())))?;
+    shared.po.van().on_tick(move |now| {
+        let Some(s) = weak.upgrade() else { return };
+        let mut cu = s.catchup.lock();
+        let Some(c) = cu.as_mut().filter(|c| !c.done()) else {
+            return;
+        };
+        let again = c.tick(now);
+        drop(cu);
+        for f in again {
+            log::warn!("server {}: no copy of key range {} yet; asking again", s.me, f.range);
+            s.ask(f);
+        }
+    });
     Ok(())
 }
 

@@ -24,11 +24,19 @@ use bytemuck::Pod;
 use parking_lot::Mutex;
 use std::collections::BTreeSet;
 use std::sync::{Arc, Weak};
-use std::time::Instant;
 
 /// A running replica: its forward customer (dropping it stops taking forwards).
 pub struct Replication {
     _forwards: Customer,
+    catching_up: Box<dyn Fn() -> bool + Send + Sync>,
+}
+
+impl Replication {
+    /// True while this replacement server copies its key ranges (it does not serve
+    /// them yet).
+    pub fn catching_up(&self) -> bool {
+        (self.catching_up)()
+    }
 }
 
 /// Serves app `app_id` as one replica: returns the customer taking the workers'
@@ -62,7 +70,6 @@ pub(crate) fn serve<V: Pod + Send + Sync + 'static>(
             copy,
         }),
         acks: Mutex::new(AckTable::default()),
-        epoch: Instant::now(),
         catchup: Mutex::new(None),
         joiners: Mutex::new(Joiners::default()),
     });
@@ -108,7 +115,14 @@ pub(crate) fn serve<V: Pod + Send + Sync + 'static>(
     if po.is_recovery() {
         super::rejoin::start(&shared)?;
     }
-    Ok((requests, Replication { _forwards: forwards }))
+    let catching_up = Box::new(move || shared.catchup.lock().as_ref().is_some_and(|c| !c.done()));
+    Ok((
+        requests,
+        Replication {
+            _forwards: forwards,
+            catching_up,
+        },
+    ))
 }
 
 /// True if `msg` comes from a server: replicas talk among themselves only (the van

@@ -12,7 +12,6 @@ use crate::postoffice::Postoffice;
 use bytemuck::Pod;
 use parking_lot::Mutex;
 use std::sync::Arc;
-use std::time::Instant;
 
 /// The handle and the ids it applied, under one lock: applying a push and recording
 /// its id are one step.
@@ -34,7 +33,6 @@ pub(super) struct Shared<V: Pod> {
     pub(super) responder: KVResponder,
     pub(super) applied: Mutex<Applied<V>>,
     pub(super) acks: Mutex<AckTable<Message>>,
-    pub(super) epoch: Instant,
     /// A replacement's catch-up (None once rejoined, or for a first server).
     pub(super) catchup: Mutex<Option<CatchUp<Message>>>,
     /// Newcomers this server forwards pushes to while they copy its ranges.
@@ -42,7 +40,9 @@ pub(super) struct Shared<V: Pod> {
 }
 
 impl<V: Pod> Shared<V> {
+    /// The van's clock (ms): the time the dedup window and the catch-up's retries
+    /// are measured in.
     pub(super) fn now_ms(&self) -> u64 {
-        self.epoch.elapsed().as_millis() as u64
+        self.po.van().now_ms()
     }
 }

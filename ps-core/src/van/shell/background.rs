@@ -55,9 +55,18 @@ impl Van {
         }
     }
 
+    /// Runs `hook` with the van's time (ms) at every tick, after the van's own work:
+    /// an application's timers (a replica asking again for a copy, forwards sent
+    /// again) run on the van's ticking thread, or in a simulator's steps, without a
+    /// thread of their own. A hook holds what it needs weakly and does nothing once
+    /// that is gone.
+    pub fn on_tick(&self, hook: impl Fn(u64) + Send + Sync + 'static) {
+        self.tick_hooks.lock().push(Arc::new(hook));
+    }
+
     /// One tick (every 20 ms on the van's ticking thread): resends due (a stalled
     /// link reopened first); on a scheduler, the election's step, then liveness while
-    /// it acts.
+    /// it acts; then the applications' hooks ([`Van::on_tick`]).
     pub fn tick(&self, now: u64) {
         if let Some(r) = &self.resender {
             let peers = self.peers.read().clone();
@@ -94,6 +103,10 @@ impl Van {
                 let actions = s.lock().tick(now, since);
                 self.execute(actions);
             }
+        }
+        let hooks = self.tick_hooks.lock().clone();
+        for hook in hooks {
+            hook(now);
         }
     }
 }

@@ -91,9 +91,14 @@ pub struct Van {
     authz: authorize::AuthzState,
     /// Ids whose process is a ps-lite one (see [`Van::is_pslite`]).
     pslite_ids: RwLock<std::collections::HashSet<i32>>,
+    /// Work run at every tick after the van's own ([`Van::on_tick`]).
+    tick_hooks: Mutex<Vec<TickHook>>,
     /// Traffic counters.
     pub stats: VanStats,
 }
+
+/// Work an application runs at every tick of the van ([`Van::on_tick`]).
+pub type TickHook = Arc<dyn Fn(u64) + Send + Sync>;
 
 impl Van {
     /// A van for `cfg` over `transport`; nothing is bound until [`Van::start`].
@@ -162,6 +167,7 @@ impl Van {
             welcomed: Mutex::new(Vec::new()),
             goodbye: Mutex::new(false),
             goodbye_cv: Condvar::new(),
+            tick_hooks: Mutex::default(),
             stats: VanStats {
                 shm: transport.shm_stats().unwrap_or_default(),
                 ..VanStats::default()
