@@ -7,7 +7,8 @@
 //! barriers and liveness) over a simulated transport and clock, with no thread: the
 //! world runs the steps the van's threads run ([`process`]). On top runs each role's
 //! application: the master answering as the training coordinator does, and servers
-//! and workers of a summing job. After every step the invariants of [`check`] are
+//! and workers of a summing job through psrs's own `KVServer` (with its replication)
+//! and `KVWorker` ([`server`], [`worker`]). After every step the invariants of [`check`] are
 //! checked; the first one broken ends the run with the seed that replays it exactly.
 
 pub mod check;

@@ -57,7 +57,13 @@ pub struct Sums {
 fn sum_handle(sums: Arc<Mutex<Sums>>, po: Arc<Postoffice>, bugs: ServerBugs) -> ReqHandle<i64> {
     Box::new(move |meta: &KVMeta, kvs: KVPairs<i64>, resp: &KVResponder| {
         if meta.push {
-            let key = (meta.sender, meta.incarnation, meta.customer_id, meta.timestamp, meta.range);
+            let key = (
+                meta.sender,
+                meta.incarnation,
+                meta.customer_id,
+                meta.timestamp,
+                meta.range,
+            );
             let v: i64 = kvs.vals.iter().sum();
             let mut s = sums.lock();
             let r = s.ranges.entry(meta.range as usize).or_default();

@@ -236,9 +236,7 @@ impl World {
                 po.on_took_over(move |state| a3.lock().on_took_over(state, n2()));
                 App::Sched(a)
             }
-            Role::Server => {
-                App::Server(Arc::new(Mutex::new(Server::new(link, self.cfg.plant.server))))
-            }
+            Role::Server => App::Server(Arc::new(Mutex::new(Server::new(link, self.cfg.plant.server)))),
             Role::Worker => {
                 let a = Arc::new(Mutex::new(Worker::new(link, SimRng::new(app_seed))));
                 route(&po, MASTER_APP, 0, &a, now_fn, |x, m, t| x.on_data(m, t));

@@ -27,8 +27,16 @@ pub fn signature(meta: &Meta) -> u64 {
         meta.status,
     )
         .hash(&mut h);
-    // a replica answering for two key ranges of one request sends two answers
-    (meta.control.cmd as u8, meta.control.barrier_group, meta.range).hash(&mut h);
+    // a replica answering for two key ranges of one request sends two answers; and
+    // the answer to a restarted process (whose timestamps start again) is not the
+    // answer to its predecessor, still unacknowledged when that one died
+    (
+        meta.control.cmd as u8,
+        meta.control.barrier_group,
+        meta.range,
+        meta.recver_incarnation,
+    )
+        .hash(&mut h);
     h.finish()
 }
 
@@ -250,6 +258,19 @@ mod tests {
         m.control.cmd = Command::Ack;
         m.control.msg_sig = sig;
         m
+    }
+
+    #[test]
+    fn an_answer_to_a_restarted_process_is_not_its_predecessors() {
+        let mut r: Resender<i32> = Resender::new(100, 3);
+        let (mut old, mut new) = (meta(1), meta(1));
+        (old.recver_incarnation, new.recver_incarnation) = (3, 5);
+        assert_ne!(signature(&old), signature(&new));
+        r.on_send(signature(&old), 1, 0);
+        r.on_send(signature(&new), 2, 0);
+        assert_eq!(r.num_unacked(), 2, "the second answer is tracked on its own");
+        assert_eq!(r.on_receive(&new, 10), Incoming::Fresh(signature(&new)));
+        assert_eq!(r.on_receive(&old, 10), Incoming::Fresh(signature(&old)));
     }
 
     #[test]

@@ -197,13 +197,34 @@ pub struct Joiners {
     by_range: BTreeMap<usize, BTreeSet<usize>>,
     /// When each newcomer's rejoin was heard.
     rejoined: BTreeMap<usize, u64>,
+    /// The process (incarnation) of each newcomer.
+    process: BTreeMap<usize, u64>,
 }
 
 impl Joiners {
-    /// `rank` took a copy of `range`: forward it that range's pushes from now on.
-    pub fn add(&mut self, range: usize, rank: usize) {
+    /// `rank`, process `incarnation`, took a copy of `range`: forward it that range's
+    /// pushes from now on.
+    pub fn add(&mut self, range: usize, rank: usize, incarnation: u64) {
         self.by_range.entry(range).or_default().insert(rank);
         self.rejoined.remove(&rank);
+        self.process.insert(rank, incarnation);
+    }
+
+    /// The ranks of `declared` (declared dead, or left) whose process is dead:
+    /// all but those whose newcomer, a copy of this server's, is another process than
+    /// the one declared dead (`dead_process` of a rank: the incarnation declared dead
+    /// if the last process heard of under its id was). A newcomer's copy request can
+    /// overtake the table that revives its id: until that table comes its id is still
+    /// among the dead, yet its acknowledgements are to be waited for.
+    pub fn dead(&self, declared: &BTreeSet<usize>, dead_process: impl Fn(usize) -> Option<u64>) -> BTreeSet<usize> {
+        declared
+            .iter()
+            .copied()
+            .filter(|&r| match self.process.get(&r) {
+                Some(&inc) => dead_process(r) == Some(inc),
+                None => true,
+            })
+            .collect()
     }
 
     /// Where a push of `range` is forwarded: `others` (the range's live holders but
@@ -248,6 +269,7 @@ impl Joiners {
         }
         self.by_range.retain(|_, s| !s.is_empty());
         self.rejoined.retain(|r, _| !dead.contains(r));
+        self.process.retain(|r, _| !dead.contains(r));
     }
 }
 

@@ -75,7 +75,7 @@ fn unanswered_copies_are_asked_again() {
 fn a_source_forwards_to_newcomers_until_they_die() {
     let mut j = Joiners::default();
     assert_eq!(j.targets(1, 2, vec![]), Vec::<usize>::new());
-    j.add(1, 1);
+    j.add(1, 1, 7);
     assert_eq!(j.targets(1, 2, vec![]), vec![1]);
     // once rejoined, the newcomer is a live holder: not forwarded to twice
     assert_eq!(j.targets(1, 2, vec![1]), vec![1]);
@@ -90,7 +90,7 @@ fn a_source_relays_forwards_to_its_newcomers_until_after_their_rejoin() {
     // the workers' primary was 2: 3 relays what 2 forwards it, never back to the sender
     let mut j = Joiners::default();
     assert_eq!(j.relay_targets(1, 3, 2, 0), Vec::<usize>::new());
-    j.add(1, 1);
+    j.add(1, 1, 7);
     assert_eq!(j.relay_targets(1, 3, 2, 0), vec![1]);
     assert_eq!(j.relay_targets(1, 3, 1, 0), Vec::<usize>::new());
     assert_eq!(j.relay_targets(0, 3, 2, 0), Vec::<usize>::new());
@@ -102,8 +102,24 @@ fn a_source_relays_forwards_to_its_newcomers_until_after_their_rejoin() {
     // a primary still forwards to it (it is a live holder anyway)
     assert_eq!(j.targets(1, 3, vec![]), vec![1]);
     // a newcomer of that rank copying again (its process died and was replaced)
-    j.add(1, 1);
+    j.add(1, 1, 7);
     assert_eq!(j.relay_targets(1, 3, 2, 1_000 + RELAY_GRACE_MS), vec![1]);
     j.forget(&set(&[1]));
     assert_eq!(j.relay_targets(1, 3, 2, 0), Vec::<usize>::new());
+}
+
+#[test]
+fn a_newcomer_is_no_dead_process_while_its_id_is_still_declared_dead() {
+    // rank 1's process 5 was declared dead; its replacement, process 7, took a copy
+    // before this server got the table that revives the id
+    let mut j = Joiners::default();
+    let declared = set(&[1, 2]);
+    assert_eq!(j.dead(&declared, |_| Some(5)), set(&[1, 2]));
+    j.add(0, 1, 7);
+    assert_eq!(j.dead(&declared, |_| Some(5)), set(&[2]), "the newcomer is waited for");
+    assert_eq!(j.dead(&declared, |_| None), set(&[2]));
+    // the newcomer itself died
+    assert_eq!(j.dead(&declared, |_| Some(7)), set(&[1, 2]));
+    j.forget(&set(&[1]));
+    assert_eq!(j.dead(&declared, |_| Some(5)), set(&[1, 2]));
 }

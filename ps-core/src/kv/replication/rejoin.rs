@@ -13,10 +13,9 @@ use crate::node::{id_to_rank, server_rank_to_id, SERVER_GROUP, WORKER_GROUP};
 use bytemuck::Pod;
 use std::sync::Arc;
 
-/// Starts a replacement's catch-up: asks for every range's copy, and asks again at
-/// the van's ticks when a copy does not come. [`KvError::CannotServe`] if a range has
-/// no live copy.
-pub(super) fn start<V: Pod + Send + Sync + 'static>(shared: &Arc<Shared<V>>) -> Result<(), KvError> {
+/// Sets up a replacement's catch-up: the copies to ask for, from each range's first
+/// live holder. [`KvError::CannotServe`] if a range has no live copy.
+pub(super) fn prepare<V: Pod + Send + Sync>(shared: &Shared<V>) -> Result<Vec<Fetch>, KvError> {
     let (c, fetches) = CatchUp::new(shared.holders, shared.me, &shared.dead(), shared.now_ms());
     let lost = c.lost();
     if !lost.is_empty() {
@@ -25,11 +24,17 @@ pub(super) fn start<V: Pod + Send + Sync + 'static>(shared: &Arc<Shared<V>>) -> 
             shared.me
         )));
     }
+    *shared.catchup.lock() = Some(c);
+    Ok(fetches)
+}
+
+/// Starts a replacement's catch-up ([`prepare`]d): asks for every range's copy, and
+/// asks again at the van's ticks when a copy does not come.
+pub(super) fn start<V: Pod + Send + Sync + 'static>(shared: &Arc<Shared<V>>, fetches: Vec<Fetch>) {
     log::info!(
         "server {}: copying key ranges {fetches:?} from live replicas",
         shared.me
     );
-    *shared.catchup.lock() = Some(c);
     for f in fetches {
         shared.ask(f);
     }
@@ -47,7 +52,6 @@ pub(super) fn start<V: Pod + Send + Sync + 'static>(shared: &Arc<Shared<V>>) -> 
             s.ask(f);
         }
     });
-    Ok(())
 }
 
 impl<V: Pod + Send + Sync> Shared<V> {
@@ -99,7 +103,7 @@ impl<V: Pod + Send + Sync> Shared<V> {
             return log::warn!("server {}: this application cannot copy key ranges", self.me);
         };
         let state = copy.snapshot(range, self.ranges[range]);
-        self.joiners.lock().add(range, rank);
+        self.joiners.lock().add(range, rank, msg.meta.incarnation);
         let head = CopyHead { range, ids }.encode();
         let meta = self.message(OP_COPY, FORWARD_CUSTOMER, from, false, range as i32, msg.meta.timestamp);
         log::info!("server {}: sent a copy of key range {range} to server {rank}", self.me);
@@ -110,7 +114,8 @@ impl<V: Pod + Send + Sync> Shared<V> {
     }
 
     /// A copy arrived: installed (with its request ids) if it is the one awaited, then
-    /// the forwards buffered meanwhile are applied, in order, before any later one.
+    /// the forwards and requests buffered meanwhile are applied, in order, before any
+    /// later one.
     pub(super) fn on_copy(&self, msg: Message) {
         let sender = msg.meta.sender;
         let head = match CopyHead::decode(&msg.data) {
@@ -145,7 +150,10 @@ impl<V: Pod + Send + Sync> Shared<V> {
             buffered.len()
         );
         for f in buffered {
-            self.apply_forward(&f);
+            match f.meta.customer_id {
+                FORWARD_CUSTOMER => self.apply_forward(&f),
+                _ => self.serve_request(&f),
+            }
         }
         if c.take_rejoin() {
             drop(cu);
@@ -179,8 +187,9 @@ impl<V: Pod + Send + Sync> Shared<V> {
         }
     }
 
-    /// A forward of a range still being copied is kept (`None`); otherwise returned.
-    pub(super) fn buffer_forward(&self, msg: Message) -> Option<Message> {
+    /// A forward or request of a range still being copied is kept (`None`);
+    /// otherwise returned.
+    pub(super) fn buffer_until_copied(&self, msg: Message) -> Option<Message> {
         let mut cu = self.catchup.lock();
         let Some(c) = cu.as_mut() else {
             return Some(msg);
@@ -208,7 +217,7 @@ impl<V: Pod + Send + Sync> Shared<V> {
     /// After deaths: copies whose source died are asked of the next live holder;
     /// newcomers that died are no longer forwarded to.
     pub(super) fn catch_up_dead(&self) {
-        let gone = super::holders::dead_server_ranks(&self.po.dead_nodes());
+        let gone = self.dead_processes();
         self.joiners.lock().forget(&gone);
         let dead = self.dead();
         let mut cu = self.catchup.lock();

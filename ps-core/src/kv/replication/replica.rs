@@ -72,6 +72,7 @@ pub(crate) fn serve<V: Pod + Send + Sync + 'static>(
         acks: Mutex::new(AckTable::default()),
         catchup: Mutex::new(None),
         joiners: Mutex::new(Joiners::default()),
+        known: Mutex::new(KnownKeys::new(64)),
     });
     log::info!(
         "server {} holds key ranges {:?} ({} replicas)",
@@ -79,8 +80,13 @@ pub(crate) fn serve<V: Pod + Send + Sync + 'static>(
         shared.holders.ranges_of(shared.me),
         shared.holders.replicas()
     );
+    // a replacement's catch-up is set up before any request or forward is taken: those
+    // that arrived first (held by the postoffice) are buffered until their range's copy
+    let fetches = match po.is_recovery() {
+        true => Some(super::rejoin::prepare(&shared)?),
+        false => None,
+    };
     let s = Arc::clone(&shared);
-    let mut known = KnownKeys::new(64);
     let requests = Customer::new_inline(po, app_id, app_id, move |msg: Message| match msg.meta.request {
         true if msg.meta.head == OP_REJOINED && !msg.meta.push && !from_server(&msg) => {}
         true if msg.meta.head == OP_REJOINED && !msg.meta.push => {
@@ -89,7 +95,7 @@ pub(crate) fn serve<V: Pod + Send + Sync + 'static>(
             }
             s.po.mark_rejoined(msg.meta.sender)
         }
-        true => s.on_request(&msg, &mut known),
+        true => s.on_request(msg),
         false => {}
     })?;
     let s = Arc::clone(&shared);
@@ -112,8 +118,8 @@ pub(crate) fn serve<V: Pod + Send + Sync + 'static>(
             s.catch_up_dead();
         }
     });
-    if po.is_recovery() {
-        super::rejoin::start(&shared)?;
+    if let Some(fetches) = fetches {
+        super::rejoin::start(&shared, fetches);
     }
     let catching_up = Box::new(move || shared.catchup.lock().as_ref().is_some_and(|c| !c.done()));
     Ok((
@@ -161,12 +167,22 @@ impl<V: Pod + Send + Sync> Shared<V> {
         }
     }
 
+    /// A worker's request: buffered while this replacement waits for its range's copy
+    /// (one sent to the process it replaced: applied before the copy, the copy would
+    /// overwrite it while its id stays recorded as applied), else served.
+    fn on_request(&self, msg: Message) {
+        if let Some(msg) = self.buffer_until_copied(msg) {
+            self.serve_request(&msg);
+        }
+    }
+
     /// A worker's request: a pull is served here; a push is applied here (once),
     /// forwarded to the other live holders, and answered when they applied it.
-    fn on_request(&self, msg: &Message, known: &mut KnownKeys) {
+    pub(super) fn serve_request(&self, msg: &Message) {
         let meta = KVMeta::of(&msg.meta);
         let pairs = self.held(meta.range).and_then(|range| {
-            checked_pairs::<V>(msg, meta.push, known, range, self.po.config().security.limits.max_keys)
+            let max_keys = self.po.config().security.limits.max_keys;
+            checked_pairs::<V>(msg, meta.push, &mut self.known.lock(), range, max_keys)
         });
         let kvs = match pairs {
             Ok(p) => p,
@@ -265,7 +281,7 @@ impl<V: Pod + Send + Sync> Shared<V> {
     /// A push another replica applied: apply it here too (once), then acknowledge
     /// (buffered while this replacement waits for the range's copy).
     pub(super) fn on_forward(&self, msg: Message) {
-        if let Some(msg) = self.buffer_forward(msg) {
+        if let Some(msg) = self.buffer_until_copied(msg) {
             self.apply_forward(&msg);
         }
     }
@@ -339,9 +355,22 @@ impl<V: Pod + Send + Sync> Shared<V> {
         }
     }
 
-    /// Answers the pushes that waited only for replicas now dead.
+    /// Server ranks whose process is dead (declared dead or left; see
+    /// [`super::catchup::Joiners::dead`]). A replacement still copying its ranges is
+    /// not one of them: it acknowledges a push once it applied it after its copy.
+    pub(super) fn dead_processes(&self) -> BTreeSet<usize> {
+        let declared = dead_server_ranks(&self.po.dead_nodes());
+        let van = self.po.van();
+        self.joiners
+            .lock()
+            .dead(&declared, |r| van.dead_incarnation(server_rank_to_id(r)))
+    }
+
+    /// Answers the pushes that waited only for replicas now dead. A holder still
+    /// copying its ranges is waited for: answered before it applied the push, the
+    /// push could end up on one copy only.
     fn release_dead(&self) {
-        let dead = self.dead();
+        let dead = self.dead_processes();
         if dead.is_empty() {
             return;
         }

@@ -5,6 +5,7 @@ use super::catchup::{CatchUp, Joiners};
 use super::dedup::DedupWindow;
 use super::holders::Holders;
 use super::range_copy::RangeCopy;
+use crate::kv::key_cache::KnownKeys;
 use crate::kv::range::KeyRange;
 use crate::kv::request::{KVResponder, ReqHandle};
 use crate::message::Message;
@@ -37,6 +38,8 @@ pub(super) struct Shared<V: Pod> {
     pub(super) catchup: Mutex<Option<CatchUp<Message>>>,
     /// Newcomers this server forwards pushes to while they copy its ranges.
     pub(super) joiners: Mutex<Joiners>,
+    /// The key lists the workers cached here.
+    pub(super) known: Mutex<KnownKeys>,
 }
 
 impl<V: Pod> Shared<V> {

@@ -71,8 +71,8 @@ impl Van {
         dead
     }
 
-    /// The process of `id` declared dead, if the last one heard of under `id` was (an
-    /// observer's question: a simulator's server telling a newcomer from the dead).
+    /// The process of `id` declared dead, if the last one heard of under `id` was (a
+    /// replica telling a newcomer that took over `id` from the process declared dead).
     pub fn dead_incarnation(&self, id: i32) -> Option<u64> {
         self.peers.read().dead_incarnation(id)
     }
