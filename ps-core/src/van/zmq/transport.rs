@@ -265,6 +265,26 @@ impl Transport for ZmqTransport {
         self.senders.lock().remove(&peer);
     }
 
+    /// Moves the socket known as `from` to the key `to`: a scheduler that welcomed a
+    /// registering node sends it the table and the barrier releases over the same
+    /// socket. A second DEALER with this node's identity would make the peer's ROUTER
+    /// hand the identity over to whichever connected last, dropping what was in flight
+    /// on the other (a start-barrier release lost, the cluster hung). If the peer's
+    /// kind under `to` asks for another identity, the socket is opened again.
+    fn rekey(&self, from: i32, to: i32) -> bool {
+        let mut senders = self.senders.lock();
+        let Some(mut p) = senders.remove(&from) else {
+            return false;
+        };
+        let kinds = self.kinds.lock();
+        let kind = |k: i32| kinds.get(&k).copied().unwrap_or_default();
+        if kind(from) != kind(to) {
+            p.sock = None;
+        }
+        senders.insert(to, p);
+        true
+    }
+
     fn is_connected(&self, peer: i32) -> bool {
         self.senders.lock().contains_key(&peer)
     }
@@ -324,5 +344,39 @@ impl Transport for ZmqTransport {
         }
         self.senders.lock().clear();
         *self.receiver.lock() = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A welcomed node's socket moves under its id: what is sent under either key goes
+    /// over one DEALER (one identity, one connection at the peer), in order.
+    #[test]
+    fn a_rekeyed_peer_keeps_its_socket() {
+        let ctx = zmq::Context::new();
+        let router = ctx.socket(zmq::ROUTER).unwrap();
+        router.set_rcvtimeo(5000).unwrap();
+        router.bind("tcp://127.0.0.1:*").unwrap();
+        let endpoint = router.get_last_endpoint().unwrap().unwrap();
+        let port: u16 = endpoint.rsplit(':').next().unwrap().parse().unwrap();
+
+        let tx = ZmqTransport::new();
+        tx.set_local_node(1, 0xab);
+        tx.connect(-70_001, "127.0.0.1", port).unwrap();
+        tx.send(-70_001, vec![Bytes::from_static(b"welcome")]).unwrap();
+        let before = tx.senders.lock()[&-70_001].sock.clone().unwrap();
+        assert!(tx.rekey(-70_001, 8));
+        assert!(!tx.is_connected(-70_001), "the old key is gone");
+        assert!(!tx.rekey(-70_001, 9));
+        let after = tx.senders.lock()[&8].sock.clone().unwrap();
+        assert!(Arc::ptr_eq(&before, &after), "the same socket, not a second one");
+        tx.send(8, vec![Bytes::from_static(b"table")]).unwrap();
+        for want in [&b"welcome"[..], b"table"] {
+            let m = router.recv_multipart(0).unwrap();
+            assert_eq!((m[0].as_slice(), m[1].as_slice()), (&b"ps1:ab"[..], want));
+        }
+        tx.close();
     }
 }
