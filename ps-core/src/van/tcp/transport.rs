@@ -381,12 +381,9 @@ mod tests {
         rx.close();
     }
 
-    /// A send that must not wait returns at once, even to a peer that takes long to
-    /// connect to; what is sent meanwhile waits, in order, and is written once the
-    /// connection is open. A peer that cannot be reached loses what waited, and for a
-    /// while such sends fail at once with the error.
-    #[test]
-    fn sends_that_must_not_wait_queue_while_the_connection_opens() {
+    /// A receiving transport handing each message's first frame to the channel, and a
+    /// sending one whose node 1 is the receiver (TCP only, no Unix socket).
+    fn linked_pair() -> (TcpTransport, TcpTransport, crossbeam_channel::Receiver<Bytes>) {
         let rx = TcpTransport::new().with_local_socket(false);
         let port = rx.bind("127.0.0.1", 0).unwrap();
         let (tx_frames, got) = crossbeam_channel::unbounded();
@@ -394,6 +391,16 @@ mod tests {
             .unwrap();
         let tx = TcpTransport::new().with_local_socket(false);
         tx.connect(1, "127.0.0.1", port).unwrap();
+        (rx, tx, got)
+    }
+
+    /// A send that must not wait returns at once, even to a peer that takes long to
+    /// connect to; what is sent meanwhile waits, in order, and is written once the
+    /// connection is open. A peer that cannot be reached loses what waited, and for a
+    /// while such sends fail at once with the error.
+    #[test]
+    fn sends_that_must_not_wait_queue_while_the_connection_opens() {
+        let (rx, tx, got) = linked_pair();
         for m in [&b"a"[..], b"b", b"c"] {
             tx.send_nowait(1, vec![Bytes::from_static(m)]).unwrap();
         }
@@ -422,13 +429,7 @@ mod tests {
     /// it waits for the opening instead of losing its message, and all arrive in order.
     #[test]
     fn a_burst_past_the_opening_bound_waits_and_loses_nothing() {
-        let rx = TcpTransport::new().with_local_socket(false);
-        let port = rx.bind("127.0.0.1", 0).unwrap();
-        let (tx_frames, got) = crossbeam_channel::unbounded();
-        rx.start(Arc::new(move |f: Vec<Bytes>, _| tx_frames.send(f[0].clone()).unwrap()))
-            .unwrap();
-        let tx = TcpTransport::new().with_local_socket(false);
-        tx.connect(1, "127.0.0.1", port).unwrap();
+        let (rx, tx, got) = linked_pair();
         let bursts: Vec<Bytes> = (1..=3u8).map(|b| Bytes::from(vec![b; 40 << 20])).collect();
         for f in bursts {
             tx.send_nowait(1, vec![f]).unwrap();
