@@ -1,0 +1,34 @@
+//! Seeds that found bugs in psrs's own code, each run again: every one of them failed
+//! before its fix and must pass now.
+
+use ps_sim::{run, Outcome, SimConfig};
+
+/// Seed and what it found (with the default cluster of `psrs simulate`).
+const FOUND: &[(u64, &str)] = &[
+    // a replacement server applied a push held for the process it replaced, then the
+    // range copy overwrote it while its id still counted as applied
+    (
+        26,
+        "a push answered to worker 11 missing from server 0's copy of range 0",
+    ),
+    // a newcomer still copying a range released a waiting push as if it were dead
+    (
+        78,
+        "a push answered to worker 9 missing from server 1's copy of range 1",
+    ),
+    // the resender's signature ignored the receiver's incarnation: a restarted
+    // worker's answer matched its dead predecessor's, and its push hung
+    (2930, "the job did not finish within 60 s after the faults stopped"),
+];
+
+#[test]
+fn seeds_that_found_bugs_pass() {
+    let cfg = SimConfig::default();
+    for &(seed, found) in FOUND {
+        match run(&cfg, seed) {
+            Outcome::Passed { .. } => {}
+            Outcome::Beyond { why, .. } => panic!("seed {seed} ({found}) stopped beyond the fault model: {why}"),
+            Outcome::Failed { violation, .. } => panic!("seed {seed} ({found}) fails again: {violation:?}"),
+        }
+    }
+}
