@@ -64,3 +64,29 @@ fn unreachable_etcd_is_a_clear_error() {
     .expect("nothing listens there");
     assert!(e.0.starts_with("etcd:"), "{e}");
 }
+
+/// A store whose etcd stops answering (SIGSTOP) is still dropped within a bound: the
+/// lease keep-alive waits on etcd with a deadline and then sees it must stop.
+#[test]
+fn a_store_whose_etcd_stops_answering_is_dropped_within_a_bound() {
+    let Some(etcd) = start_etcd() else { return };
+    let a = store(&etcd, Duration::from_secs(10)).unwrap();
+    let pid = etcd.pid().to_string();
+    let signal = |sig: &str| {
+        let ok = std::process::Command::new("kill").args([sig, &pid]).status();
+        assert!(ok.is_ok_and(|s| s.success()), "kill {sig} {pid}");
+    };
+    signal("-STOP");
+    std::thread::sleep(Duration::from_secs(3));
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        drop(a);
+        let _ = tx.send(());
+    });
+    let dropped = rx.recv_timeout(Duration::from_secs(15));
+    signal("-CONT");
+    assert!(
+        dropped.is_ok(),
+        "the store was not dropped within 15 s of etcd stopping"
+    );
+}

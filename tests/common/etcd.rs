@@ -38,6 +38,11 @@ pub fn port() -> u16 {
 impl Etcd {
     /// Starts etcd and waits (up to 20 s) until it accepts clients; panics when it
     /// cannot start.
+    /// The etcd process's pid (to stop it with a signal).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     pub fn start() -> Etcd {
         let dir = tempfile::tempdir().unwrap();
         let (c, p) = (port(), port());

@@ -131,14 +131,23 @@ fn keep_alive(client: &mut Client, lease: i64, period: Duration, stop: &AtomicBo
         Ok(rt) => rt,
         Err(e) => return log::error!("etcd keep-alive runtime: {e}"),
     };
+    // every wait on etcd has a deadline, so a stop is seen even when etcd stops
+    // answering (the store's drop joins this thread)
+    let deadline = period.max(Duration::from_secs(1));
     rt.block_on(async {
-        let (mut keeper, _stream) = match client.lease_keep_alive(lease).await {
-            Ok(k) => k,
-            Err(e) => return log::error!("etcd keep-alive: {e}"),
+        let (mut keeper, _stream) = loop {
+            match tokio::time::timeout(deadline, client.lease_keep_alive(lease)).await {
+                Ok(Ok(k)) => break k,
+                Ok(Err(e)) => return log::error!("etcd keep-alive: {e}"),
+                Err(_) if stop.load(Ordering::Relaxed) => return,
+                Err(_) => log::warn!("etcd keep-alive: no answer within {deadline:?}; asking again"),
+            }
         };
         while !stop.load(Ordering::Relaxed) {
-            if let Err(e) = keeper.keep_alive().await {
-                log::warn!("etcd keep-alive failed: {e}");
+            match tokio::time::timeout(deadline, keeper.keep_alive()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => log::warn!("etcd keep-alive failed: {e}"),
+                Err(_) => log::warn!("etcd keep-alive: no answer within {deadline:?}"),
             }
             let mut slept = Duration::ZERO;
             while slept < period && !stop.load(Ordering::Relaxed) {
