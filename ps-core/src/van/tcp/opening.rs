@@ -9,9 +9,10 @@
 //! own and leaves its message in the link's queue; whatever is sent to the peer
 //! meanwhile queues behind it, in order (a sender past [`MAX_WAITING_BYTES`] waits),
 //! and once the connection is open the messages are queued on it as any send's, large
-//! frames placed in shared memory when the peer takes it. If it cannot be opened, the queued messages are lost (as a failed write
-//! loses them; the resender, when on, sends them again), and for [`RETRY_AFTER`] such
-//! sends fail at once with the error instead of trying again.
+//! frames placed in shared memory when the peer takes it. If it cannot be opened, the
+//! queued messages are lost (as a failed write loses them; the resender, when on,
+//! sends them again), and for [`RETRY_AFTER`] such sends fail at once with the error
+//! instead of trying again.
 
 use super::link::{open, Link, Peer};
 use super::shm::Shm;
