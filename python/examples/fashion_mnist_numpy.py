@@ -25,6 +25,13 @@ import numpy as np
 import psrs
 
 
+def say(line: str) -> None:
+    """Prints `line` in one write: the nodes of a local cluster share one output, and
+    print()'s separate write of the newline lets another node's line land between."""
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
 def param_keys(num_params):
     """Keys of the flat parameter vector, spread evenly over the servers' key ranges
     (sorted: the ranges are in key order)."""
@@ -109,7 +116,7 @@ def work(a):
             correct += ok
         task.report(len(y), loss_sum, correct)
         tasks += 1
-    print(f"worker {psrs.node_id()} trained {tasks} tasks in {time.monotonic() - started:.1f} s", flush=True)
+    say(f"worker {psrs.node_id()} trained {tasks} tasks in {time.monotonic() - started:.1f} s")
     if test is not None:
         tx, ty = test
         if model is None:
@@ -118,7 +125,7 @@ def work(a):
             params = np.zeros(model.num_params, dtype=np.float32)
         kv.wait(kv.pull(keys, out=params))
         acc, logloss = model.evaluate(params, tx, labels_of(ty, a.classes))
-        print(f"final test accuracy {acc:.4f} log-loss {logloss:.4f}", flush=True)
+        say(f"final test accuracy {acc:.4f} log-loss {logloss:.4f}")
 
 
 def main():

@@ -36,6 +36,13 @@ from ctr_data import NUMERIC, auc, cardinalities  # noqa: E402
 BOTTOM, TOP = "512-256-64", "512-256"  # dlrm.py's (imported on workers only: servers load no torch)
 
 
+def say(line: str) -> None:
+    """Prints `line` in one write: the nodes of a local cluster share one output, and
+    print()'s separate write of the newline lets another node's line land between."""
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
 def split(x, y):
     """Records (n, 39) as the model's inputs (counts, categories) and the labels."""
     import torch
@@ -112,8 +119,8 @@ def work(a, pt, cards, joined):
     opt.synchronize()
     secs = time.monotonic() - started
     me = pt.rank()
-    print(f"worker {me}: {seen} samples in {secs:.1f} s ({seen / max(secs, 1e-9):.0f} samples/s), "
-          f"peak memory {peak_mib():.0f} MiB ({joined:.0f} MiB before it joined)", flush=True)
+    say(f"worker {me}: {seen} samples in {secs:.1f} s ({seen / max(secs, 1e-9):.0f} samples/s), "
+          f"peak memory {peak_mib():.0f} MiB ({joined:.0f} MiB before it joined)")
     pt.barrier()  # every worker's gradients are in
     if me != 0:
         return
@@ -123,13 +130,13 @@ def work(a, pt, cards, joined):
         logits = scores(model, ints, cats)
         got = auc(logits.numpy(), labels.numpy())
         best = f" best {a.best_auc:.4f}" if a.best_auc else ""
-        print(f"final test auc {got:.6f}{best}", flush=True)
+        say(f"final test auc {got:.6f}{best}")
         if a.test_scores:
             np.save(a.test_scores, torch.sigmoid(logits).numpy())
     if a.export:
         example = torch.zeros(4, NUMERIC + len(cards))
         rows = pt.export(serving(model), a.export, (example,))
-        print(f"exported {a.export}: {rows} embedding rows", flush=True)
+        say(f"exported {a.export}: {rows} embedding rows")
 
 
 def main():
@@ -179,8 +186,8 @@ def main():
         work(a, pt, cards, joined)
     elif "version" in pt.server_stats():
         st = pt.server_stats()
-        print(f"server {st['rank']}: {st['stored_rows'][0]} rows stored, version {st['version']}, "
-              f"peak memory {peak_mib():.0f} MiB ({joined:.0f} MiB before it joined)", flush=True)
+        say(f"server {st['rank']}: {st['stored_rows'][0]} rows stored, version {st['version']}, "
+              f"peak memory {peak_mib():.0f} MiB ({joined:.0f} MiB before it joined)")
 
 
 if __name__ == "__main__":

@@ -46,6 +46,13 @@ class CNN(nn.Module):
         return self.fc2(F.relu(self.fc1(x.flatten(1))))
 
 
+def say(line: str) -> None:
+    """Prints `line` in one write: the nodes of a local cluster share one output, and
+    print()'s separate write of the newline lets another node's line land between."""
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
 def batches(x, y, size):
     for s in range(0, len(y), size):
         yield torch.from_numpy(x[s:s + size]), torch.from_numpy(y[s:s + size])
@@ -96,8 +103,8 @@ def single(a):
                 train_batch(model, opt, x[idx], y[idx])
                 seen += len(idx)
     secs = time.monotonic() - started
-    print(f"single process: {seen} samples in {secs:.1f} s ({seen / secs:.0f} samples/s)", flush=True)
-    print(f"final test accuracy {accuracy(model, a.test):.4f}", flush=True)
+    say(f"single process: {seen} samples in {secs:.1f} s ({seen / secs:.0f} samples/s)")
+    say(f"final test accuracy {accuracy(model, a.test):.4f}")
 
 
 def work(a, pt):
@@ -119,11 +126,11 @@ def work(a, pt):
         seen += len(y)
     secs = time.monotonic() - started
     me = pt.rank()
-    print(f"worker {me} trained {tasks} tasks, {seen} samples in {secs:.1f} s ({seen / secs:.0f} samples/s), "
-          f"{opt.rejected} gradients rejected, peak memory {peak_mib():.0f} MiB", flush=True)
+    say(f"worker {me} trained {tasks} tasks, {seen} samples in {secs:.1f} s ({seen / secs:.0f} samples/s), "
+          f"{opt.rejected} gradients rejected, peak memory {peak_mib():.0f} MiB")
     if me == 0 and a.test:
         opt.pull()  # the others' last steps
-        print(f"final test accuracy {accuracy(model, a.test):.4f}", flush=True)
+        say(f"final test accuracy {accuracy(model, a.test):.4f}")
 
 
 def main():
@@ -158,7 +165,7 @@ def main():
         work(a, pt)
     elif "version" in pt.server_stats():
         st = pt.server_stats()
-        print(f"server {st['rank']} at version {st['version']}, peak memory {peak_mib():.0f} MiB", flush=True)
+        say(f"server {st['rank']} at version {st['version']}, peak memory {peak_mib():.0f} MiB")
 
 
 if __name__ == "__main__":
