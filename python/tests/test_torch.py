@@ -400,7 +400,7 @@ def test_a_hot_row_cache_serves_rows_at_most_its_staleness_old_and_drops_no_upda
     (the hot rows are served from the cache for 2 steps), the cache never holds more
     than 3 rows, and every row read is counted as a hit or a pull. No update is lost:
     the servers end with every table's rows equal."""
-    c = cluster_factory(1, 1, limit=90)
+    c = cluster_factory(1, 1, limit=180)
     node = py("torch_node.py", "--scenario", "hot")
     c.start(node, node, node)
     c.assert_ok()
