@@ -202,13 +202,10 @@ impl Tables {
         self.caches.get(table)?.lock().as_mut().map(f)
     }
 
-    /// Plans a lookup of `keys` served at the cache's current step plus `ahead`: the
+    /// Plans a lookup of `keys` served `ahead` steps from now (`HotCache::plan`): the
     /// indices of the keys to pull and the current step (None without a cache).
     fn plan(&self, table: usize, keys: &[u64], ahead: u64) -> Option<(Vec<usize>, u64)> {
-        self.with_cache(table, |c| {
-            let now = c.now();
-            (c.plan(keys, now + ahead), now)
-        })
+        self.with_cache(table, |c| (c.plan(keys, ahead), c.now()))
     }
 
     /// Completes a cached lookup of `keys` whose rows `pulled` were pulled (`rows`)

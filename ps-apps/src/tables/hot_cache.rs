@@ -16,6 +16,12 @@
 //!   `staleness` of this worker's own updates and whatever other workers pushed since
 //!   its pull. `staleness = 0` serves nothing from the cache: every row is pulled, as
 //!   without a cache.
+//! - **Prefetches.** A lookup planned for the next step ([`HotCache::plan`] with
+//!   `ahead = 1`) pulls the rows the cache will not hold fresh then, and is completed
+//!   ([`HotCache::complete`]) at that step; a cached row that an earlier prefetch is
+//!   pulling counts as fresh when that pull will be fresh enough (it is delivered
+//!   first). Whatever the plan assumed, completion serves a row from the cache only
+//!   if it is fresh then, and has the worker pull the others at once.
 //! - **Hot rows.** Every lookup of a row counts one. The counts of the rows seen
 //!   lately are kept in a bounded map (at most [`HotCache::tracked_limit`] keys): when
 //!   it is full, every count is halved and the rows whose count reaches 0 are
@@ -62,6 +68,8 @@ pub struct HotCache {
     slots: FxHashMap<u64, Slot>,
     /// The cached rows ordered coldest first: (count, key).
     coldest: BTreeSet<(u32, u64)>,
+    /// Cached rows a prefetch is pulling again: key, the step of that pull.
+    pending: FxHashMap<u64, u64>,
     /// `capacity * dim` values; slot `at` is `values[at * dim..][..dim]`.
     values: Vec<f32>,
     free: Vec<usize>,
@@ -82,6 +90,7 @@ impl HotCache {
             counts: FxHashMap::default(),
             slots: FxHashMap::default(),
             coldest: BTreeSet::new(),
+            pending: FxHashMap::default(),
             values: Vec::new(),
             free: Vec::new(),
             stats: CacheStats::default(),
@@ -110,32 +119,44 @@ impl HotCache {
     /// One training step is done: cached rows age by one.
     pub fn advance(&mut self) {
         self.now += 1;
+        let (now, staleness) = (self.now, self.staleness);
+        self.pending.retain(|_, p| now - *p <= staleness);
     }
 
     fn fresh_at(&self, slot: &Slot, step: u64) -> bool {
         self.staleness > 0 && step.saturating_sub(slot.pulled) <= self.staleness
     }
 
-    /// Counts one lookup of each of `keys` (unique) to be served at step `at` (the
-    /// current step, or a later one for a prefetch); the indices (into `keys`,
-    /// ascending) of the keys the cache cannot serve then: the worker pulls those.
-    pub fn plan(&mut self, keys: &[u64], at: u64) -> Vec<usize> {
+    /// Counts one lookup of each of `keys` (unique) to be served `ahead` steps from
+    /// now (0: a lookup now; 1: a prefetch for the next step); the indices (into
+    /// `keys`, ascending) of the keys the cache will not hold fresh then: the worker
+    /// pulls those now. A prefetch counts on the rows an earlier prefetch is pulling
+    /// (they arrive when that one is completed, before this one), and marks the
+    /// cached rows it pulls as pending.
+    pub fn plan(&mut self, keys: &[u64], ahead: u64) -> Vec<usize> {
+        let (now, at) = (self.now, self.now + ahead);
         let mut pull = Vec::new();
         for (i, &k) in keys.iter().enumerate() {
             let c = self.counts.entry(k).or_insert(0);
             let old = *c;
             *c = c.saturating_add(1);
             let new = *c;
-            match self.slots.get(&k) {
-                Some(s) => {
-                    let fresh = self.fresh_at(s, at);
-                    self.coldest.remove(&(old, k));
-                    self.coldest.insert((new, k));
-                    if !fresh {
-                        pull.push(i);
-                    }
+            let Some(s) = self.slots.get(&k) else {
+                pull.push(i);
+                continue;
+            };
+            let arriving = self
+                .pending
+                .get(&k)
+                .is_some_and(|&p| self.staleness > 0 && at - p <= self.staleness);
+            let fresh = self.fresh_at(s, at) || arriving;
+            self.coldest.remove(&(old, k));
+            self.coldest.insert((new, k));
+            if !fresh {
+                pull.push(i);
+                if ahead > 0 {
+                    self.pending.insert(k, now);
                 }
-                None => pull.push(i),
             }
         }
         self.age_counts();
@@ -174,6 +195,9 @@ impl HotCache {
         for (j, &i) in which.iter().enumerate() {
             let k = keys[i];
             let row = &rows[j * dim..][..dim];
+            if self.pending.get(&k).is_some_and(|&p| p <= pulled) {
+                self.pending.remove(&k);
+            }
             if let Some(s) = self.slots.get_mut(&k) {
                 // a prefetch older than the copy does not replace it
                 if pulled >= s.pulled {
@@ -238,6 +262,7 @@ impl HotCache {
     }
 
     fn evict(&mut self, key: u64, count: u32) {
+        self.pending.remove(&key);
         if let Some(s) = self.slots.remove(&key) {
             self.free.push(s.at);
             self.coldest.remove(&(count, key));

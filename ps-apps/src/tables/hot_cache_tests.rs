@@ -13,7 +13,7 @@ fn read(cache: &mut HotCache, keys: &[u64]) -> (Vec<f32>, Vec<u64>) {
     let now = step as f32;
     let mut out = vec![f32::NAN; keys.len() * DIM];
     let server = |which: &[usize]| -> Vec<f32> { which.iter().flat_map(|&i| [now, keys[i] as f32]).collect() };
-    let pull = cache.plan(keys, step);
+    let pull = cache.plan(keys, 0);
     let rows = server(&pull);
     let missing = cache.complete(keys, &pull, &rows, step, &mut out);
     assert!(
@@ -143,7 +143,7 @@ fn counts_are_bounded_by_halving_and_cached_rows_keep_theirs() {
 fn a_prefetch_is_planned_for_the_next_step_and_completed_then() {
     let mut c = HotCache::new(4, 1, DIM);
     read(&mut c, &[1]); // pulled at step 0
-                        // planned at step 0 for step 1: 1 is fresh then (1 step old), 2 is pulled now
+    // planned at step 0 for step 1: 1 is fresh then (1 step old), 2 is pulled now
     let pull = c.plan(&[1, 2], 1);
     assert_eq!(pull, vec![1]);
     let early = vec![0.0, 2.0]; // key 2 as the servers had it at step 0
@@ -152,18 +152,51 @@ fn a_prefetch_is_planned_for_the_next_step_and_completed_then() {
     let late = c.complete(&[1, 2], &pull, &early, 0, &mut out);
     assert_eq!(pulled_steps(&[1, 2], &out), vec![0, 0]);
     assert!(late.is_empty());
-    // one more step: the planned rows are 2 steps old when the plan is completed:
-    // served rows that went stale meanwhile are pulled at completion
-    let pull = c.plan(&[1, 2], 2);
-    assert_eq!(pull, vec![0, 1], "both pulled at step 0: 2 steps old at step 2");
-    let pull = c.plan(&[1], 1);
-    assert!(pull.is_empty(), "fresh at step 1");
+    // planned at step 1 for step 2: both pulled at step 0 are 2 steps old then
+    assert_eq!(c.plan(&[1, 2], 1), vec![0, 1]);
+    // a plan completed a step later than planned: the rows gone stale meanwhile are
+    // pulled at completion
+    assert!(c.plan(&[1], 0).is_empty(), "fresh at step 1");
     c.advance();
     let mut out = vec![f32::NAN; DIM];
     let late = c.complete(&[1], &[], &[], 1, &mut out);
     assert_eq!(late, vec![0]);
     c.deliver(&[1], &late, &[2.0, 1.0], &mut out);
     assert_eq!(pulled_steps(&[1], &out), vec![2], "stale at completion: pulled then");
+}
+
+#[test]
+fn a_prefetch_counts_on_the_rows_an_earlier_prefetch_is_pulling() {
+    let mut c = HotCache::new(4, 2, DIM);
+    read(&mut c, &[1]); // pulled at step 0
+    c.advance();
+    c.advance();
+    // prefetch A at step 2 for step 3: 1 would be 3 steps old, pulled now
+    let a = c.plan(&[1], 1);
+    assert_eq!(a, vec![0]);
+    c.advance();
+    // prefetch B at step 3 for step 4, planned before A is completed: A's pull (step
+    // 2) is 2 steps old at step 4, so B pulls nothing
+    let b = c.plan(&[1], 1);
+    assert!(b.is_empty());
+    let mut out = vec![f32::NAN; DIM];
+    assert!(c.complete(&[1], &a, &[2.0, 1.0], 2, &mut out).is_empty());
+    assert_eq!(pulled_steps(&[1], &out), vec![2]);
+    c.advance();
+    assert!(c.complete(&[1], &b, &[], 3, &mut out).is_empty());
+    assert_eq!(pulled_steps(&[1], &out), vec![2], "served from A's pull");
+    // prefetch C (step 4) pulls 1 again; D (step 5) counts on it; C is dropped
+    // without being completed: D finds the row stale at completion and has it pulled
+    assert_eq!(c.plan(&[1], 1), vec![0]);
+    c.advance();
+    let d = c.plan(&[1], 1);
+    assert!(d.is_empty());
+    c.advance();
+    let late = c.complete(&[1], &d, &[], 5, &mut out);
+    assert_eq!(late, vec![0]);
+    c.deliver(&[1], &late, &[6.0, 1.0], &mut out);
+    assert_eq!(pulled_steps(&[1], &out), vec![6]);
+    assert!(c.pending.is_empty(), "the delivered pull is no longer pending");
 }
 
 #[test]
