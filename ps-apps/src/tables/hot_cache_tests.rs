@@ -142,8 +142,9 @@ fn counts_are_bounded_by_halving_and_cached_rows_keep_theirs() {
 #[test]
 fn a_prefetch_is_planned_for_the_next_step_and_completed_then() {
     let mut c = HotCache::new(4, 1, DIM);
-    read(&mut c, &[1]); // pulled at step 0
-    // planned at step 0 for step 1: 1 is fresh then (1 step old), 2 is pulled now
+    // 1 pulled at step 0; planned at step 0 for step 1: 1 is fresh then (1 step
+    // old), 2 is pulled now
+    read(&mut c, &[1]);
     let pull = c.plan(&[1, 2], 1);
     assert_eq!(pull, vec![1]);
     let early = vec![0.0, 2.0]; // key 2 as the servers had it at step 0
