@@ -97,7 +97,7 @@ def run_psrs(a, report):
     rank = pt.rank()
     batches = make_batches(planted, rank, a.samples, a.batch)
     emb = pt.Embedding(max(sum(cards), a.table_rows), DIM, optimizer="adagrad", lr=EMB_LR, init_std=INIT_STD,
-                       fp16_wire=a.fp16)
+                       fp16_wire=a.fp16, hot_cache_rows=a.hot_cache_rows, hot_cache_staleness=a.hot_cache_staleness)
     model = dlrm(emb, cards, a)
     overlap = a.mode != "sync" and not a.no_overlap
     opt = pt.DistributedOptimizer(model, optimizer="adam", lr=MLP_LR, mode=a.mode, overlap=overlap)
@@ -111,7 +111,8 @@ def run_psrs(a, report):
 
     rate = train(batches, step, a.warmup)
     opt.synchronize()
-    report("psrs", rate)
+    cache = emb.hot_cache_stats
+    report("psrs", rate, **({} if cache is None else {"cache_hits": cache["hits"], "cache_pulls": cache["pulls"]}))
     pt.barrier()
     if rank == 0:
         opt.pull()

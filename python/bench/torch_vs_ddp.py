@@ -20,9 +20,11 @@ and every process's peak memory by role (python/bench/torch_vs_ddp.sh runs this)
   - one process alone (every core's torch threads, both workers' samples);
   - footnote: DDP with a dense nn.Embedding (the whole table's gradient allreduced
     every step), --dense-steps steps only;
-  - with --ablations: psrs async without overlap and prefetch, and psrs async and
-    sync with float16 rows on the wire (sync is deterministic: its AUC against the
-    float32 run's is float16's cost alone).
+  - with --ablations: psrs async without overlap and prefetch, psrs async and sync
+    with float16 rows on the wire (sync is deterministic: its AUC against the float32
+    run's is float16's cost alone), and psrs async and sync with a cache of each
+    worker's --hot-cache-rows hottest rows served for up to --hot-cache-staleness
+    steps (the share of the rows looked up that the cache served is printed).
 - cnn: the Fashion-MNIST CNN of python/examples/torch_fashion_mnist.py, batch 64 per
   worker: psrs sync and async with 1 and 2 servers and 2 workers, DDP (gloo, 2
   processes), one process.
@@ -216,6 +218,10 @@ def configs(a):
                         [*local, "2", "2", *me, "--system", "psrs", "--mode", "async", "--fp16", *common]))
             out.append(("ctr psrs sync 2s 2w, float16 rows",
                         [*local, "2", "2", *me, "--system", "psrs", "--mode", "sync", "--fp16", *common]))
+            cache = ["--hot-cache-rows", str(a.hot_cache_rows), "--hot-cache-staleness", str(a.hot_cache_staleness)]
+            for mode in ("async", "sync"):
+                out.append((f"ctr psrs {mode} 2s 2w, hot-row cache",
+                            [*local, "2", "2", *me, "--system", "psrs", "--mode", mode, *cache, *common]))
         out.append(("ctr ddp gloo 2p, sparse nn.Embedding", [*me, "--system", "ddp", *common]))
         rec = os.environ.get("TORCHREC_PYTHON", str(ROOT / "target" / "py-venv-torchrec" / "bin" / "python"))
         out.append(("ctr torchrec 2p, table-wise", [rec, *me[1:], "--system", "torchrec", *common]))
@@ -233,6 +239,7 @@ def drive(a):
     rates = {name: [] for name, _ in runs}
     aucs = {name: [] for name, _ in runs}
     peaks = {name: {} for name, _ in runs}
+    served = {name: [] for name, _ in runs}  # the share of the rows a hot-row cache served
     failed = {}
     best = []
     for rnd in range(a.rounds):
@@ -255,6 +262,10 @@ def drive(a):
             for m in got:
                 if "auc" not in m:
                     peaks[name].setdefault(m["role"], []).append(m["peak_mib"])
+            hits = sum(m.get("cache_hits", 0) for m in got if "auc" not in m)
+            pulls = sum(m.get("cache_pulls", 0) for m in got if "auc" not in m)
+            if hits + pulls:
+                served[name].append(hits / (hits + pulls))
             shown = f", test AUC {final[0]['auc']:.4f}" if final else ""
             print(f"round {rnd + 1}: {name}: {total:.0f} samples/s{shown} ({time.monotonic() - started:.0f} s)",
                   flush=True)
@@ -272,6 +283,10 @@ def drive(a):
         auc = f"{statistics.median(aucs[name]):.4f}" if aucs[name] else "-"
         roles = ", ".join(f"{role} {max(v):.0f}" for role, v in sorted(peaks[name].items()))
         print(f"| {name} | {statistics.median(r):.0f} | {' '.join(f'{x:.0f}' for x in r)} | {auc} | {roles} |")
+    for name, _ in runs:
+        if served[name]:
+            print(f"{name}: the cache served {100 * statistics.median(served[name]):.1f}% of the rows looked up "
+                  f"(median over {len(served[name])} rounds)")
 
 
 def main():
@@ -292,7 +307,12 @@ def main():
                        help="steps of the dense-gradient DDP footnote (0: not run)")
         q.add_argument("--timeout", type=int, default=3600, help="seconds a configuration may take")
         q.add_argument("--ablations", action="store_true",
-                       help="also psrs async without overlap and prefetch, and with float16 rows (async and sync)")
+                       help="also psrs async without overlap and prefetch, with float16 rows (async and sync) "
+                            "and with a hot-row cache (async and sync)")
+        q.add_argument("--hot-cache-rows", type=int, default=100_000,
+                       help="the ablations' hot-row cache: rows per worker")
+        q.add_argument("--hot-cache-staleness", type=int, default=4,
+                       help="the ablations' hot-row cache: steps a cached row is served after its pull")
     r = sub.add_parser("run", help="one process of one configuration")
     r.add_argument("--system", choices=["psrs", "ddp", "single", "torchrec"], required=True)
     r.add_argument("--model", choices=["cnn", "ctr"], required=True)
@@ -308,6 +328,8 @@ def main():
     r.add_argument("--dense-grad", action="store_true")
     r.add_argument("--no-overlap", action="store_true")
     r.add_argument("--fp16", action="store_true")
+    r.add_argument("--hot-cache-rows", type=int, default=0, help="psrs: a cache of each worker's hottest rows")
+    r.add_argument("--hot-cache-staleness", type=int, default=4)
     r.add_argument("--table-rows", type=int, default=0, help="psrs: the table's rows, if more than the fields'")
     a = p.parse_args()
     if a.cmd == "run":

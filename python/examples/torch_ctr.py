@@ -18,7 +18,8 @@ the trained model (its dense parameters and the embedding rows the servers store
 torch.export program that a jobs cluster's inference job serves
 (``psrs job submit infer --torch ctr.pt2 --data data/test.rio``): it takes the
 records' 39 features and returns the logits of [no click, click]. Every worker prints
-its samples/s and peak memory, every server its peak memory and the rows it stores.
+its samples/s and peak memory (and with ``--hot-cache-rows`` its cache's hits and
+pulls), every server its peak memory and the rows it stores.
 """
 
 import argparse
@@ -95,7 +96,8 @@ def work(a, pt, cards, joined):
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
     emb = pt.Embedding(max(sum(cards), a.table_rows), a.dim, optimizer=a.emb_optimizer, lr=a.emb_lr, init_std=a.init_std,
-                       admit_after=a.admit_after, expire_after=a.expire_after, fp16_wire=a.fp16_wire)
+                       admit_after=a.admit_after, expire_after=a.expire_after, fp16_wire=a.fp16_wire,
+                       hot_cache_rows=a.hot_cache_rows, hot_cache_staleness=a.hot_cache_staleness)
     model = DLRM(emb, cards, a.dim, sizes(a.bottom), sizes(a.top))
     opt = pt.DistributedOptimizer(model, optimizer="adam", lr=a.lr, mode=a.mode, staleness=a.staleness,
                                   overlap=a.overlap and a.mode != "sync")
@@ -120,7 +122,11 @@ def work(a, pt, cards, joined):
     secs = time.monotonic() - started
     me = pt.rank()
     say(f"worker {me}: {seen} samples in {secs:.1f} s ({seen / max(secs, 1e-9):.0f} samples/s), "
-          f"peak memory {peak_mib():.0f} MiB ({joined:.0f} MiB before it joined)")
+        f"peak memory {peak_mib():.0f} MiB ({joined:.0f} MiB before it joined)")
+    if emb.hot_cache_stats is not None:
+        st = emb.hot_cache_stats
+        say(f"worker {me}: hot-row cache {st['hits']} hits {st['pulls']} pulls {st['rows']} rows "
+            f"{st['evictions']} evictions")
     pt.barrier()  # every worker's gradients are in
     if me != 0:
         return
@@ -164,6 +170,10 @@ def main():
     p.add_argument("--admit-after", type=int, default=1, help="rows created once seen in this many steps")
     p.add_argument("--expire-after", type=int, default=0, help="rows dropped after this many steps untouched")
     p.add_argument("--fp16-wire", action="store_true", help="rows and their gradients travel as float16")
+    p.add_argument("--hot-cache-rows", type=int, default=0,
+                   help="each worker caches this many of its most looked-up rows (0: no cache)")
+    p.add_argument("--hot-cache-staleness", type=int, default=4,
+                   help="a cached row is served for this many steps after its pull")
     p.add_argument("--no-prefetch", dest="prefetch", action="store_false",
                    help="look each batch's rows up when it starts (async and bounded prefetch the next one's)")
     p.add_argument("--export", help="worker 0 writes the trained model here (a torch.export .pt2 program)")
@@ -187,7 +197,7 @@ def main():
     elif "version" in pt.server_stats():
         st = pt.server_stats()
         say(f"server {st['rank']}: {st['stored_rows'][0]} rows stored, version {st['version']}, "
-              f"peak memory {peak_mib():.0f} MiB ({joined:.0f} MiB before it joined)")
+            f"peak memory {peak_mib():.0f} MiB ({joined:.0f} MiB before it joined)")
 
 
 if __name__ == "__main__":

@@ -127,7 +127,7 @@ def work(a, pt):
     secs = time.monotonic() - started
     me = pt.rank()
     say(f"worker {me} trained {tasks} tasks, {seen} samples in {secs:.1f} s ({seen / secs:.0f} samples/s), "
-          f"{opt.rejected} gradients rejected, peak memory {peak_mib():.0f} MiB")
+        f"{opt.rejected} gradients rejected, peak memory {peak_mib():.0f} MiB")
     if me == 0 and a.test:
         opt.pull()  # the others' last steps
         say(f"final test accuracy {accuracy(model, a.test):.4f}")

@@ -277,9 +277,10 @@ class Tables:
         model differs from the declared one."""
     def pull(self) -> None:
         """Pulls the servers' current dense values into ``values``."""
-    def lookup(self, table: int, ids: npt.NDArray[np.int64]) -> Tuple[npt.NDArray[np.uint64], npt.NDArray[np.int64], npt.NDArray[np.float32]]:
+    def lookup(self, table: int, ids: npt.NDArray[np.int64], cached: bool = True) -> Tuple[npt.NDArray[np.uint64], npt.NDArray[np.int64], npt.NDArray[np.float32]]:
         """Rows ``ids`` (unique) of table ``table``: ``(keys, order, rows)``, the keys
-        sorted, ``rows[order[i]]`` being row ``ids[i]``."""
+        sorted, ``rows[order[i]]`` being row ``ids[i]``. With a hot-row cache its fresh
+        rows are served from it unless ``cached`` is False."""
     def lookup_start(self, table: int, ids: npt.NDArray[np.int64]) -> "PendingLookup":
         """Starts looking up rows ``ids`` (unique) on a thread of its own (a prefetch)."""
     def lookup_finish(self, pending: "PendingLookup", ids: npt.NDArray[np.int64]) -> Tuple[npt.NDArray[np.uint64], npt.NDArray[np.int64], npt.NDArray[np.float32]]:
@@ -293,6 +294,11 @@ class Tables:
         once the version pushed to is applied); per server whether it took them.
         ``wait=False``: copies the gradients, runs the push and pull on a thread of
         their own and returns the acceptance of the step that was in flight before."""
+    def set_hot_cache(self, table: int, rows: int, staleness: int) -> None:
+        """Gives table ``table`` a cache of its ``rows`` most looked-up rows on this
+        worker, each served for ``staleness`` steps after the step it was pulled in."""
+    def hot_cache_stats(self, table: int) -> Optional[Tuple[int, int, int, int]]:
+        """``(hits, pulls, rows, evictions)`` of table ``table``'s hot-row cache, or None."""
     def synchronize(self) -> Optional[list[bool]]:
         """Waits for the step in flight (``wait=False``) and installs the values it
         pulled; its acceptance, or None if none was in flight."""

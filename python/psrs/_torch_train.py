@@ -56,13 +56,22 @@ class Embedding(nn.Module):
     computes; the ``forward`` given equal ids takes them (in async and bounded modes:
     rows another step updates meanwhile are one step older); ``prefetch_hits`` counts
     the forwards that did.
+
+    ``hot_cache_rows=N`` (0: none) keeps this worker's ``N`` most looked-up rows in a
+    cache, each served for ``hot_cache_staleness=S`` steps after the step it was
+    pulled in, then pulled again: a row read is the servers' value from at most ``S``
+    of this worker's steps before (its own gradients still go to the servers every
+    step and are not applied to the cached copy). ``S=0`` serves nothing from it.
+    ``hot_cache_stats``: rows served from it (``hits``), rows pulled through it
+    (``pulls``), rows held (``rows``), rows replaced by hotter ones (``evictions``).
     """
 
     def __init__(self, num_embeddings: int, embedding_dim: int, optimizer: str = "adagrad", lr: float = 0.01,
                  init_std: float = 0.01, mode: Optional[str] = None, momentum: float = 0.0,
                  weight_decay: float = 0.0, betas: Tuple[float, float] = (0.9, 0.999),
                  eps: Optional[float] = None, seed: Optional[int] = None, admit_after: int = 1,
-                 expire_after: int = 0, fp16_wire: bool = False):
+                 expire_after: int = 0, fp16_wire: bool = False, hot_cache_rows: int = 0,
+                 hot_cache_staleness: int = 4):
         super().__init__()
         if int(num_embeddings) != num_embeddings or num_embeddings <= 0:
             raise ValueError(f"num_embeddings={num_embeddings}: a positive integer is needed")
@@ -76,6 +85,12 @@ class Embedding(nn.Module):
             raise ValueError(f"admit_after={admit_after}: an integer >= 1 is needed (1: rows created at once)")
         if int(expire_after) != expire_after or expire_after < 0:
             raise ValueError(f"expire_after={expire_after}: an integer >= 0 is needed (0: rows never expire)")
+        if int(hot_cache_rows) != hot_cache_rows or hot_cache_rows < 0:
+            raise ValueError(f"hot_cache_rows={hot_cache_rows}: an integer >= 0 is needed (0: no cache)")
+        if int(hot_cache_staleness) != hot_cache_staleness or hot_cache_staleness < 0:
+            raise ValueError(f"hot_cache_staleness={hot_cache_staleness}: an integer >= 0 is needed (steps)")
+        self.hot_cache_rows = int(hot_cache_rows)
+        self.hot_cache_staleness = int(hot_cache_staleness)
         self.admit_after = int(admit_after)
         self.expire_after = int(expire_after)
         self.fp16_wire = bool(fp16_wire)
@@ -94,6 +109,16 @@ class Embedding(nn.Module):
         bag = f", mode={self.mode!r}" if self.mode else ""
         return (f"{self.num_embeddings}, {self.embedding_dim}{bag}, "
                 f"optimizer={self.optimizer_settings['name']!r}, lr={self.optimizer_settings['lr']}")
+
+    @property
+    def hot_cache_stats(self) -> Optional[dict]:
+        """The hot-row cache's counts: ``hits`` (rows served from it), ``pulls`` (rows
+        pulled from the servers through it), ``rows`` (held now), ``evictions`` (rows
+        replaced by hotter ones); None without a cache or before the optimizer."""
+        if self._opt is None:
+            return None
+        got = self._opt._tables.hot_cache_stats(self._index)
+        return None if got is None else dict(zip(("hits", "pulls", "rows", "evictions"), got))
 
     def _ids(self, ids: torch.Tensor) -> torch.Tensor:
         """The ids flattened (int64, CPU), checked."""
@@ -244,6 +269,8 @@ class DistributedOptimizer:
         self._tables.pull()
         for i, m in enumerate(self._embeddings):
             m._opt, m._index = self, i
+            if m.hot_cache_rows > 0:
+                self._tables.set_hot_cache(i, m.hot_cache_rows, m.hot_cache_staleness)
         _state["optimizer"] = self
 
     @property

@@ -11,6 +11,7 @@ use crate::table_spec::{self, table_spec};
 use numpy::{PyArray1, PyArray2, PyArrayDyn, PyArrayMethods, PyUntypedArrayMethods};
 use parking_lot::Mutex;
 use ps_apps::tables::client::{ClientError, StepOutcome, TableClient};
+use ps_apps::tables::hot_cache::HotCache;
 use ps_apps::tables::keys::KeySpace;
 use ps_apps::tables::pack::RowGrads;
 use ps_apps::tables::reader::RowReader;
@@ -125,6 +126,9 @@ pub struct Tables {
     in_flight: Mutex<Option<JoinHandle<StepDone>>>,
     /// A signal's exception raised while a call waited without the GIL.
     signal: Arc<Mutex<Option<PyErr>>>,
+    /// Per table: its cache of hot rows, if one was set (`set_hot_cache`). Never held
+    /// while rows are pulled.
+    caches: Vec<Mutex<Option<HotCache>>>,
 }
 
 impl Tables {
@@ -166,6 +170,66 @@ impl Tables {
         Ok(Some(outcome.accepted))
     }
 
+    /// The rows `keys` (sorted, unique) of table `table` from the servers, in key
+    /// order; a replaced server holding no model gets it declared again (after the
+    /// step in flight) and is asked again.
+    fn fetch(&self, py: Python<'_>, table: usize, keys: SArray<u64>) -> PyResult<Vec<f32>> {
+        let mut out = vec![0.0f32; keys.len() * self.dim(table)?];
+        let k2 = keys.clone();
+        let reader = &self.reader;
+        match py.detach(|| reader.lookup(table, k2, &mut out)) {
+            Ok(()) => {}
+            Err(ClientError::Undeclared(_)) => {
+                self.finish_in_flight(py)?;
+                self.call(py, |g| g.with_redeclare(|c, _| c.lookup(table, keys.clone(), &mut out)))?;
+            }
+            Err(e) => return Err(to_py(e)),
+        }
+        Ok(out)
+    }
+
+    /// A step was pushed: every hot-row cache's rows age by one step.
+    fn advance_caches(&self) {
+        for c in &self.caches {
+            if let Some(c) = c.lock().as_mut() {
+                c.advance();
+            }
+        }
+    }
+
+    /// Runs `f` on table `table`'s hot-row cache (None without one).
+    fn with_cache<T>(&self, table: usize, f: impl FnOnce(&mut HotCache) -> T) -> Option<T> {
+        self.caches.get(table)?.lock().as_mut().map(f)
+    }
+
+    /// Plans a lookup of `keys` served `ahead` steps from now (`HotCache::plan`): the
+    /// indices of the keys to pull and the current step (None without a cache).
+    fn plan(&self, table: usize, keys: &[u64], ahead: u64) -> Option<(Vec<usize>, u64)> {
+        self.with_cache(table, |c| (c.plan(keys, ahead), c.now()))
+    }
+
+    /// Completes a cached lookup of `keys` whose rows `pulled` were pulled (`rows`)
+    /// during step `pulled_at`: the rows of every key, in key order (those the cache
+    /// can no longer serve pulled now).
+    fn complete(
+        &self,
+        py: Python<'_>,
+        table: usize,
+        keys: &[u64],
+        (pulled, pulled_at): (Vec<usize>, u64),
+        rows: Vec<f32>,
+    ) -> PyResult<Vec<f32>> {
+        let mut out = vec![0.0f32; keys.len() * self.dim(table)?];
+        let missing = self
+            .with_cache(table, |c| c.complete(keys, &pulled, &rows, pulled_at, &mut out))
+            .ok_or_else(|| PyValueError::new_err(format!("table {table} has no hot-row cache")))?;
+        if !missing.is_empty() {
+            let late = self.fetch(py, table, subset(keys, &missing))?;
+            self.with_cache(table, |c| c.deliver(keys, &missing, &late, &mut out));
+        }
+        Ok(out)
+    }
+
     /// `(keys, order)` of the unique ids `ids` of table `table`, as the client keys them.
     fn keys_of(&self, table: usize, ids: &Bound<'_, PyAny>) -> PyResult<(SArray<u64>, Vec<u32>)> {
         let ids = crate::arrays::contiguous::<i64>(ids, "ids")?;
@@ -195,6 +259,11 @@ fn lookup_answer<'py>(
     Ok((keys, order, rows))
 }
 
+/// The keys `keys[i]` for each `i` in `which`.
+fn subset(keys: &[u64], which: &[usize]) -> SArray<u64> {
+    which.iter().map(|&i| keys[i]).collect::<Vec<_>>().into()
+}
+
 /// The thread of a started lookup: the rows' values in key order, or the client's error.
 type LookupThread = JoinHandle<Result<Vec<f32>, ClientError>>;
 
@@ -207,6 +276,9 @@ type RowArrays<'py> = (Bound<'py, PyArray1<u64>>, Bound<'py, PyArray2<f32>>);
 pub struct PendingLookup {
     table: usize,
     keys: SArray<u64>,
+    /// With a hot-row cache: the indices of the keys being pulled (the others are
+    /// served from the cache) and the step they are pulled in.
+    plan: Mutex<Option<(Vec<usize>, u64)>>,
     order: Mutex<Vec<u32>>,
     handle: Mutex<Option<LookupThread>>,
 }
@@ -251,6 +323,7 @@ impl Tables {
             ptr: arr.data() as usize,
             len: arr.len(),
         };
+        let n_tables = spec.tables.len();
         let dims = spec.tables.iter().map(|t| t.dim as usize).collect();
         let fp16 = spec.tables.iter().map(|t| t.fp16_wire).collect();
         let kv = KVWorker::<f32>::new(&postoffice()?, app_id).map_err(cluster_err)?;
@@ -292,6 +365,7 @@ impl Tables {
             space,
             in_flight: Mutex::new(None),
             signal,
+            caches: no_caches(n_tables),
         })
     }
 
@@ -328,44 +402,61 @@ impl Tables {
     /// Looks up the rows `ids` (unique int64 row ids) of table `table`: returns
     /// `(keys, order, rows)`: the rows' keys (sorted), where each id's row is
     /// (`rows[order[i]]` is row `ids[i]`), and the rows (float32, one per key). Runs
-    /// beside a step in flight.
-    fn lookup<'py>(&self, py: Python<'py>, table: usize, ids: &Bound<'py, PyAny>) -> PyResult<Lookup<'py>> {
+    /// beside a step in flight. With a hot-row cache (`set_hot_cache`) the rows it
+    /// holds fresh are served from it unless `cached` is False (every row pulled, and
+    /// the cache left as it was).
+    #[pyo3(signature = (table, ids, cached = true))]
+    fn lookup<'py>(
+        &self,
+        py: Python<'py>,
+        table: usize,
+        ids: &Bound<'py, PyAny>,
+        cached: bool,
+    ) -> PyResult<Lookup<'py>> {
         let dim = self.dim(table)?;
         let (keys, order) = self.keys_of(table, ids)?;
-        let mut out = vec![0.0f32; keys.len() * dim];
-        let k2 = keys.clone();
-        let reader = &self.reader;
-        let first = py.detach(|| reader.lookup(table, k2, &mut out));
-        match first {
-            Ok(()) => {}
-            // a replaced server holds no model: declare it again (after the step in
-            // flight), then look up again
-            Err(ClientError::Undeclared(_)) => {
-                self.finish_in_flight(py)?;
-                let k2 = keys.clone();
-                self.call(py, |g| g.with_redeclare(|c, _| c.lookup(table, k2.clone(), &mut out)))?;
+        let plan = if cached { self.plan(table, &keys, 0) } else { None };
+        let out = match plan {
+            Some((pull, now)) => {
+                let rows = if pull.is_empty() {
+                    Vec::new()
+                } else {
+                    self.fetch(py, table, subset(&keys, &pull))?
+                };
+                self.complete(py, table, &keys, (pull, now), rows)?
             }
-            Err(e) => return Err(to_py(e)),
-        }
+            None => self.fetch(py, table, keys.clone())?,
+        };
         lookup_answer(py, &keys, order, out, dim)
     }
 
     /// Starts looking up the rows `ids` of table `table` on a thread of its own (a
-    /// prefetch): `lookup_finish` waits for its answer, as `lookup` gives it.
+    /// prefetch): `lookup_finish` waits for its answer, as `lookup` gives it. With a
+    /// hot-row cache, only the rows it will not hold fresh at the next step are
+    /// pulled (the others are served from it when the lookup is finished).
     fn lookup_start(&self, table: usize, ids: &Bound<'_, PyAny>) -> PyResult<PendingLookup> {
         let dim = self.dim(table)?;
         let (keys, order) = self.keys_of(table, ids)?;
-        let (reader, k2) = (self.reader.clone(), keys.clone());
+        let plan = self.plan(table, &keys, 1);
+        let k2 = match &plan {
+            Some((pull, _)) => subset(&keys, pull),
+            None => keys.clone(),
+        };
+        let reader = self.reader.clone();
         let handle = std::thread::Builder::new()
             .name("psrs-prefetch".into())
-            .spawn(move || {
+            .spawn(move || -> Result<Vec<f32>, ClientError> {
                 let mut out = vec![0.0f32; k2.len() * dim];
-                reader.lookup(table, k2, &mut out).map(|_| out)
+                if !k2.is_empty() {
+                    reader.lookup(table, k2, &mut out)?;
+                }
+                Ok(out)
             })
             .map_err(|e| cluster_err(format!("no thread for a prefetch: {e}")))?;
         Ok(PendingLookup {
             table,
             keys,
+            plan: Mutex::new(plan),
             order: Mutex::new(order),
             handle: Mutex::new(Some(handle)),
         })
@@ -388,9 +479,13 @@ impl Tables {
         match got {
             Ok(Ok(rows)) => {
                 let order = std::mem::take(&mut *pending.order.lock());
+                let rows = match pending.plan.lock().take() {
+                    Some(plan) => self.complete(py, pending.table, &pending.keys, plan, rows)?,
+                    None => rows,
+                };
                 lookup_answer(py, &pending.keys, order, rows, self.dim(pending.table)?)
             }
-            _ => self.lookup(py, pending.table, ids),
+            _ => self.lookup(py, pending.table, ids, true),
         }
     }
 
@@ -444,6 +539,7 @@ impl Tables {
                 let vals = unsafe { g.values.slice() };
                 g.client.step(dense, &rows, &send, vals)
             })?;
+            self.advance_caches();
             return Ok(out.accepted);
         }
         let before = self.finish_in_flight(py)?;
@@ -467,7 +563,35 @@ impl Tables {
             })
             .map_err(|e| cluster_err(format!("no thread for a step: {e}")))?;
         *self.in_flight.lock() = Some(handle);
+        self.advance_caches();
         Ok(before.unwrap_or_else(|| vec![true; self.space.num_servers()]))
+    }
+
+    /// Gives table `table` a cache of its `rows` most looked-up rows on this worker,
+    /// each served for `staleness` steps after the step it was pulled in
+    /// (`ps_apps::tables::hot_cache` has the rules; 0 rows or staleness 0 serve
+    /// nothing from it). Once per table, before its lookups.
+    fn set_hot_cache(&self, table: usize, rows: usize, staleness: u64) -> PyResult<()> {
+        let dim = self.dim(table)?;
+        let mut c = self.caches[table].lock();
+        if c.is_some() {
+            return Err(PyValueError::new_err(format!(
+                "table {table} has a hot-row cache already"
+            )));
+        }
+        *c = Some(HotCache::new(rows, staleness, dim));
+        Ok(())
+    }
+
+    /// Table `table`'s hot-row cache: `(hits, pulls, rows, evictions)` (rows served
+    /// from it, rows pulled through it, rows it holds, rows replaced by hotter
+    /// ones), or None without one.
+    fn hot_cache_stats(&self, table: usize) -> PyResult<Option<(u64, u64, u64, u64)>> {
+        self.dim(table)?;
+        Ok(self.with_cache(table, |c| {
+            let s = c.stats();
+            (s.hits, s.pulls, s.rows, s.evictions)
+        }))
     }
 
     /// Waits for the step in flight (`step(..., wait=False)`) and installs the dense
@@ -490,6 +614,11 @@ impl Tables {
         // without the GIL: a step in flight holds the client and may wait for the GIL
         py.detach(|| self.inner.lock().client.versions().to_vec())
     }
+}
+
+/// One empty cache slot per table.
+fn no_caches(n: usize) -> Vec<Mutex<Option<HotCache>>> {
+    (0..n).map(|_| Mutex::new(None)).collect()
 }
 
 impl crate::idle::Idle for Inner {

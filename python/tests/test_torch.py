@@ -389,3 +389,39 @@ def test_table_options_prefetch_overlapped_steps_and_the_exported_model(cluster_
     assert res["stored"] == 27, res["stored"]
     (s,) = c.role("server")
     assert re.search(r"^server 0 version 5 rows \[1, 13, 13\]", s.stdout(), re.M), s.stdout()
+
+
+def test_a_hot_row_cache_serves_rows_at_most_its_staleness_old_and_drops_no_update(cluster_factory):
+    """One worker, sync, four tables taking the same gradients (nodes/torch_work.py
+    hot): without a cache, with a cache of staleness 0, with staleness 2, and with
+    staleness 2 read through prefetches (3 rows each). Staleness 0 reads exactly what
+    the uncached table reads, serves nothing and holds nothing. With staleness 2 every
+    row read equals the servers' value of at most 2 steps before, the bound is reached
+    (the hot rows are served from the cache for 2 steps), the cache never holds more
+    than 3 rows, and every row read is counted as a hit or a pull. No update is lost:
+    the servers end with every table's rows equal."""
+    c = cluster_factory(1, 1, limit=180)
+    node = py("torch_node.py", "--scenario", "hot")
+    c.start(node, node, node)
+    c.assert_ok()
+    res = result(c.role("worker")[0])
+    assert res["zero_equal"], "staleness 0 read other values than the uncached table"
+    assert res["unmatched"] == 0, f"rows read that the servers never held: {res['unmatched']}"
+    assert res["max_age"] == {"hot": 2, "pre": 2}, res["max_age"]
+    assert res["stale_reads"]["hot"] > 0 and res["stale_reads"]["pre"] > 0, res["stale_reads"]
+    assert res["max_rows"] == {"zero": 0, "hot": 3, "pre": 3}, res["max_rows"]
+    st, reads = res["stats"], res["reads"]
+    assert res["plain_stats"] is None
+    assert st["zero"]["hits"] == 0 and st["zero"]["pulls"] == reads, st
+    for name in ("hot", "pre"):
+        assert st[name]["hits"] > 0 and st[name]["hits"] + st[name]["pulls"] == reads, (name, st)
+    # ids 0 and 1 (every step, cached from step 1 at the latest) are served in 2 of
+    # every 3 steps
+    assert st["hot"]["hits"] >= 2 * 7, st
+    # through prefetches planned a step ahead: served in every other step at least
+    # (a row's prefetch counts on the pull of the one before)
+    assert st["pre"]["hits"] >= 2 * 3, st
+    assert res["prefetch_hits"] == 11, res["prefetch_hits"]
+    final = res["final"]
+    for name in ("zero", "hot", "pre"):
+        assert final[name] == final["plain"], f"{name}'s rows differ from the uncached table's: {final}"

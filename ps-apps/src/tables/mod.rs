@@ -62,6 +62,7 @@ pub mod client;
 pub mod client_error;
 pub mod error;
 pub mod halves;
+pub mod hot_cache;
 pub mod init;
 pub mod keys;
 pub mod optim;

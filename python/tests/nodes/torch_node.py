@@ -9,7 +9,8 @@ import psrs.torch as pt
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--scenario", required=True, choices=["exact", "mismatch", "count", "replay", "stale", "options"])
+    p.add_argument("--scenario", required=True,
+                   choices=["exact", "mismatch", "count", "replay", "stale", "options", "hot"])
     p.add_argument("--mode", default="sync")
     p.add_argument("--optimizers", default="sgd")
     p.add_argument("--steps", type=int, default=5)

@@ -20,6 +20,9 @@ Scenarios (--scenario):
 - replay: one worker trains STEPS steps of known gradients with Adam; with --pause-at
   K it stops after step K until the file --resume exists (a test kills a server
   meanwhile), then goes on; it prints the final values.
+- options: Monolith's row options, float16 rows, overlapped steps and prefetches.
+- hot: tables with and without a cache of hot rows read the same ids and take the same
+  gradients; each row read is matched to the servers' values of earlier steps.
 """
 
 import json
@@ -368,4 +371,76 @@ def options(a, pt):
                "exported_half": plain.low(probe).tolist(), "exported_filt": plain.filt(torch.tensor([1, 5])).tolist(),
                "stored": stored, "rejected": opt.rejected, "checked": checked, "mismatched": mismatched,
                "hits": [model.filt.prefetch_hits, model.low.prefetch_hits, model.full.prefetch_hits]}
+    print("RESULT " + json.dumps(out), flush=True)
+
+
+HOT_STEPS, HOT_ROWS, HOT_STALENESS = 12, 3, 2
+
+
+def hot_ids(k):
+    """Step k's ids: 0 and 1 every step (the hot rows), 2 every other step, one of 3 to 7
+    in turn."""
+    return torch.tensor([0, 1, 3 + k % 5] + ([2] if k % 2 == 0 else []))
+
+
+class Hot(nn.Module):
+    """Four tables of the same seed and settings: no cache, a cache of staleness 0, a
+    cache of staleness HOT_STALENESS, and one more read through prefetches."""
+
+    def __init__(self, pt):
+        super().__init__()
+        self.w = nn.Parameter(torch.zeros(2))
+        kw = dict(optimizer="adagrad", lr=0.1, init_std=0.3, seed=5)
+        self.plain = pt.Embedding(100, 4, **kw)
+        self.zero = pt.Embedding(100, 4, hot_cache_rows=HOT_ROWS, hot_cache_staleness=0, **kw)
+        self.hot = pt.Embedding(100, 4, hot_cache_rows=HOT_ROWS, hot_cache_staleness=HOT_STALENESS, **kw)
+        self.pre = pt.Embedding(100, 4, hot_cache_rows=HOT_ROWS, hot_cache_staleness=HOT_STALENESS, **kw)
+
+
+def server_rows(opt, emb, ids):
+    """Rows `ids` as the servers hold them now (not through the cache)."""
+    _, order, rows = opt._tables.lookup(emb._index, np.asarray(ids, dtype=np.int64), cached=False)
+    return torch.from_numpy(rows)[torch.from_numpy(order)]
+
+
+def hot(a, pt):
+    """One worker, sync: each step the four tables read the step's ids and take the
+    same gradient (the loss is linear in the rows: the gradients do not depend on the
+    values read, so every table's rows on the servers must stay equal, whatever a cache
+    served). Before each step the servers' rows are recorded; each row a cached table
+    read is matched to the latest step whose server value it equals (its age)."""
+    model = Hot(pt)
+    opt = pt.DistributedOptimizer(model, optimizer="sgd", lr=0.1, mode="sync")
+    pool = list(range(8))
+    history = {"hot": [], "pre": []}
+    ages = {"hot": [], "pre": []}
+    zero_equal, unmatched, max_rows, reads = True, 0, {"zero": 0, "hot": 0, "pre": 0}, 0
+    for k in range(HOT_STEPS):
+        ids = hot_ids(k)
+        if k + 1 < HOT_STEPS:  # the next batch's rows, looked up while this one computes
+            model.pre.prefetch(hot_ids(k + 1))
+        for name in history:
+            history[name].append(server_rows(opt, getattr(model, name), pool))
+        opt.zero_grad()
+        got = {name: getattr(model, name)(ids) for name in ("plain", "zero", "hot", "pre")}
+        zero_equal &= torch.equal(got["zero"], got["plain"])
+        for name in history:
+            for i, row in enumerate(ids.tolist()):
+                age = next((k - t for t in range(k, -1, -1) if torch.equal(history[name][t][row], got[name][i])), None)
+                if age is None:
+                    unmatched += 1
+                else:
+                    ages[name].append(age)
+        reads += len(ids)
+        coef = torch.cos(torch.arange(len(ids) * 4, dtype=torch.float32) + k).reshape(len(ids), 4)
+        sum(((r * coef).sum() for r in got.values()), model.w.sum()).backward()
+        opt.step()
+        for name in max_rows:
+            max_rows[name] = max(max_rows[name], getattr(model, name).hot_cache_stats["rows"])
+    final = {name: server_rows(opt, getattr(model, name), pool).tolist() for name in ("plain", "zero", "hot", "pre")}
+    out = {"zero_equal": bool(zero_equal), "unmatched": unmatched, "reads": reads, "max_rows": max_rows,
+           "max_age": {n: max(v) for n, v in ages.items()}, "stale_reads": {n: sum(1 for x in v if x > 0)
+                                                                            for n, v in ages.items()},
+           "stats": {n: getattr(model, n).hot_cache_stats for n in ("zero", "hot", "pre")},
+           "plain_stats": model.plain.hot_cache_stats, "prefetch_hits": model.pre.prefetch_hits, "final": final}
     print("RESULT " + json.dumps(out), flush=True)
