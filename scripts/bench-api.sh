@@ -53,23 +53,8 @@ stop_all() {
 }
 trap 'stop_all; rm -rf "$tmp"' EXIT
 
-# a free port picked at random below the kernel's ephemeral range: one from that range
-# could be taken by the worker's outgoing connection before the scheduler binds its API
-free_port() {
-  python3 - <<'PY'
-import random, socket
-low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
-while True:
-    port = random.randrange(10000, max(low, 11000))
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            continue
-    print(port)
-    break
-PY
-}
+# a free port below the kernel's ephemeral range (scripts/lib/ports.py says why)
+free_port() { python3 "$(dirname "$0")/lib/ports.py"; }
 
 secret_env=()
 if [ "$SECURE" = 1 ]; then

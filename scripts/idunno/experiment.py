@@ -41,6 +41,8 @@ import urllib.request
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "lib"))
+from ports import free_port  # noqa: E402  (scripts/lib/ports.py)
 
 # IDunno's published figures: 10 workers, ResNet-50 batch 4, ALBERT batch 8.
 IDUNNO = {
@@ -94,33 +96,6 @@ def log(msg):
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
-_GIVEN = set()
-
-
-def free_port():
-    """A free port on 127.0.0.1 picked at random below the kernel's ephemeral range.
-    A port from that range (what binding port 0 gives) can be taken by a worker's
-    outgoing connection before the scheduler it was meant for binds it: the schedulers
-    bind their API ports only once they have joined, after the workers connect."""
-    try:
-        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
-            low = int(f.read().split()[0])
-    except (OSError, ValueError, IndexError):
-        low = 32768
-    while low > 11000:
-        port = random.SystemRandom().randrange(10000, low)
-        if port in _GIVEN:
-            continue
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-        _GIVEN.add(port)
-        return port
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def sentences(txt, n, seed):
