@@ -32,7 +32,6 @@ import re
 import secrets
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -148,14 +147,19 @@ TOKEN = os.environ.get("PSRS_API_TOKEN") or secrets.token_hex(24)
 OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
-def call(url, method="GET", body=None, timeout=5):
-    """One API request with the run's API token; None if it fails."""
+def request(url, method="GET", body=None, timeout=5):
+    """One API request with the run's API token: its JSON answer (raises if it fails)."""
     data = json.dumps(body).encode() if body is not None else None
     headers = {"Content-Type": "application/json", "Authorization": f"Bearer {TOKEN}"}
     req = urllib.request.Request(url, data=data, method=method, headers=headers)
+    with OPENER.open(req, timeout=timeout) as r:
+        return json.loads(r.read())
+
+
+def call(url, method="GET", body=None, timeout=5):
+    """One API request with the run's API token; None if it fails."""
     try:
-        with OPENER.open(req, timeout=timeout) as r:
-            return json.loads(r.read())
+        return request(url, method, body, timeout)
     except (OSError, ValueError):
         return None
 
@@ -280,10 +284,8 @@ class Cluster:
         """Prints the last `lines` lines of every process's log (on a failure, so a run
         that stops names what the cluster was doing, not only what the experiment waited for)."""
         for k, h in enumerate(self.http):
-            req = urllib.request.Request(f"http://{h}/stats.json", headers={"Authorization": f"Bearer {TOKEN}"})
             try:
-                with OPENER.open(req, timeout=5) as r:
-                    said = f"{r.status}: {json.loads(r.read()).get('scheduler')}"
+                said = (request(f"http://{h}/stats.json") or {}).get("scheduler")
             except Exception as e:  # what the experiment's own calls hid
                 said = repr(e)
             print(f"== scheduler candidate {k}'s http://{h}/stats.json: {said}", file=sys.stderr)
