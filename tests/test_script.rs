@@ -6,7 +6,7 @@ use std::process::Command;
 
 /// Runs `body` in bash with the phase runner sourced; returns (exit code, stderr). The
 /// phases' logs go to a directory of this call's own (removed after), not among the
-/// real run's in target/test-logs, unless `body` sets `PHASE_LOG_DIR` itself.
+/// real run's in target/test-logs.
 fn run(body: &str) -> (i32, String) {
     use std::sync::atomic::{AtomicUsize, Ordering};
     static CALLS: AtomicUsize = AtomicUsize::new(0);
@@ -52,12 +52,9 @@ fn every_phase_passing_passes_the_script() {
 
 #[test]
 fn a_failed_phase_output_is_told_again_after_the_table() {
-    let dir = std::env::temp_dir().join(format!("psrs-phases-{}", std::process::id()));
-    let (code, log) = run(&format!(
-        "export PHASE_LOG_DIR={}\nphase noisy bash -c 'for i in $(seq 1 100); do echo line $i; done; echo the reason >&2; exit 3'\nphase quiet true",
-        dir.display()
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
+    let (code, log) = run(
+        "phase noisy bash -c 'for i in $(seq 1 100); do echo line $i; done; echo the reason >&2; exit 3'\nphase quiet true",
+    );
     assert_eq!(code, 1, "{log}");
     let after = &log[log.find("summary").expect("no summary")..];
     assert!(after.contains("noisy (exit 3)"), "{after}");

@@ -32,8 +32,6 @@ def psrs_bin() -> str:
     return str(max(found, key=lambda p: p.stat().st_mtime))
 
 
-
-
 def py(script: str, *args: str) -> list:
     """The command running tests/nodes/SCRIPT with this interpreter."""
     return [sys.executable, str(HERE / "nodes" / script), *args]

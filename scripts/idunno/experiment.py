@@ -95,8 +95,6 @@ def log(msg):
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
-
-
 def sentences(txt, n, seed):
     if len(list(txt.glob("*.txt"))) == n:
         return
@@ -281,8 +279,9 @@ class Cluster:
         return len(gone)
 
     def dump_logs(self, lines=25):
-        """Prints the last `lines` lines of every process's log (on a failure, so a run
-        that stops names what the cluster was doing, not only what the experiment waited for)."""
+        """Prints each candidate's stats.json answer (or why there was none) and the last
+        `lines` lines of every process's log: on a failure, so a run that stops names what
+        the cluster was doing, not only what the experiment waited for."""
         for k, h in enumerate(self.http):
             try:
                 said = (request(f"http://{h}/stats.json") or {}).get("scheduler")
