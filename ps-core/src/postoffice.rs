@@ -14,7 +14,7 @@ use parking_lot::{Condvar, Mutex, RwLock};
 use rustc_hash::FxHashMap;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How long a data message waits for its customer to register before it is dropped.
 /// Messages can legitimately arrive first: a peer released from the start barrier
@@ -441,7 +441,7 @@ impl VanHandler for Postoffice {
         let key = (msg.meta.app_id, customer);
         let mut c = self.customers.lock();
         if !c.held.is_empty() {
-            for (k, m) in c.held.expire(Instant::now(), CUSTOMER_WAIT) {
+            for (k, m) in c.held.expire(self.van.now_ms(), CUSTOMER_WAIT) {
                 log::warn!(
                     "no customer {} of app {} within {CUSTOMER_WAIT:?}; dropped {m}",
                     k.1,
@@ -481,7 +481,7 @@ impl VanHandler for Postoffice {
                 let held = c.held.len();
                 log::warn!("dropped {msg}: {held} messages already held for customers not registered yet (PS_MAX_HELD_MESSAGES)");
             }
-            None => c.held.push(key, Instant::now(), msg),
+            None => c.held.push(key, self.van.now_ms(), msg),
         }
     }
 

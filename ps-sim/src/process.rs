@@ -8,7 +8,7 @@
 use crate::transport::{SimTransport, BASE_PORT};
 use ps_core::addr::HostLookup;
 use ps_core::failover::Epoch;
-use ps_core::node::{Node, Role};
+use ps_core::node::{Node, Role, ALL_GROUP};
 use ps_core::protocol::barrier_ask::BarrierAsk;
 use ps_core::van::{Clock, Van};
 use ps_core::{Config, Postoffice};
@@ -52,6 +52,12 @@ impl ProcClock {
 impl Clock for ProcClock {
     fn now_ms(&self) -> u64 {
         self.world.now_ms().saturating_sub(self.born)
+    }
+
+    /// The world's time: every process's log lines name the same clock, and a seed's
+    /// lines replay byte for byte.
+    fn unix_ms(&self) -> u64 {
+        self.world.now_ms()
     }
 }
 
@@ -144,6 +150,22 @@ pub fn postoffice(cfg: Config, clock: Arc<ProcClock>, incarnation: u64) -> (Arc<
 /// The scheduler a barrier request was made of: its process and epoch.
 type Asked = BarrierAsk<(u64, Epoch)>;
 
+/// Where a process is in the course every role of `psrs train` runs
+/// ([`Postoffice::start`], the application, [`Postoffice::finalize`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stage {
+    /// Waiting for its node table.
+    Joining,
+    /// In the start barrier (a replacement skips it).
+    Starting,
+    /// Its application runs.
+    Running,
+    /// In the final barrier.
+    Finalizing,
+    /// Released from the final barrier.
+    Done,
+}
+
 /// What an application sees of its postoffice, and what changed since it looked.
 pub struct NodeLink {
     /// The postoffice.
@@ -155,6 +177,8 @@ pub struct NodeLink {
     released: Option<i32>,
     table: Vec<Node>,
     unavailable: BTreeSet<i32>,
+    /// Where the process is in its course.
+    pub stage: Stage,
 }
 
 /// What changed for a node since its application last looked.
@@ -181,6 +205,7 @@ impl NodeLink {
             released: None,
             table: Vec::new(),
             unavailable: BTreeSet::new(),
+            stage: Stage::Joining,
         }
     }
 
@@ -222,6 +247,39 @@ impl NodeLink {
         if self.barrier.is_none() {
             self.released = Some(group);
         }
+    }
+
+    /// Moves the course on by what changed: the first node table enters the start
+    /// barrier, unless this process replaces another ([`Postoffice::start`] skips
+    /// it then); the start barrier's release, or a replacement's table, starts the
+    /// application (true: start it now); the final barrier's release ends the course.
+    pub fn course(&mut self, c: &Changes) -> bool {
+        match self.stage {
+            Stage::Joining if c.table => {
+                if self.po.is_recovery() {
+                    self.stage = Stage::Running;
+                    return true;
+                }
+                self.stage = Stage::Starting;
+                self.barrier(ALL_GROUP);
+                false
+            }
+            Stage::Starting if c.released.is_some() => {
+                self.stage = Stage::Running;
+                true
+            }
+            Stage::Finalizing if c.released.is_some() => {
+                self.stage = Stage::Done;
+                false
+            }
+            _ => false,
+        }
+    }
+
+    /// The application is done: the final barrier ([`Postoffice::finalize`]).
+    pub fn finalize(&mut self) {
+        self.stage = Stage::Finalizing;
+        self.barrier(ALL_GROUP);
     }
 
     /// What changed since the last look.

@@ -49,6 +49,18 @@ impl MasterClient {
     /// A client of the scheduler's SimpleApp `app_id`, requests with head `head`
     /// ([`TrainError::Register`] if it cannot register).
     pub fn on_app(po: &Arc<Postoffice>, app_id: i32, head: i32) -> Result<MasterClient, TrainError> {
+        MasterClient::with_app(po, app_id, head, false)
+    }
+
+    /// A client on this node's master app whose answers are taken in on the thread
+    /// that receives them, for a process whose steps a driver runs without threads
+    /// (the simulator): it calls [`MasterClient::send`], [`MasterClient::answer`] and
+    /// [`MasterClient::forget`] as [`MasterClient::call`] does, at its own times.
+    pub fn driven(po: &Arc<Postoffice>) -> Result<MasterClient, TrainError> {
+        MasterClient::with_app(po, MASTER_APP, MASTER_HEAD, true)
+    }
+
+    fn with_app(po: &Arc<Postoffice>, app_id: i32, head: i32, inline: bool) -> Result<MasterClient, TrainError> {
         let answers: Answers = Arc::default();
         let a2 = Arc::clone(&answers);
         let on_answer = move |d: &SimpleData| {
@@ -56,13 +68,45 @@ impl MasterClient {
                 *slot = Some(d.body.clone());
             }
         };
-        let app = SimpleApp::new(po, app_id, None, Some(Box::new(on_answer)))?;
+        let app = match inline {
+            true => SimpleApp::new_inline(po, app_id, None, Some(Box::new(on_answer)))?,
+            false => SimpleApp::new(po, app_id, None, Some(Box::new(on_answer)))?,
+        };
         Ok(MasterClient {
             app,
             head,
             po: Arc::clone(po),
             answers,
         })
+    }
+
+    /// Sends the encoded request `body` once; its timestamp, whose answer
+    /// [`MasterClient::answer`] takes. Fails if it cannot be sent.
+    pub fn send(&self, body: &Bytes) -> std::io::Result<i32> {
+        // The answer's slot must exist before the answer can arrive: the lock is held
+        // while the request is sent, so the customer thread storing a fast answer
+        // waits for the slot (else it finds none and the answer is lost).
+        let mut answers = self.answers.lock();
+        let sent = self.app.request(self.head, body.clone(), SCHEDULER);
+        if let Ok(ts) = sent {
+            answers.insert(ts, None);
+        }
+        sent
+    }
+
+    /// The answer to request `ts`, once it came (taken: asked once).
+    pub fn answer(&self, ts: i32) -> Option<Bytes> {
+        let mut answers = self.answers.lock();
+        let body = answers.get_mut(&ts)?.take()?;
+        answers.remove(&ts);
+        Some(body)
+    }
+
+    /// Request `ts` is given up (sent again under another timestamp): a late answer
+    /// to it counts for nothing.
+    pub fn forget(&self, ts: i32) {
+        self.app.customer().forget_request(ts);
+        self.answers.lock().remove(&ts);
     }
 
     /// Sends `req` to the master and returns its answer, sending it again when the
@@ -82,21 +126,12 @@ impl MasterClient {
         let mut warned: Option<(String, Instant)> = None;
         loop {
             let scheduler = self.po.van().scheduler_incarnation();
-            // The answer's slot must exist before the answer can arrive: the lock is held
-            // while the request is sent, so the customer thread storing a fast answer
-            // waits for the slot (else it finds none and the answer is lost).
-            let sent = {
-                let mut answers = self.answers.lock();
-                let sent = self.app.request(self.head, body.clone(), SCHEDULER);
-                if let Ok(ts) = sent {
-                    answers.insert(ts, None);
-                }
-                sent
-            };
+            let sent = self.send(&body);
             let why = match sent {
                 Ok(ts) => {
                     let why = self.wait(ts, scheduler, start, patience);
-                    let answer = self.answers.lock().remove(&ts).flatten();
+                    let answer = self.answer(ts);
+                    self.answers.lock().remove(&ts);
                     match (answer, why) {
                         (Some(b), _) => return Ok(b),
                         (None, Some(why)) => why,
