@@ -145,13 +145,20 @@ impl Postoffice {
     /// join is [`PostofficeError::Van`].
     pub fn start(&self, do_barrier: bool) -> Result<(), PostofficeError> {
         self.van.start(self.cfg.join_timeout)?;
-        if do_barrier && !self.is_recovery() {
+        if do_barrier && self.waits_at_start() {
             self.barrier(ALL_GROUP);
             if self.cfg.role == Role::Worker && self.van.is_pslite_id(SCHEDULER) {
                 std::thread::sleep(PSLITE_SERVERS_GRACE);
             }
         }
         Ok(())
+    }
+
+    /// True when [`Postoffice::start`] waits at the start barrier once it has its
+    /// node table: not for a process that replaced a dead one (it joins a job that
+    /// runs).
+    pub fn waits_at_start(&self) -> bool {
+        !self.is_recovery()
     }
 
     /// Waits at a barrier with every live node of `group` (the steps of

@@ -1,9 +1,10 @@
 //! A simulated process: psrs's own postoffice and van, over a [`SimTransport`] and
 //! the world's clock, configured from the same variables a real process reads, with
-//! no thread of their own: the world runs their steps ([`Process::join`],
-//! [`Process::heartbeat`], the van's tick, deliveries). On top, the application of its
+//! no thread of their own: the world runs their steps (the van's join, heartbeat and
+//! tick steps at the times its threads would, and deliveries: [`crate::world`]). On top, the application of its
 //! role ([`crate::server`], [`crate::worker`], [`crate::scheduler`]) sees the
-//! postoffice through a [`NodeLink`].
+//! postoffice through a [`NodeLink`], and runs the course of `psrs train`
+//! ([`NodeLink::course`]: the start barrier, the application, the final barrier).
 
 use crate::transport::{SimTransport, BASE_PORT};
 use ps_core::addr::HostLookup;
@@ -12,7 +13,7 @@ use ps_core::node::{Node, Role, ALL_GROUP};
 use ps_core::protocol::barrier_ask::BarrierAsk;
 use ps_core::van::{Clock, Van};
 use ps_core::{Config, Postoffice};
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -176,7 +177,6 @@ pub struct NodeLink {
     /// A barrier there was nothing to wait at (released at once).
     released: Option<i32>,
     table: Vec<Node>,
-    unavailable: BTreeSet<i32>,
     /// Where the process is in its course.
     pub stage: Stage,
 }
@@ -186,8 +186,6 @@ pub struct NodeLink {
 pub struct Changes {
     /// The node table changed (the first one: the node has its id).
     pub table: bool,
-    /// The servers that do not serve (dead, or catching up) changed.
-    pub unavailable: bool,
     /// The barrier waited at was released (its group).
     pub released: Option<i32>,
 }
@@ -204,7 +202,6 @@ impl NodeLink {
             barrier: None,
             released: None,
             table: Vec::new(),
-            unavailable: BTreeSet::new(),
             stage: Stage::Joining,
         }
     }
@@ -231,11 +228,6 @@ impl NodeLink {
         self.po.van().next_timestamp()
     }
 
-    /// Ids of the servers that do not serve: dead, or still copying their ranges.
-    pub fn unavailable(&self) -> BTreeSet<i32> {
-        self.po.unavailable_servers()
-    }
-
     /// The node table.
     pub fn table(&self) -> Vec<Node> {
         self.po.nodes()
@@ -256,7 +248,7 @@ impl NodeLink {
     pub fn course(&mut self, c: &Changes) -> bool {
         match self.stage {
             Stage::Joining if c.table => {
-                if self.po.is_recovery() {
+                if !self.po.waits_at_start() {
                     self.stage = Stage::Running;
                     return true;
                 }
@@ -294,11 +286,6 @@ impl NodeLink {
                 self.table = t;
                 c.table = true;
             }
-        }
-        let u = self.unavailable();
-        if u != self.unavailable {
-            self.unavailable = u;
-            c.unavailable = true;
         }
         if let Some(b) = self.barrier.as_mut() {
             if self.po.barrier_poll(b) {

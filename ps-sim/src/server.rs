@@ -2,9 +2,10 @@
 //! (`kv/replication/`: the push applied once through the request-id window, forwarded
 //! to the other live holders and answered once they applied it, a replacement
 //! copying its ranges from a live holder before it serves), over the sum handle of
-//! [`Sums`]. What the simulator adds is only the application: the handle, the copy of
-//! a range's state, the barriers, and the bookkeeping of which pushes each copy
-//! applied that the invariants read.
+//! [`Sums`], started as `psrs train` starts the training server (after the start
+//! barrier, or at once for a replacement; then the final barrier). What the
+//! simulator adds is the summing job: the handle, the copy of a range's state, and
+//! the bookkeeping of which pushes each copy applied that the invariants read.
 
 use crate::process::{Changes, NodeLink, Stage};
 use bytes::Bytes;

@@ -1,6 +1,6 @@
 //! A simulated worker: psrs's own training worker's task loop
 //! ([`ps_apps::train::task_loop::TaskLoop`]) over psrs's own master client
-//! ([`MasterClient`], a request sent again when [`Attempt::again`] says so) and
+//! ([`MasterClient`], a request sent again or given up when [`Call::due`] says so) and
 //! [`KVWorker`] (which sends each key range to its first live holder and reroutes it
 //! to the next one when that one dies). What the simulator adds is the summing job's
 //! training of a task: a while of computing, then one push of the task's value to
@@ -16,8 +16,9 @@ use parking_lot::Mutex;
 use ps_apps::master::{MasterRequest, MasterResponse, Task, TaskReport};
 use ps_apps::train::coordinator::{decode, encode};
 use ps_apps::train::master_client::MasterClient;
-use ps_apps::train::master_retry::Attempt;
+use ps_apps::train::master_retry::{Call, Due};
 use ps_apps::train::task_loop::{Next, TaskLoop, Trained};
+use ps_apps::train::worker::MASTER_PATIENCE;
 use ps_core::kv::worker::{KVWorker, KvRequest};
 use ps_core::kv::KVPairs;
 use std::sync::Arc;
@@ -26,25 +27,32 @@ use std::sync::Arc;
 /// from the start, so the report reads no file).
 pub const DATASET: &str = "sim";
 
-/// How long a request that could not be sent waits before it is sent again (ms), as
-/// [`MasterClient::call`] waits.
-const UNSENT_MS: u64 = 200;
-
 /// A request to the master in flight.
-struct Call {
-    /// Its timestamp (None: it could not be sent; sent again at `retry_at`).
+struct Asked {
+    /// Its timestamp (None: it could not be sent).
     ts: Option<i32>,
     body: Bytes,
-    attempt: Attempt,
-    retry_at: u64,
+    call: Call,
     /// The task whose result it reports.
     finish: Option<u64>,
+}
+
+impl Asked {
+    /// A placeholder while the request is sent again.
+    fn empty(now: u64) -> Asked {
+        Asked {
+            ts: None,
+            body: Bytes::new(),
+            call: Call::new(now, 0),
+            finish: None,
+        }
+    }
 }
 
 /// The step of the task loop being carried out.
 enum Doing {
     /// A request to the master is out.
-    Asking(Call),
+    Asking(Asked),
     /// Training on a task until this time.
     Computing { task: Task, until: u64 },
     /// Pushing the task's value (request `ts` of the KV worker).
@@ -163,33 +171,39 @@ impl Worker {
         }
     }
 
-    /// Sends `req` to the master.
-    fn ask(&self, req: &MasterRequest, now: u64) -> Call {
+    /// Sends `req` to the master, as [`MasterClient::call`] does with the training
+    /// worker's patience.
+    fn ask(&self, req: &MasterRequest, now: u64) -> Asked {
         let finish = match req {
             MasterRequest::Finish { task, .. } => Some(*task),
             _ => None,
         };
-        let mut call = Call {
+        let mut asked = Asked {
             ts: None,
             body: encode(req),
-            attempt: Attempt::new(now, 0),
-            retry_at: now,
+            call: Call::new(now, MASTER_PATIENCE.as_millis() as u64),
             finish,
         };
-        self.send(&mut call, now);
-        call
+        self.send(&mut asked, now);
+        asked
     }
 
-    fn send(&self, call: &mut Call, now: u64) {
-        call.attempt = Attempt::new(now, self.node.po.van().scheduler_incarnation());
-        call.ts = match self.client.send(&call.body) {
-            Ok(ts) => Some(ts),
+    /// One sending of `asked` (a late answer to the one before counts for nothing).
+    fn send(&self, asked: &mut Asked, now: u64) {
+        if let Some(ts) = asked.ts.take() {
+            self.client.forget(ts);
+        }
+        let scheduler = self.node.po.van().scheduler_incarnation();
+        match self.client.send(&asked.body) {
+            Ok(ts) => {
+                asked.ts = Some(ts);
+                asked.call.sent(now, scheduler);
+            }
             Err(e) => {
                 log::debug!("master: {e}; asking again");
-                call.retry_at = now + UNSENT_MS;
-                None
+                asked.call.unsent(now);
             }
-        };
+        }
     }
 
     /// The task loop's step went wrong as the training worker's does: the process
@@ -275,7 +289,7 @@ impl Worker {
     }
 
     /// Timers: a finished computation starts the push; a pause ends; a master
-    /// request is sent again when [`Attempt::again`] says so.
+    /// request is sent again, or given up, when [`Call::due`] says so.
     pub fn tick(&mut self, now: u64) {
         let Phase::Running(lp, doing) = &mut self.phase else {
             return;
@@ -292,33 +306,21 @@ impl Worker {
                 let next = lp.paused();
                 self.carry_out(next, now);
             }
-            Doing::Asking(call) => {
-                let inc = self.node.po.van().scheduler_incarnation();
-                let again = match call.ts {
-                    Some(_) => call.attempt.again(now, inc).map(|why| why.to_string()),
-                    None => (now >= call.retry_at).then(|| "not sent".to_string()),
-                };
-                if let Some(why) = again {
+            Doing::Asking(asked) => match asked.call.due(now, self.node.po.van().scheduler_incarnation()) {
+                Due::Wait => {}
+                Due::Again(why) => {
                     log::debug!("master: {why}; asking again");
-                    let mut call = std::mem::replace(
-                        call,
-                        Call {
-                            ts: None,
-                            body: Bytes::new(),
-                            attempt: Attempt::new(now, inc),
-                            retry_at: now,
-                            finish: None,
-                        },
-                    );
-                    if let Some(ts) = call.ts {
-                        self.client.forget(ts);
-                    }
-                    self.send(&mut call, now);
+                    let mut asked = std::mem::replace(asked, Asked::empty(now));
+                    self.send(&mut asked, now);
                     if let Phase::Running(_, doing) = &mut self.phase {
-                        *doing = Doing::Asking(call);
+                        *doing = Doing::Asking(asked);
                     }
                 }
-            }
+                Due::GiveUp => {
+                    let why = format!("the scheduler did not answer for {MASTER_PATIENCE:?}");
+                    self.fail(why);
+                }
+            },
             _ => {}
         }
     }

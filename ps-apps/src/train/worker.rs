@@ -17,6 +17,9 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// How long `psrs train`'s workers keep asking a master that does not answer.
+pub const MASTER_PATIENCE: Duration = Duration::from_secs(120);
+
 /// How a worker trains.
 #[derive(Clone, Debug)]
 pub struct WorkerOptions {
