@@ -253,13 +253,17 @@ fn training_reads_s3_and_http_and_saves_the_model_to_s3() {
     let model = format!("s3://{BUCKET}/models/softmax.bin");
     let args = small_job_with(dir.path(), &train, &test, Some(&model));
     let env = s3.env();
-    let mut c = Cluster::start(
+    let mut c = Cluster::new(
         2,
         2,
         &args.iter().map(|s| s.as_str()).collect::<Vec<_>>(),
         &env_refs(&env),
         Duration::from_secs(120),
     );
+    c.run_in_scratch();
+    for role in ["scheduler", "server", "server", "worker", "worker"] {
+        c.spawn(role);
+    }
     c.wait_success();
     let text = c.dump();
     assert!(text.contains("progress: 20/20 tasks"), "{text}");
@@ -267,6 +271,11 @@ fn training_reads_s3_and_http_and_saves_the_model_to_s3() {
     assert!(
         s3.dir.path().join(BUCKET).join("models/softmax.bin").exists(),
         "the model was not saved to S3\n{text}"
+    );
+    // checking that the model can be written makes nothing locally ("s3:/data/models")
+    assert!(
+        !c.dir().join("s3:").exists(),
+        "an s3:// location was made as a local directory"
     );
     // the test set was read over HTTP by ranges, never whole
     assert!(!http.served().is_empty());

@@ -193,7 +193,7 @@ fn check_worker_files(a: &Args, model: &Model) -> Result<(), CliError> {
         })?;
     }
     if let Some(out) = &a.out {
-        ps_apps::storage::files::check_writable(out)
+        ps_apps::storage::check_writable(out)
             .map_err(|e| format!("--out {}: cannot write there: {e}", out.display()))?;
     }
     Ok(())

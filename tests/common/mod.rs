@@ -122,6 +122,7 @@ pub struct Cluster {
     deadline: Instant,
     servers: usize,
     workers: usize,
+    in_scratch: bool,
 }
 
 impl Cluster {
@@ -150,7 +151,15 @@ impl Cluster {
             deadline: Instant::now() + limit,
             servers,
             workers,
+            in_scratch: false,
         }
+    }
+
+    /// Runs the processes started from now on in the scratch directory ([`Cluster::dir`])
+    /// instead of the test's working directory, so a test can see what they leave in
+    /// their working directory.
+    pub fn run_in_scratch(&mut self) {
+        self.in_scratch = true;
     }
 
     /// A scratch directory that lives as long as the cluster.
@@ -219,6 +228,9 @@ impl Cluster {
         }
         for (k, v) in env {
             cmd.env(k, v);
+        }
+        if self.in_scratch {
+            cmd.current_dir(self.dir.path());
         }
         let child = cmd
             .spawn()

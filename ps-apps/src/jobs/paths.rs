@@ -26,11 +26,6 @@ struct Dir {
     real: PathBuf,
 }
 
-/// Whether `p` is an object-store URL rather than a file.
-pub fn is_url(p: &str) -> bool {
-    ["s3://", "http://", "https://"].iter().any(|s| p.starts_with(s))
-}
-
 fn absolute(p: &Path) -> Result<PathBuf, JobsError> {
     std::path::absolute(p).map_err(|e| JobsError::BadRequest(format!("'{}': {e}", p.display())))
 }
@@ -127,7 +122,7 @@ impl JobPaths {
 }
 
 fn confine(field: &str, p: &str, dirs: &[&Dir], may_be_new: bool) -> Result<(), JobsError> {
-    if is_url(p) {
+    if crate::storage::is_url(p) {
         return Ok(());
     }
     let names = dirs.iter().map(|d| d.flag).collect::<Vec<_>>().join(" or ");
@@ -198,6 +193,9 @@ mod tests {
         jp.check(&train(&d("a.rio"), &o("new/dir/model.bin"))).unwrap();
         jp.check(&infer(&o("m.bin"), &d("a.rio"), &o("preds.csv"))).unwrap();
         jp.check(&infer("s3://bucket/m.bin", "https://host/a.rio", &o("p.csv")))
+            .unwrap();
+        // a URL's scheme in any case, as the storage layer reads it
+        jp.check(&infer("S3://bucket/m.bin", "HTTPS://host/a.rio", &o("p.csv")))
             .unwrap();
 
         let refused = |spec: JobSpec, what: &str| {

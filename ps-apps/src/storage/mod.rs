@@ -38,6 +38,21 @@ pub fn read(path: &Path) -> Result<Vec<u8>, StorageError> {
     }
 }
 
+/// Checks, before any work, that [`write`] could write `path`: a local path as
+/// [`files::check_writable`] checks it (its directory made if missing); an object
+/// store location is left to its PUT (nothing is made locally: `s3://b/k`'s parent is
+/// not a directory `s3:/b`); an HTTP location is refused (read-only).
+pub fn check_writable(path: &Path) -> Result<(), StorageError> {
+    match Location::of_path(path)? {
+        Location::Local(p) => files::check_writable(&p).map_err(|e| StorageError::io(p.display(), e)),
+        loc @ Location::Http { .. } => Err(StorageError::io(
+            loc,
+            "HTTP locations are read-only (write to s3:// or a path)",
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// Writes `bytes` to `path`: a local file atomically (see [`files::write_atomic`]),
 /// where this process may write job files ([`confined::job_files`]), an object with
 /// one PUT. HTTP servers are read-only.
@@ -51,5 +66,21 @@ pub fn write(path: &Path, bytes: &[u8]) -> Result<(), StorageError> {
             "HTTP locations are read-only (write to s3:// or a path)",
         )),
         loc => remote::put(&loc, bytes),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writability_is_checked_locally_only_for_local_paths() {
+        let dir = tempfile::tempdir().unwrap();
+        check_writable(&dir.path().join("new/m.bin")).unwrap();
+        assert!(dir.path().join("new").is_dir(), "a local path's directory is made");
+        let err = check_writable(Path::new("https://host/models/m.bin")).unwrap_err();
+        assert!(err.to_string().contains("read-only"), "{err}");
+        // an object store location is left to its PUT
+        check_writable(Path::new("s3://bucket/models/m.bin")).unwrap();
     }
 }
