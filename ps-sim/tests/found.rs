@@ -21,6 +21,36 @@ const FOUND: &[(u64, &str)] = &[
     (2930, "the job did not finish within 60 s after the faults stopped"),
 ];
 
+/// Seeds of other shapes: (schedulers, servers, workers, replicas), seed, what it
+/// found.
+const FOUND_IN_SHAPES: &[((usize, usize, usize, usize), u64, &str)] = &[
+    // two replacement servers caught up at once (PS_REPLICAS=2): one, still copying
+    // a range, sent the other its empty copy of it
+    (
+        (2, 3, 3, 2),
+        24,
+        "a push answered to worker 9 missing from server 2's copy of range 2",
+    ),
+];
+
+#[test]
+fn seeds_that_found_bugs_in_other_shapes_pass() {
+    for &((schedulers, servers, workers, replicas), seed, found) in FOUND_IN_SHAPES {
+        let cfg = SimConfig {
+            schedulers,
+            servers,
+            workers,
+            replicas,
+            ..SimConfig::default()
+        };
+        match run(&cfg, seed) {
+            Outcome::Passed { .. } => {}
+            Outcome::Beyond { why, .. } => panic!("seed {seed} ({found}) stopped beyond the fault model: {why}"),
+            Outcome::Failed { violation, .. } => panic!("seed {seed} ({found}) fails again: {violation:?}"),
+        }
+    }
+}
+
 #[test]
 fn seeds_that_found_bugs_pass() {
     let cfg = SimConfig::default();
