@@ -21,9 +21,11 @@ const FOUND: &[(u64, &str)] = &[
     (2930, "the job did not finish within 60 s after the faults stopped"),
 ];
 
-/// Seeds of other shapes: (schedulers, servers, workers, replicas), seed, what it
-/// found.
-const FOUND_IN_SHAPES: &[((usize, usize, usize, usize), u64, &str)] = &[
+/// A cluster's shape: scheduler candidates, servers, workers, replicas.
+type Shape = (usize, usize, usize, usize);
+
+/// Seeds of other shapes: the shape, the seed, what it found.
+const FOUND_IN_SHAPES: &[(Shape, u64, &str)] = &[
     // two replacement servers caught up at once (PS_REPLICAS=2): one, still copying
     // a range, sent the other its empty copy of it
     (
