@@ -66,6 +66,14 @@ pub struct Evaluation {
     pub auc: Option<f64>,
 }
 
+/// Prints a pass's held-out figures (the line the launch scripts and tests read).
+fn print_pass(pass: u64, ev: &Evaluation) {
+    println!(
+        "pass {pass} test accuracy {:.4} log-loss {:.4}",
+        ev.accuracy, ev.log_loss
+    );
+}
+
 /// Evaluates `params` on `examples`.
 pub fn evaluate(model: &Model, params: &[f32], examples: &[Example]) -> Evaluation {
     let labels: Vec<usize> = examples.iter().map(|e| e.label.max(0.0) as usize).collect();
@@ -203,13 +211,7 @@ pub fn run(
                 if let Some(test) = &test {
                     if task.epoch > epoch_seen {
                         let params = ex.pull(None, &vec![None; ex.num_shards()])?.values;
-                        let ev = evaluate(&model, &params, test);
-                        println!(
-                            "pass {} test accuracy {:.4} log-loss {:.4}",
-                            epoch_seen + 1,
-                            ev.accuracy,
-                            ev.log_loss
-                        );
+                        print_pass(epoch_seen + 1, &evaluate(&model, &params, test));
                         epoch_seen = task.epoch;
                     }
                 }
@@ -252,12 +254,7 @@ pub fn run(
         let params = ex.pull(None, &vec![None; ex.num_shards()])?.values;
         if let Some(test) = &test {
             let ev = evaluate(&model, &params, test);
-            println!(
-                "pass {} test accuracy {:.4} log-loss {:.4}",
-                epoch_seen + 1,
-                ev.accuracy,
-                ev.log_loss
-            );
+            print_pass(epoch_seen + 1, &ev);
             print!("final test accuracy {:.4} log-loss {:.4}", ev.accuracy, ev.log_loss);
             if let Some(a) = ev.auc {
                 print!(" auc {a:.4}");
