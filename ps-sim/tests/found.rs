@@ -19,6 +19,10 @@ const FOUND: &[(u64, &str)] = &[
     // the resender's signature ignored the receiver's incarnation: a restarted
     // worker's answer matched its dead predecessor's, and its push hung
     (2930, "the job did not finish within 60 s after the faults stopped"),
+    // a primary waited forever for a replica's acknowledgement of a forwarded push:
+    // the replica died with the acknowledgement lost, and its replacement's table
+    // came before any death notice, so the dead process was not counted as dead
+    (2252, "the job did not finish within 60 s after the faults stopped"),
 ];
 
 /// A cluster's shape: scheduler candidates, servers, workers, replicas.
