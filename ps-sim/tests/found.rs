@@ -23,6 +23,11 @@ const FOUND: &[(u64, &str)] = &[
     // the replica died with the acknowledgement lost, and its replacement's table
     // came before any death notice, so the dead process was not counted as dead
     (2252, "the job did not finish within 60 s after the faults stopped"),
+    // an active scheduler that had declared a majority of the nodes dead (their
+    // heartbeats lost, one crashed) lost its lease and was never elected again: it
+    // asked only the nodes alive in its table, and they refused it while they heard
+    // its answers to their heartbeats
+    (2414, "the job did not finish within 60 s after the faults stopped"),
 ];
 
 /// A cluster's shape: scheduler candidates, servers, workers, replicas.
