@@ -68,6 +68,19 @@ struct Primary {
 }
 
 impl Primary {
+    /// Holding the table that names A, nothing applied or waiting yet.
+    fn new() -> Primary {
+        let mut peers = Peers::new();
+        peers.on_table(&table(A));
+        Primary {
+            peers,
+            dead_ids: BTreeSet::new(),
+            joiners: Joiners::default(),
+            acks: AckTable::default(),
+            applied: DedupWindow::new(120_000, 1 << 10),
+        }
+    }
+
     /// `Shared::dead_processes`.
     fn dead_processes(&self) -> BTreeSet<usize> {
         let declared = dead_server_ranks(&self.dead_ids);
@@ -108,15 +121,7 @@ impl Primary {
 #[test]
 fn a_push_waiting_for_a_replaced_replica_is_answered_once_and_applied_once() {
     for change in [Change::ReplacedWithoutNotice, Change::DeclaredDead] {
-        let mut peers = Peers::new();
-        peers.on_table(&table(A));
-        let mut p = Primary {
-            peers,
-            dead_ids: BTreeSet::new(),
-            joiners: Joiners::default(),
-            acks: AckTable::default(),
-            applied: DedupWindow::new(120_000, 1 << 10),
-        };
+        let mut p = Primary::new();
         // A copied both ranges from here earlier and rejoined
         p.joiners.add(0, REPLICA, A);
         p.joiners.add(1, REPLICA, A);
@@ -166,15 +171,7 @@ fn a_push_waiting_for_a_replaced_replica_is_answered_once_and_applied_once() {
 fn a_newcomer_taking_a_copy_before_the_death_is_heard_is_waited_for() {
     // B's copy request came before A's death notice (a notice about A arriving after
     // the table naming B is one about an earlier process): B is no dead process
-    let mut peers = Peers::new();
-    peers.on_table(&table(A));
-    let mut p = Primary {
-        peers,
-        dead_ids: BTreeSet::new(),
-        joiners: Joiners::default(),
-        acks: AckTable::default(),
-        applied: DedupWindow::new(120_000, 1 << 10),
-    };
+    let mut p = Primary::new();
     let replaced = p.peers.on_replaced(&table(B));
     p.on_nodes_dead(&replaced);
     for id in p.peers.on_table(&table(B)) {
