@@ -53,7 +53,8 @@ stop_all() {
 }
 trap 'stop_all; rm -rf "$tmp"' EXIT
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+# a free port below the kernel's ephemeral range (scripts/lib/ports.py says why)
+free_port() { python3 "$(dirname "$0")/lib/ports.py"; }
 
 secret_env=()
 if [ "$SECURE" = 1 ]; then

@@ -4,11 +4,24 @@
 
 use std::process::Command;
 
-/// Runs `body` in bash with the phase runner sourced; returns (exit code, stderr).
+/// Runs `body` in bash with the phase runner sourced; returns (exit code, stderr). The
+/// phases' logs go to a directory of this call's own (removed after), not among the
+/// real run's in target/test-logs, unless `body` sets `PHASE_LOG_DIR` itself.
 fn run(body: &str) -> (i32, String) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static CALLS: AtomicUsize = AtomicUsize::new(0);
     let root = env!("CARGO_MANIFEST_DIR");
-    let script = format!("set -uo pipefail\ncd {root}\n. scripts/lib/phases.sh\n{body}\nsummary");
+    let logs = std::env::temp_dir().join(format!(
+        "psrs-phase-logs-{}-{}",
+        std::process::id(),
+        CALLS.fetch_add(1, Ordering::Relaxed)
+    ));
+    let script = format!(
+        "set -uo pipefail\ncd {root}\nexport PHASE_LOG_DIR={}\n. scripts/lib/phases.sh\n{body}\nsummary",
+        logs.display()
+    );
     let out = Command::new("bash").arg("-c").arg(script).output().expect("bash");
+    let _ = std::fs::remove_dir_all(&logs);
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stderr).into_owned(),

@@ -5,9 +5,7 @@ nodes); output goes to files; a hard time limit kills every process, each by its
 """
 
 import os
-import random
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -18,6 +16,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 FASHION_MNIST = Path("/usr/share/datasets/fashion-mnist")
+sys.path.insert(0, str(ROOT / "scripts" / "lib"))
+from ports import free_port  # noqa: E402,F401  (scripts/lib/ports.py; the tests import it from here)
 
 
 def psrs_bin() -> str:
@@ -32,34 +32,6 @@ def psrs_bin() -> str:
     return str(max(found, key=lambda p: p.stat().st_mtime))
 
 
-_GIVEN = set()
-
-
-def free_port() -> int:
-    """A free port on 127.0.0.1 picked at random below the kernel's ephemeral range:
-    nodes bind port 0 and connect out from ephemeral ports, so a port from that range
-    could be taken by a node before the scheduler meant for it binds it."""
-    try:
-        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
-            low = int(f.read().split()[0])
-    except (OSError, ValueError, IndexError):
-        low = 32768
-    for _ in range(200):
-        if low <= 11000:
-            break
-        port = random.randrange(10000, low)
-        if port in _GIVEN:
-            continue
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-        _GIVEN.add(port)
-        return port
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def py(script: str, *args: str) -> list:

@@ -32,7 +32,6 @@ import re
 import secrets
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -41,6 +40,8 @@ import urllib.request
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "lib"))
+from ports import free_port  # noqa: E402  (scripts/lib/ports.py)
 
 # IDunno's published figures: 10 workers, ResNet-50 batch 4, ALBERT batch 8.
 IDUNNO = {
@@ -94,10 +95,6 @@ def log(msg):
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def sentences(txt, n, seed):
@@ -146,14 +143,23 @@ def make_inputs(root, images, n_sentences, seed, models):
 TOKEN = os.environ.get("PSRS_API_TOKEN") or secrets.token_hex(24)
 
 
-def call(url, method="GET", body=None, timeout=5):
-    """One API request with the run's API token; None if it fails."""
+# The cluster's API is on loopback: never through a proxy from the environment.
+OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+def request(url, method="GET", body=None, timeout=5):
+    """One API request with the run's API token: its JSON answer (raises if it fails)."""
     data = json.dumps(body).encode() if body is not None else None
     headers = {"Content-Type": "application/json", "Authorization": f"Bearer {TOKEN}"}
     req = urllib.request.Request(url, data=data, method=method, headers=headers)
+    with OPENER.open(req, timeout=timeout) as r:
+        return json.loads(r.read())
+
+
+def call(url, method="GET", body=None, timeout=5):
+    """One API request with the run's API token; None if it fails."""
     try:
-        with urllib.request.urlopen(req, timeout=timeout) as r:
-            return json.loads(r.read())
+        return request(url, method, body, timeout)
     except (OSError, ValueError):
         return None
 
@@ -274,6 +280,22 @@ class Cluster:
             self.spawn_worker()
         return len(gone)
 
+    def dump_logs(self, lines=25):
+        """Prints the last `lines` lines of every process's log (on a failure, so a run
+        that stops names what the cluster was doing, not only what the experiment waited for)."""
+        for k, h in enumerate(self.http):
+            try:
+                said = (request(f"http://{h}/stats.json") or {}).get("scheduler")
+            except Exception as e:  # what the experiment's own calls hid
+                said = repr(e)
+            print(f"== scheduler candidate {k}'s http://{h}/stats.json: {said}", file=sys.stderr)
+        for p in self.scheds + self.workers:
+            state = "running" if p.poll() is None else f"exited {p.returncode}"
+            tail = p.log.read_text(errors="replace").splitlines()[-lines:]
+            print(f"== {p.log} ({state}), last {len(tail)} lines:", file=sys.stderr)
+            for line in tail:
+                print(f"   {line}", file=sys.stderr)
+
     def node_id(self, p):
         m = re.search(r"worker\[(\d+)\]@", p.log.read_text(errors="replace"))
         return int(m.group(1)) if m else None
@@ -379,10 +401,18 @@ def run_mode(args, mode, img, txt):
     (first_model, first_batch), (second_model, second_batch) = MODELS[args.models]
     try:
         c.start()
-        until(lambda: c.active()[1], "the jobs API", 120)
+        # a worker starved of CPU past the heartbeat timeout while the cluster forms exits;
+        # the scheduler admits a replacement in its place
+        exited = [0]
+
+        def up(pred):
+            exited[0] += c.respawn_exited()
+            return pred()
+
+        until(lambda: up(lambda: c.active()[1]), "the jobs API", 120)
         _, api = c.active()
         n = args.workers
-        until(lambda: len(call(f"{api}/workers") or []) == n, f"{n} workers", 300)
+        until(lambda: up(lambda: len(call(f"{api}/workers") or []) == n), f"{n} workers", 300)
         log(f"{mode}: cluster up ({n} workers, {args.schedulers} scheduler candidates)")
         jr = c.submit(api, first_model, img, work / "first.csv", first_batch)
         until(lambda: (call(f"{api}/jobs/{jr}") or {}).get("first_query_ms"), "the first job's first query", 900)
@@ -427,7 +457,7 @@ def run_mode(args, mode, img, txt):
         until(lambda: all(j and j["seconds_per_query"] for j in both()), "both jobs' rates", 600)
         log(f"{mode}: both jobs measured; settling {args.settle} s")
         time.sleep(args.settle)
-        res["workers_exited_by_themselves"] = c.respawn_exited()
+        res["workers_exited_by_themselves"] = exited[0] + c.respawn_exited()
         until(lambda: len(call(f"{api}/workers") or []) == n, f"{n} workers", 300)
         samples = []
         end = time.monotonic() + args.seconds
@@ -507,6 +537,9 @@ def run_mode(args, mode, img, txt):
         res["scheduler_kills_s"] = takeovers
         for j in (jr, ja):
             call(f"{api}/jobs/{j}", "DELETE")
+    except BaseException:
+        c.dump_logs()
+        raise
     finally:
         c.stop()
     return res
