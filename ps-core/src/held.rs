@@ -6,12 +6,12 @@
 
 use crate::message::Message;
 use std::collections::{HashMap, HashSet};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Messages waiting for their customer, by (app id, customer id).
 #[derive(Default)]
 pub(crate) struct Held {
-    by_key: HashMap<(i32, i32), Vec<(Instant, Message)>>,
+    by_key: HashMap<(i32, i32), Vec<(u64, Message)>>,
     count: usize,
 }
 
@@ -26,9 +26,9 @@ impl Held {
         self.count == 0
     }
 
-    /// Holds `msg` for `key`, received at `now`.
-    pub(crate) fn push(&mut self, key: (i32, i32), now: Instant, msg: Message) {
-        self.by_key.entry(key).or_default().push((now, msg));
+    /// Holds `msg` for `key`, received at `now_ms` (the van's clock).
+    pub(crate) fn push(&mut self, key: (i32, i32), now_ms: u64, msg: Message) {
+        self.by_key.entry(key).or_default().push((now_ms, msg));
         self.count += 1;
     }
 
@@ -39,13 +39,14 @@ impl Held {
         taken.into_iter().map(|(_, m)| m).collect()
     }
 
-    /// Drops (and returns, with their keys) the messages held for `wait` or longer.
-    pub(crate) fn expire(&mut self, now: Instant, wait: Duration) -> Vec<((i32, i32), Message)> {
+    /// Drops (and returns, with their keys) the messages held for `wait` or longer at
+    /// `now_ms`.
+    pub(crate) fn expire(&mut self, now_ms: u64, wait: Duration) -> Vec<((i32, i32), Message)> {
         let mut gone = Vec::new();
         for (k, msgs) in self.by_key.iter_mut() {
             let (old, young): (Vec<_>, Vec<_>) = std::mem::take(msgs)
                 .into_iter()
-                .partition(|(t, _)| now.duration_since(*t) >= wait);
+                .partition(|(t, _)| now_ms.saturating_sub(*t) >= wait.as_millis() as u64);
             *msgs = young;
             gone.extend(old.into_iter().map(|(_, m)| (*k, m)));
         }
@@ -90,7 +91,7 @@ mod tests {
     #[test]
     fn take_returns_a_keys_messages_in_order_and_counts_stay_right() {
         let mut h = Held::default();
-        let t = Instant::now();
+        let t = 1_000u64;
         h.push((0, 0), t, from(9, 1));
         h.push((7, 7), t, from(9, 2));
         h.push((0, 0), t, from(9, 3));
@@ -104,10 +105,10 @@ mod tests {
     #[test]
     fn old_messages_expire_young_ones_stay() {
         let mut h = Held::default();
-        let t = Instant::now();
+        let t = 1_000u64;
         h.push((0, 0), t, from(9, 1));
-        h.push((0, 0), t + Duration::from_secs(20), from(9, 2));
-        let gone = h.expire(t + Duration::from_secs(30), Duration::from_secs(30));
+        h.push((0, 0), t + 20_000, from(9, 2));
+        let gone = h.expire(t + 30_000, Duration::from_secs(30));
         assert_eq!(gone.len(), 1);
         assert_eq!(gone[0].1.meta.timestamp, 1);
         assert_eq!(h.len(), 1);
@@ -117,7 +118,7 @@ mod tests {
     #[test]
     fn strangers_are_dropped_only_once_the_table_is_known() {
         let mut h = Held::default();
-        let t = Instant::now();
+        let t = 1_000u64;
         for ts in 0..5 {
             h.push((77, 77), t, from(11, ts));
         }

@@ -14,7 +14,7 @@ use parking_lot::{Condvar, Mutex, RwLock};
 use rustc_hash::FxHashMap;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How long a data message waits for its customer to register before it is dropped.
 /// Messages can legitimately arrive first: a peer released from the start barrier
@@ -145,13 +145,20 @@ impl Postoffice {
     /// join is [`PostofficeError::Van`].
     pub fn start(&self, do_barrier: bool) -> Result<(), PostofficeError> {
         self.van.start(self.cfg.join_timeout)?;
-        if do_barrier && !self.is_recovery() {
+        if do_barrier && self.waits_at_start() {
             self.barrier(ALL_GROUP);
             if self.cfg.role == Role::Worker && self.van.is_pslite_id(SCHEDULER) {
                 std::thread::sleep(PSLITE_SERVERS_GRACE);
             }
         }
         Ok(())
+    }
+
+    /// True when [`Postoffice::start`] waits at the start barrier once it has its
+    /// node table: not for a process that replaced a dead one (it joins a job that
+    /// runs).
+    pub fn waits_at_start(&self) -> bool {
+        !self.is_recovery()
     }
 
     /// Waits at a barrier with every live node of `group` (the steps of
@@ -441,7 +448,7 @@ impl VanHandler for Postoffice {
         let key = (msg.meta.app_id, customer);
         let mut c = self.customers.lock();
         if !c.held.is_empty() {
-            for (k, m) in c.held.expire(Instant::now(), CUSTOMER_WAIT) {
+            for (k, m) in c.held.expire(self.van.now_ms(), CUSTOMER_WAIT) {
                 log::warn!(
                     "no customer {} of app {} within {CUSTOMER_WAIT:?}; dropped {m}",
                     k.1,
@@ -481,7 +488,7 @@ impl VanHandler for Postoffice {
                 let held = c.held.len();
                 log::warn!("dropped {msg}: {held} messages already held for customers not registered yet (PS_MAX_HELD_MESSAGES)");
             }
-            None => c.held.push(key, Instant::now(), msg),
+            None => c.held.push(key, self.van.now_ms(), msg),
         }
     }
 

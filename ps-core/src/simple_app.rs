@@ -130,27 +130,52 @@ fn ask_again(po: &Postoffice, app_id: i32, calls: &Calls, dead: &[i32]) {
     }
 }
 
-fn to_data(msg: &Message) -> SimpleData {
-    SimpleData {
-        head: msg.meta.head,
-        body: msg.data.first().cloned().unwrap_or_default(),
-        sender: msg.meta.sender,
-        timestamp: msg.meta.timestamp,
-        customer_id: msg.meta.customer_id,
-        incarnation: msg.meta.incarnation,
+impl From<&Message> for SimpleData {
+    /// The request or response `msg` carries (its first data frame is the body).
+    fn from(msg: &Message) -> SimpleData {
+        SimpleData {
+            head: msg.meta.head,
+            body: msg.data.first().cloned().unwrap_or_default(),
+            sender: msg.meta.sender,
+            timestamp: msg.meta.timestamp,
+            customer_id: msg.meta.customer_id,
+            incarnation: msg.meta.incarnation,
+        }
     }
 }
 
 impl SimpleApp {
     /// A SimpleApp with app and customer id `app_id` whose requests are answered by
     /// `request_handle` (None: reply with an empty body) and whose responses go to
-    /// `response_handle` (None: ignored, except by [`SimpleApp::call`]). Fails as
-    /// [`Customer::new`] does.
+    /// `response_handle` (None: ignored, except by [`SimpleApp::call`]), both on the
+    /// customer's own thread. Fails as [`Customer::new`] does.
     pub fn new(
         po: &Arc<Postoffice>,
         app_id: i32,
         request_handle: Option<RequestHandle>,
         response_handle: Option<ResponseHandle>,
+    ) -> Result<SimpleApp, PostofficeError> {
+        SimpleApp::with_customer(po, app_id, request_handle, response_handle, false)
+    }
+
+    /// [`SimpleApp::new`] whose handles run on the thread that received the message
+    /// ([`Customer::new_inline`]): for handles that never block, or for a process
+    /// whose steps are run by a driver without threads (the simulator).
+    pub fn new_inline(
+        po: &Arc<Postoffice>,
+        app_id: i32,
+        request_handle: Option<RequestHandle>,
+        response_handle: Option<ResponseHandle>,
+    ) -> Result<SimpleApp, PostofficeError> {
+        SimpleApp::with_customer(po, app_id, request_handle, response_handle, true)
+    }
+
+    fn with_customer(
+        po: &Arc<Postoffice>,
+        app_id: i32,
+        request_handle: Option<RequestHandle>,
+        response_handle: Option<ResponseHandle>,
+        inline: bool,
     ) -> Result<SimpleApp, PostofficeError> {
         let responder = Responder {
             po: Arc::clone(po),
@@ -158,8 +183,8 @@ impl SimpleApp {
         };
         let calls: Calls = Arc::default();
         let r2 = Arc::clone(&calls);
-        let customer = Customer::new(po, app_id, app_id, move |msg| {
-            let data = to_data(&msg);
+        let handle = move |msg: Message| {
+            let data = SimpleData::from(&msg);
             if msg.meta.request {
                 match &request_handle {
                     Some(h) => h(&data, &responder),
@@ -177,7 +202,11 @@ impl SimpleApp {
                     h(&data);
                 }
             }
-        })?;
+        };
+        let customer = match inline {
+            true => Customer::new_inline(po, app_id, app_id, handle)?,
+            false => Customer::new(po, app_id, app_id, handle)?,
+        };
         let (weak_po, c2) = (Arc::downgrade(po), Arc::clone(&calls));
         po.on_node_dead(move |dead| {
             if let Some(po) = weak_po.upgrade() {

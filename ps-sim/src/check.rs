@@ -210,7 +210,8 @@ impl Checker {
                 continue;
             };
             let x = x.lock();
-            let Some(m) = &x.master else { continue };
+            let Some(c) = &x.coordinator else { continue };
+            let m = c.master();
             let q = m.queues();
             if q.dataset.is_none() {
                 continue;
@@ -258,15 +259,16 @@ impl Checker {
         let Some(slot) = w.active() else { return Ok(false) };
         let Some(a) = w.scheduler(slot) else { return Ok(false) };
         let a = a.lock();
-        let Some(m) = &a.master else { return Ok(false) };
-        if !a.finished || !m.complete() {
+        let Some(c) = &a.coordinator else { return Ok(false) };
+        let m = c.master();
+        if !a.finished() || !m.complete() {
             return Ok(false);
         }
         for s in &w.slots {
             let done = match &s.proc {
                 Some(Proc {
                     app: App::Server(x), ..
-                }) => x.lock().finished,
+                }) => x.lock().finished(),
                 Some(Proc {
                     app: App::Worker(x), ..
                 }) => x.lock().finished(),

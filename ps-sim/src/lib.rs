@@ -6,10 +6,14 @@
 //! path, resender, failover and election, and on a scheduler the node table,
 //! barriers and liveness) over a simulated transport and clock, with no thread: the
 //! world runs the steps the van's threads run ([`process`]). On top runs each role's
-//! application: the master answering as the training coordinator does, and servers
-//! and workers of a summing job through psrs's own `KVServer` (with its replication)
-//! and `KVWorker` ([`server`], [`worker`]). After every step the invariants of [`check`] are
-//! checked; the first one broken ends the run with the seed that replays it exactly.
+//! application as `psrs train` runs it: on the scheduler candidates psrs's own
+//! training coordinator ([`scheduler`]); on the workers psrs's own task loop and
+//! master client, training a summing job through psrs's own `KVWorker` ([`worker`]);
+//! on the servers psrs's own `KVServer` with its replication, over the summing
+//! job's handle ([`server`]). What the simulator itself holds is the world (network,
+//! clock, timers, faults: [`world`], [`net`], [`faults`]), the summing job, and the
+//! checker: after every step the invariants of [`check`] are checked; the first one
+//! broken ends the run with the seed that replays it exactly.
 
 pub mod check;
 pub mod config;
@@ -66,7 +70,7 @@ pub enum Outcome {
 /// The total number of tasks of the job, and how many the active master has done.
 fn progress(w: &World) -> Option<(u64, u64)> {
     let a = w.scheduler(w.active()?)?.lock();
-    let done = a.master.as_ref()?.queues().total_done;
+    let done = a.coordinator.as_ref()?.master().queues().total_done;
     Some((done, w.cfg.tasks as u64 * w.cfg.passes))
 }
 

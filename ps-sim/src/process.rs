@@ -1,18 +1,19 @@
 //! A simulated process: psrs's own postoffice and van, over a [`SimTransport`] and
 //! the world's clock, configured from the same variables a real process reads, with
-//! no thread of their own: the world runs their steps ([`Process::join`],
-//! [`Process::heartbeat`], the van's tick, deliveries). On top, the application of its
+//! no thread of their own: the world runs their steps (the van's join, heartbeat and
+//! tick steps at the times its threads would, and deliveries: [`crate::world`]). On top, the application of its
 //! role ([`crate::server`], [`crate::worker`], [`crate::scheduler`]) sees the
-//! postoffice through a [`NodeLink`].
+//! postoffice through a [`NodeLink`], and runs the course of `psrs train`
+//! ([`NodeLink::course`]: the start barrier, the application, the final barrier).
 
 use crate::transport::{SimTransport, BASE_PORT};
 use ps_core::addr::HostLookup;
 use ps_core::failover::Epoch;
-use ps_core::node::{Node, Role};
+use ps_core::node::{Node, Role, ALL_GROUP};
 use ps_core::protocol::barrier_ask::BarrierAsk;
 use ps_core::van::{Clock, Van};
 use ps_core::{Config, Postoffice};
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -52,6 +53,12 @@ impl ProcClock {
 impl Clock for ProcClock {
     fn now_ms(&self) -> u64 {
         self.world.now_ms().saturating_sub(self.born)
+    }
+
+    /// The world's time: every process's log lines name the same clock, and a seed's
+    /// lines replay byte for byte.
+    fn unix_ms(&self) -> u64 {
+        self.world.now_ms()
     }
 }
 
@@ -144,6 +151,22 @@ pub fn postoffice(cfg: Config, clock: Arc<ProcClock>, incarnation: u64) -> (Arc<
 /// The scheduler a barrier request was made of: its process and epoch.
 type Asked = BarrierAsk<(u64, Epoch)>;
 
+/// Where a process is in the course every role of `psrs train` runs
+/// ([`Postoffice::start`], the application, [`Postoffice::finalize`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stage {
+    /// Waiting for its node table.
+    Joining,
+    /// In the start barrier (a replacement skips it).
+    Starting,
+    /// Its application runs.
+    Running,
+    /// In the final barrier.
+    Finalizing,
+    /// Released from the final barrier.
+    Done,
+}
+
 /// What an application sees of its postoffice, and what changed since it looked.
 pub struct NodeLink {
     /// The postoffice.
@@ -154,7 +177,8 @@ pub struct NodeLink {
     /// A barrier there was nothing to wait at (released at once).
     released: Option<i32>,
     table: Vec<Node>,
-    unavailable: BTreeSet<i32>,
+    /// Where the process is in its course.
+    pub stage: Stage,
 }
 
 /// What changed for a node since its application last looked.
@@ -162,8 +186,6 @@ pub struct NodeLink {
 pub struct Changes {
     /// The node table changed (the first one: the node has its id).
     pub table: bool,
-    /// The servers that do not serve (dead, or catching up) changed.
-    pub unavailable: bool,
     /// The barrier waited at was released (its group).
     pub released: Option<i32>,
 }
@@ -180,7 +202,7 @@ impl NodeLink {
             barrier: None,
             released: None,
             table: Vec::new(),
-            unavailable: BTreeSet::new(),
+            stage: Stage::Joining,
         }
     }
 
@@ -206,11 +228,6 @@ impl NodeLink {
         self.po.van().next_timestamp()
     }
 
-    /// Ids of the servers that do not serve: dead, or still copying their ranges.
-    pub fn unavailable(&self) -> BTreeSet<i32> {
-        self.po.unavailable_servers()
-    }
-
     /// The node table.
     pub fn table(&self) -> Vec<Node> {
         self.po.nodes()
@@ -222,6 +239,39 @@ impl NodeLink {
         if self.barrier.is_none() {
             self.released = Some(group);
         }
+    }
+
+    /// Moves the course on by what changed: the first node table enters the start
+    /// barrier, unless this process replaces another ([`Postoffice::start`] skips
+    /// it then); the start barrier's release, or a replacement's table, starts the
+    /// application (true: start it now); the final barrier's release ends the course.
+    pub fn course(&mut self, c: &Changes) -> bool {
+        match self.stage {
+            Stage::Joining if c.table => {
+                if !self.po.waits_at_start() {
+                    self.stage = Stage::Running;
+                    return true;
+                }
+                self.stage = Stage::Starting;
+                self.barrier(ALL_GROUP);
+                false
+            }
+            Stage::Starting if c.released.is_some() => {
+                self.stage = Stage::Running;
+                true
+            }
+            Stage::Finalizing if c.released.is_some() => {
+                self.stage = Stage::Done;
+                false
+            }
+            _ => false,
+        }
+    }
+
+    /// The application is done: the final barrier ([`Postoffice::finalize`]).
+    pub fn finalize(&mut self) {
+        self.stage = Stage::Finalizing;
+        self.barrier(ALL_GROUP);
     }
 
     /// What changed since the last look.
@@ -236,11 +286,6 @@ impl NodeLink {
                 self.table = t;
                 c.table = true;
             }
-        }
-        let u = self.unavailable();
-        if u != self.unavailable {
-            self.unavailable = u;
-            c.unavailable = true;
         }
         if let Some(b) = self.barrier.as_mut() {
             if self.po.barrier_poll(b) {

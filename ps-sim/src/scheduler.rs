@@ -1,20 +1,23 @@
-//! A simulated scheduler candidate's application: the training coordinator. The
-//! scheduler itself (node table, barriers, liveness, the election, the state streamed
-//! to the standbys) is psrs's own van; on top, while active, the master answers the
-//! workers as the coordinator does ([`ps_apps::train::coordinator::answer`]), saving
-//! every change through the replicated store (the standbys hold it before a reply
-//! leaves), resuming from the replicated state each time this candidate takes over.
+//! A simulated scheduler candidate's application: psrs's own training coordinator
+//! ([`Coordinator::driven`]: the master answering the workers, its timeouts, the
+//! dead workers' tasks requeued, the replicated state resumed from at each
+//! takeover). The scheduler itself (node table, barriers, liveness, the election,
+//! the state streamed to the standbys) is psrs's own van. What the simulator adds:
+//! the process's course as `psrs train` runs it (the start barrier, the coordinator
+//! started once this candidate acts with a node table, the final barrier), the
+//! job's dataset held by the master from the start (no file is read), the ticker's
+//! period as timers, and the planted bugs.
 
-use crate::process::{Changes, NodeLink};
+use crate::process::{Changes, NodeLink, Stage};
 use crate::transport::SimTransport;
+use crate::worker::DATASET;
 use ps_apps::master::{
-    decode_queues, encode_queues, Chunk, Master, MasterConfig, MasterRequest, MemStore, ReplicatedStore, Store,
-    StoreError,
+    decode_queues, encode_queues, Chunk, Master, MasterConfig, MemStore, ReplicatedStore, Store, StoreError,
 };
 use ps_apps::recordio::ChunkIndex;
-use ps_apps::train::coordinator::{answer, decode, encode, MASTER_APP};
+use ps_apps::train::coordinator::{Coordinator, MASTER_APP, TICK_EVERY};
 use ps_core::message::{Message, Meta};
-use ps_core::node::{id_role, Role, ALL_GROUP};
+use ps_core::simple_app::SimpleData;
 use ps_core::van::Transport;
 use ps_core::Postoffice;
 use std::sync::Arc;
@@ -47,18 +50,14 @@ pub struct Scheduler {
     pub node: NodeLink,
     /// This candidate's slot.
     pub slot: usize,
-    /// The master, once this candidate first acted with a node table.
-    pub master: Option<Master>,
+    /// The training coordinator, once this candidate first acted with a node table.
+    pub coordinator: Option<Coordinator>,
     mcfg: MasterConfig,
     tasks: usize,
-    joined: bool,
-    started: bool,
-    /// Released from the final barrier.
-    pub finished: bool,
     /// Declarations of deaths since the world last looked (this scheduler's own
     /// liveness decided them).
     pub declared: usize,
-    next_master_tick: u64,
+    next_tick: u64,
     bugs: SchedulerBugs,
     /// Its end of the network (the planted bug sends around the van).
     net: Arc<SimTransport>,
@@ -77,7 +76,7 @@ impl Scheduler {
         Scheduler {
             node,
             slot,
-            master: None,
+            coordinator: None,
             mcfg: MasterConfig {
                 chunks_per_task: 1,
                 num_epochs: passes,
@@ -86,11 +85,8 @@ impl Scheduler {
                 max_retries: 3,
             },
             tasks,
-            joined: false,
-            started: false,
-            finished: false,
             declared: 0,
-            next_master_tick: 0,
+            next_tick: 0,
             bugs,
             net,
         }
@@ -105,134 +101,108 @@ impl Scheduler {
         self.po().van().scheduler_epoch().1
     }
 
-    /// What changed in its postoffice (after every step it took part in): the node
-    /// table (first: the start barrier, or, taking over, the master at once) and the
-    /// barriers (the start's: the master starts; the final one: done).
-    pub fn on_changes(&mut self, c: Changes, now: u64) {
-        if c.table && !self.joined {
-            self.joined = true;
-            if self.node.me().is_recovery {
-                // a candidate that took over skips the start barrier
-                self.started = true;
-                self.start_master(now);
-            } else {
-                self.node.barrier(ALL_GROUP);
-            }
-        }
-        if c.released.is_some() {
-            if self.started {
-                self.finished = true;
-            } else {
-                self.started = true;
-                self.start_master(now);
-            }
+    /// What changed in its postoffice (after every step it took part in): the course
+    /// moves on; once this candidate acts with a node table (after the start
+    /// barrier, or at once when it took over), the coordinator starts and the final
+    /// barrier is entered, as `psrs train` does.
+    pub fn on_changes(&mut self, c: Changes) {
+        if self.node.course(&c) {
+            self.start_coordinator();
+            self.node.finalize();
         }
     }
 
-    /// This candidate took over again: the master resumes from `state`, the state
-    /// the active one before replicated.
-    pub fn on_took_over(&mut self, state: &[u8], now: u64) {
-        if state.is_empty() {
-            return;
-        }
-        if let Some(m) = self.master.as_mut() {
-            if let Err(e) = m.resume_from(state, now) {
-                log::error!("master: {e}");
-            }
-        }
+    /// Released from the final barrier.
+    pub fn finished(&self) -> bool {
+        self.node.stage == Stage::Done
     }
 
-    /// Nodes declared dead (workers' tasks are requeued).
-    pub fn on_dead(&mut self, ids: &[i32]) {
-        self.declared += 1;
-        if let Some(m) = self.master.as_mut() {
-            for &id in ids.iter().filter(|&&id| id_role(id) == Some(Role::Worker)) {
-                let _ = m.worker_dead(id);
-            }
-        }
-    }
-
-    /// Becoming the serving scheduler: the master resumes from the state replicated
-    /// to this candidate (or starts the job), and waits in the final barrier.
-    fn start_master(&mut self, now: u64) {
-        if self.master.is_none() {
+    /// The coordinator starts on the master (resuming from the state replicated to
+    /// this candidate, as `psrs train` with standbys does; the dataset's chunks given
+    /// if it holds none).
+    fn start_coordinator(&mut self) {
+        if self.coordinator.is_none() {
             let store = ReplicatedStore::new(Box::new(MemStore::default()), Arc::clone(self.po().van()));
             let store: Box<dyn Store> = match self.bugs.forget_pending {
                 true => Box::new(Forgetful(Box::new(store))),
                 false => Box::new(store),
             };
-            match Master::new(self.mcfg.clone(), store, now) {
-                Ok(mut m) => {
-                    if m.queues().dataset.is_none() {
-                        let chunks = (0..self.tasks)
-                            .map(|i| Chunk {
-                                path: "sim".into(),
-                                index: ChunkIndex {
-                                    idx: i,
-                                    offset: i as u64 * 100,
-                                    len: 100,
-                                    records: 10,
-                                },
-                            })
-                            .collect();
-                        let _ = m.report_chunks(vec!["sim".into()], chunks);
-                    }
-                    self.master = Some(m);
+            let started = Master::new(self.mcfg.clone(), store, 0).and_then(|mut m| {
+                if m.queues().dataset.is_none() {
+                    m.report_chunks(vec![DATASET.into()], chunks(self.tasks))?;
                 }
+                Ok(m)
+            });
+            match started
+                .map_err(|e| e.to_string())
+                .and_then(|m| Coordinator::driven(self.po(), m).map_err(|e| e.to_string()))
+            {
+                Ok(c) => self.coordinator = Some(c),
                 Err(e) => log::error!("master: {e}"),
             }
         }
-        self.node.barrier(ALL_GROUP);
     }
 
-    /// A request to the master (its app's customer).
-    pub fn on_data(&mut self, msg: Message, now: u64) {
-        if msg.meta.app_id != MASTER_APP || !msg.meta.request {
-            return;
-        }
-        let Some(Ok(req)) = msg.data.first().map(|b| decode::<MasterRequest>(b)) else {
-            return;
+    /// The planted bug: the coordinator's answer to `msg` (a request to the master
+    /// app) sent straight through the transport, around the van's gate, while this
+    /// candidate believes it is active. False when it does not answer.
+    pub fn answer_around(&self, msg: &Message) -> bool {
+        let Some(c) = self.coordinator.as_ref().filter(|_| self.is_active()) else {
+            return false;
         };
-        let van = Arc::clone(self.po().van());
-        let Some(master) = self.master.as_mut() else { return };
-        let sender = msg.meta.sender;
-        let alive = !(id_role(sender) == Some(Role::Worker) && self.node.po.dead_nodes().contains(&sender));
+        let van = self.po().van();
         let (epoch, _) = van.scheduler_epoch();
-        let (reply, _) = answer(master, sender, alive, epoch.term, req, now);
+        let data = SimpleData::from(msg);
         let mut r = Message {
             meta: Meta {
+                head: data.head,
+                app_id: MASTER_APP,
+                customer_id: data.customer_id,
+                timestamp: data.timestamp,
+                recver: data.sender,
+                recver_incarnation: data.incarnation,
                 request: false,
-                recver: sender,
-                recver_incarnation: msg.meta.incarnation,
-                ..msg.meta.clone()
+                simple_app: true,
+                sender: ps_core::node::SCHEDULER,
+                incarnation: van.my_node().incarnation,
+                ..Default::default()
             },
-            data: vec![encode(&reply)],
+            data: vec![c.answer_request(&data)],
         };
-        r.meta.control = Default::default();
-        if self.bugs.no_lease {
-            // around the van: stamped with the term, as the van stamps, but never
-            // held for the lease or the standbys
-            r.meta.sender = ps_core::node::SCHEDULER;
-            r.meta.incarnation = van.my_node().incarnation;
-            r.meta.control.term = epoch.term;
-            r.meta.control.candidate = epoch.candidate;
-            let mut frames = vec![r.encode_meta()];
-            frames.extend(r.data.iter().cloned());
-            let _ = self.net.send(sender, frames);
-            return;
-        }
-        self.node.send(r);
+        // stamped with the term, as the van stamps, but never held for the lease or
+        // the standbys
+        r.meta.control.term = epoch.term;
+        r.meta.control.candidate = epoch.candidate;
+        let mut frames = vec![r.encode_meta()];
+        frames.extend(r.data.iter().cloned());
+        let _ = self.net.send(data.sender, frames);
+        true
     }
 
-    /// The master's timeouts, every 100 ms.
+    /// The coordinator's ticker, every [`TICK_EVERY`] of the process's time.
     pub fn tick(&mut self, now: u64) {
-        if now >= self.next_master_tick {
-            self.next_master_tick = now + 100;
-            if let Some(m) = self.master.as_mut() {
-                let _ = m.tick(now);
+        if now >= self.next_tick {
+            self.next_tick = now + TICK_EVERY.as_millis() as u64;
+            if let Some(c) = &self.coordinator {
+                c.tick();
             }
         }
     }
+}
+
+/// The simulated dataset: `n` chunks of one file, one task each.
+fn chunks(n: usize) -> Vec<Chunk> {
+    (0..n)
+        .map(|i| Chunk {
+            path: DATASET.into(),
+            index: ChunkIndex {
+                idx: i,
+                offset: i as u64 * 100,
+                len: 100,
+                records: 10,
+            },
+        })
+        .collect()
 }
 
 /// The planted bug: the stored queues with one pending task dropped.

@@ -2,17 +2,18 @@
 //! (`kv/replication/`: the push applied once through the request-id window, forwarded
 //! to the other live holders and answered once they applied it, a replacement
 //! copying its ranges from a live holder before it serves), over the sum handle of
-//! [`Sums`]. What the simulator adds is only the application: the handle, the copy of
-//! a range's state, the barriers, and the bookkeeping of which pushes each copy
-//! applied that the invariants read.
+//! [`Sums`], started as `psrs train` starts the training server (after the start
+//! barrier, or at once for a replacement; then the final barrier). What the
+//! simulator adds is the summing job: the handle, the copy of a range's state, and
+//! the bookkeeping of which pushes each copy applied that the invariants read.
 
-use crate::process::{Changes, NodeLink};
+use crate::process::{Changes, NodeLink, Stage};
 use bytes::Bytes;
 use parking_lot::{Mutex, MutexGuard};
 use ps_core::kv::replication::RangeCopy;
 use ps_core::kv::{KVMeta, KVPairs, KVResponder, KVServer, KeyRange, KvError, ReqHandle};
 use ps_core::message::{Message, Meta};
-use ps_core::node::{id_to_rank, ALL_GROUP};
+use ps_core::node::id_to_rank;
 use ps_core::Postoffice;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -124,9 +125,6 @@ pub struct Server {
     pub node: NodeLink,
     kv: Option<KVServer<i64>>,
     sums: Arc<Mutex<Sums>>,
-    started: bool,
-    /// Released from the final barrier.
-    pub finished: bool,
     /// Why its KV server could not start (the process ends).
     pub failed: Option<String>,
     bugs: ServerBugs,
@@ -139,8 +137,6 @@ impl Server {
             node,
             kv: None,
             sums: Arc::default(),
-            started: false,
-            finished: false,
             failed: None,
             bugs,
         }
@@ -161,26 +157,17 @@ impl Server {
         self.sums.lock()
     }
 
-    /// What changed in its postoffice (after every step it took part in).
-    pub fn on_changes(&mut self, c: Changes) {
-        if c.table {
-            self.on_table();
-        }
-        if c.released.is_some() {
-            if self.started {
-                self.finished = true;
-            } else {
-                self.started = true;
-                // a training server finalizes at once: it waits in the final barrier
-                self.node.barrier(ALL_GROUP);
-            }
-        }
+    /// Released from the final barrier.
+    pub fn finished(&self) -> bool {
+        self.node.stage == Stage::Done
     }
 
-    /// The first table: the KV server starts (a replacement copying its ranges) and
-    /// the start barrier is entered (a replacement skips it and finalizes at once).
-    fn on_table(&mut self) {
-        if self.rank().is_none() || self.kv.is_some() || self.failed.is_some() {
+    /// What changed in its postoffice (after every step it took part in): the course
+    /// moves on; once the server runs (after the start barrier, or at once for a
+    /// replacement) its KV server starts (a replacement copying its ranges) and the
+    /// final barrier is entered, as `psrs train` does.
+    pub fn on_changes(&mut self, c: Changes) {
+        if !self.node.course(&c) {
             return;
         }
         let po = Arc::clone(&self.node.po);
@@ -193,9 +180,6 @@ impl Server {
                 return;
             }
         }
-        if self.node.me().is_recovery {
-            self.started = true;
-        }
-        self.node.barrier(ALL_GROUP);
+        self.node.finalize();
     }
 }

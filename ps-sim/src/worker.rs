@@ -1,46 +1,73 @@
-//! A simulated worker training through the master's task queues: it asks the master
-//! for a task (sent again when [`Attempt::again`] says so, as `MasterClient` does),
-//! computes for a while, pushes the task's value to every key range through psrs's
-//! own [`KVWorker`] (which sends each range to its first live holder and reroutes it
-//! to the next one when that one dies), and reports the attempt it trained once every
-//! range answered; the task counts for it if the master says so. At the end it waits
-//! in the final barrier.
+//! A simulated worker: psrs's own training worker's task loop
+//! ([`ps_apps::train::task_loop::TaskLoop`]) over psrs's own master client
+//! ([`MasterClient`], a request sent again or given up when [`Call::due`] says so) and
+//! [`KVWorker`] (which sends each key range to its first live holder and reroutes it
+//! to the next one when that one dies). What the simulator adds is the summing job's
+//! training of a task: a while of computing, then one push of the task's value to
+//! every key range; and the carrying out of each step at the simulated time (the
+//! waits a real worker sleeps through are timers here). At the end it waits in the
+//! final barrier ([`NodeLink::course`]).
 
-use crate::process::{Changes, NodeLink};
+use crate::process::{Changes, NodeLink, Stage};
 use crate::rng::SimRng;
 use crate::server::{PushKey, KV_APP};
 use bytes::Bytes;
 use parking_lot::Mutex;
-use ps_apps::master::{MasterRequest, MasterResponse, Task};
-use ps_apps::train::coordinator::{decode, encode, MASTER_APP, MASTER_HEAD};
-use ps_apps::train::master_retry::Attempt;
+use ps_apps::master::{MasterRequest, MasterResponse, Task, TaskReport};
+use ps_apps::train::coordinator::{decode, encode};
+use ps_apps::train::master_client::MasterClient;
+use ps_apps::train::master_retry::{Call, Due};
+use ps_apps::train::task_loop::{Next, TaskLoop, Trained};
+use ps_apps::train::worker::MASTER_PATIENCE;
 use ps_core::kv::worker::{KVWorker, KvRequest};
 use ps_core::kv::KVPairs;
-use ps_core::message::{Message, Meta};
-use ps_core::node::{ALL_GROUP, SCHEDULER};
 use std::sync::Arc;
 
-struct Call {
-    ts: i32,
+/// The dataset the simulated workers report (the simulated master holds its chunks
+/// from the start, so the report reads no file).
+pub const DATASET: &str = "sim";
+
+/// A request to the master in flight.
+struct Asked {
+    /// Its timestamp (None: it could not be sent).
+    ts: Option<i32>,
     body: Bytes,
-    attempt: Attempt,
+    call: Call,
+    /// The task whose result it reports.
+    finish: Option<u64>,
 }
 
-enum Phase {
-    /// Waiting for the table and the start barrier.
-    Starting,
-    /// A master request is out (a task asked for, or the attempt trained reported).
-    Asking,
-    /// Told to wait: ask again at this time.
-    Idle { until: u64 },
+impl Asked {
+    /// A placeholder while the request is sent again.
+    fn empty(now: u64) -> Asked {
+        Asked {
+            ts: None,
+            body: Bytes::new(),
+            call: Call::new(now, 0),
+            finish: None,
+        }
+    }
+}
+
+/// The step of the task loop being carried out.
+enum Doing {
+    /// A request to the master is out.
+    Asking(Asked),
     /// Training on a task until this time.
     Computing { task: Task, until: u64 },
     /// Pushing the task's value (request `ts` of the KV worker).
     Pushing { task: Task, ts: i32 },
-    /// In the final barrier.
-    Finalizing,
-    /// Released from the final barrier.
-    Done,
+    /// A pause until this time.
+    Pausing { until: u64 },
+}
+
+enum Phase {
+    /// The task loop has not started (the course has not reached it).
+    Before,
+    /// Running the task loop.
+    Running(TaskLoop, Doing),
+    /// The task loop ended (the job is complete, or the worker failed).
+    After,
 }
 
 /// Whether a push's every range answered (set by the KV worker's callback).
@@ -52,17 +79,17 @@ pub struct Worker {
     pub node: NodeLink,
     rng: SimRng,
     kv: KVWorker<i64>,
+    client: MasterClient,
     pushed: Pushed,
     phase: Phase,
-    joined: bool,
-    call: Option<Call>,
     /// Pushes answered since the world last looked: (push, value).
     pub acked: Vec<(PushKey, i64)>,
     /// Tasks the master counted from this process's attempts since the world last
     /// looked.
     pub counted: Vec<u64>,
-    /// The task whose attempt was reported, while the master's answer is awaited.
-    reported: Option<u64>,
+    /// Why the worker stopped, as the training worker's process ends with an error
+    /// (the world ends the process).
+    pub failed: Option<String>,
 }
 
 /// The value a task pushes to every range.
@@ -74,80 +101,143 @@ impl Worker {
     /// A worker over `node`, drawing its task times from `rng`.
     pub fn new(node: NodeLink, rng: SimRng) -> Worker {
         let kv = KVWorker::new(&node.po, KV_APP).expect("the KV worker's customer registers");
+        let client = MasterClient::driven(&node.po).expect("the master client's customer registers");
         Worker {
             node,
             rng,
             kv,
+            client,
             pushed: Arc::default(),
-            phase: Phase::Starting,
-            joined: false,
-            call: None,
+            phase: Phase::Before,
             acked: Vec::new(),
             counted: Vec::new(),
-            reported: None,
+            failed: None,
         }
     }
 
     /// The phase, for reports.
     pub fn phase_name(&self) -> &'static str {
-        match self.phase {
-            Phase::Starting => "starting",
-            Phase::Asking => "asking the master",
-            Phase::Idle { .. } => "told to wait",
-            Phase::Computing { .. } => "computing",
-            Phase::Pushing { .. } => "pushing",
-            Phase::Finalizing => "in the final barrier",
-            Phase::Done => "done",
+        match &self.phase {
+            _ if self.node.stage == Stage::Finalizing => "in the final barrier",
+            _ if self.node.stage == Stage::Done => "done",
+            Phase::Before => "starting",
+            Phase::After => "stopped",
+            Phase::Running(_, Doing::Asking(_)) => "asking the master",
+            Phase::Running(_, Doing::Pausing { .. }) => "pausing",
+            Phase::Running(_, Doing::Computing { .. }) => "computing",
+            Phase::Running(_, Doing::Pushing { .. }) => "pushing",
         }
     }
 
     /// True once released from the final barrier.
     pub fn finished(&self) -> bool {
-        matches!(self.phase, Phase::Done)
+        self.node.stage == Stage::Done
     }
 
-    fn get_task(&mut self, now: u64) {
-        self.ask(
-            MasterRequest::GetTask {
-                finished: None,
-                report: None,
-            },
-            now,
-        );
+    /// The task loop starts (after the start barrier).
+    fn start(&mut self, now: u64) {
+        let (lp, next) = TaskLoop::new(vec![DATASET.into()], None);
+        self.phase = Phase::Running(lp, Doing::Pausing { until: now });
+        self.carry_out(next, now);
     }
 
-    fn ask(&mut self, req: MasterRequest, now: u64) {
-        let ts = self.node.next_ts();
-        let attempt = Attempt::new(now, self.node.po.van().scheduler_incarnation());
-        self.call = Some(Call {
-            ts,
-            body: encode(&req),
-            attempt,
-        });
-        self.send_call();
-        self.phase = Phase::Asking;
-    }
-
-    fn send_call(&mut self) {
-        let Some(c) = &self.call else { return };
-        let msg = Message {
-            meta: Meta {
-                head: MASTER_HEAD,
-                app_id: MASTER_APP,
-                customer_id: 0,
-                timestamp: c.ts,
-                recver: SCHEDULER,
-                request: true,
-                simple_app: true,
-                ..Default::default()
-            },
-            data: vec![c.body.clone()],
+    /// Carries out the loop's steps until one takes time.
+    fn carry_out(&mut self, mut next: Next, now: u64) {
+        let doing = loop {
+            let Phase::Running(lp, _) = &mut self.phase else { return };
+            break match next {
+                Next::Ask(req) => Doing::Asking(self.ask(&req, now)),
+                Next::Train(task) => Doing::Computing {
+                    task,
+                    until: now + self.rng.between(100, 500),
+                },
+                // the sums wait for no worker's gradient: the notice is nothing to send
+                Next::Idle => {
+                    next = lp.idled();
+                    continue;
+                }
+                Next::Pause(d) => Doing::Pausing {
+                    until: now + d.as_millis() as u64,
+                },
+                Next::Complete | Next::Left => {
+                    self.phase = Phase::After;
+                    self.node.finalize();
+                    return;
+                }
+            };
         };
-        self.node.send(msg);
+        if let Phase::Running(_, d) = &mut self.phase {
+            *d = doing;
+        }
+    }
+
+    /// Sends `req` to the master, as [`MasterClient::call`] does with the training
+    /// worker's patience.
+    fn ask(&self, req: &MasterRequest, now: u64) -> Asked {
+        let finish = match req {
+            MasterRequest::Finish { task, .. } => Some(*task),
+            _ => None,
+        };
+        let mut asked = Asked {
+            ts: None,
+            body: encode(req),
+            call: Call::new(now, MASTER_PATIENCE.as_millis() as u64),
+            finish,
+        };
+        self.send(&mut asked, now);
+        asked
+    }
+
+    /// One sending of `asked` (a late answer to the one before counts for nothing).
+    fn send(&self, asked: &mut Asked, now: u64) {
+        if let Some(ts) = asked.ts.take() {
+            self.client.forget(ts);
+        }
+        let scheduler = self.node.po.van().scheduler_incarnation();
+        match self.client.send(&asked.body) {
+            Ok(ts) => {
+                asked.ts = Some(ts);
+                asked.call.sent(now, scheduler);
+            }
+            Err(e) => {
+                log::debug!("master: {e}; asking again");
+                asked.call.unsent(now);
+            }
+        }
+    }
+
+    /// The task loop's step went wrong as the training worker's does: the process
+    /// ends.
+    fn fail(&mut self, why: String) {
+        self.failed = Some(why);
+        self.phase = Phase::After;
+    }
+
+    /// The master's answer, if it came.
+    fn answered(&mut self, now: u64) {
+        let Phase::Running(_, Doing::Asking(call)) = &self.phase else {
+            return;
+        };
+        let Some(body) = call.ts.and_then(|ts| self.client.answer(ts)) else {
+            return;
+        };
+        let finish = call.finish;
+        let resp = match decode::<MasterResponse>(&body) {
+            Ok(r) => r,
+            Err(e) => return self.fail(e.to_string()),
+        };
+        if let (Some(id), MasterResponse::Counted(true)) = (finish, &resp) {
+            self.counted.push(id);
+        }
+        let Phase::Running(lp, _) = &mut self.phase else { return };
+        match lp.answered(resp) {
+            Ok(next) => self.carry_out(next, now),
+            Err(e) => self.fail(e.to_string()),
+        }
     }
 
     /// Pushes `task`'s value to every key range (one key at each range's start).
-    fn push(&mut self, task: Task, now: u64) {
+    fn push(&mut self, task: Task) -> Doing {
         let keys: Vec<u64> = self.kv.ranges().iter().map(|r| r.begin).collect();
         let vals = vec![task_value(task.id); keys.len()];
         let slot = Arc::clone(&self.pushed);
@@ -155,18 +245,19 @@ impl Worker {
         let req = KvRequest::new(KVPairs::new(keys, vals, Vec::new()), 0, true, false);
         let done = Box::new(move |r: Result<&[_], &_>| *slot.lock() = Some(r.is_ok()));
         match self.kv.request(req, Some(done)) {
-            Ok(ts) => self.phase = Phase::Pushing { task, ts },
+            Ok(ts) => Doing::Pushing { task, ts },
             Err(e) => {
-                log::debug!("push of task {} not sent: {e}", task.id);
-                self.get_task(now);
+                self.fail(format!("push of task {} not sent: {e}", task.id));
+                Doing::Pausing { until: 0 }
             }
         }
     }
 
     /// The push's answers are in: each range's push is recorded as answered, and the
-    /// attempt is reported. A refused push leaves the task to the master's timeout.
+    /// task is trained. A refused push fails the worker, as a failed exchange with
+    /// the servers fails the training worker.
     fn pushed(&mut self, now: u64) {
-        let Phase::Pushing { task, ts } = &self.phase else {
+        let Phase::Running(_, Doing::Pushing { task, ts }) = &self.phase else {
             return;
         };
         let Some(ok) = self.pushed.lock().take() else {
@@ -174,101 +265,62 @@ impl Worker {
         };
         let (task, ts) = (task.clone(), *ts);
         if !ok {
-            log::debug!("push of task {} refused", task.id);
-            return self.get_task(now);
+            return self.fail(format!("push of task {} refused", task.id));
         }
         let me = self.node.me();
         for range in 0..self.kv.ranges().len() {
             let key = (me.id, me.incarnation, KV_APP, ts, range as i32);
             self.acked.push((key, task_value(task.id)));
         }
-        self.reported = Some(task.id);
-        self.ask(
-            MasterRequest::Finish {
-                task: task.id,
-                attempt: task.attempt,
-                report: None,
-            },
-            now,
-        );
+        let Phase::Running(lp, _) = &mut self.phase else { return };
+        let next = lp.trained(&task, Trained::Done(TaskReport::default()));
+        self.carry_out(next, now);
     }
 
-    /// What changed in its postoffice (after every step it took part in).
+    /// What changed in its postoffice (after every step it took part in): the course
+    /// moves on (the task loop starts after the start barrier, or at once for a
+    /// replacement); an answer of the master or of the servers is taken in.
     pub fn on_changes(&mut self, c: Changes, now: u64) {
-        if c.table && matches!(self.phase, Phase::Starting) && !self.joined {
-            // the first table: the start barrier (a replacement skips it)
-            self.joined = true;
-            if self.node.me().is_recovery {
-                self.get_task(now);
-            } else {
-                self.node.barrier(ALL_GROUP);
-            }
+        if self.node.course(&c) {
+            self.start(now);
         }
-        if c.released.is_some() {
-            match self.phase {
-                Phase::Starting => self.get_task(now),
-                Phase::Finalizing => self.phase = Phase::Done,
-                _ => {}
-            }
-        }
+        self.answered(now);
         self.pushed(now);
     }
 
-    /// A message for the worker's master app.
-    pub fn on_data(&mut self, msg: Message, now: u64) {
-        if msg.meta.request || msg.meta.app_id != MASTER_APP {
-            return;
-        }
-        let Some(c) = &self.call else { return };
-        if c.ts != msg.meta.timestamp || !matches!(self.phase, Phase::Asking) {
-            return;
-        }
-        self.call = None;
-        let Some(Ok(resp)) = msg.data.first().map(|b| decode::<MasterResponse>(b)) else {
+    /// Timers: a finished computation starts the push; a pause ends; a master
+    /// request is sent again, or given up, when [`Call::due`] says so.
+    pub fn tick(&mut self, now: u64) {
+        let Phase::Running(lp, doing) = &mut self.phase else {
             return;
         };
-        let reported = self.reported.take();
-        match resp {
-            MasterResponse::Task(task) => {
-                let until = now + self.rng.between(100, 500);
-                self.phase = Phase::Computing { task, until };
-            }
-            MasterResponse::Counted(counts) => {
-                if let (Some(id), true) = (reported, counts) {
-                    self.counted.push(id);
-                }
-                self.get_task(now);
-            }
-            MasterResponse::NoMoreTasks => {
-                self.phase = Phase::Finalizing;
-                self.node.barrier(ALL_GROUP);
-            }
-            _ => self.phase = Phase::Idle { until: now + 100 },
-        }
-    }
-
-    /// Timers: a finished computation starts the push; a wait ends; a master request
-    /// is sent again when [`Attempt::again`] says so.
-    pub fn tick(&mut self, now: u64) {
-        match &self.phase {
-            Phase::Computing { task, until } if now >= *until => {
+        match doing {
+            Doing::Computing { task, until } if now >= *until => {
                 let task = task.clone();
-                self.push(task, now);
-            }
-            Phase::Idle { until } if now >= *until => self.get_task(now),
-            Phase::Asking => {
-                let inc = self.node.po.van().scheduler_incarnation();
-                let again = self.call.as_ref().and_then(|c| c.attempt.again(now, inc));
-                if let Some(why) = again {
-                    log::debug!("master: {why}; asking again");
-                    let ts = self.node.next_ts();
-                    if let Some(c) = self.call.as_mut() {
-                        c.ts = ts;
-                        c.attempt = Attempt::new(now, inc);
-                    }
-                    self.send_call();
+                let d = self.push(task);
+                if let Phase::Running(_, doing) = &mut self.phase {
+                    *doing = d;
                 }
             }
+            Doing::Pausing { until } if now >= *until => {
+                let next = lp.paused();
+                self.carry_out(next, now);
+            }
+            Doing::Asking(asked) => match asked.call.due(now, self.node.po.van().scheduler_incarnation()) {
+                Due::Wait => {}
+                Due::Again(why) => {
+                    log::debug!("master: {why}; asking again");
+                    let mut asked = std::mem::replace(asked, Asked::empty(now));
+                    self.send(&mut asked, now);
+                    if let Phase::Running(_, doing) = &mut self.phase {
+                        *doing = Doing::Asking(asked);
+                    }
+                }
+                Due::GiveUp => {
+                    let why = format!("the scheduler did not answer for {MASTER_PATIENCE:?}");
+                    self.fail(why);
+                }
+            },
             _ => {}
         }
     }

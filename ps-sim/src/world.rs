@@ -19,7 +19,7 @@ use ps_apps::train::coordinator::MASTER_APP;
 use ps_core::failover::{is_act, StateView};
 use ps_core::message::Message;
 use ps_core::node::{Role, SCHEDULER};
-use ps_core::postoffice::Route;
+use ps_core::protocol::join_backoff::JoinBackoff;
 use ps_core::protocol::resender::signature;
 use ps_core::van::Transport;
 use ps_core::Postoffice;
@@ -27,10 +27,8 @@ use std::collections::BTreeSet;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-/// The van's tick period (ms).
-pub const TICK_MS: u64 = 20;
-/// A node that has no table yet asks to join this often (ms).
-const JOIN_EVERY_MS: u64 = 1000;
+/// The van's tick period (ms), as its ticker thread runs it.
+pub const TICK_MS: u64 = ps_core::van::TICK_EVERY.as_millis() as u64;
 
 /// A process's application.
 pub enum App {
@@ -54,7 +52,10 @@ pub struct Proc {
     pub clock: Arc<ProcClock>,
     /// What its heartbeats last found of the scheduler it follows.
     watch: ps_core::van::SchedulerWatch,
+    /// When a node without its table asks to join next, and the pace of its asking
+    /// (as the van's start loop paces it).
     next_join_ms: u64,
+    join: JoinBackoff,
 }
 
 /// A slot: what runs there and how many processes ran there before.
@@ -218,8 +219,6 @@ impl World {
         let clock = Arc::new(ProcClock::new(Arc::clone(&self.clock)));
         let (po, net) = process::postoffice(cfg, Arc::clone(&clock), inc);
         let link = NodeLink::new(Arc::clone(&po));
-        let c = Arc::clone(&clock);
-        let now_fn = move || ps_core::van::Clock::now_ms(&*c);
         let app = match role {
             Role::Scheduler => {
                 let a = Arc::new(Mutex::new(Scheduler::new(
@@ -229,19 +228,12 @@ impl World {
                     (self.cfg.tasks, self.cfg.passes),
                     self.cfg.plant.scheduler,
                 )));
-                route(&po, MASTER_APP, 0, &a, now_fn.clone(), |x, m, t| x.on_data(m, t));
-                let (a2, n2) = (Arc::clone(&a), now_fn.clone());
-                po.on_node_dead(move |ids| a2.lock().on_dead(ids));
-                let a3 = Arc::clone(&a);
-                po.on_took_over(move |state| a3.lock().on_took_over(state, n2()));
+                let a2 = Arc::clone(&a);
+                po.on_node_dead(move |_| a2.lock().declared += 1);
                 App::Sched(a)
             }
             Role::Server => App::Server(Arc::new(Mutex::new(Server::new(link, self.cfg.plant.server)))),
-            Role::Worker => {
-                let a = Arc::new(Mutex::new(Worker::new(link, SimRng::new(app_seed))));
-                route(&po, MASTER_APP, 0, &a, now_fn, |x, m, t| x.on_data(m, t));
-                App::Worker(a)
-            }
+            Role::Worker => App::Worker(Arc::new(Mutex::new(Worker::new(link, SimRng::new(app_seed))))),
         };
         s.proc = Some(Proc {
             po,
@@ -250,6 +242,7 @@ impl World {
             clock,
             watch: Default::default(),
             next_join_ms: now,
+            join: JoinBackoff::default(),
         });
         let jitter = self.rng.between(0, TICK_MS);
         self.agenda.at(now + jitter, Ev::Tick { slot, life });
@@ -298,7 +291,9 @@ impl World {
                 }
                 let net = Arc::clone(&p.net);
                 crate::context::enter(now, to);
-                net.deliver(frames);
+                if !(self.cfg.plant.scheduler.no_lease && self.answered_around(to, &frames)) {
+                    net.deliver(frames);
+                }
                 to
             }
             Ev::Tick { slot, life } => {
@@ -312,8 +307,8 @@ impl World {
                 let van = Arc::clone(p.po.van());
                 crate::context::enter(now, slot);
                 if role != Role::Scheduler && !van.is_ready() && now >= p.next_join_ms {
-                    p.next_join_ms = now + JOIN_EVERY_MS;
-                    let _ = van.join_step();
+                    let reached = van.join_step().is_ok();
+                    p.next_join_ms = now + p.join.after(reached).as_millis() as u64;
                 }
                 let pnow = ps_core::van::Clock::now_ms(&*p.clock);
                 van.tick(pnow);
@@ -372,7 +367,7 @@ impl World {
             App::Sched(a) => {
                 let mut a = a.lock();
                 let c: Changes = a.node.changes();
-                a.on_changes(c, pnow);
+                a.on_changes(c);
                 for _ in 0..std::mem::take(&mut a.declared) {
                     fx.declared.push((slot, self.acting_since[slot]));
                 }
@@ -396,6 +391,12 @@ impl World {
                 a.on_changes(c, pnow);
                 fx.acked.append(&mut a.acked);
                 fx.counted.append(&mut a.counted);
+                if let Some(why) = a.failed.take() {
+                    drop(a);
+                    self.crash(slot, &format!("stopped: {why}"));
+                    self.restart_later(slot);
+                    return;
+                }
                 a.node.evicted.load(Ordering::Relaxed)
             }
         };
@@ -460,6 +461,19 @@ impl World {
         self.agenda.at(at, Ev::Fault(Fault::Restart(slot)));
     }
 
+    /// The planted bug of a scheduler without a lease: a request to the master app
+    /// delivered to the candidate in `slot` is answered around its van (true), not
+    /// handed to the van.
+    fn answered_around(&self, slot: usize, frames: &[bytes::Bytes]) -> bool {
+        let Some(a) = self.scheduler(slot) else { return false };
+        match Message::decode(frames.to_vec()) {
+            Ok(m) if !m.meta.is_control() && m.meta.request && m.meta.app_id == MASTER_APP => {
+                a.lock().answer_around(&m)
+            }
+            _ => false,
+        }
+    }
+
     /// The failover state of the scheduler candidate in `slot`, if one runs there.
     pub fn sched_state(&self, slot: usize) -> Option<StateView> {
         match &self.slots[slot].proc {
@@ -483,22 +497,6 @@ impl World {
             _ => None,
         }
     }
-}
-
-/// Registers an inline route of `po` for `(app_id, customer)` that hands each message
-/// to `app` with the time.
-fn route<A: Send + 'static>(
-    po: &Arc<Postoffice>,
-    app_id: i32,
-    customer: i32,
-    app: &Arc<Mutex<A>>,
-    now: impl Fn() -> u64 + Send + Sync + 'static,
-    on: fn(&mut A, Message, u64),
-) {
-    let a = Arc::clone(app);
-    let r = Route::Inline(Arc::new(move |m: Message| on(&mut a.lock(), m, now())));
-    po.add_customer(app_id, customer, r)
-        .expect("each route of a simulated process is registered once");
 }
 
 /// A delivery, for the trace of a replayed seed.
@@ -546,10 +544,10 @@ impl World {
                                 format!(
                                     "scheduler {head}: {} {epoch}, master {}, finished {}",
                                     if active { "active" } else { "standby" },
-                                    a.master
+                                    a.coordinator
                                         .as_ref()
-                                        .map_or("none".to_string(), |m| format!("{:?}", m.snapshot())),
-                                    a.finished
+                                        .map_or("none".to_string(), |c| format!("{:?}", c.master().snapshot())),
+                                    a.finished()
                                 )
                             }
                             App::Server(a) => {
@@ -558,7 +556,7 @@ impl World {
                                     "server {head}: ready {}, catching up {}, finished {}, follows {epoch}",
                                     a.node.ready(),
                                     a.catching_up(),
-                                    a.finished
+                                    a.finished()
                                 )
                             }
                             App::Worker(a) => {

@@ -317,7 +317,7 @@ pub fn run(a: Args) -> Result<(), super::error::CliError> {
                 sync: a.mode == Rule::Sync,
                 max_rejections: a.max_rejections,
                 out: a.out.clone(),
-                master_patience: Duration::from_secs(120),
+                master_patience: worker::MASTER_PATIENCE,
                 lr_decay: a.lr_decay,
                 leave: Some(leave_on_sigterm()?),
             };

@@ -11,6 +11,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use parking_lot::Mutex;
 use ps_core::node::id_role;
 use ps_core::simple_app::{SimpleApp, SimpleData};
+use ps_core::van::Van;
 use ps_core::{Postoffice, Role};
 use std::io::IsTerminal;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -75,10 +76,33 @@ struct Progress {
     pacer: Option<Pacer>,
     /// The end-of-job report was printed.
     reported: bool,
+    /// No bar and no stdout: progress and the final report are log lines only.
+    quiet: bool,
+}
+
+/// How often the master's timeouts are checked ([`Coordinator::tick`]).
+pub const TICK_EVERY: Duration = Duration::from_millis(100);
+
+/// The coordinator's clock: the van's, in ms since the coordinator started (the time
+/// the master is told).
+#[derive(Clone)]
+struct Since {
+    van: Arc<Van>,
+    base: u64,
+}
+
+impl Since {
+    fn now(&self) -> u64 {
+        self.van.now_ms().saturating_sub(self.base)
+    }
 }
 
 /// The running coordinator; stops its threads when dropped.
 pub struct Coordinator {
+    master: Arc<Mutex<Master>>,
+    progress: Arc<Mutex<Progress>>,
+    po: Arc<Postoffice>,
+    clock: Since,
     _app: SimpleApp,
     _stats: Option<StatsServer>,
     stop: Arc<AtomicBool>,
@@ -108,63 +132,107 @@ impl Coordinator {
         job: String,
         opts: CoordinatorOptions,
     ) -> Result<Coordinator, TrainError> {
+        let epoch = Instant::now();
+        let mut c = Coordinator::serve(po, master, opts.progress_every, false)?;
+        let stop = Arc::clone(&c.stop);
+        let (m, clock) = (Arc::clone(&c.master), c.clock.clone());
+        c.ticker = Some(
+            std::thread::Builder::new()
+                .name("master-tick".into())
+                .spawn(move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        std::thread::sleep(TICK_EVERY);
+                        tick(&m, &clock);
+                    }
+                })
+                .map_err(|e| TrainError::Thread(e.to_string()))?,
+        );
+        let Some(addr) = stats_addr else { return Ok(c) };
+        let sec = crate::stats::HttpSecurity::from_security(&po.config().security, &opts.http)?;
+        let (po, m, p) = (Arc::clone(po), Arc::clone(&c.master), Arc::clone(&c.progress));
+        let srv = StatsServer::start(
+            addr,
+            Arc::new(move || snapshot(&po, &m.lock().snapshot(), &p.lock(), epoch, &job)),
+            sec,
+        )?;
+        log::info!(
+            "statistics at {}://{}/ (JSON /stats.json, Prometheus /metrics)",
+            srv.scheme(),
+            srv.addr()
+        );
+        println!("stats: {}", srv.url());
+        c._stats = Some(srv);
+        Ok(c)
+    }
+
+    /// The coordinator of a process whose steps a driver runs without threads (the
+    /// simulator): the master's requests are answered on the thread that delivers
+    /// them, nothing is printed (progress and the final report are log lines), there
+    /// is no statistics server, and the driver calls [`Coordinator::tick`] every
+    /// [`TICK_EVERY`]. Otherwise the very coordinator of [`Coordinator::start_with`].
+    pub fn driven(po: &Arc<Postoffice>, master: Master) -> Result<Coordinator, TrainError> {
+        Coordinator::serve(po, master, Duration::ZERO, true)
+    }
+
+    /// The master's timeouts at the van's time (the ticker thread's step).
+    pub fn tick(&self) {
+        tick(&self.master, &self.clock);
+    }
+
+    /// The master, for inspection.
+    pub fn master(&self) -> parking_lot::MutexGuard<'_, Master> {
+        self.master.lock()
+    }
+
+    /// The master's answer to request `req` now, encoded: what the coordinator's app
+    /// answers (decoding, the sender's liveness, the term, progress and the final
+    /// report included).
+    pub fn answer_request(&self, req: &SimpleData) -> Bytes {
+        answer_request(&self.master, &self.progress, &self.po, &self.clock, req)
+    }
+
+    /// Registers the master's app (its customer inline when `driven`, where nothing
+    /// is printed either), the takeover and dead-node hooks.
+    fn serve(
+        po: &Arc<Postoffice>,
+        master: Master,
+        progress_every: Duration,
+        driven: bool,
+    ) -> Result<Coordinator, TrainError> {
         let master = Arc::new(Mutex::new(master));
         let progress = Arc::new(Mutex::new(Progress {
-            pacer: Some(Pacer::new(opts.progress_every.as_millis() as u64)),
+            pacer: Some(Pacer::new(progress_every.as_millis() as u64)),
+            quiet: driven,
             ..Progress::default()
         }));
-        let epoch = Instant::now();
-        let (m, p) = (Arc::clone(&master), Arc::clone(&progress));
-        let (po2, van) = (Arc::clone(po), Arc::clone(po.van()));
-        let dead_nodes = move |id: i32| id_role(id) == Some(Role::Worker) && po2.dead_nodes().contains(&id);
+        let clock = Since {
+            van: Arc::clone(po.van()),
+            base: po.van().now_ms(),
+        };
+        let (m, p, po2, c) = (
+            Arc::clone(&master),
+            Arc::clone(&progress),
+            Arc::clone(po),
+            clock.clone(),
+        );
         let handle = move |req: &SimpleData, resp: &ps_core::simple_app::Responder| {
-            let now = epoch.elapsed().as_millis() as u64;
-            let reply = match decode::<MasterRequest>(&req.body) {
-                Ok(r) => {
-                    let mut m = m.lock();
-                    let alive = !dead_nodes(req.sender);
-                    let term = van.scheduler_epoch().0.term;
-                    let (out, counted) = answer(&mut m, req.sender, alive, term, r, now);
-                    if let Some(rep) = counted {
-                        let mut p = p.lock();
-                        p.examples += rep.examples;
-                        p.loss_sum += rep.loss_sum;
-                        p.correct += rep.correct;
-                        p.version = p.version.max(rep.version);
-                        if rep.examples > 0 {
-                            p.history
-                                .push((now as f64 / 1000.0, rep.loss_sum / rep.examples as f64));
-                        }
-                    }
-                    let mut p = p.lock();
-                    report_progress(&m.snapshot(), &mut p, now);
-                    if m.complete() && !p.reported {
-                        p.reported = true;
-                        let report = m.final_report();
-                        log::info!("{report}");
-                        println!("{report}");
-                    }
-                    out
-                }
-                Err(e) => {
-                    log::warn!("from {}: {e}", req.sender);
-                    MasterResponse::Error(e.to_string())
-                }
-            };
-            if let Err(e) = resp.response(req, encode(&reply)) {
+            let reply = answer_request(&m, &p, &po2, &c, req);
+            if let Err(e) = resp.response(req, reply) {
                 log::warn!("master reply to {} not sent: {e}", req.sender);
             }
         };
-        let app = SimpleApp::new(po, MASTER_APP, Some(Box::new(handle)), None)?;
+        let app = match driven {
+            true => SimpleApp::new_inline(po, MASTER_APP, Some(Box::new(handle)), None)?,
+            false => SimpleApp::new(po, MASTER_APP, Some(Box::new(handle)), None)?,
+        };
         // a scheduler that acted before and takes over again resumes from the state
         // the active one replicated, not from its own older one
-        let m = Arc::clone(&master);
+        let (m, c) = (Arc::clone(&master), clock.clone());
         po.on_took_over(move |state| {
             if state.is_empty() {
                 return;
             }
-            let now = epoch.elapsed().as_millis() as u64;
-            if let Err(e) = m.lock().resume_from(state, now) {
+            if let Err(e) = m.lock().resume_from(state, c.now()) {
                 log::error!("master: the replicated state cannot be resumed from: {e}");
             }
         });
@@ -180,45 +248,65 @@ impl Coordinator {
                 }
             }
         });
-        let stop = Arc::new(AtomicBool::new(false));
-        let (s2, m2) = (Arc::clone(&stop), Arc::clone(&master));
-        let ticker = std::thread::Builder::new()
-            .name("master-tick".into())
-            .spawn(move || {
-                while !s2.load(Ordering::Relaxed) {
-                    std::thread::sleep(Duration::from_millis(100));
-                    if let Err(e) = m2.lock().tick(epoch.elapsed().as_millis() as u64) {
-                        log::error!("master: {e}");
-                    }
-                }
-            })
-            .map_err(|e| TrainError::Thread(e.to_string()))?;
-        let stats = match stats_addr {
-            None => None,
-            Some(addr) => {
-                let sec = crate::stats::HttpSecurity::from_security(&po.config().security, &opts.http)?;
-                let (po, m, p) = (Arc::clone(po), Arc::clone(&master), Arc::clone(&progress));
-                let srv = StatsServer::start(
-                    addr,
-                    Arc::new(move || snapshot(&po, &m.lock().snapshot(), &p.lock(), epoch, &job)),
-                    sec,
-                )?;
-                log::info!(
-                    "statistics at {}://{}/ (JSON /stats.json, Prometheus /metrics)",
-                    srv.scheme(),
-                    srv.addr()
-                );
-                println!("stats: {}", srv.url());
-                Some(srv)
-            }
-        };
         Ok(Coordinator {
+            master,
+            progress,
+            po: Arc::clone(po),
+            clock,
             _app: app,
-            _stats: stats,
-            stop,
-            ticker: Some(ticker),
+            _stats: None,
+            stop: Arc::new(AtomicBool::new(false)),
+            ticker: None,
         })
     }
+}
+
+/// One step of the master's ticker.
+fn tick(m: &Mutex<Master>, clock: &Since) {
+    if let Err(e) = m.lock().tick(clock.now()) {
+        log::error!("master: {e}");
+    }
+}
+
+/// The coordinator's handling of request `req`: decoded, answered by the master as
+/// the active scheduler's ([`answer`]), progress taken in and reported, the final
+/// report printed once the job completes; the reply encoded.
+fn answer_request(m: &Mutex<Master>, p: &Mutex<Progress>, po: &Postoffice, clock: &Since, req: &SimpleData) -> Bytes {
+    let now = clock.now();
+    let reply = match decode::<MasterRequest>(&req.body) {
+        Ok(r) => {
+            let mut m = m.lock();
+            let alive = !(id_role(req.sender) == Some(Role::Worker) && po.dead_nodes().contains(&req.sender));
+            let term = po.van().scheduler_epoch().0.term;
+            let (out, counted) = answer(&mut m, req.sender, alive, term, r, now);
+            let mut p = p.lock();
+            if let Some(rep) = counted {
+                p.examples += rep.examples;
+                p.loss_sum += rep.loss_sum;
+                p.correct += rep.correct;
+                p.version = p.version.max(rep.version);
+                if rep.examples > 0 {
+                    p.history
+                        .push((now as f64 / 1000.0, rep.loss_sum / rep.examples as f64));
+                }
+            }
+            report_progress(&m.snapshot(), &mut p, now);
+            if m.complete() && !p.reported {
+                p.reported = true;
+                let report = m.final_report();
+                log::info!("{report}");
+                if !p.quiet {
+                    println!("{report}");
+                }
+            }
+            out
+        }
+        Err(e) => {
+            log::warn!("from {}: {e}", req.sender);
+            MasterResponse::Error(e.to_string())
+        }
+    };
+    encode(&reply)
 }
 
 /// How the coordinator answers request `req` of node `sender` (`alive`: not declared
@@ -281,7 +369,7 @@ fn report_progress(s: &QueueSnapshot, p: &mut Progress, now_ms: u64) {
     }
     let bar = p.bar.get_or_insert_with(|| {
         let bar = ProgressBar::new(total);
-        if !std::io::stderr().is_terminal() {
+        if p.quiet || !std::io::stderr().is_terminal() {
             bar.set_draw_target(ProgressDrawTarget::hidden());
         }
         if let Ok(style) = ProgressStyle::with_template("tasks [{bar:30}] {pos}/{len} {msg} ({eta})") {

@@ -1,12 +1,12 @@
 //! The worker's connection to the master: a request is waited for in short slices and
-//! sent again when [`Attempt::again`] says so (the scheduler was replaced, or
+//! sent again when [`Call::due`] says so (the scheduler was replaced, or
 //! [`ATTEMPT`] passed without an answer): waiting out the full attempt after a
 //! scheduler's restart would stall the worker (and the servers' versions waiting for
 //! its gradients) for seconds.
 
 use super::coordinator::{decode, encode, MASTER_APP, MASTER_HEAD};
 use super::error::TrainError;
-use super::master_retry::{Attempt, ATTEMPT_MS};
+use super::master_retry::{Again, Call, Due, ATTEMPT_MS};
 use crate::master::{MasterRequest, MasterResponse};
 use bytes::Bytes;
 use parking_lot::Mutex;
@@ -49,6 +49,18 @@ impl MasterClient {
     /// A client of the scheduler's SimpleApp `app_id`, requests with head `head`
     /// ([`TrainError::Register`] if it cannot register).
     pub fn on_app(po: &Arc<Postoffice>, app_id: i32, head: i32) -> Result<MasterClient, TrainError> {
+        MasterClient::with_app(po, app_id, head, false)
+    }
+
+    /// A client on this node's master app whose answers are taken in on the thread
+    /// that receives them, for a process whose steps a driver runs without threads
+    /// (the simulator): it calls [`MasterClient::send`], [`MasterClient::answer`] and
+    /// [`MasterClient::forget`] as [`MasterClient::call`] does, at its own times.
+    pub fn driven(po: &Arc<Postoffice>) -> Result<MasterClient, TrainError> {
+        MasterClient::with_app(po, MASTER_APP, MASTER_HEAD, true)
+    }
+
+    fn with_app(po: &Arc<Postoffice>, app_id: i32, head: i32, inline: bool) -> Result<MasterClient, TrainError> {
         let answers: Answers = Arc::default();
         let a2 = Arc::clone(&answers);
         let on_answer = move |d: &SimpleData| {
@@ -56,13 +68,45 @@ impl MasterClient {
                 *slot = Some(d.body.clone());
             }
         };
-        let app = SimpleApp::new(po, app_id, None, Some(Box::new(on_answer)))?;
+        let app = match inline {
+            true => SimpleApp::new_inline(po, app_id, None, Some(Box::new(on_answer)))?,
+            false => SimpleApp::new(po, app_id, None, Some(Box::new(on_answer)))?,
+        };
         Ok(MasterClient {
             app,
             head,
             po: Arc::clone(po),
             answers,
         })
+    }
+
+    /// Sends the encoded request `body` once; its timestamp, whose answer
+    /// [`MasterClient::answer`] takes. Fails if it cannot be sent.
+    pub fn send(&self, body: &Bytes) -> std::io::Result<i32> {
+        // The answer's slot must exist before the answer can arrive: the lock is held
+        // while the request is sent, so the customer thread storing a fast answer
+        // waits for the slot (else it finds none and the answer is lost).
+        let mut answers = self.answers.lock();
+        let sent = self.app.request(self.head, body.clone(), SCHEDULER);
+        if let Ok(ts) = sent {
+            answers.insert(ts, None);
+        }
+        sent
+    }
+
+    /// The answer to request `ts`, once it came (taken: asked once).
+    pub fn answer(&self, ts: i32) -> Option<Bytes> {
+        let mut answers = self.answers.lock();
+        let body = answers.get_mut(&ts)?.take()?;
+        answers.remove(&ts);
+        Some(body)
+    }
+
+    /// Request `ts` is given up (sent again under another timestamp): a late answer
+    /// to it counts for nothing.
+    pub fn forget(&self, ts: i32) {
+        self.app.customer().forget_request(ts);
+        self.answers.lock().remove(&ts);
     }
 
     /// Sends `req` to the master and returns its answer, sending it again when the
@@ -76,42 +120,43 @@ impl MasterClient {
     /// [`MasterClient::call`] with the encoded request; returns the encoded answer
     /// ([`TrainError::Unanswered`] when none came within `patience`).
     pub fn call_bytes(&self, body: Bytes, patience: Duration) -> Result<Bytes, TrainError> {
-        let start = Instant::now();
+        let van = self.po.van();
+        let mut call = Call::new(van.now_ms(), patience.as_millis() as u64);
         // a scheduler that stays unreachable is logged when the reason changes and then
         // every WARN_EVERY, not at every retry (5 a second while it cannot be resolved)
         let mut warned: Option<(String, Instant)> = None;
+        let mut why = String::from("no answer");
         loop {
-            let scheduler = self.po.van().scheduler_incarnation();
-            // The answer's slot must exist before the answer can arrive: the lock is held
-            // while the request is sent, so the customer thread storing a fast answer
-            // waits for the slot (else it finds none and the answer is lost).
-            let sent = {
-                let mut answers = self.answers.lock();
-                let sent = self.app.request(self.head, body.clone(), SCHEDULER);
-                if let Ok(ts) = sent {
-                    answers.insert(ts, None);
-                }
-                sent
-            };
-            let why = match sent {
+            let scheduler = van.scheduler_incarnation();
+            let due = match self.send(&body) {
                 Ok(ts) => {
-                    let why = self.wait(ts, scheduler, start, patience);
-                    let answer = self.answers.lock().remove(&ts).flatten();
-                    match (answer, why) {
-                        (Some(b), _) => return Ok(b),
-                        (None, Some(why)) => why,
-                        (None, None) => "no answer body".to_string(),
+                    call.sent(van.now_ms(), scheduler);
+                    match self.wait(ts, &call) {
+                        Ok(answer) => return Ok(answer),
+                        Err(due) => due,
                     }
                 }
                 Err(e) => {
-                    std::thread::sleep(Duration::from_millis(200));
-                    e.to_string()
+                    call.unsent(van.now_ms());
+                    why = e.to_string();
+                    loop {
+                        std::thread::sleep(POLL);
+                        match call.due(van.now_ms(), van.scheduler_incarnation()) {
+                            Due::Wait => {}
+                            due => break due,
+                        }
+                    }
                 }
             };
-            if start.elapsed() >= patience {
-                return Err(TrainError::Unanswered(format!(
-                    "the scheduler did not answer for {patience:?}: {why}"
-                )));
+            match due {
+                Due::GiveUp => {
+                    return Err(TrainError::Unanswered(format!(
+                        "the scheduler did not answer for {patience:?}: {why}"
+                    )))
+                }
+                Due::Again(Again::Unsent) => {}
+                Due::Again(again) => why = again.to_string(),
+                Due::Wait => {}
             }
             match &warned {
                 Some((last, at)) if *last == why && at.elapsed() < WARN_EVERY => {
@@ -119,28 +164,26 @@ impl MasterClient {
                 }
                 _ => {
                     log::warn!("master: {why}; asking again");
-                    warned = Some((why, Instant::now()));
+                    warned = Some((why.clone(), Instant::now()));
                 }
             }
         }
     }
 
-    /// Waits for request `ts`; None once answered, else why it should be sent again.
-    fn wait(&self, ts: i32, scheduler: u64, start: Instant, patience: Duration) -> Option<String> {
+    /// Waits for request `ts`: its answer, or, when [`Call::due`] says so, what to do
+    /// instead (the request is forgotten then).
+    fn wait(&self, ts: i32, call: &Call) -> Result<Bytes, Due> {
         let van = self.po.van();
-        let attempt = Attempt::new(van.now_ms(), scheduler);
         loop {
             if self.app.customer().wait_request_timeout(ts, POLL) {
-                return None;
+                return Ok(self.answer(ts).unwrap_or_default());
             }
-            let why = match attempt.again(van.now_ms(), van.scheduler_incarnation()) {
-                Some(again) => Some(again.to_string()),
-                None if start.elapsed() >= patience => Some(format!("no answer within {patience:?}")),
-                None => None,
-            };
-            if why.is_some() {
-                self.app.customer().forget_request(ts);
-                return why;
+            match call.due(van.now_ms(), van.scheduler_incarnation()) {
+                Due::Wait => {}
+                due => {
+                    self.forget(ts);
+                    return Err(due);
+                }
             }
         }
     }

@@ -1,13 +1,18 @@
-//! When a request to the master is sent again (pure; time in milliseconds): as soon
-//! as the scheduler was replaced (its incarnation in the node table changed: the dead
-//! scheduler may have taken the request and never answered), and after
-//! [`ATTEMPT_MS`] without an answer. Sending again is safe: the master counts a
-//! finished task once, and a task still pending on a worker that asks again goes
-//! back to todo. [`super::master_client::MasterClient`] waits on it between polls;
-//! the simulator's workers run it at their ticks.
+//! When a request to the master is sent again, and when it is given up (pure; time in
+//! milliseconds): sent again as soon as the scheduler was replaced (its incarnation
+//! in the node table changed: the dead scheduler may have taken the request and never
+//! answered), after [`ATTEMPT_MS`] without an answer, or [`UNSENT_MS`] after it could
+//! not be sent; given up when no answer came within the caller's patience. Sending
+//! again is safe: the master counts a finished task once, and a task still pending on
+//! a worker that asks again goes back to todo.
+//! [`super::master_client::MasterClient`] waits on it between polls; the simulator's
+//! workers run it at their ticks.
 
 /// How long one request waits for the master's answer before it is sent again (ms).
 pub const ATTEMPT_MS: u64 = 5_000;
+
+/// How long a request that could not be sent waits before it is sent again (ms).
+pub const UNSENT_MS: u64 = 200;
 
 /// Why a request is sent again.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -16,6 +21,8 @@ pub enum Again {
     Replaced,
     /// No answer came for this many ms.
     Unanswered(u64),
+    /// It could not be sent.
+    Unsent,
 }
 
 impl std::fmt::Display for Again {
@@ -23,6 +30,7 @@ impl std::fmt::Display for Again {
         match self {
             Again::Replaced => write!(f, "the scheduler was replaced"),
             Again::Unanswered(ms) => write!(f, "no answer within {ms} ms"),
+            Again::Unsent => write!(f, "the request could not be sent"),
         }
     }
 }
@@ -57,6 +65,68 @@ impl Attempt {
     }
 }
 
+/// The last sending of a request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Sending {
+    /// It went out.
+    Out(Attempt),
+    /// It could not be sent, at this time.
+    Unsent(u64),
+}
+
+/// What a request waiting for its answer does now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Due {
+    /// Waits on.
+    Wait,
+    /// Is sent again, for this reason.
+    Again(Again),
+    /// Is given up: no answer within the patience.
+    GiveUp,
+}
+
+/// One request to the master over all its sendings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Call {
+    started_ms: u64,
+    patience_ms: u64,
+    last: Sending,
+}
+
+impl Call {
+    /// A request made at `now_ms` that waits at most `patience_ms` in all for an
+    /// answer; [`Call::sent`] or [`Call::unsent`] says how its first sending went.
+    pub fn new(now_ms: u64, patience_ms: u64) -> Call {
+        Call {
+            started_ms: now_ms,
+            patience_ms,
+            last: Sending::Unsent(now_ms),
+        }
+    }
+
+    /// It went out at `now_ms` while the scheduler's incarnation was `scheduler`.
+    pub fn sent(&mut self, now_ms: u64, scheduler: u64) {
+        self.last = Sending::Out(Attempt::new(now_ms, scheduler));
+    }
+
+    /// It could not be sent at `now_ms`.
+    pub fn unsent(&mut self, now_ms: u64) {
+        self.last = Sending::Unsent(now_ms);
+    }
+
+    /// At `now_ms`, with the scheduler's incarnation now `scheduler`: what it does.
+    pub fn due(&self, now_ms: u64, scheduler: u64) -> Due {
+        if now_ms.saturating_sub(self.started_ms) >= self.patience_ms {
+            return Due::GiveUp;
+        }
+        match self.last {
+            Sending::Out(a) => a.again(now_ms, scheduler).map_or(Due::Wait, Due::Again),
+            Sending::Unsent(at) if now_ms.saturating_sub(at) >= UNSENT_MS => Due::Again(Again::Unsent),
+            Sending::Unsent(_) => Due::Wait,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -74,5 +144,24 @@ mod tests {
         assert_eq!(a.again(100 + ATTEMPT_MS - 1, 7), None);
         assert_eq!(a.again(100 + ATTEMPT_MS, 7), Some(Again::Unanswered(ATTEMPT_MS)));
         assert_eq!(a.again(0, 7), None, "a clock read before the sending waits");
+    }
+
+    #[test]
+    fn a_call_is_sent_again_as_its_attempt_says_and_given_up_after_its_patience() {
+        let mut c = Call::new(0, 20_000);
+        c.sent(0, 7);
+        assert_eq!(c.due(100, 7), Due::Wait);
+        assert_eq!(c.due(100, 8), Due::Again(Again::Replaced));
+        assert_eq!(c.due(ATTEMPT_MS, 7), Due::Again(Again::Unanswered(ATTEMPT_MS)));
+        c.unsent(6_000);
+        assert_eq!(c.due(6_000 + UNSENT_MS - 1, 7), Due::Wait);
+        assert_eq!(c.due(6_000 + UNSENT_MS, 7), Due::Again(Again::Unsent));
+        c.sent(19_000, 7);
+        assert_eq!(c.due(19_999, 7), Due::Wait);
+        assert_eq!(
+            c.due(20_000, 7),
+            Due::GiveUp,
+            "the patience counts from the first sending"
+        );
     }
 }

@@ -17,6 +17,7 @@ pub mod resend;
 pub mod server;
 mod server_state;
 pub mod shard;
+pub mod task_loop;
 pub mod versions;
 pub mod worker;
 

@@ -6,15 +6,19 @@ use super::error::TrainError;
 use super::exchange::ParamExchange;
 use super::master_client::MasterClient;
 use super::minibatch::{BatchError, MinibatchLoop};
-use crate::master::{MasterRequest, MasterResponse, Task, TaskReport};
+use super::task_loop::{Next, TaskLoop, Trained};
+use crate::master::{Task, TaskReport};
 use crate::model::metrics;
 use crate::model::Model;
 use crate::recordio::{self, Example};
 use ps_core::Postoffice;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
+
+/// How long `psrs train`'s workers keep asking a master that does not answer.
+pub const MASTER_PATIENCE: Duration = Duration::from_secs(120);
 
 /// How a worker trains.
 #[derive(Clone, Debug)]
@@ -60,6 +64,14 @@ pub struct Evaluation {
     pub log_loss: f64,
     /// AUC (binary models only).
     pub auc: Option<f64>,
+}
+
+/// Prints a pass's held-out figures (the line the launch scripts and tests read).
+fn print_pass(pass: u64, ev: &Evaluation) {
+    println!(
+        "pass {pass} test accuracy {:.4} log-loss {:.4}",
+        ev.accuracy, ev.log_loss
+    );
 }
 
 /// Evaluates `params` on `examples`.
@@ -189,127 +201,60 @@ pub fn run(
         }
         _ => None,
     };
-    match master.call(
-        &MasterRequest::ReportDataset {
-            paths: opts.train.clone(),
-        },
-        opts.master_patience,
-    )? {
-        MasterResponse::Error(e) => return Err(TrainError::Master(e)),
-        _ => log::debug!("dataset reported"),
-    }
     let mut lp = MinibatchLoop::new(ex.num_shards(), opts.sync, opts.max_rejections);
     let mut epoch_seen = 0;
-    let mut tasks = 0;
+    let (mut tl, mut next) = TaskLoop::new(opts.train.clone(), opts.leave.clone());
     loop {
-        if opts.leave.as_ref().is_some_and(|f| f.load(Ordering::Relaxed)) {
-            // between tasks: the last one is reported with the goodbye, and no sync
-            // version waits for this worker's gradient any more
-            if let Err(e) = ex.idle() {
-                log::warn!("idle notice not sent: {e}");
-            }
-            let req = MasterRequest::Leaving {
-                finished: None,
-                report: None,
-            };
-            master.call(&req, opts.master_patience)?;
-            println!("worker {me} trained {tasks} tasks");
-            println!("worker {me} leaves the job");
-            return Ok(Ending::Left);
-        }
-        let req = MasterRequest::GetTask {
-            finished: None,
-            report: None,
-        };
-        let task = match master.call(&req, opts.master_patience)? {
-            MasterResponse::Task(t) => t,
-            MasterResponse::Wait => {
-                // nothing to train until the others finish the pass: the servers must
-                // not wait for this worker's gradients meanwhile
-                if let Err(e) = ex.idle() {
-                    log::warn!("idle notice not sent: {e}");
+        next = match next {
+            Next::Ask(req) => tl.answered(master.call(&req, opts.master_patience)?)?,
+            Next::Train(task) => {
+                if let Some(test) = &test {
+                    if task.epoch > epoch_seen {
+                        let params = ex.pull(None, &vec![None; ex.num_shards()])?.values;
+                        print_pass(epoch_seen + 1, &evaluate(&model, &params, test));
+                        epoch_seen = task.epoch;
+                    }
                 }
-                std::thread::sleep(Duration::from_millis(50));
-                continue;
-            }
-            MasterResponse::NoMoreTasks => {
-                if let Err(e) = ex.idle() {
-                    log::warn!("idle notice not sent: {e}");
-                }
-                break;
-            }
-            MasterResponse::Error(e) => {
-                log::warn!("master: {e}; asking again");
-                std::thread::sleep(Duration::from_millis(200));
-                continue;
-            }
-            other => return Err(TrainError::Master(format!("unexpected master reply {other:?}"))),
-        };
-        if let Some(test) = &test {
-            if task.epoch > epoch_seen {
-                let params = ex.pull(None, &vec![None; ex.num_shards()])?.values;
-                let ev = evaluate(&model, &params, test);
-                println!(
-                    "pass {} test accuracy {:.4} log-loss {:.4}",
-                    epoch_seen + 1,
-                    ev.accuracy,
-                    ev.log_loss
-                );
-                epoch_seen = task.epoch;
-            }
-        }
-        lp.grad_scale = opts.lr_decay.powi(i32::try_from(task.epoch).unwrap_or(i32::MAX));
-        let examples = match read_task(&task, Some(&model)) {
-            Ok(e) => e,
-            Err(error) => {
-                // a corrupt chunk fails this task (the master retries it, then gives
-                // it up and reports it); the job goes on
-                log::warn!("task {}: {error}", task.id);
-                let req = MasterRequest::TaskUnreadable {
-                    task: task.id,
-                    error: error.to_string(),
+                lp.grad_scale = opts.lr_decay.powi(i32::try_from(task.epoch).unwrap_or(i32::MAX));
+                let trained = match read_task(&task, Some(&model)) {
+                    // a corrupt chunk fails this task (the master retries it, then
+                    // gives it up and reports it); the job goes on
+                    Err(error) => {
+                        log::warn!("task {}: {error}", task.id);
+                        Trained::Unreadable(error.to_string())
+                    }
+                    Ok(examples) => match train_examples(&model, ex, &mut lp, &task, &examples, opts.batch)? {
+                        Some(rep) => Trained::Done(rep),
+                        None => Trained::Failed,
+                    },
                 };
-                master.call(&req, opts.master_patience)?;
-                continue;
+                tl.trained(&task, trained)
+            }
+            Next::Idle => {
+                if let Err(e) = ex.idle() {
+                    log::warn!("idle notice not sent: {e}");
+                }
+                tl.idled()
+            }
+            Next::Pause(d) => {
+                std::thread::sleep(d);
+                tl.paused()
+            }
+            Next::Complete => break,
+            Next::Left => {
+                println!("worker {me} trained {} tasks", tl.tasks());
+                println!("worker {me} leaves the job");
+                return Ok(Ending::Left);
             }
         };
-        let outcome = train_examples(&model, ex, &mut lp, &task, &examples, opts.batch)?;
-        let failed = outcome.is_none();
-        let rep = outcome.unwrap_or_default();
-        if failed {
-            master.call(&MasterRequest::TaskFailed { task: task.id }, opts.master_patience)?;
-            continue;
-        }
-        // the task counts once per pass, from one attempt: this one, unless another
-        // worker's attempt counted first (the task was handed out again meanwhile)
-        let req = MasterRequest::Finish {
-            task: task.id,
-            attempt: task.attempt,
-            report: Some(rep),
-        };
-        match master.call(&req, opts.master_patience)? {
-            MasterResponse::Counted(true) => tasks += 1,
-            MasterResponse::Counted(false) => log::warn!(
-                "task {} (attempt {} of term {}) was counted from another attempt: not counted here",
-                task.id,
-                task.attempt.n,
-                task.attempt.term
-            ),
-            MasterResponse::Error(e) => log::warn!("master: {e}; the result of task {} is lost", task.id),
-            other => return Err(TrainError::Master(format!("unexpected master reply {other:?}"))),
-        }
     }
+    let tasks = tl.tasks();
     println!("worker {me} trained {tasks} tasks");
     if lead {
         let params = ex.pull(None, &vec![None; ex.num_shards()])?.values;
         if let Some(test) = &test {
             let ev = evaluate(&model, &params, test);
-            println!(
-                "pass {} test accuracy {:.4} log-loss {:.4}",
-                epoch_seen + 1,
-                ev.accuracy,
-                ev.log_loss
-            );
+            print_pass(epoch_seen + 1, &ev);
             print!("final test accuracy {:.4} log-loss {:.4}", ev.accuracy, ev.log_loss);
             if let Some(a) = ev.auc {
                 print!(" auc {a:.4}");

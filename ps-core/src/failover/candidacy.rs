@@ -14,7 +14,8 @@
 //! after the vote timeout (longer than the lease by a heartbeat interval) without
 //! hearing the scheduler it follows, and then fences every older epoch. Any two
 //! majorities share a node, so the new active one's votes come only after the old
-//! one's lease ran out. Why a node's answer is never lost with the active scheduler:
+//! one's lease ran out (a node votes at once only for a newer term of the scheduler it
+//! follows, which stopped acting before it asked). Why a node's answer is never lost with the active scheduler:
 //! it leaves only once every standby heard within the standby timeout holds the state
 //! it was decided on, and a standby that missed some (silent past that timeout) gets
 //! no vote from a node that saw newer state, until it caught up or, after
@@ -616,7 +617,7 @@ impl Candidacy {
         // every node hears the result at once, from the winner: it follows it from
         // now on (a node that voted is bound to it only for a timeout, and the table
         // may take longer to reach it)
-        for node in self.voter_nodes() {
+        for node in self.table_voters(true) {
             let mut m = Message::control(node.id, Command::Heartbeat);
             self.stamp(&mut m, now_ms);
             m.meta.control.seq = self.committed(now_ms);
@@ -678,10 +679,14 @@ impl Candidacy {
     }
 
     /// The `Campaign` messages asking every voter of the table held for its vote
-    /// (`pre`: whether it would vote) for `epoch`.
+    /// (`pre`: whether it would vote) for `epoch`, those declared dead too: a
+    /// declaration is this cluster's judgement of a silence (a partition, lost
+    /// heartbeats), and their processes may well answer. Without them a scheduler
+    /// that declared a majority dead could never be elected again, so never act to
+    /// let their replacements in.
     fn ask(&mut self, epoch: Epoch, pre: bool, now_ms: u64) -> Vec<Out> {
         let mut out = Vec::new();
-        for node in self.voter_nodes() {
+        for node in self.table_voters(false) {
             let mut m = Message::control(node.id, Command::Campaign);
             m.meta.request = pre;
             let c = &mut m.meta.control;
@@ -700,8 +705,8 @@ impl Candidacy {
         out
     }
 
-    /// The voters of the node table held, alive in it.
-    fn voter_nodes(&self) -> Vec<Node> {
+    /// The voters of the node table held (`alive`: only those not declared dead).
+    fn table_voters(&self, alive: bool) -> Vec<Node> {
         let Ok(table) = bincode::deserialize::<Membership>(&self.core) else {
             return Vec::new();
         };
@@ -709,7 +714,7 @@ impl Candidacy {
         table
             .table()
             .into_iter()
-            .filter(|n| self.voters.contains(&n.id) && !dead.contains(&n.id))
+            .filter(|n| self.voters.contains(&n.id) && !(alive && dead.contains(&n.id)))
             .collect()
     }
 

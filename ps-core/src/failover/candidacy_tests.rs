@@ -504,3 +504,42 @@ fn a_candidate_cut_off_with_a_minority_never_takes_a_term() {
     // node 8 still follows the active one and takes its messages
     assert_eq!(minority[0].1.on_message(e(1, 0), 2, 6000, 6000), Heard::Current);
 }
+
+#[test]
+fn an_active_that_declared_a_majority_dead_is_elected_again_with_their_votes() {
+    let (mut a, _) = pair();
+    // while acting it declared 9 and 10 dead (their heartbeats were lost); 13's process
+    // then crashed, and a new one at its address has no id yet: with 8 and 11 only,
+    // no majority echoes its lease any more
+    let mut m: Membership = bincode::deserialize(&table()).unwrap();
+    assert!(m.mark_dead(9).is_some() && m.mark_dead(10).is_some());
+    a.replicate(Some(Bytes::from(bincode::serialize(&m).unwrap())), None, 20)
+        .unwrap();
+    assert!(a.tick(900).contains(&Out::Stopped {
+        epoch: e(1, 0),
+        at_ms: 810
+    }));
+    // 8 and 11 still hear its answers to their heartbeats; 9 and 10, alive, hear
+    // nothing (an act, telling them they are dead, waits for the lease)
+    let mut ns: Vec<(i32, Follower)> = [(8, 1800), (9, 100), (10, 100), (11, 1800)]
+        .into_iter()
+        .map(|(id, heard)| {
+            let mut f = Follower::new(0, 2, T.timeout_ms, 0);
+            f.on_message(e(1, 0), 1, heard, heard);
+            (id, f)
+        })
+        .collect();
+    let out = a.tick(1811);
+    let asked: BTreeSet<i32> = sent(&out)
+        .iter()
+        .filter(|m| m.meta.control.cmd == Command::Campaign)
+        .map(|m| m.meta.recver)
+        .collect();
+    assert_eq!(asked, five(), "the dead are asked too");
+    let won = elect(&mut a, &out, &mut ns, 1811);
+    assert!(
+        matches!(won.first(), Some(Out::TakeOver { epoch, .. }) if *epoch == e(3, 0)),
+        "{won:?}"
+    );
+    assert!(a.may_act(1812));
+}

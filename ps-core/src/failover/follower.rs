@@ -1,12 +1,13 @@
 //! A node's side of the embedded election: which scheduler it follows (the best epoch
 //! heard), when it took the active one's last message (its lease echo), the newest
 //! state sequence it saw, and its vote. A node votes for a candidate only when it has
-//! heard nothing from the scheduler it follows for the vote timeout, for a newer
-//! epoch owned by that candidate, and (unless it has been without a scheduler far
-//! longer) only for one holding every state the node saw; voting, it follows the
-//! candidate's epoch at once, fencing every older scheduler. So a node that took a
-//! message sent at `t` by the active scheduler votes for no one before `t` plus the
-//! timeout, which is what the active scheduler's lease ([`super::Lease`]) counts on.
+//! heard nothing from the scheduler it follows for the vote timeout (or the candidate
+//! is that scheduler itself, running again for a newer term), for a newer epoch owned
+//! by that candidate, and (unless it has been without a scheduler far longer) only
+//! for one holding every state the node saw; voting, it follows the candidate's epoch
+//! at once, fencing every older scheduler. So a node that took a message sent at `t`
+//! by the active scheduler votes for no other candidate before `t` plus the timeout,
+//! which is what the active scheduler's lease ([`super::Lease`]) counts on.
 
 use super::epoch::{candidate_key, Epoch};
 use super::terms::owner;
@@ -128,8 +129,11 @@ impl Follower {
     /// of `want` (holding state `seq`) before it campaigns: the answer of
     /// [`Follower::on_campaign`] without taking it (the node stays with the scheduler
     /// it follows, its term unchanged). A node that heard its scheduler within the
-    /// timeout refuses, so a candidate cut off with a minority never campaigns, and
-    /// never unseats an active scheduler a majority hears with a newer term.
+    /// timeout refuses any other candidate, so a candidate cut off with a minority
+    /// never campaigns, and never unseats an active scheduler a majority hears with a
+    /// newer term. The scheduler followed itself, running again for a newer term
+    /// (active, but without its lease: its answers to heartbeats still reach this
+    /// node), is not kept waiting: no other scheduler's lease rests on this node.
     /// A yes names `want` as its epoch (what the node would follow), a no the epoch
     /// the node follows.
     pub fn on_pre_campaign(&self, want: Epoch, seq: u64, now_ms: u64) -> Ballot {
@@ -148,7 +152,7 @@ impl Follower {
             && want > self.epoch
             && want.term > self.epoch.term
             && owner(want.term, self.n) == want.candidate as usize
-            && silence > self.timeout_ms
+            && (silence > self.timeout_ms || want.candidate == self.epoch.candidate)
             && fresh
     }
 
@@ -318,6 +322,24 @@ mod tests {
         assert_eq!(f.on_message(e(1, 0), 6, 1210, 1210), Heard::Current);
         // and a candidate missing state the node saw gets no yes either
         assert!(!f.on_pre_campaign(e(2, 1), 4, 2300).granted);
+    }
+
+    #[test]
+    fn the_scheduler_followed_running_again_gets_the_vote_at_once() {
+        let mut f = node();
+        // heard candidate 0 at 100; at 200 it runs again for term 3 (it lost its
+        // lease): yes, without waiting for its silence
+        assert!(f.on_pre_campaign(e(3, 0), 5, 200).granted);
+        // another candidate still waits for the timeout, and a candidate missing
+        // state the node saw still gets no vote
+        assert!(!f.on_pre_campaign(e(2, 1), 5, 200).granted);
+        assert!(!f.on_pre_campaign(e(3, 0), 4, 200).granted);
+        let b = f.on_campaign(e(3, 0), 5, 210, 220);
+        assert!(b.granted);
+        assert_eq!((f.epoch(), f.echo_ms()), (e(3, 0), 210));
+        // bound to it: another candidate waits a timeout after the vote
+        assert!(!f.on_campaign(e(4, 1), 5, 1000, 1000).granted);
+        assert!(f.on_campaign(e(4, 1), 5, 1300, 1300).granted);
     }
 
     #[test]

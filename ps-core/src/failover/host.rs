@@ -8,6 +8,10 @@ use std::io;
 pub trait Host {
     /// Milliseconds since the van was created (the clock every rule is fed).
     fn now_ms(&self) -> u64;
+    /// The Unix time now in milliseconds, for log lines (the van clock's).
+    fn unix_ms(&self) -> u64 {
+        crate::van::system_unix_ms()
+    }
     /// Sends `msg` to `msg.meta.recver` like any other message of the van (through
     /// the failover's gate and stamp, tracked by the resender when it is on).
     fn send(&self, msg: Message) -> io::Result<usize>;

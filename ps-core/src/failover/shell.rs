@@ -16,15 +16,10 @@ use crate::message::{Command, Message};
 use crate::node::SCHEDULER;
 use bytes::Bytes;
 use std::sync::atomic::Ordering;
-use std::time::{SystemTime, UNIX_EPOCH};
-
 /// The Unix time (ms) of the van clock's `at_ms`, read at van time `now_ms`: what
 /// the log lines of acting name, so that two schedulers' lines compare.
-fn unix_ms(at_ms: u64, now_ms: u64) -> u64 {
-    let wall = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64);
-    wall.saturating_sub(now_ms.saturating_sub(at_ms))
+fn unix_ms(host: &dyn Host, at_ms: u64, now_ms: u64) -> u64 {
+    host.unix_ms().saturating_sub(now_ms.saturating_sub(at_ms))
 }
 
 /// A scheduler candidate's failover state, read-only.
@@ -104,7 +99,7 @@ impl Failover {
             let now = host.now_ms();
             log::warn!(
                 "acting as the active scheduler under {e} since {} (Unix ms)",
-                unix_ms(now, now)
+                unix_ms(host, now, now)
             );
         }
         let me = self.is_scheduler.then_some(self.me);
@@ -339,11 +334,11 @@ impl Failover {
                 }
                 Out::StepDown(e) => log::warn!("{e} is active: this scheduler steps down"),
                 Out::Acting(e) => {
-                    log::warn!("acting as the active scheduler under {e} since {} (Unix ms)", unix_ms(now, now))
+                    log::warn!("acting as the active scheduler under {e} since {} (Unix ms)", unix_ms(host, now, now))
                 }
                 Out::Stopped { epoch, at_ms } => log::warn!(
                     "not acting under {epoch} since {} (Unix ms): no majority of the nodes echoed it within its lease, or it stepped down",
-                    unix_ms(at_ms, now)
+                    unix_ms(host, at_ms, now)
                 ),
             }
         }

@@ -70,15 +70,23 @@ impl Peers {
     /// The ids of `nodes` (a node table's entries, after [`Peers::fresh`]) whose
     /// process replaces one this node holds for the id and never heard declared dead
     /// (the table overtook the death notice): the earlier process is dead all the
-    /// same. Call before [`Peers::on_table`].
-    pub fn replaced(&self, nodes: &[Node]) -> Vec<i32> {
-        nodes
+    /// same, and is taken as declared dead here, as its notice would have made it
+    /// ([`Peers::dead_incarnation`] names it until [`Peers::on_table`] revives the
+    /// id). Call before [`Peers::on_table`].
+    pub fn on_replaced(&mut self, nodes: &[Node]) -> Vec<i32> {
+        let replaced: Vec<(i32, u64)> = nodes
             .iter()
             .filter(|n| n.id != crate::node::SCHEDULER && n.id != EMPTY_ID && !self.stale(n))
             .filter(|n| !self.dead.contains_key(&n.id))
-            .filter(|n| self.holders.get(&n.id).is_some_and(|&h| h != n.incarnation))
-            .map(|n| n.id)
-            .collect()
+            .filter_map(|n| {
+                let h = self.holders.get(&n.id).copied()?;
+                (h != n.incarnation).then_some((n.id, h))
+            })
+            .collect();
+        for &(id, earlier) in &replaced {
+            self.dead.insert(id, earlier);
+        }
+        replaced.into_iter().map(|(id, _)| id).collect()
     }
 
     /// Nodes from a (full or partial) node table. An id now held by another process
@@ -389,13 +397,24 @@ mod tests {
 
     #[test]
     fn a_replacement_whose_death_notice_was_overtaken_is_named() {
-        let p = cluster();
+        let mut p = cluster();
         // 9's holder 900 is replaced by 901 without a death notice; 8 is unchanged
-        assert_eq!(p.replaced(&[node(8, 800), node(9, 901)]), vec![9]);
+        let table = [node(8, 800), node(9, 901)];
+        assert_eq!(p.on_replaced(&table), vec![9]);
+        // the earlier process is dead as if its notice had come, until the table
+        // revives the id
+        assert_eq!(p.dead_incarnation(9), Some(900));
+        assert_eq!(p.dead_incarnation(8), None);
+        assert_eq!(p.on_table(&table), vec![9]);
+        assert_eq!(p.dead_incarnation(9), None);
+        assert_eq!(p.admit(&data(9, 900, 0), 800), Admit::FromTheDead);
+        assert_eq!(p.admit(&data(9, 901, 0), 800), Admit::Accept);
+        assert!(p.on_replaced(&table).is_empty(), "named once");
         let mut q = cluster();
         q.on_death(&[node(9, 900)], &node(11, 1100));
-        assert!(q.replaced(&[node(9, 901)]).is_empty(), "a known death is a revival");
-        assert!(p.replaced(&[node(42, 1)]).is_empty(), "a new id replaces nothing");
+        assert!(q.on_replaced(&[node(9, 901)]).is_empty(), "a known death is a revival");
+        assert_eq!(q.dead_incarnation(9), Some(900));
+        assert!(p.on_replaced(&[node(42, 1)]).is_empty(), "a new id replaces nothing");
     }
 
     #[test]

@@ -19,10 +19,10 @@ pub(crate) mod test_transport;
 pub mod transport;
 pub mod zmq;
 
-pub use clock::{Clock, WallClock};
+pub use clock::{system_unix_ms, Clock, WallClock};
 pub use error::VanError;
 pub use handler::VanHandler;
-pub use shell::{SchedulerWatch, Van};
+pub use shell::{SchedulerWatch, Van, TICK_EVERY};
 pub use stats::VanStats;
 pub use tcp::TcpTransport;
 pub use transport::{Deliver, PeerKind, Transport};

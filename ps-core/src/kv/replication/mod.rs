@@ -32,6 +32,9 @@ mod replica;
 mod shared;
 pub mod wire;
 
+#[cfg(test)]
+mod pending_tests;
+
 pub use dedup::{DedupWindow, Outcome, RequestId, DEDUP_CAP, DEDUP_WINDOW_MS};
 pub use holders::{dead_server_ranks, Holders};
 pub use range_copy::RangeCopy;

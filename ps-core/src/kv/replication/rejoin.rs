@@ -83,7 +83,7 @@ impl<V: Pod + Send + Sync> Shared<V> {
 
     /// A newcomer asks for a copy of a range this server holds: taken, sent and the
     /// newcomer made a forward target under the apply lock, so every push applied
-    /// later reaches it.
+    /// later reaches it. A range this server is still copying itself is not sent.
     pub(super) fn on_fetch(&self, msg: &Message) {
         let from = msg.meta.sender;
         let range = usize::try_from(msg.meta.range)
@@ -92,6 +92,15 @@ impl<V: Pod + Send + Sync> Shared<V> {
         let (Some(range), Some(rank)) = (range, id_to_rank(from)) else {
             return log::warn!("dropped a copy request from {from} for key range {}", msg.meta.range);
         };
+        // a replacement itself still copying the range holds none of it yet (two
+        // replacements at once may each take the other for a live holder): the
+        // newcomer asks again after FETCH_RETRY_MS, by when the copy is in
+        if self.catchup.lock().as_ref().is_some_and(|c| !c.copied(range)) {
+            return log::info!(
+                "server {}: key range {range} is still being copied here: server {rank} asks again",
+                self.me
+            );
+        }
         let mut a = self.applied.lock();
         let ids = a
             .dedup

@@ -1,7 +1,7 @@
 //! The van's background threads: heartbeats to the scheduler (re-registering when it
 //! falls silent) and the tick that drives the resender and the scheduler's timeouts.
 
-use super::{Van, MAX_RESENDS, POLL};
+use super::{Van, MAX_RESENDS, TICK_EVERY};
 use crate::node::SCHEDULER;
 use crate::protocol::resender::RECONNECT_AT;
 use std::sync::atomic::Ordering;
@@ -19,13 +19,13 @@ impl Van {
                 self.heartbeat_step(&mut watch);
                 next += interval;
             }
-            std::thread::sleep(POLL.min(interval));
+            std::thread::sleep(TICK_EVERY.min(interval));
         }
     }
 
     pub(super) fn ticking(self: Arc<Self>) {
         while !self.stop.load(Ordering::Relaxed) {
-            std::thread::sleep(POLL);
+            std::thread::sleep(TICK_EVERY);
             self.tick(self.now_ms());
         }
     }

@@ -14,6 +14,10 @@ impl Host for Van {
         Van::now_ms(self)
     }
 
+    fn unix_ms(&self) -> u64 {
+        self.clock.unix_ms()
+    }
+
     fn send(&self, msg: Message) -> io::Result<usize> {
         Van::send(self, msg)
     }

@@ -50,7 +50,9 @@ enum Pace {
 
 /// How many times the resender resends one message before giving up.
 pub const MAX_RESENDS: u32 = 10;
-const POLL: Duration = Duration::from_millis(20);
+/// The period of the van's tick ([`Van::tick`]: the resender, the scheduler's
+/// timeouts); the heartbeat thread wakes at it too.
+pub const TICK_EVERY: Duration = Duration::from_millis(20);
 
 /// The van of one process. Create with [`Van::new`], then [`Van::start`].
 pub struct Van {

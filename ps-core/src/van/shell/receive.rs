@@ -295,8 +295,10 @@ impl Van {
     pub(super) fn merge_table(&self, nodes: Vec<Node>) {
         // a process replacing one this node never heard declared dead (the table
         // overtook the death notice): the earlier one is dead all the same, and the
-        // new one is revived like a replacement of a dead node
-        let replaced = self.peers.read().replaced(&nodes);
+        // new one is revived like a replacement of a dead node (while the layer above
+        // hears of the death, the earlier process is the id's dead incarnation: a
+        // replica tells it from a newcomer by it)
+        let replaced = self.peers.write().on_replaced(&nodes);
         if !replaced.is_empty() {
             log::info!("replaced without a death notice heard: {replaced:?}");
             if let Some(h) = self.handler() {
