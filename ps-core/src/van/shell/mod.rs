@@ -8,7 +8,7 @@ use super::transport::{PeerKind, Transport};
 use super::zmq::ack::pslite_signature;
 use crate::config::Config;
 use crate::failover::{Epoch, Failover};
-use crate::message::Message;
+use crate::message::{Command, Message};
 use crate::node::{Node, Role, EMPTY_ID, SCHEDULER};
 use crate::protocol::peers::{Peers, TableVersion};
 use crate::protocol::resender::{needs_ack, signature, Resender};
@@ -310,6 +310,16 @@ impl Van {
     fn send_with(&self, mut msg: Message, pace: Pace) -> io::Result<usize> {
         {
             let me = self.me.read();
+            if obsolete_registration(&msg, me.id) {
+                // built before the scheduler's table gave this node its id, sent after:
+                // stamped with the id, it would register a node without one in a
+                // member's name (a standby would refuse it as forged)
+                log::debug!(
+                    "not sent: a registration without an id, now that this node is {}",
+                    me.id
+                );
+                return Ok(0);
+            }
             msg.meta.sender = me.id;
             msg.meta.incarnation = me.incarnation;
         }
@@ -403,4 +413,12 @@ impl Van {
         self.transport.close();
         log::debug!("{} stopped", self.my_node());
     }
+}
+
+/// Whether `msg` is an ADD_NODE registering this node without an id while this node,
+/// of id `me`, has one: a join attempt overtaken by the table that answered it.
+fn obsolete_registration(msg: &Message, me: i32) -> bool {
+    me != EMPTY_ID
+        && msg.meta.control.cmd == Command::AddNode
+        && matches!(msg.meta.control.nodes.as_slice(), [n] if n.id == EMPTY_ID)
 }

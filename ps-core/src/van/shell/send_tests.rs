@@ -40,3 +40,24 @@ fn a_broken_link_loses_a_tracked_message_and_fails_an_untracked_one() {
         "no link to that node at all: the caller is told"
     );
 }
+
+/// An ADD_NODE registering `van`'s node under `id`.
+fn registration(van: &Van, id: i32) -> Message {
+    let mut m = Message::control(SCHEDULER, Command::AddNode);
+    m.meta.control.nodes = vec![Node { id, ..van.my_node() }];
+    m
+}
+
+#[test]
+fn a_registration_without_an_id_is_not_sent_once_this_node_has_one() {
+    let van = Van::new(worker_config(&[]), Arc::new(Void { fail: None }));
+    assert!(van.send(registration(&van, EMPTY_ID)).unwrap() > 0, "joining: sent");
+    // the table arrived while a join attempt was on its way to the standbys: that
+    // attempt would name node 9 as its sender and register a node without an id
+    van.me.write().id = 9;
+    let sent = van.stats.sent_msgs.load(Ordering::Relaxed);
+    assert_eq!(van.send(registration(&van, EMPTY_ID)).unwrap(), 0);
+    assert_eq!(van.stats.sent_msgs.load(Ordering::Relaxed), sent, "nothing went out");
+    // a registration under its id (the scheduler fell silent) still goes
+    assert!(van.send(registration(&van, 9)).unwrap() > 0);
+}
