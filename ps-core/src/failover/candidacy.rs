@@ -791,3 +791,7 @@ impl Candidacy {
 #[cfg(test)]
 #[path = "candidacy_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "candidacy_safety_tests.rs"]
+mod safety_tests;

@@ -2,22 +2,28 @@ use super::*;
 use crate::failover::{Follower, Heard};
 use crate::node::Role as NodeRole;
 
-const T: Timing = Timing {
+pub(super) const T: Timing = Timing {
     timeout_ms: 1000,
     beat_ms: 200,
 };
 
-fn e(term: u64, candidate: u32) -> Epoch {
+pub(super) fn e(term: u64, candidate: u32) -> Epoch {
     Epoch { term, candidate }
 }
 
 /// Servers 8, 10 and workers 9, 11, 13: five voters.
-fn five() -> BTreeSet<i32> {
+pub(super) fn five() -> BTreeSet<i32> {
     voters(2, 3)
 }
 
 /// A formed node table of the five voters, as `SchedulerCore::export` makes it.
-fn table() -> Bytes {
+pub(super) fn table() -> Bytes {
+    Bytes::from(bincode::serialize(&membership(2, 3)).unwrap())
+}
+
+/// A formed membership of `servers` servers and `workers` workers, the node of
+/// registration `i` (servers first) being process `100 + i`.
+pub(super) fn membership(servers: usize, workers: usize) -> Membership {
     let sched = Node {
         role: NodeRole::Scheduler,
         id: 1,
@@ -27,17 +33,13 @@ fn table() -> Bytes {
         incarnation: 1,
         cert: 0,
     };
-    let mut m = Membership::new(2, 3, sched);
-    for (i, role) in [
-        NodeRole::Server,
-        NodeRole::Server,
-        NodeRole::Worker,
-        NodeRole::Worker,
-        NodeRole::Worker,
-    ]
-    .into_iter()
-    .enumerate()
-    {
+    let mut m = Membership::new(servers, workers, sched);
+    for i in 0..servers + workers {
+        let role = if i < servers {
+            NodeRole::Server
+        } else {
+            NodeRole::Worker
+        };
         m.add_node(Node {
             role,
             id: crate::node::EMPTY_ID,
@@ -49,7 +51,7 @@ fn table() -> Bytes {
         });
     }
     assert!(m.is_ready());
-    Bytes::from(bincode::serialize(&m).unwrap())
+    m
 }
 
 fn data(to: i32) -> Message {
@@ -58,7 +60,7 @@ fn data(to: i32) -> Message {
     m
 }
 
-fn sent(out: &[Out]) -> Vec<Message> {
+pub(super) fn sent(out: &[Out]) -> Vec<Message> {
     out.iter()
         .filter_map(|o| match o {
             Out::Send(m) => Some(m.clone()),
@@ -69,7 +71,7 @@ fn sent(out: &[Out]) -> Vec<Message> {
 
 /// The active candidate 0 of two, with a formed table, and its standby candidate 1
 /// holding it.
-fn pair() -> (Candidacy, Candidacy) {
+pub(super) fn pair() -> (Candidacy, Candidacy) {
     let mut a = Candidacy::new(0, 2, false, five(), T, 0);
     let mut b = Candidacy::new(1, 2, true, five(), T, 0);
     assert_eq!(a.epoch(), e(1, 0));

@@ -343,6 +343,23 @@ mod tests {
     }
 
     #[test]
+    #[ignore = "fails: the immediate vote goes to any candidate of the epoch followed"]
+    fn the_immediate_vote_goes_only_to_the_scheduler_last_heard() {
+        // a node that never heard a scheduler waits the timeout even for the one it
+        // expects first
+        let f = Follower::new(0, 2, 1000, 0);
+        assert!(!f.on_pre_campaign(e(1, 0), 0, 10).granted);
+        assert!(f.on_pre_campaign(e(1, 0), 0, 1001).granted);
+        // a node that voted for candidate 0's term 3 and never heard it win is bound
+        // for one timeout, to candidate 0's next campaigns too
+        let mut g = node();
+        assert!(g.on_campaign(e(3, 0), 5, 1200, 1200).granted);
+        assert!(!g.on_pre_campaign(e(5, 0), 5, 1300).granted);
+        assert!(!g.on_campaign(e(5, 0), 5, 1300, 1300).granted);
+        assert!(g.on_campaign(e(5, 0), 5, 2201, 2201).granted);
+    }
+
+    #[test]
     fn a_term_belongs_to_one_candidate_and_must_be_newer() {
         let mut f = node();
         assert!(
