@@ -32,9 +32,7 @@ fn core(m: &Membership) -> Bytes {
 
 /// Node `n`'s heartbeat reaches candidate `c` at `now`.
 fn heartbeat(c: &mut Candidacy, n: &N, now: u64) -> Vec<Out> {
-    let alive = bincode::deserialize::<Membership>(c.core())
-        .is_ok_and(|m| m.get(n.id).is_some_and(|h| h.incarnation == n.inc) && !m.dead().contains(&n.id));
-    c.on_heartbeat(n.id, alive, n.f.epoch(), n.f.seen_seq(), n.f.echo_ms(), now)
+    c.on_heartbeat(n.id, n.inc, n.f.epoch(), n.f.seen_seq(), n.f.echo_ms(), now)
 }
 
 /// Node `n` heartbeats to the scheduler its link points to; if that one is the
@@ -72,7 +70,7 @@ fn campaign(c: &mut Candidacy, out: &[Out], nodes: &mut [N], now: u64) -> Vec<Ou
             } else {
                 n.f.on_campaign(want, ctl.seq, ctl.lease_ms, now)
             };
-            let outs = c.on_vote(n.id, b.granted, b.epoch, b.seen_seq, pre, now);
+            let outs = c.on_vote(n.id, n.inc, b.granted, b.epoch, b.seen_seq, pre, now);
             if pre {
                 next.extend(
                     sent(&outs)
@@ -98,7 +96,6 @@ fn assert_one_acts(cs: &[&Candidacy], t: u64) {
 /// active S must not count X' towards its lease while C may count X's old process
 /// towards a majority: the two majorities would share the id but no process.
 #[test]
-#[ignore = "fails: a replaced id lends its vote to two majorities"]
 fn a_replacement_is_not_counted_while_a_candidate_may_count_the_process_it_replaced() {
     let (s, c) = pair();
     let mut cs = [s, c];
@@ -175,7 +172,6 @@ fn a_replacement_is_not_counted_while_a_candidate_may_count_the_process_it_repla
 /// for a newer term never takes an older one back, so B never holds its lease again
 /// once A's votes were cast.
 #[test]
-#[ignore = "fails: a stale message takes nodes back to an older term"]
 fn a_stale_message_never_takes_a_node_back_to_an_older_term() {
     let m3 = membership(2, 1);
     let v3 = voters(2, 1);
