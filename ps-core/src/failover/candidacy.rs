@@ -461,6 +461,15 @@ impl Candidacy {
             .collect()
     }
 
+    /// The voter id the table held names process `incarnation` for (none for a
+    /// process without an incarnation).
+    fn id_of(&self, incarnation: u64) -> Option<i32> {
+        if incarnation == 0 {
+            return None;
+        }
+        self.roster.iter().find(|(_, &i)| i == incarnation).map(|(&id, _)| id)
+    }
+
     /// True when process `incarnation` of voter `id` counts towards a lease or a
     /// campaign: the table names it, and it replaced no process another candidate
     /// may still count.
@@ -565,8 +574,8 @@ impl Candidacy {
                     self.core = msg.data.first().cloned().unwrap_or_default();
                     self.app = msg.data.get(1).cloned().unwrap_or_default();
                     self.roster = self.roster_of(&self.core);
-                    // (a state without the set, from an older sender: every id of
-                    // the table is taken as settled, as that sender did)
+                    // (the ids not settled yet come with the state; a state
+                    // without them settles every id)
                     self.unsettled = msg
                         .data
                         .get(2)
@@ -653,6 +662,14 @@ impl Candidacy {
         now_ms: u64,
     ) -> Vec<Out> {
         self.seen_seq = self.seen_seq.max(seen_seq);
+        // a process that took a dead node's id but has not heard so (the answer to its
+        // registration waits for an acting scheduler) answers without an id: it is the
+        // process the table names for that id
+        let id = if self.voters.contains(&id) {
+            id
+        } else {
+            self.id_of(incarnation).unwrap_or(id)
+        };
         if granted && !self.counts(id, incarnation) {
             // (a process the table does not name, or a replacement not settled yet)
             return Vec::new();
@@ -735,9 +752,9 @@ impl Candidacy {
         out.extend(self.acting_change(now_ms));
         // every node hears the result at once, from the winner: it follows it from
         // now on (a node that voted is bound to it only for a timeout, and the table
-        // may take longer to reach it); those declared dead too, whose votes may have
-        // made the majority
-        for node in self.table_voters() {
+        // may take longer to reach it). Not those declared dead: the scheduler tells
+        // them so at their next heartbeat, and they stop
+        for node in self.table_voters(true) {
             let mut m = Message::control(node.id, Command::Heartbeat);
             self.stamp(&mut m, now_ms);
             m.meta.control.seq = self.committed(now_ms);
@@ -806,7 +823,7 @@ impl Candidacy {
     /// let their replacements in.
     fn ask(&mut self, epoch: Epoch, pre: bool, now_ms: u64) -> Vec<Out> {
         let mut out = Vec::new();
-        for node in self.table_voters() {
+        for node in self.table_voters(false) {
             let mut m = Message::control(node.id, Command::Campaign);
             m.meta.request = pre;
             let c = &mut m.meta.control;
@@ -825,15 +842,16 @@ impl Candidacy {
         out
     }
 
-    /// The voters of the node table held, those declared dead too.
-    fn table_voters(&self) -> Vec<Node> {
+    /// The voters of the node table held (`alive`: only those not declared dead).
+    fn table_voters(&self, alive: bool) -> Vec<Node> {
         let Ok(table) = bincode::deserialize::<Membership>(&self.core) else {
             return Vec::new();
         };
+        let dead = table.dead().clone();
         table
             .table()
             .into_iter()
-            .filter(|n| self.voters.contains(&n.id))
+            .filter(|n| self.voters.contains(&n.id) && !(alive && dead.contains(&n.id)))
             .collect()
     }
 

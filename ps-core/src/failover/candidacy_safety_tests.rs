@@ -2,9 +2,9 @@
 //! partitions, stalled streams and replaced processes, with explicit times and
 //! messages; at every step no two candidates may act.
 
-use super::tests::{e, membership, pair, sent, table, T};
+use super::tests::{e, inc, membership, pair, sent, table, T};
 use super::*;
-use crate::failover::Follower;
+use crate::failover::{Follower, Heard};
 use crate::node::{Role as NodeRole, EMPTY_ID};
 use crate::protocol::membership::Join;
 
@@ -238,4 +238,98 @@ fn a_stale_message_never_takes_a_node_back_to_an_older_term() {
         assert_one_acts(&[&cs[0], &cs[1]], t);
     }
     assert!(cs[0].may_act(5990), "A holds its lease once 8 and 9 heard it");
+}
+
+/// The active replaces X (13) by a new process: that process counts towards the
+/// lease only once the standby holds the table naming it, or once a majority of the
+/// settled nodes reported seeing that table's state; the set of ids not settled yet
+/// travels to the standby with the state.
+#[test]
+fn a_replacement_counts_once_every_standby_or_a_majority_holds_its_table() {
+    for by_reports in [false, true] {
+        let (mut s, mut c) = pair();
+        let mut m: Membership = bincode::deserialize(&table()).unwrap();
+        assert!(m.mark_dead(13).is_some());
+        let x2 = Node {
+            role: NodeRole::Worker,
+            id: EMPTY_ID,
+            hostname: "h".into(),
+            port: 99,
+            is_recovery: false,
+            incarnation: 999,
+            cert: 0,
+        };
+        assert!(matches!(m.add_node(x2), Join::Replaced { .. }));
+        let sync = sent(&s.replicate(Some(core(&m)), None, 100).unwrap());
+        assert_eq!(s.unsettled.get(&13), Some(&2));
+        // 8, 9 and the new process echo a message sent at 850: not a lease yet
+        let echo = |s: &mut Candidacy, id, inc, seen| s.on_heartbeat(id, inc, e(1, 0), seen, 850, 900);
+        echo(&mut s, 8, inc(8), 1);
+        echo(&mut s, 9, inc(9), 1);
+        echo(&mut s, 13, 999, 2);
+        assert!(!s.may_act(900), "the new process does not count yet");
+        if by_reports {
+            // 8, 9 and 10 saw state 2 (10's echo is old)
+            s.on_heartbeat(10, inc(10), e(1, 0), 2, 100, 900);
+            echo(&mut s, 8, inc(8), 2);
+            echo(&mut s, 9, inc(9), 2);
+        } else {
+            for ack in sent(&c.on_peer(&sync[0], 901)) {
+                s.on_peer(&ack, 902);
+            }
+            assert_eq!(c.unsettled.get(&13), Some(&2), "the standby holds the set");
+        }
+        assert!(s.unsettled.is_empty(), "settled ({by_reports})");
+        echo(&mut s, 13, 999, 2);
+        assert!(s.may_act(903), "8, 9 and the new process hold the lease ({by_reports})");
+        // the process it replaced counts for nothing now
+        assert!(s.counts(13, 999) && !s.counts(13, inc(13)));
+    }
+}
+
+/// A node that voted for a campaign that did not win fences the active scheduler's
+/// messages for good; the active one, holding its lease, hears its heartbeat name
+/// the newer term and runs again: the nodes that hear it vote at once, and that
+/// node follows it again.
+#[test]
+fn an_active_holding_its_lease_runs_again_when_a_node_follows_a_newer_term() {
+    let (s, c) = pair();
+    let mut cs = [s, c];
+    let m: Membership = bincode::deserialize(&table()).unwrap();
+    let mut ns = procs(&m, &[8, 9, 10, 11, 13]);
+    for t in [300, 500] {
+        for n in ns.iter_mut() {
+            beat(&mut cs, n, t);
+        }
+    }
+    // node 8 hears the active no more; the others do
+    for t in (700..=1500).step_by(200) {
+        for n in ns.iter_mut().skip(1) {
+            beat(&mut cs, n, t);
+        }
+    }
+    // 8 votes for the standby's term 2, whose campaign gets no majority
+    assert!(ns[0].f.on_campaign(e(2, 1), 1, 1505, 1510).granted);
+    assert_eq!(ns[0].f.on_message(e(1, 0), 1, 1510, 1515), Heard::Fenced);
+    assert!(cs[0].may_act(1520));
+    let out = heartbeat(&mut cs[0], &ns[0], 1520);
+    assert!(cs[0].is_campaigning(), "{out:?}");
+    let won = campaign(&mut cs[0], &out, &mut ns[1..], 1520);
+    assert!(
+        matches!(won.first(), Some(Out::TakeOver { epoch, .. }) if *epoch == e(3, 0)),
+        "{won:?}"
+    );
+    let told = sent(&won)
+        .into_iter()
+        .find(|m| m.meta.control.cmd == Command::Heartbeat && m.meta.recver == 8)
+        .unwrap();
+    let ctl = &told.meta.control;
+    assert!(matches!(
+        ns[0]
+            .f
+            .on_message(e(ctl.term, ctl.candidate), ctl.seq, ctl.lease_ms, 1525),
+        Heard::Switched { .. }
+    ));
+    assert_eq!((ns[0].f.epoch(), ns[0].f.heard_active()), (e(3, 0), 0));
+    assert!(cs[0].may_act(1530));
 }
