@@ -159,6 +159,13 @@ fn standby_takes_over_jobs(election: &[(&str, &str)]) -> (u64, u64) {
     let base = api.until(&c, LIMIT, &clean, "done", |j| j["state"] == "done")["accuracy"]
         .as_f64()
         .unwrap();
+    // nothing the nodes sent the standby while the cluster formed and ran a job was
+    // refused (a member's message taken as forged)
+    let log = c.procs[standby].stderr();
+    assert!(
+        !log.contains("dropped a message"),
+        "the standby refused a message\n{log}"
+    );
     let id = api.submit(&train_args(&train, &test, "softmax", "4"));
     api.until(&c, LIMIT, &id, "progress", |j| j["progress"].as_f64().unwrap() > 0.3);
     // an inference job over the clean model, killed mid-way with the training job

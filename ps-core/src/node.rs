@@ -118,6 +118,21 @@ pub fn id_to_rank(id: i32) -> Option<usize> {
     }
 }
 
+/// A node of `role` and `id` at 127.0.0.1 (port 1000 + id) run by process
+/// `incarnation`, for tests.
+#[cfg(test)]
+pub(crate) fn test_node(role: Role, id: i32, incarnation: u64) -> Node {
+    Node {
+        role,
+        id,
+        hostname: "127.0.0.1".into(),
+        port: 1000 + id as u16,
+        is_recovery: false,
+        incarnation,
+        cert: 0,
+    }
+}
+
 /// The role of a node id (not a group id).
 pub fn id_role(id: i32) -> Option<Role> {
     match id {

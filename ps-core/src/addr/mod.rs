@@ -8,13 +8,16 @@
 //! - bound: `DMLC_BIND_HOST`, else the advertised address when it is one of this host's
 //!   addresses, else the wildcard (`0.0.0.0`, or `::` for IPv6) — so a node behind NAT
 //!   that advertises a public name binds every local interface;
-//! - every name must resolve, and a node may not advertise a loopback address to a
-//!   scheduler that is on another host.
+//! - every name must resolve (within [`patient::RESOLVE_PATIENCE`]: a container's or
+//!   pod's name can resolve only some time after it started), and a node may not
+//!   advertise a loopback address to a scheduler that is on another host.
 //!
 //! [`plan`] decides from the variables and a [`HostLookup`]; [`system::SystemLookup`]
-//! asks the operating system.
+//! asks the operating system, through [`patient::Patient`] when a node reads its
+//! configuration.
 
 mod host;
+pub mod patient;
 mod plan;
 pub mod system;
 

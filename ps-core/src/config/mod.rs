@@ -13,7 +13,7 @@ pub use error::ConfigError;
 pub use security::{LimitError, Limits, Security};
 pub use shm::{ShmConfig, DEFAULT_MIN_BYTES, DEFAULT_REGION_MB, REGION_MB_RANGE};
 
-use crate::addr::{self, system::SystemLookup, AddrVars, HostLookup};
+use crate::addr::{self, patient::Patient, patient::RESOLVE_PATIENCE, system::SystemLookup, AddrVars, HostLookup};
 use crate::node::Role;
 use std::collections::HashMap;
 use std::time::Duration;
@@ -131,9 +131,10 @@ impl Config {
     }
 
     /// Reads and validates the configuration from a variable map, resolving host names
-    /// and routes through the operating system.
+    /// and routes through the operating system (a name that does not resolve is asked
+    /// again for up to [`RESOLVE_PATIENCE`]).
     pub fn from_vars(vars: &HashMap<String, String>) -> Result<Config, ConfigError> {
-        Config::from_vars_with(vars, &SystemLookup)
+        Config::from_vars_with(vars, &Patient::new(SystemLookup, RESOLVE_PATIENCE))
     }
 
     /// Reads and validates the configuration from a variable map, asking `lookup` about

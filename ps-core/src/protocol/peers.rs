@@ -228,15 +228,8 @@ mod tests {
     use crate::node::Role;
 
     fn node(id: i32, incarnation: u64) -> Node {
-        Node {
-            role: if id % 2 == 0 { Role::Server } else { Role::Worker },
-            id,
-            hostname: "127.0.0.1".into(),
-            port: 1000 + id as u16,
-            is_recovery: false,
-            incarnation,
-            cert: 0,
-        }
+        let role = if id % 2 == 0 { Role::Server } else { Role::Worker };
+        crate::node::test_node(role, id, incarnation)
     }
 
     fn data(sender: i32, incarnation: u64, recver_incarnation: u64) -> Meta {

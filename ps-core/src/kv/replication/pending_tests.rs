@@ -7,21 +7,9 @@ use super::acks::AckTable;
 use super::catchup::Joiners;
 use super::dedup::{DedupWindow, Outcome, RequestId};
 use super::holders::dead_server_ranks;
-use crate::node::{server_rank_to_id, worker_rank_to_id, Node, Role};
+use crate::node::{server_rank_to_id, test_node as node, worker_rank_to_id, Node, Role};
 use crate::protocol::peers::Peers;
 use std::collections::BTreeSet;
-
-fn node(role: Role, id: i32, incarnation: u64) -> Node {
-    Node {
-        role,
-        id,
-        hostname: "127.0.0.1".into(),
-        port: 1000 + id as u16,
-        is_recovery: false,
-        incarnation,
-        cert: 0,
-    }
-}
 
 /// Server 0 (the primary of range 0, id 8) and its replica, server 1 (id 10).
 const ME: usize = 0;
