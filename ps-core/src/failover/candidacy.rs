@@ -15,7 +15,25 @@
 //! hearing the scheduler it follows, and then fences every older epoch. Any two
 //! majorities share a node, so the new active one's votes come only after the old
 //! one's lease ran out (a node votes at once only for a newer term of the scheduler it
-//! follows, which stopped acting before it asked). Why a node's answer is never lost with the active scheduler:
+//! follows, which stopped acting before it asked, and only from a node that took
+//! its last message from that scheduler and did not vote since). The shared node
+//! must be one process: votes and echoes count only from the process (incarnation)
+//! the counting candidate's node table holds for the id, those declared dead but not
+//! replaced included (campaigns ask them too: a declaration judges a silence, and a
+//! scheduler that declared a majority dead must be able to win again to let their
+//! replacements in). A process that took a replaced one's id counts for nothing
+//! until no candidate can count the process it replaced any more: every other
+//! candidate acknowledged a state naming the new process, or a majority of the
+//! voters' settled processes reported seeing such a state (a node votes for no
+//! candidate holding less state than it saw, so a candidate still naming the old
+//! process finds no majority; this second way does not hold past
+//! [`super::follower::STALE_VOTE_TIMEOUTS`], when nodes vote for older state). The
+//! set of ids not settled yet travels with the state to the standbys. The epoch a
+//! node follows never goes back ([`super::Follower`]): once a majority voted for a
+//! newer term, the older scheduler can never hold its lease again. An active
+//! scheduler holding its lease that hears a node follow a newer term (bound to a
+//! campaign that did not win, it fences this scheduler's messages) runs for a newer
+//! term at once, so that node follows it again. Why a node's answer is never lost with the active scheduler:
 //! it leaves only once every standby heard within the standby timeout holds the state
 //! it was decided on, and a standby that missed some (silent past that timeout) gets
 //! no vote from a node that saw newer state, until it caught up or, after
@@ -32,6 +50,11 @@ use crate::node::{server_rank_to_id, worker_rank_to_id, Node};
 use crate::protocol::membership::Membership;
 use bytes::Bytes;
 use std::collections::{BTreeMap, BTreeSet};
+
+/// Voter ids whose process the node table replaced, with the state sequence that
+/// named the new process first: their new process counts towards no lease or
+/// campaign until settled.
+type Unsettled = BTreeMap<i32, u64>;
 
 /// The election's clock settings.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -156,6 +179,13 @@ pub struct Candidacy {
     acting_since_ms: u64,
     /// The process (incarnation) of each voter a link was opened to.
     linked: BTreeMap<i32, u64>,
+    /// The process (incarnation) the node table held names for each voter id: the
+    /// only one whose votes and echoes count.
+    roster: BTreeMap<i32, u64>,
+    /// Ids whose new process does not count yet (see the module docs).
+    unsettled: Unsettled,
+    /// The newest state each voter's process reported seeing (active only).
+    reports: BTreeMap<i32, u64>,
     lease_lost_ms: u64,
     outbox: Outbox<Message>,
     next_beat_ms: u64,
@@ -194,6 +224,9 @@ impl Candidacy {
             acting: (!standby).then_some(epoch),
             acting_since_ms: now_ms,
             linked: BTreeMap::new(),
+            roster: BTreeMap::new(),
+            unsettled: Unsettled::new(),
+            reports: BTreeMap::new(),
             lease_lost_ms: now_ms,
             outbox: Outbox::new((0..n).filter(|&i| i != me), timing.standby_live_ms(), now_ms),
             next_beat_ms: now_ms,
@@ -374,6 +407,16 @@ impl Candidacy {
                 // took its table and a vote timeout passed, so the lease starts now
                 self.grace_until_ms = now_ms + self.timing.lease_ms();
             }
+            let roster = self.roster_of(&c);
+            if self.formed() {
+                for (id, inc) in &roster {
+                    if self.roster.get(id) != Some(inc) {
+                        self.unsettled.insert(*id, self.seq + 1);
+                        self.reports.remove(id);
+                    }
+                }
+            }
+            self.roster = roster;
             self.core = c;
         }
         if let Some(a) = app {
@@ -400,8 +443,57 @@ impl Candidacy {
         c.origin = self.me as u32;
         c.seq = self.seq;
         c.lease_ms = now_ms;
-        m.data = vec![self.core.clone(), self.app.clone()];
+        let unsettled = bincode::serialize(&self.unsettled).unwrap_or_default();
+        m.data = vec![self.core.clone(), self.app.clone(), Bytes::from(unsettled)];
         m
+    }
+
+    /// The process each voter id has in node table `core`.
+    fn roster_of(&self, core: &Bytes) -> BTreeMap<i32, u64> {
+        let Ok(table) = bincode::deserialize::<Membership>(core) else {
+            return BTreeMap::new();
+        };
+        table
+            .table()
+            .into_iter()
+            .filter(|n| self.voters.contains(&n.id))
+            .map(|n| (n.id, n.incarnation))
+            .collect()
+    }
+
+    /// The voter id the table held names process `incarnation` for (none for a
+    /// process without an incarnation).
+    fn id_of(&self, incarnation: u64) -> Option<i32> {
+        if incarnation == 0 {
+            return None;
+        }
+        self.roster.iter().find(|(_, &i)| i == incarnation).map(|(&id, _)| id)
+    }
+
+    /// True when process `incarnation` of voter `id` counts towards a lease or a
+    /// campaign: the table names it, and it replaced no process another candidate
+    /// may still count.
+    fn counts(&self, id: i32, incarnation: u64) -> bool {
+        self.roster.get(&id) == Some(&incarnation) && !self.unsettled.contains_key(&id)
+    }
+
+    /// Active only: settles every replacement no candidate can count the replaced
+    /// process of any more (see the module docs).
+    fn settle(&mut self) {
+        if self.unsettled.is_empty() || !self.is_active() {
+            return;
+        }
+        let all = self.outbox.acked_by_all();
+        let need = self.lease.need();
+        let reports = &self.reports;
+        let pending: BTreeSet<i32> = self.unsettled.keys().copied().collect();
+        self.unsettled.retain(|_, since| {
+            let seen = reports
+                .iter()
+                .filter(|(id, s)| !pending.contains(id) && **s >= *since)
+                .count();
+            all < *since && seen < need
+        });
     }
 
     fn peer_beat(&self, to: usize, ask: bool, now_ms: u64) -> Message {
@@ -481,6 +573,14 @@ impl Candidacy {
                     self.seq = c.seq;
                     self.core = msg.data.first().cloned().unwrap_or_default();
                     self.app = msg.data.get(1).cloned().unwrap_or_default();
+                    self.roster = self.roster_of(&self.core);
+                    // (the ids not settled yet come with the state; a state
+                    // without them settles every id)
+                    self.unsettled = msg
+                        .data
+                        .get(2)
+                        .and_then(|b| bincode::deserialize(b).ok())
+                        .unwrap_or_default();
                 }
                 out.push(Out::Send(self.peer_beat(origin, false, now_ms)));
             }
@@ -488,6 +588,7 @@ impl Candidacy {
                 out.extend(self.follow(from, Some(origin), now_ms));
                 if self.is_active() && from == self.epoch {
                     self.outbox.on_ack(origin, c.seq, now_ms);
+                    self.settle();
                     out.extend(self.release(now_ms));
                 }
                 if msg.meta.request {
@@ -503,30 +604,41 @@ impl Candidacy {
         out
     }
 
-    /// A heartbeat from node `id` (`alive`: its process is the one the table holds and
-    /// not declared dead) that follows `epoch`, saw state `seen_seq`, and took a
-    /// message sent at `echo_ms` from the scheduler it follows.
+    /// A heartbeat from process `incarnation` of node `id` that follows `epoch`, saw
+    /// state `seen_seq`, and took a message sent at `echo_ms` from the scheduler it
+    /// follows.
     pub fn on_heartbeat(
         &mut self,
         id: i32,
-        alive: bool,
+        incarnation: u64,
         epoch: Epoch,
         seen_seq: u64,
         echo_ms: u64,
         now_ms: u64,
     ) -> Vec<Out> {
         self.seen_seq = self.seen_seq.max(seen_seq);
+        if self.is_active() && self.roster.get(&id) == Some(&incarnation) {
+            let r = self.reports.entry(id).or_insert(seen_seq);
+            *r = (*r).max(seen_seq);
+            self.settle();
+        }
         let out = if self.is_active() && self.may_act(now_ms) {
             // a node that voted in a campaign that has not won (cut off with a
             // minority, say) does not unseat an active scheduler a majority hears:
-            // only a candidate's word does, or the lease running out
+            // only a candidate's word does, or the lease running out. It fences this
+            // scheduler's messages from now on: this scheduler runs for a newer term
+            // (the nodes that hear it vote at once), which that node follows again.
             self.known_term = self.known_term.max(epoch.term);
-            Vec::new()
+            if epoch.term > self.epoch.term {
+                self.campaign(now_ms)
+            } else {
+                Vec::new()
+            }
         } else {
             self.follow(epoch, None, now_ms)
         };
         let mut out = out;
-        if self.is_active() && epoch == self.epoch && alive {
+        if self.is_active() && epoch == self.epoch && self.counts(id, incarnation) {
             // a lease that ran out since the last look is a spell without acting, even
             // if this echo makes it hold again
             out.extend(self.acting_change(now_ms));
@@ -536,9 +648,32 @@ impl Candidacy {
         out
     }
 
-    /// Node `id`'s answer to this candidate's campaign (`pre`: to its pre-vote).
-    pub fn on_vote(&mut self, id: i32, granted: bool, epoch: Epoch, seen_seq: u64, pre: bool, now_ms: u64) -> Vec<Out> {
+    /// The answer of process `incarnation` of node `id` to this candidate's campaign
+    /// (`pre`: to its pre-vote).
+    #[allow(clippy::too_many_arguments)]
+    pub fn on_vote(
+        &mut self,
+        id: i32,
+        incarnation: u64,
+        granted: bool,
+        epoch: Epoch,
+        seen_seq: u64,
+        pre: bool,
+        now_ms: u64,
+    ) -> Vec<Out> {
         self.seen_seq = self.seen_seq.max(seen_seq);
+        // a process that took a dead node's id but has not heard so (the answer to its
+        // registration waits for an acting scheduler) answers without an id: it is the
+        // process the table names for that id
+        let id = if self.voters.contains(&id) {
+            id
+        } else {
+            self.id_of(incarnation).unwrap_or(id)
+        };
+        if granted && !self.counts(id, incarnation) {
+            // (a process the table does not name, or a replacement not settled yet)
+            return Vec::new();
+        }
         if pre && granted {
             // (a yes names the term asked for, which is no term anyone took)
             return self.on_pre_grant(id, epoch, now_ms);
@@ -604,6 +739,7 @@ impl Candidacy {
             self.lease.on_echo(g, sent_ms);
         }
         self.outbox = Outbox::new(self.others(), self.timing.standby_live_ms(), now_ms);
+        self.reports.clear();
         // nodes saw up to `seen_seq`: the states from here on are newer than anything
         // any earlier active scheduler told them
         self.seq = self.seq.max(self.seen_seq) + 1;
@@ -616,7 +752,8 @@ impl Candidacy {
         out.extend(self.acting_change(now_ms));
         // every node hears the result at once, from the winner: it follows it from
         // now on (a node that voted is bound to it only for a timeout, and the table
-        // may take longer to reach it)
+        // may take longer to reach it). Not those declared dead: the scheduler tells
+        // them so at their next heartbeat, and they stop
         for node in self.table_voters(true) {
             let mut m = Message::control(node.id, Command::Heartbeat);
             self.stamp(&mut m, now_ms);
@@ -791,3 +928,7 @@ impl Candidacy {
 #[cfg(test)]
 #[path = "candidacy_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "candidacy_safety_tests.rs"]
+mod safety_tests;

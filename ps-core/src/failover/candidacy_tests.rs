@@ -2,22 +2,33 @@ use super::*;
 use crate::failover::{Follower, Heard};
 use crate::node::Role as NodeRole;
 
-const T: Timing = Timing {
+pub(super) const T: Timing = Timing {
     timeout_ms: 1000,
     beat_ms: 200,
 };
 
-fn e(term: u64, candidate: u32) -> Epoch {
+pub(super) fn e(term: u64, candidate: u32) -> Epoch {
     Epoch { term, candidate }
 }
 
 /// Servers 8, 10 and workers 9, 11, 13: five voters.
-fn five() -> BTreeSet<i32> {
+pub(super) fn five() -> BTreeSet<i32> {
     voters(2, 3)
 }
 
 /// A formed node table of the five voters, as `SchedulerCore::export` makes it.
-fn table() -> Bytes {
+pub(super) fn table() -> Bytes {
+    Bytes::from(bincode::serialize(&membership(2, 3)).unwrap())
+}
+
+/// The process the table of [`table`] names for voter `id`.
+pub(super) fn inc(id: i32) -> u64 {
+    membership(2, 3).get(id).unwrap().incarnation
+}
+
+/// A formed membership of `servers` servers and `workers` workers, the node of
+/// registration `i` (servers first) being process `100 + i`.
+pub(super) fn membership(servers: usize, workers: usize) -> Membership {
     let sched = Node {
         role: NodeRole::Scheduler,
         id: 1,
@@ -27,17 +38,13 @@ fn table() -> Bytes {
         incarnation: 1,
         cert: 0,
     };
-    let mut m = Membership::new(2, 3, sched);
-    for (i, role) in [
-        NodeRole::Server,
-        NodeRole::Server,
-        NodeRole::Worker,
-        NodeRole::Worker,
-        NodeRole::Worker,
-    ]
-    .into_iter()
-    .enumerate()
-    {
+    let mut m = Membership::new(servers, workers, sched);
+    for i in 0..servers + workers {
+        let role = if i < servers {
+            NodeRole::Server
+        } else {
+            NodeRole::Worker
+        };
         m.add_node(Node {
             role,
             id: crate::node::EMPTY_ID,
@@ -49,7 +56,7 @@ fn table() -> Bytes {
         });
     }
     assert!(m.is_ready());
-    Bytes::from(bincode::serialize(&m).unwrap())
+    m
 }
 
 fn data(to: i32) -> Message {
@@ -58,7 +65,7 @@ fn data(to: i32) -> Message {
     m
 }
 
-fn sent(out: &[Out]) -> Vec<Message> {
+pub(super) fn sent(out: &[Out]) -> Vec<Message> {
     out.iter()
         .filter_map(|o| match o {
             Out::Send(m) => Some(m.clone()),
@@ -69,7 +76,7 @@ fn sent(out: &[Out]) -> Vec<Message> {
 
 /// The active candidate 0 of two, with a formed table, and its standby candidate 1
 /// holding it.
-fn pair() -> (Candidacy, Candidacy) {
+pub(super) fn pair() -> (Candidacy, Candidacy) {
     let mut a = Candidacy::new(0, 2, false, five(), T, 0);
     let mut b = Candidacy::new(1, 2, true, five(), T, 0);
     assert_eq!(a.epoch(), e(1, 0));
@@ -115,13 +122,14 @@ fn the_lease_needs_a_majority_of_fresh_echoes() {
     assert!(a.may_act(809));
     assert!(!a.may_act(810));
     for id in [8, 9] {
-        a.on_heartbeat(id, true, e(1, 0), 1, 700, 750);
+        a.on_heartbeat(id, inc(id), e(1, 0), 1, 700, 750);
     }
     assert!(!a.may_act(811), "two of five");
-    // an echo from a node following another epoch, or declared dead, does not count
-    a.on_heartbeat(10, false, e(1, 0), 1, 700, 760);
+    // an echo from a node following another epoch, or from a process the table does
+    // not name, does not count
+    a.on_heartbeat(10, 7, e(1, 0), 1, 700, 760);
     assert!(!a.may_act(811));
-    a.on_heartbeat(10, true, e(1, 0), 1, 700, 760);
+    a.on_heartbeat(10, inc(10), e(1, 0), 1, 700, 760);
     assert!(a.may_act(811) && a.may_act(1499) && !a.may_act(1500));
     // a lost lease holds acts back; regained, they leave and liveness restarts
     let out = a.tick(1500);
@@ -132,7 +140,7 @@ fn the_lease_needs_a_majority_of_fresh_echoes() {
     assert!(a.outgoing(data(9), 1501).is_none());
     let mut regained = Vec::new();
     for id in [8, 9, 10] {
-        regained.extend(a.on_heartbeat(id, true, e(1, 0), 1, 1600, 1650));
+        regained.extend(a.on_heartbeat(id, inc(id), e(1, 0), 1, 1600, 1650));
     }
     assert_eq!(
         regained,
@@ -180,7 +188,7 @@ fn elect(c: &mut Candidacy, out: &[Out], nodes: &mut [(i32, Follower)], now: u64
             } else {
                 f.on_campaign(want, ctl.seq, ctl.lease_ms, now)
             };
-            let outs = c.on_vote(*id, b.granted, b.epoch, b.seen_seq, pre, now);
+            let outs = c.on_vote(*id, inc(*id), b.granted, b.epoch, b.seen_seq, pre, now);
             if pre {
                 // a pre-vote's majority starts the campaign: its messages go on
                 next.extend(
@@ -202,7 +210,7 @@ fn a_standby_takes_over_with_a_majority_only_after_the_old_lease() {
     let (mut a, mut b) = pair();
     // the active echoed by everyone at 500, then cut off with no node
     for id in five() {
-        a.on_heartbeat(id, true, e(1, 0), 1, 500, 520);
+        a.on_heartbeat(id, inc(id), e(1, 0), 1, 500, 520);
     }
     assert!(a.may_act(1299) && !a.may_act(1300));
     let mut ns = nodes(500);
@@ -465,14 +473,14 @@ fn a_campaign_stands_aside_when_a_newer_active_is_heard() {
     assert!(c.on_peer(&old, 2000).iter().all(|o| !matches!(o, Out::StepDown(_))));
     assert!(c.is_campaigning());
     assert_eq!(
-        c.on_heartbeat(9, true, e(2, 1), 1, 0, 2010),
+        c.on_heartbeat(9, inc(9), e(2, 1), 1, 0, 2010),
         vec![Out::StepDown(e(2, 1))]
     );
     assert!(!c.is_campaigning());
     let (mut f, _) = pair();
     f.tick(900);
     f.campaign(1901);
-    assert!(f.on_heartbeat(8, true, e(3, 0), 1, 1901, 2000).is_empty());
+    assert!(f.on_heartbeat(8, inc(8), e(3, 0), 1, 1901, 2000).is_empty());
     assert!(f.is_campaigning());
 }
 

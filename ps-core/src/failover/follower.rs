@@ -1,13 +1,22 @@
 //! A node's side of the embedded election: which scheduler it follows (the best epoch
 //! heard), when it took the active one's last message (its lease echo), the newest
 //! state sequence it saw, and its vote. A node votes for a candidate only when it has
-//! heard nothing from the scheduler it follows for the vote timeout (or the candidate
-//! is that scheduler itself, running again for a newer term), for a newer epoch owned
-//! by that candidate, and (unless it has been without a scheduler far longer) only
-//! for one holding every state the node saw; voting, it follows the candidate's epoch
-//! at once, fencing every older scheduler. So a node that took a message sent at `t`
-//! by the active scheduler votes for no other candidate before `t` plus the timeout,
-//! which is what the active scheduler's lease ([`super::Lease`]) counts on.
+//! heard nothing from the scheduler it follows for the vote timeout (or, at once, the
+//! candidate is the scheduler whose message it took last, with no vote since, running
+//! again for a newer term: no other scheduler's lease counts this node), for a newer
+//! epoch owned by that candidate, and (unless it has been without a scheduler far
+//! longer) only for one holding every state the node saw; voting, it follows the
+//! candidate's epoch at once, fencing every older scheduler. So a node that took a
+//! message sent at `t` by the active scheduler votes for no other candidate before `t`
+//! plus the timeout, which is what the active scheduler's lease ([`super::Lease`])
+//! counts on.
+//!
+//! The epoch a node follows never goes back: a node that voted for a campaign that
+//! did not win takes no message of an older epoch again (a late message of the
+//! scheduler it left would otherwise lend that scheduler a lease again while the
+//! winner counts the same node). Its vote binds it for one timeout; then it may vote
+//! again, and the scheduler it left, hearing its heartbeats name the newer term, runs
+//! for a newer term itself ([`super::Candidacy`]).
 
 use super::epoch::{candidate_key, Epoch};
 use super::terms::owner;
@@ -108,14 +117,6 @@ impl Follower {
             self.epoch = from;
             self.echo_ms = 0;
             Heard::Switched { from: old }
-        } else if self.voted_from.is_some_and(|old| from >= old) && self.lost(now_ms) {
-            // a vote binds this node for one timeout: the candidate it voted for was
-            // not heard since (it did not win, or its lease from this vote ran out),
-            // and the scheduler followed before, or a newer one, is taken
-            let old = self.voted_from.take().unwrap_or(self.epoch);
-            self.epoch = from;
-            self.echo_ms = 0;
-            Heard::Switched { from: old }
         } else {
             return Heard::Fenced;
         };
@@ -131,9 +132,12 @@ impl Follower {
     /// it follows, its term unchanged). A node that heard its scheduler within the
     /// timeout refuses any other candidate, so a candidate cut off with a minority
     /// never campaigns, and never unseats an active scheduler a majority hears with a
-    /// newer term. The scheduler followed itself, running again for a newer term
-    /// (active, but without its lease: its answers to heartbeats still reach this
-    /// node), is not kept waiting: no other scheduler's lease rests on this node.
+    /// newer term. The scheduler whose message this node took last (no vote since;
+    /// an active one without its lease, whose answers to heartbeats still reach this
+    /// node, or one that saw a node bound to a campaign that did not win), running
+    /// again for a newer term, is not kept waiting: no other scheduler's lease rests
+    /// on this node. A node that voted since, or never heard a scheduler, waits the
+    /// timeout for every candidate.
     /// A yes names `want` as its epoch (what the node would follow), a no the epoch
     /// the node follows.
     pub fn on_pre_campaign(&self, want: Epoch, seq: u64, now_ms: u64) -> Ballot {
@@ -152,8 +156,14 @@ impl Follower {
             && want > self.epoch
             && want.term > self.epoch.term
             && owner(want.term, self.n) == want.candidate as usize
-            && (silence > self.timeout_ms || want.candidate == self.epoch.candidate)
+            && (silence > self.timeout_ms || self.heard_last(want.candidate))
             && fresh
+    }
+
+    /// True when candidate `c` is the scheduler this node took its last message from
+    /// (under the epoch it follows, with no vote since).
+    fn heard_last(&self, c: u32) -> bool {
+        self.voted_from.is_none() && self.epoch.term > 0 && self.epoch.candidate == c
     }
 
     /// A candidate asks for this node's vote as the active scheduler of `want`,
@@ -291,19 +301,20 @@ mod tests {
     }
 
     #[test]
-    fn a_vote_for_a_campaign_that_did_not_win_binds_for_one_timeout() {
+    fn a_vote_for_a_campaign_that_did_not_win_binds_for_one_timeout_and_never_goes_back() {
         let mut f = node();
         // voted for candidate 0's term 3 at 1200; its campaign never wins
         assert!(f.on_campaign(e(3, 0), 5, 1150, 1200).granted);
-        // the active scheduler of term 2 is fenced for a timeout after the vote
+        // the active scheduler of term 2 stays fenced, long after the vote too
         assert_eq!(f.on_message(e(2, 1), 6, 2100, 2200), Heard::Fenced);
-        // then taken
-        assert_eq!(f.on_message(e(2, 1), 6, 2200, 2201), Heard::Switched { from: e(1, 0) });
-        assert_eq!((f.epoch(), f.echo_ms()), (e(2, 1), 2200));
-        // an epoch older than the one followed before the vote stays fenced
-        let mut g = node();
-        assert!(g.on_campaign(e(3, 0), 5, 1150, 1200).granted);
-        assert_eq!(g.on_message(e(0, 1), 6, 3000, 3000), Heard::Fenced);
+        assert_eq!(f.on_message(e(2, 1), 6, 9000, 9000), Heard::Fenced);
+        assert_eq!((f.epoch(), f.echo_ms(), f.heard_active()), (e(3, 0), 1150, 0));
+        // bound for one timeout after the vote; then free to vote for a newer term,
+        // of the scheduler it left too
+        assert!(!f.on_campaign(e(4, 1), 5, 2100, 2200).granted);
+        assert!(f.on_campaign(e(4, 1), 6, 2201, 2201).granted);
+        assert_eq!(f.on_message(e(4, 1), 6, 2300, 2300), Heard::Switched { from: e(1, 0) });
+        assert_eq!(f.on_message(e(2, 1), 7, 2400, 2400), Heard::Fenced);
     }
 
     #[test]
@@ -340,6 +351,22 @@ mod tests {
         // bound to it: another candidate waits a timeout after the vote
         assert!(!f.on_campaign(e(4, 1), 5, 1000, 1000).granted);
         assert!(f.on_campaign(e(4, 1), 5, 1300, 1300).granted);
+    }
+
+    #[test]
+    fn the_immediate_vote_goes_only_to_the_scheduler_last_heard() {
+        // a node that never heard a scheduler waits the timeout even for the one it
+        // expects first
+        let f = Follower::new(0, 2, 1000, 0);
+        assert!(!f.on_pre_campaign(e(1, 0), 0, 10).granted);
+        assert!(f.on_pre_campaign(e(1, 0), 0, 1001).granted);
+        // a node that voted for candidate 0's term 3 and never heard it win is bound
+        // for one timeout, to candidate 0's next campaigns too
+        let mut g = node();
+        assert!(g.on_campaign(e(3, 0), 5, 1200, 1200).granted);
+        assert!(!g.on_pre_campaign(e(5, 0), 5, 1300).granted);
+        assert!(!g.on_campaign(e(5, 0), 5, 1300, 1300).granted);
+        assert!(g.on_campaign(e(5, 0), 5, 2201, 2201).granted);
     }
 
     #[test]

@@ -22,9 +22,6 @@ pub trait Host {
     fn connect(&self, key: i32, host: &str, port: u16) -> io::Result<()>;
     /// The scheduler's node table, exported (None on a process that is no scheduler).
     fn export_core(&self) -> Option<Vec<u8>>;
-    /// True when the scheduler's node table holds process `incarnation` for node `id`
-    /// and not as dead (its heartbeats count towards the lease).
-    fn node_alive(&self, id: i32, incarnation: u64) -> bool;
     /// This scheduler takes over as the active one with the node table `core` (as
     /// exported by the active scheduler it follows) and the application's state `app`
     /// (as the active one replicated it; empty if none) at `now_ms`.

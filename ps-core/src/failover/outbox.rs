@@ -63,6 +63,12 @@ impl<M> Outbox<M> {
             .unwrap_or(seq)
     }
 
+    /// The newest state every standby, live or silent, acknowledged (`u64::MAX`
+    /// without standbys).
+    pub fn acked_by_all(&self) -> u64 {
+        self.standbys.values().map(|s| s.acked).min().unwrap_or(u64::MAX)
+    }
+
     /// Standbys not known to hold `seq`: sent the whole state again.
     pub fn behind(&self, seq: u64) -> Vec<usize> {
         self.standbys
@@ -121,6 +127,8 @@ mod tests {
         assert_eq!(o.release(o.committed(2, 20)), vec!["b", "c"]);
         assert!(!o.waiting());
         assert_eq!(o.behind(3), vec![1, 2]);
+        assert_eq!(o.acked_by_all(), 2);
+        assert_eq!(Outbox::<&str>::new([], 1000, 0).acked_by_all(), u64::MAX);
     }
 
     #[test]

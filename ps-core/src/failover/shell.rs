@@ -259,15 +259,18 @@ impl Failover {
         let now = host.now_ms();
         let consumed = matches!(c.cmd, Command::Sync | Command::PeerBeat | Command::Vote);
         let heartbeat = c.cmd == Command::Heartbeat && msg.meta.sender != SCHEDULER;
-        let alive = heartbeat && host.node_alive(msg.meta.sender, msg.meta.incarnation);
         let mut g = s.lock();
         let (outs, active) = match &mut *g {
             SchedFailover::Embedded(cand) => {
                 let outs = match c.cmd {
                     Command::Sync | Command::PeerBeat => cand.on_peer(msg, now),
-                    Command::Vote => cand.on_vote(msg.meta.sender, c.granted, from, c.seq, msg.meta.request, now),
+                    Command::Vote => {
+                        let m = &msg.meta;
+                        cand.on_vote(m.sender, m.incarnation, c.granted, from, c.seq, m.request, now)
+                    }
                     Command::Heartbeat if heartbeat && self.multi() => {
-                        cand.on_heartbeat(msg.meta.sender, alive, from, c.seq, c.lease_ms, now)
+                        let m = &msg.meta;
+                        cand.on_heartbeat(m.sender, m.incarnation, from, c.seq, c.lease_ms, now)
                     }
                     _ => Vec::new(),
                 };

@@ -30,14 +30,6 @@ impl Host for Van {
         self.send_as_is(msg)
     }
 
-    fn node_alive(&self, id: i32, incarnation: u64) -> bool {
-        self.sched.as_ref().is_some_and(|c| {
-            let c = c.lock();
-            let m = c.membership();
-            m.get(id).is_some_and(|n| n.incarnation == incarnation) && !m.dead().contains(&id)
-        })
-    }
-
     fn export_core(&self) -> Option<Vec<u8>> {
         self.sched.as_ref().map(|c| c.lock().export())
     }

@@ -1,0 +1,335 @@
+//! At most one scheduler acts at any moment: candidates and nodes driven through
+//! partitions, stalled streams and replaced processes, with explicit times and
+//! messages; at every step no two candidates may act.
+
+use super::tests::{e, inc, membership, pair, sent, table, T};
+use super::*;
+use crate::failover::{Follower, Heard};
+use crate::node::{Role as NodeRole, EMPTY_ID};
+use crate::protocol::membership::Join;
+
+/// A node process: its id, its incarnation and its side of the election.
+struct N {
+    id: i32,
+    inc: u64,
+    f: Follower,
+}
+
+/// The processes holding `ids` in `m`, each following nothing heard yet.
+fn procs(m: &Membership, ids: &[i32]) -> Vec<N> {
+    ids.iter()
+        .map(|&id| N {
+            id,
+            inc: m.get(id).unwrap().incarnation,
+            f: Follower::new(0, 2, T.timeout_ms, 0),
+        })
+        .collect()
+}
+
+fn core(m: &Membership) -> Bytes {
+    Bytes::from(bincode::serialize(m).unwrap())
+}
+
+/// Node `n`'s heartbeat reaches candidate `c` at `now`.
+fn heartbeat(c: &mut Candidacy, n: &N, now: u64) -> Vec<Out> {
+    c.on_heartbeat(n.id, n.inc, n.f.epoch(), n.f.seen_seq(), n.f.echo_ms(), now)
+}
+
+/// Node `n` heartbeats to the scheduler its link points to; if that one is the
+/// active one, its answer (a heartbeat, sent at once) comes back at `now`.
+fn beat(cs: &mut [Candidacy], n: &mut N, now: u64) {
+    let c = &mut cs[n.f.heard_active()];
+    heartbeat(c, n, now);
+    if c.is_active() {
+        n.f.on_message(c.epoch(), c.committed(now), now, now);
+    }
+}
+
+/// Delivers `out`'s campaign messages (pre-votes first, then the campaign they
+/// start) to the processes of `nodes` that `c`'s table names, and their answers
+/// back to `c`, at `now`; returns what the real votes made.
+fn campaign(c: &mut Candidacy, out: &[Out], nodes: &mut [N], now: u64) -> Vec<Out> {
+    let table: Membership = bincode::deserialize(c.core()).unwrap();
+    let mut result = Vec::new();
+    let mut queue: Vec<Message> = sent(out)
+        .into_iter()
+        .filter(|m| m.meta.control.cmd == Command::Campaign)
+        .collect();
+    while !queue.is_empty() {
+        let mut next = Vec::new();
+        for m in queue {
+            let to = table.get(m.meta.recver).map(|n| n.incarnation);
+            let Some(n) = nodes.iter_mut().find(|n| n.id == m.meta.recver && Some(n.inc) == to) else {
+                continue;
+            };
+            let ctl = &m.meta.control;
+            let want = e(ctl.term, ctl.candidate);
+            let pre = m.meta.request;
+            let b = if pre {
+                n.f.on_pre_campaign(want, ctl.seq, now)
+            } else {
+                n.f.on_campaign(want, ctl.seq, ctl.lease_ms, now)
+            };
+            let outs = c.on_vote(n.id, n.inc, b.granted, b.epoch, b.seen_seq, pre, now);
+            if pre {
+                next.extend(
+                    sent(&outs)
+                        .into_iter()
+                        .filter(|m| m.meta.control.cmd == Command::Campaign),
+                );
+            } else {
+                result.extend(outs);
+            }
+        }
+        queue = next;
+    }
+    result
+}
+
+fn assert_one_acts(cs: &[&Candidacy], t: u64) {
+    let acting: Vec<Epoch> = cs.iter().filter(|c| c.may_act(t)).map(|c| c.epoch()).collect();
+    assert!(acting.len() <= 1, "at {t} ms the schedulers of {acting:?} act at once");
+}
+
+/// Five voters; X (13) is declared dead and its id handed to a new process X'
+/// while the standby C, cut off, still holds the table naming X's old process. The
+/// active S must not count X' towards its lease while C may count X's old process
+/// towards a majority: the two majorities would share the id but no process.
+#[test]
+fn a_replacement_is_not_counted_while_a_candidate_may_count_the_process_it_replaced() {
+    let (s, c) = pair();
+    let mut cs = [s, c];
+    let mut m: Membership = bincode::deserialize(&table()).unwrap();
+    // a = 8, b = 9, c = 10, d = 11, X = 13 (its old process)
+    let mut ns = procs(&m, &[8, 9, 10, 11, 13]);
+    let x_old = m.get(13).unwrap().incarnation;
+    for n in ns.iter_mut() {
+        n.f.on_message(e(1, 0), 1, 50, 50);
+    }
+    // (1) X's process is cut off from S alone; S declares it dead (state 2) and C,
+    // which still hears S, acknowledges that table
+    assert!(m.mark_dead(13).is_some());
+    let sync = sent(&cs[0].replicate(Some(core(&m)), None, 100).unwrap());
+    for ack in sent(&cs[1].on_peer(&sync[0], 101)) {
+        cs[0].on_peer(&ack, 102);
+    }
+    assert_eq!((cs[1].seq(), cs[0].committed(102)), (2, 2));
+    // (2) C is cut off from S; the nodes but X hear S until 1200
+    for t in (200..=1200).step_by(200) {
+        for n in ns.iter_mut().filter(|n| n.id != 13) {
+            beat(&mut cs, n, t);
+        }
+        assert_one_acts(&[&cs[0], &cs[1]], t);
+    }
+    // past the standby timeout S goes on without C: a new process takes X's id
+    // (state 3, which never reaches C)
+    let x2 = Node {
+        role: NodeRole::Worker,
+        id: EMPTY_ID,
+        hostname: "h".into(),
+        port: 99,
+        is_recovery: false,
+        incarnation: 999,
+        cert: 0,
+    };
+    assert!(matches!(m.add_node(x2), Join::Replaced { ref node, .. } if node.id == 13));
+    cs[0].replicate(Some(core(&m)), None, 1400).unwrap();
+    assert_eq!(cs[0].committed(1400), 3, "C, silent since 102, is not waited for");
+    let x2 = N {
+        id: 13,
+        inc: 999,
+        f: Follower::new(0, 2, T.timeout_ms, 1400),
+    };
+    ns.push(x2);
+    // (3) nothing stamped with state 3 reaches a or b (their streams from S stall),
+    // then the network splits {S, X', c, d} | {C, X, a, b}: S keeps hearing X', c, d
+    for t in (1400..=2200).step_by(100) {
+        for n in ns.iter_mut().filter(|n| [10, 11].contains(&n.id) || n.inc == 999) {
+            beat(&mut cs, n, t);
+        }
+        assert_one_acts(&[&cs[0], &cs[1]], t);
+    }
+    // (4) C, silent from S past the timeout, campaigns on its side: X's old process,
+    // a and b heard S last at 1200 and saw no state newer than C's
+    let out = cs[1].tick(2300);
+    let mut c_side: Vec<N> = ns
+        .drain(..)
+        .filter(|n| [8, 9].contains(&n.id) || n.inc == x_old)
+        .collect();
+    let won = campaign(&mut cs[1], &out, &mut c_side, 2300);
+    assert!(
+        matches!(won.first(), Some(Out::TakeOver { epoch, .. }) if *epoch == e(2, 1)),
+        "C wins on its side: {won:?}"
+    );
+    for t in 2300..2500 {
+        assert_one_acts(&[&cs[0], &cs[1]], t);
+    }
+}
+
+/// Voters 8, 9, 10; B (#1) active under term 2, cut off; its answers to 8 and 9
+/// stall in their streams. A (#0) wins term 3, but its win heartbeats to 8 and 9
+/// stall too. B's old answers then reach 8 and 9, and A's later: a node that voted
+/// for a newer term never takes an older one back, so B never holds its lease again
+/// once A's votes were cast.
+#[test]
+fn a_stale_message_never_takes_a_node_back_to_an_older_term() {
+    let m3 = membership(2, 1);
+    let v3 = voters(2, 1);
+    let a = Candidacy::new(0, 2, true, v3.clone(), T, 0);
+    let b = Candidacy::new(1, 2, false, v3, T, 0);
+    let mut cs = [a, b];
+    assert_eq!(cs[1].epoch(), e(2, 1));
+    let sync = sent(&cs[1].replicate(Some(core(&m3)), None, 10).unwrap());
+    for ack in sent(&cs[0].on_peer(&sync[0], 11)) {
+        cs[1].on_peer(&ack, 12);
+    }
+    let mut ns = procs(&m3, &[8, 9, 10]);
+    for n in ns.iter_mut() {
+        n.f.on_message(e(2, 1), 1, 20, 20);
+    }
+    // B acts: every node exchanges with it, A hears its beats, until 1990
+    for t in (200..=1800).step_by(200).chain([1990]) {
+        for n in ns.iter_mut() {
+            beat(&mut cs, n, t);
+        }
+        let pb = cs[1].peer_beat(0, false, t);
+        cs[0].on_peer(&pb, t);
+    }
+    // its answers to 8 and 9 sent at 1995 stall; from now on B is cut off
+    let stalled_b = (e(2, 1), cs[1].committed(1995), 1995);
+    // A, silent from B for the timeout, wins term 3 with every node's vote
+    let out = cs[0].tick(3000);
+    let won = campaign(&mut cs[0], &out, &mut ns, 3000);
+    assert!(
+        matches!(won.first(), Some(Out::TakeOver { epoch, .. }) if *epoch == e(3, 0)),
+        "{won:?}"
+    );
+    // its win heartbeats to 8 and 9 stall; 10 takes its own
+    let told: Vec<Message> = sent(&won)
+        .into_iter()
+        .filter(|m| m.meta.control.cmd == Command::Heartbeat)
+        .collect();
+    let stalled_a = {
+        let m = told.iter().find(|m| m.meta.recver == 8).unwrap();
+        let c = &m.meta.control;
+        (e(c.term, c.candidate), c.seq, c.lease_ms)
+    };
+    ns[2].f.on_message(stalled_a.0, stalled_a.1, stalled_a.2, 3001);
+    for t in (3000..6000).step_by(10) {
+        if t == 4100 {
+            // B's stalled answers reach 8 and 9
+            for n in ns.iter_mut().take(2) {
+                n.f.on_message(stalled_b.0, stalled_b.1, stalled_b.2, t);
+            }
+        }
+        if t == 4500 {
+            // and A's, later
+            for n in ns.iter_mut().take(2) {
+                n.f.on_message(stalled_a.0, stalled_a.1, stalled_a.2, t);
+            }
+        }
+        if t % 50 == 0 {
+            // 10 heartbeats to A throughout; 8 and 9 from 4110 on (to B before
+            // they heard A, lost while B was cut off)
+            for n in ns.iter_mut().filter(|n| n.id == 10 || t >= 4110) {
+                beat(&mut cs, n, t);
+            }
+        }
+        assert_one_acts(&[&cs[0], &cs[1]], t);
+    }
+    assert!(cs[0].may_act(5990), "A holds its lease once 8 and 9 heard it");
+}
+
+/// The active replaces X (13) by a new process: that process counts towards the
+/// lease only once the standby holds the table naming it, or once a majority of the
+/// settled nodes reported seeing that table's state; the set of ids not settled yet
+/// travels to the standby with the state.
+#[test]
+fn a_replacement_counts_once_every_standby_or_a_majority_holds_its_table() {
+    for by_reports in [false, true] {
+        let (mut s, mut c) = pair();
+        let mut m: Membership = bincode::deserialize(&table()).unwrap();
+        assert!(m.mark_dead(13).is_some());
+        let x2 = Node {
+            role: NodeRole::Worker,
+            id: EMPTY_ID,
+            hostname: "h".into(),
+            port: 99,
+            is_recovery: false,
+            incarnation: 999,
+            cert: 0,
+        };
+        assert!(matches!(m.add_node(x2), Join::Replaced { .. }));
+        let sync = sent(&s.replicate(Some(core(&m)), None, 100).unwrap());
+        assert_eq!(s.unsettled.get(&13), Some(&2));
+        // 8, 9 and the new process echo a message sent at 850: not a lease yet
+        let echo = |s: &mut Candidacy, id, inc, seen| s.on_heartbeat(id, inc, e(1, 0), seen, 850, 900);
+        echo(&mut s, 8, inc(8), 1);
+        echo(&mut s, 9, inc(9), 1);
+        echo(&mut s, 13, 999, 2);
+        assert!(!s.may_act(900), "the new process does not count yet");
+        if by_reports {
+            // 8, 9 and 10 saw state 2 (10's echo is old)
+            s.on_heartbeat(10, inc(10), e(1, 0), 2, 100, 900);
+            echo(&mut s, 8, inc(8), 2);
+            echo(&mut s, 9, inc(9), 2);
+        } else {
+            for ack in sent(&c.on_peer(&sync[0], 901)) {
+                s.on_peer(&ack, 902);
+            }
+            assert_eq!(c.unsettled.get(&13), Some(&2), "the standby holds the set");
+        }
+        assert!(s.unsettled.is_empty(), "settled ({by_reports})");
+        echo(&mut s, 13, 999, 2);
+        assert!(s.may_act(903), "8, 9 and the new process hold the lease ({by_reports})");
+        // the process it replaced counts for nothing now
+        assert!(s.counts(13, 999) && !s.counts(13, inc(13)));
+    }
+}
+
+/// A node that voted for a campaign that did not win fences the active scheduler's
+/// messages for good; the active one, holding its lease, hears its heartbeat name
+/// the newer term and runs again: the nodes that hear it vote at once, and that
+/// node follows it again.
+#[test]
+fn an_active_holding_its_lease_runs_again_when_a_node_follows_a_newer_term() {
+    let (s, c) = pair();
+    let mut cs = [s, c];
+    let m: Membership = bincode::deserialize(&table()).unwrap();
+    let mut ns = procs(&m, &[8, 9, 10, 11, 13]);
+    for t in [300, 500] {
+        for n in ns.iter_mut() {
+            beat(&mut cs, n, t);
+        }
+    }
+    // node 8 hears the active no more; the others do
+    for t in (700..=1500).step_by(200) {
+        for n in ns.iter_mut().skip(1) {
+            beat(&mut cs, n, t);
+        }
+    }
+    // 8 votes for the standby's term 2, whose campaign gets no majority
+    assert!(ns[0].f.on_campaign(e(2, 1), 1, 1505, 1510).granted);
+    assert_eq!(ns[0].f.on_message(e(1, 0), 1, 1510, 1515), Heard::Fenced);
+    assert!(cs[0].may_act(1520));
+    let out = heartbeat(&mut cs[0], &ns[0], 1520);
+    assert!(cs[0].is_campaigning(), "{out:?}");
+    let won = campaign(&mut cs[0], &out, &mut ns[1..], 1520);
+    assert!(
+        matches!(won.first(), Some(Out::TakeOver { epoch, .. }) if *epoch == e(3, 0)),
+        "{won:?}"
+    );
+    let told = sent(&won)
+        .into_iter()
+        .find(|m| m.meta.control.cmd == Command::Heartbeat && m.meta.recver == 8)
+        .unwrap();
+    let ctl = &told.meta.control;
+    assert!(matches!(
+        ns[0]
+            .f
+            .on_message(e(ctl.term, ctl.candidate), ctl.seq, ctl.lease_ms, 1525),
+        Heard::Switched { .. }
+    ));
+    assert_eq!((ns[0].f.epoch(), ns[0].f.heard_active()), (e(3, 0), 0));
+    assert!(cs[0].may_act(1530));
+}
