@@ -195,9 +195,21 @@ impl Master {
     /// Replaces the queues with the stored queues `bytes` (the state a scheduler
     /// taking over was sent), resumed at `now_ms` as [`Master::recover`] resumes:
     /// a scheduler that acted before and takes over again goes on from the cluster's
-    /// state, not its own older one. Nothing is saved; corrupt bytes change nothing.
+    /// state, not its own older one. A state that counted fewer finished tasks than
+    /// these queues is older than them (every finish is saved, through the standbys,
+    /// before it counts): it is not taken, so a finish counted since is never undone
+    /// and its task never trained again. Nothing is saved; corrupt bytes change
+    /// nothing.
     pub fn resume_from(&mut self, bytes: &[u8], now_ms: u64) -> Result<(), MasterError> {
         let mut q = decode_queues(bytes)?;
+        if q.total_done < self.q.total_done {
+            log::info!(
+                "master: the state taken over with counted {} finished tasks, these queues {}: kept these",
+                q.total_done,
+                self.q.total_done
+            );
+            return Ok(());
+        }
         q.resume(now_ms, &self.cfg);
         log::info!(
             "master resumed from the replicated state: pass {}, {} todo, {} pending, {} done",

@@ -300,3 +300,25 @@ fn a_master_that_takes_over_again_resumes_from_the_replicated_state() {
     assert!(old.resume_from(b"garbage", 1002).is_err());
     assert_eq!(old.queues().total_done, 1, "corrupt bytes change nothing");
 }
+
+#[test]
+fn a_state_taken_over_with_fewer_finished_tasks_is_not_resumed_from() {
+    let d = tempfile::tempdir().unwrap();
+    let paths = dataset(d.path(), 2, 40);
+    // the state as the takeover found it: nothing finished yet
+    let mut m = Master::new(cfg(1), Box::new(MemStore::default()), 0).unwrap();
+    m.report_dataset(paths).unwrap();
+    let taken_over = encode_queues(m.queues()).unwrap();
+    // the new active's master answers a finish before the takeover's state reaches it
+    let Reply::Task(t) = m.ask_for_task(9, None, 10).unwrap() else {
+        panic!("a task")
+    };
+    assert!(m.finish_attempt(9, t.id, t.attempt, 20).unwrap().counts());
+    m.resume_from(&taken_over, 30).unwrap();
+    assert_eq!(m.queues().total_done, 1, "the finish counted stays counted");
+    assert_eq!(
+        m.finish_attempt(9, t.id, t.attempt, 31).unwrap(),
+        Counted::Already,
+        "its task is not trained again"
+    );
+}
