@@ -86,6 +86,19 @@ fn campaign(c: &mut Candidacy, out: &[Out], nodes: &mut [N], now: u64) -> Vec<Ou
     result
 }
 
+/// A new worker process (incarnation 999) registering without an id.
+fn newcomer() -> Node {
+    Node {
+        role: NodeRole::Worker,
+        id: EMPTY_ID,
+        hostname: "h".into(),
+        port: 99,
+        is_recovery: false,
+        incarnation: 999,
+        cert: 0,
+    }
+}
+
 fn assert_one_acts(cs: &[&Candidacy], t: u64) {
     let acting: Vec<Epoch> = cs.iter().filter(|c| c.may_act(t)).map(|c| c.epoch()).collect();
     assert!(acting.len() <= 1, "at {t} ms the schedulers of {acting:?} act at once");
@@ -123,15 +136,7 @@ fn a_replacement_is_not_counted_while_a_candidate_may_count_the_process_it_repla
     }
     // past the standby timeout S goes on without C: a new process takes X's id
     // (state 3, which never reaches C)
-    let x2 = Node {
-        role: NodeRole::Worker,
-        id: EMPTY_ID,
-        hostname: "h".into(),
-        port: 99,
-        is_recovery: false,
-        incarnation: 999,
-        cert: 0,
-    };
+    let x2 = newcomer();
     assert!(matches!(m.add_node(x2), Join::Replaced { ref node, .. } if node.id == 13));
     cs[0].replicate(Some(core(&m)), None, 1400).unwrap();
     assert_eq!(cs[0].committed(1400), 3, "C, silent since 102, is not waited for");
@@ -250,15 +255,7 @@ fn a_replacement_counts_once_every_standby_or_a_majority_holds_its_table() {
         let (mut s, mut c) = pair();
         let mut m: Membership = bincode::deserialize(&table()).unwrap();
         assert!(m.mark_dead(13).is_some());
-        let x2 = Node {
-            role: NodeRole::Worker,
-            id: EMPTY_ID,
-            hostname: "h".into(),
-            port: 99,
-            is_recovery: false,
-            incarnation: 999,
-            cert: 0,
-        };
+        let x2 = newcomer();
         assert!(matches!(m.add_node(x2), Join::Replaced { .. }));
         let sync = sent(&s.replicate(Some(core(&m)), None, 100).unwrap());
         assert_eq!(s.unsettled.get(&13), Some(&2));
