@@ -192,9 +192,10 @@ fn with_ps_resend_everywhere_psrs_acknowledges_ps_lite_and_drops_its_resends() {
     // The timeout is ps-lite's default, 1 s. ps-lite's own shutdown stops its receiving
     // thread before its resender: an ACK still on its way then is never taken, and the
     // resender's last look at its buffer, logging the overdue message, fails ps-lite's
-    // `CHECK(ready_)` in `my_node()` and aborts the process. With 300 ms a loaded
-    // machine delayed an ACK that long (a ps-lite worker aborted so at its Finalize, under
-    // two busy loops); ps-lite's nodes among themselves are no safer from it.
+    // `CHECK(ready_)` in `my_node()` and aborts the process. Under two busy loops an ACK
+    // came that late even at 1 s (a ps-lite worker aborted so at its Finalize); ps-lite's
+    // nodes among themselves are no safer from it. So the peer program waits two resend
+    // timeouts before Finalize while PS_RESEND is on (`SettleResends`).
     let mut env = ENV.to_vec();
     env.extend([("PS_RESEND", "1"), ("PS_RESEND_TIMEOUT", "1000")]);
     // (one customer per worker: ps-lite's resender tells messages apart by app, sender,
