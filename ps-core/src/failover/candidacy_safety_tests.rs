@@ -2,7 +2,7 @@
 //! partitions, stalled streams and replaced processes, with explicit times and
 //! messages; at every step no two candidates may act.
 
-use super::tests::{e, inc, membership, pair, sent, table, T};
+use super::tests::{ballot, e, inc, membership, pair, run_campaign, sent, table, T};
 use super::*;
 use crate::failover::{Follower, Heard};
 use crate::node::{Role as NodeRole, EMPTY_ID};
@@ -50,40 +50,11 @@ fn beat(cs: &mut [Candidacy], n: &mut N, now: u64) {
 /// back to `c`, at `now`; returns what the real votes made.
 fn campaign(c: &mut Candidacy, out: &[Out], nodes: &mut [N], now: u64) -> Vec<Out> {
     let table: Membership = bincode::deserialize(c.core()).unwrap();
-    let mut result = Vec::new();
-    let mut queue: Vec<Message> = sent(out)
-        .into_iter()
-        .filter(|m| m.meta.control.cmd == Command::Campaign)
-        .collect();
-    while !queue.is_empty() {
-        let mut next = Vec::new();
-        for m in queue {
-            let to = table.get(m.meta.recver).map(|n| n.incarnation);
-            let Some(n) = nodes.iter_mut().find(|n| n.id == m.meta.recver && Some(n.inc) == to) else {
-                continue;
-            };
-            let ctl = &m.meta.control;
-            let want = e(ctl.term, ctl.candidate);
-            let pre = m.meta.request;
-            let b = if pre {
-                n.f.on_pre_campaign(want, ctl.seq, now)
-            } else {
-                n.f.on_campaign(want, ctl.seq, ctl.lease_ms, now)
-            };
-            let outs = c.on_vote(n.id, n.inc, b.granted, b.epoch, b.seen_seq, pre, now);
-            if pre {
-                next.extend(
-                    sent(&outs)
-                        .into_iter()
-                        .filter(|m| m.meta.control.cmd == Command::Campaign),
-                );
-            } else {
-                result.extend(outs);
-            }
-        }
-        queue = next;
-    }
-    result
+    run_campaign(c, out, now, |m| {
+        let to = table.get(m.meta.recver).map(|n| n.incarnation);
+        let n = nodes.iter_mut().find(|n| n.id == m.meta.recver && Some(n.inc) == to)?;
+        Some((n.id, n.inc, ballot(&mut n.f, m, now)))
+    })
 }
 
 /// A new worker process (incarnation 999) registering without an id.

@@ -1,5 +1,5 @@
 use super::*;
-use crate::failover::{Follower, Heard};
+use crate::failover::{Ballot, Follower, Heard};
 use crate::node::Role as NodeRole;
 
 pub(super) const T: Timing = Timing {
@@ -163,9 +163,28 @@ fn nodes(heard: u64) -> Vec<(i32, Follower)> {
         .collect()
 }
 
-/// Delivers `out`'s campaigns (pre-votes first, then the campaign they start) to
-/// `nodes` at `now` and their answers back to `c`; returns what the real votes made.
-fn elect(c: &mut Candidacy, out: &[Out], nodes: &mut [(i32, Follower)], now: u64) -> Vec<Out> {
+/// Node `f`'s answer to the campaign message `m` (a pre-vote when it is marked as a
+/// request) at `now`.
+pub(super) fn ballot(f: &mut Follower, m: &Message, now: u64) -> Ballot {
+    let ctl = &m.meta.control;
+    let want = e(ctl.term, ctl.candidate);
+    if m.meta.request {
+        f.on_pre_campaign(want, ctl.seq, now)
+    } else {
+        f.on_campaign(want, ctl.seq, ctl.lease_ms, now)
+    }
+}
+
+/// Delivers `out`'s campaigns (pre-votes first, then the campaign they start) and
+/// their answers back to `c` at `now`: `vote` answers a message for the node process
+/// it reaches (its id, incarnation and [`ballot`]), or None where none does. Returns
+/// what the real votes made.
+pub(super) fn run_campaign(
+    c: &mut Candidacy,
+    out: &[Out],
+    now: u64,
+    mut vote: impl FnMut(&Message) -> Option<(i32, u64, Ballot)>,
+) -> Vec<Out> {
     let mut result = Vec::new();
     let mut queue: Vec<Message> = sent(out)
         .into_iter()
@@ -174,21 +193,11 @@ fn elect(c: &mut Candidacy, out: &[Out], nodes: &mut [(i32, Follower)], now: u64
     while !queue.is_empty() {
         let mut next = Vec::new();
         for m in queue {
-            let Some((id, f)) = nodes.iter_mut().find(|(id, _)| *id == m.meta.recver) else {
+            let Some((id, inc, b)) = vote(&m) else {
                 continue;
             };
-            let ctl = &m.meta.control;
-            let want = Epoch {
-                term: ctl.term,
-                candidate: ctl.candidate,
-            };
             let pre = m.meta.request;
-            let b = if pre {
-                f.on_pre_campaign(want, ctl.seq, now)
-            } else {
-                f.on_campaign(want, ctl.seq, ctl.lease_ms, now)
-            };
-            let outs = c.on_vote(*id, inc(*id), b.granted, b.epoch, b.seen_seq, pre, now);
+            let outs = c.on_vote(id, inc, b.granted, b.epoch, b.seen_seq, pre, now);
             if pre {
                 // a pre-vote's majority starts the campaign: its messages go on
                 next.extend(
@@ -203,6 +212,15 @@ fn elect(c: &mut Candidacy, out: &[Out], nodes: &mut [(i32, Follower)], now: u64
         queue = next;
     }
     result
+}
+
+/// Delivers `out`'s campaigns to `nodes` (each of its id's incarnation) at `now`;
+/// returns what the real votes made.
+fn elect(c: &mut Candidacy, out: &[Out], nodes: &mut [(i32, Follower)], now: u64) -> Vec<Out> {
+    run_campaign(c, out, now, |m| {
+        let (id, f) = nodes.iter_mut().find(|(id, _)| *id == m.meta.recver)?;
+        Some((*id, inc(*id), ballot(f, m, now)))
+    })
 }
 
 #[test]
