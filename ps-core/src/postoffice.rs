@@ -6,8 +6,9 @@ use crate::config::Config;
 use crate::error::PostofficeError;
 use crate::held::Held;
 use crate::message::{Command, Control, Message, Meta, RELEASE_ALL};
-use crate::node::{group_members, Node, Role, ALL_GROUP, SCHEDULER};
+use crate::node::{group_members, Node, Role, SCHEDULER};
 use crate::protocol::barrier_ask::BarrierAsk;
+use crate::protocol::course::{Course, Stage};
 use crate::van::{Transport, Van, VanHandler};
 use crossbeam_channel::Sender;
 use parking_lot::{Condvar, Mutex, RwLock};
@@ -15,6 +16,9 @@ use rustc_hash::FxHashMap;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
+
+mod course;
+use course::Asked;
 
 /// How long a data message waits for its customer to register before it is dropped.
 /// Messages can legitimately arrive first: a peer released from the start barrier
@@ -84,6 +88,7 @@ pub struct Postoffice {
     customers: Mutex<Customers>,
     barrier_done: Mutex<HashMap<i32, bool>>,
     barrier_cv: Condvar,
+    course: Mutex<Course<Asked>>,
     dead: RwLock<BTreeSet<i32>>,
     catching_up: RwLock<BTreeSet<i32>>,
     left: RwLock<BTreeSet<i32>>,
@@ -126,6 +131,7 @@ impl Postoffice {
             customers: Mutex::new(Customers::default()),
             barrier_done: Mutex::new(HashMap::new()),
             barrier_cv: Condvar::new(),
+            course: Mutex::new(Course::new(true)),
             dead: RwLock::new(BTreeSet::new()),
             catching_up: RwLock::new(BTreeSet::new()),
             left: RwLock::new(BTreeSet::new()),
@@ -141,15 +147,16 @@ impl Postoffice {
 
     /// Joins the cluster: binds, registers with the scheduler and waits for the node
     /// table. With `do_barrier`, then waits until every node has started (a node that
-    /// replaced a dead one skips this barrier: the others passed it long ago). A failed
-    /// join is [`PostofficeError::Van`].
+    /// replaced a dead one skips this barrier: the others passed it long ago). The
+    /// steps of its course ([`Postoffice::step_course`]), waiting between them. A
+    /// failed join is [`PostofficeError::Van`].
     pub fn start(&self, do_barrier: bool) -> Result<(), PostofficeError> {
+        *self.course.lock() = Course::new(do_barrier);
         self.van.start(self.cfg.join_timeout)?;
-        if do_barrier && self.waits_at_start() {
-            self.barrier(ALL_GROUP);
-            if self.cfg.role == Role::Worker && self.van.is_pslite_id(SCHEDULER) {
-                std::thread::sleep(PSLITE_SERVERS_GRACE);
-            }
+        let barrier = do_barrier && self.waits_at_start();
+        self.wait_course(Stage::Running);
+        if barrier && self.cfg.role == Role::Worker && self.van.is_pslite_id(SCHEDULER) {
+            std::thread::sleep(PSLITE_SERVERS_GRACE);
         }
         Ok(())
     }
@@ -168,17 +175,20 @@ impl Postoffice {
         let Some(mut ask) = self.barrier_begin(group) else {
             return;
         };
-        crate::van::cork::flush();
-        let mut done = self.barrier_done.lock();
-        while done.get(&group) != Some(&true) {
-            self.barrier_cv.wait_for(&mut done, Duration::from_millis(200));
-            drop(done);
-            if self.barrier_poll(&mut ask) {
-                return;
+        self.wait_steps(group, || self.barrier_poll(&mut ask));
+    }
+
+    /// Calls `step` until it says done, waiting up to 200 ms between calls unless
+    /// `group`'s barrier was released meanwhile (what this thread corked is sent
+    /// before each wait).
+    fn wait_steps(&self, group: i32, mut step: impl FnMut() -> bool) {
+        while !step() {
+            crate::van::cork::flush();
+            let mut done = self.barrier_done.lock();
+            if done.get(&group) != Some(&true) {
+                self.barrier_cv.wait_for(&mut done, Duration::from_millis(200));
             }
-            done = self.barrier_done.lock();
         }
-        done.remove(&group);
     }
 
     /// Enters `group`'s barrier without waiting: the request goes to the scheduler;
@@ -243,12 +253,11 @@ impl Postoffice {
         }
     }
 
-    /// Leaves the cluster: with `do_barrier`, waits until every live node finalizes,
-    /// then stops the van and runs the exit callbacks (last registered first).
+    /// Leaves the cluster: with `do_barrier`, waits until every live node finalizes
+    /// (the end of its course: [`Postoffice::finish_course`]), then stops the van and runs the exit callbacks (last registered first).
     pub fn finalize(&self, do_barrier: bool) {
-        if do_barrier {
-            self.barrier(ALL_GROUP);
-        }
+        self.finish_course(do_barrier);
+        self.wait_course(Stage::Done);
         self.van.stop();
         let st = &self.van.stats;
         let get = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);

@@ -3,14 +3,14 @@
 //! no thread of their own: the world runs their steps (the van's join, heartbeat and
 //! tick steps at the times its threads would, and deliveries: [`crate::world`]). On top, the application of its
 //! role ([`crate::server`], [`crate::worker`], [`crate::scheduler`]) sees the
-//! postoffice through a [`NodeLink`], and runs the course of `psrs train`
-//! ([`NodeLink::course`]: the start barrier, the application, the final barrier).
+//! postoffice through a [`NodeLink`], and steps the production course of every
+//! process ([`ps_core::protocol::course`]: the start barrier, the application, the
+//! final barrier) as events arrive.
 
 use crate::transport::{SimTransport, BASE_PORT};
 use ps_core::addr::HostLookup;
-use ps_core::failover::Epoch;
-use ps_core::node::{Node, Role, ALL_GROUP};
-use ps_core::protocol::barrier_ask::BarrierAsk;
+use ps_core::node::{Node, Role};
+use ps_core::protocol::course::Stage;
 use ps_core::van::{Clock, Van};
 use ps_core::{Config, Postoffice};
 use std::collections::HashMap;
@@ -148,46 +148,12 @@ pub fn postoffice(cfg: Config, clock: Arc<ProcClock>, incarnation: u64) -> (Arc<
     (po, net)
 }
 
-/// The scheduler a barrier request was made of: its process and epoch.
-type Asked = BarrierAsk<(u64, Epoch)>;
-
-/// Where a process is in the course every role of `psrs train` runs
-/// ([`Postoffice::start`], the application, [`Postoffice::finalize`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Stage {
-    /// Waiting for its node table.
-    Joining,
-    /// In the start barrier (a replacement skips it).
-    Starting,
-    /// Its application runs.
-    Running,
-    /// In the final barrier.
-    Finalizing,
-    /// Released from the final barrier.
-    Done,
-}
-
-/// What an application sees of its postoffice, and what changed since it looked.
+/// What an application sees of its postoffice.
 pub struct NodeLink {
     /// The postoffice.
     pub po: Arc<Postoffice>,
     /// The scheduler declared this process dead, or refused it: it must stop.
     pub evicted: Arc<AtomicBool>,
-    barrier: Option<Asked>,
-    /// A barrier there was nothing to wait at (released at once).
-    released: Option<i32>,
-    table: Vec<Node>,
-    /// Where the process is in its course.
-    pub stage: Stage,
-}
-
-/// What changed for a node since its application last looked.
-#[derive(Debug, Default, PartialEq, Eq)]
-pub struct Changes {
-    /// The node table changed (the first one: the node has its id).
-    pub table: bool,
-    /// The barrier waited at was released (its group).
-    pub released: Option<i32>,
 }
 
 impl NodeLink {
@@ -196,14 +162,7 @@ impl NodeLink {
         let evicted = Arc::new(AtomicBool::new(false));
         let e = Arc::clone(&evicted);
         po.on_evicted(move |_| e.store(true, Ordering::Relaxed));
-        NodeLink {
-            po,
-            evicted,
-            barrier: None,
-            released: None,
-            table: Vec::new(),
-            stage: Stage::Joining,
-        }
+        NodeLink { po, evicted }
     }
 
     /// This process as the cluster knows it.
@@ -233,66 +192,21 @@ impl NodeLink {
         self.po.nodes()
     }
 
-    /// Enters `group`'s barrier (asked again of each scheduler that acts anew).
-    pub fn barrier(&mut self, group: i32) {
-        self.barrier = self.po.barrier_begin(group);
-        if self.barrier.is_none() {
-            self.released = Some(group);
-        }
+    /// Moves the process's course on as far as it can go now (the production
+    /// course, [`Postoffice::step_course`]): true when its application starts now
+    /// (after the start barrier, or at the table for a replacement).
+    pub fn course(&self) -> bool {
+        self.po.step_course()
     }
 
-    /// Moves the course on by what changed: the first node table enters the start
-    /// barrier, unless this process replaces another ([`Postoffice::start`] skips
-    /// it then); the start barrier's release, or a replacement's table, starts the
-    /// application (true: start it now); the final barrier's release ends the course.
-    pub fn course(&mut self, c: &Changes) -> bool {
-        match self.stage {
-            Stage::Joining if c.table => {
-                if !self.po.waits_at_start() {
-                    self.stage = Stage::Running;
-                    return true;
-                }
-                self.stage = Stage::Starting;
-                self.barrier(ALL_GROUP);
-                false
-            }
-            Stage::Starting if c.released.is_some() => {
-                self.stage = Stage::Running;
-                true
-            }
-            Stage::Finalizing if c.released.is_some() => {
-                self.stage = Stage::Done;
-                false
-            }
-            _ => false,
-        }
+    /// Where the process is in its course.
+    pub fn stage(&self) -> Stage {
+        self.po.course_stage()
     }
 
-    /// The application is done: the final barrier ([`Postoffice::finalize`]).
-    pub fn finalize(&mut self) {
-        self.stage = Stage::Finalizing;
-        self.barrier(ALL_GROUP);
-    }
-
-    /// What changed since the last look.
-    pub fn changes(&mut self) -> Changes {
-        let mut c = Changes {
-            released: self.released.take(),
-            ..Changes::default()
-        };
-        if self.ready() {
-            let t = self.table();
-            if t != self.table {
-                self.table = t;
-                c.table = true;
-            }
-        }
-        if let Some(b) = self.barrier.as_mut() {
-            if self.po.barrier_poll(b) {
-                c.released = Some(b.group());
-                self.barrier = None;
-            }
-        }
-        c
+    /// The application is done: the final barrier ([`Postoffice::finalize`]'s first
+    /// step, [`Postoffice::finish_course`]).
+    pub fn finalize(&self) {
+        self.po.finish_course(true);
     }
 }

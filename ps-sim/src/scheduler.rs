@@ -8,7 +8,7 @@
 //! job's dataset held by the master from the start (no file is read), the ticker's
 //! period as timers, and the planted bugs.
 
-use crate::process::{Changes, NodeLink, Stage};
+use crate::process::NodeLink;
 use crate::transport::SimTransport;
 use crate::worker::DATASET;
 use ps_apps::master::{
@@ -17,6 +17,7 @@ use ps_apps::master::{
 use ps_apps::recordio::ChunkIndex;
 use ps_apps::train::coordinator::{Coordinator, MASTER_APP, TICK_EVERY};
 use ps_core::message::{Message, Meta};
+use ps_core::protocol::course::Stage;
 use ps_core::simple_app::SimpleData;
 use ps_core::van::Transport;
 use ps_core::Postoffice;
@@ -101,12 +102,11 @@ impl Scheduler {
         self.po().van().scheduler_epoch().1
     }
 
-    /// What changed in its postoffice (after every step it took part in): the course
-    /// moves on; once this candidate acts with a node table (after the start
-    /// barrier, or at once when it took over), the coordinator starts and the final
-    /// barrier is entered, as `psrs train` does.
-    pub fn on_changes(&mut self, c: Changes) {
-        if self.node.course(&c) {
+    /// After every step it took part in: its course moves on; once it runs (after
+    /// the start barrier, or at once when it took over), the coordinator starts and
+    /// the final barrier is entered, as `psrs train` does.
+    pub fn after_step(&mut self) {
+        if self.node.course() {
             self.start_coordinator();
             self.node.finalize();
         }
@@ -114,7 +114,7 @@ impl Scheduler {
 
     /// Released from the final barrier.
     pub fn finished(&self) -> bool {
-        self.node.stage == Stage::Done
+        self.node.stage() == Stage::Done
     }
 
     /// The coordinator starts on the master (resuming from the state replicated to

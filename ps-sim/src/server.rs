@@ -7,13 +7,14 @@
 //! simulator adds is the summing job: the handle, the copy of a range's state, and
 //! the bookkeeping of which pushes each copy applied that the invariants read.
 
-use crate::process::{Changes, NodeLink, Stage};
+use crate::process::NodeLink;
 use bytes::Bytes;
 use parking_lot::{Mutex, MutexGuard};
 use ps_core::kv::replication::RangeCopy;
 use ps_core::kv::{KVMeta, KVPairs, KVResponder, KVServer, KeyRange, KvError, ReqHandle};
 use ps_core::message::{Message, Meta};
 use ps_core::node::id_to_rank;
+use ps_core::protocol::course::Stage;
 use ps_core::Postoffice;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -159,15 +160,15 @@ impl Server {
 
     /// Released from the final barrier.
     pub fn finished(&self) -> bool {
-        self.node.stage == Stage::Done
+        self.node.stage() == Stage::Done
     }
 
-    /// What changed in its postoffice (after every step it took part in): the course
-    /// moves on; once the server runs (after the start barrier, or at once for a
-    /// replacement) its KV server starts (a replacement copying its ranges) and the
-    /// final barrier is entered, as `psrs train` does.
-    pub fn on_changes(&mut self, c: Changes) {
-        if !self.node.course(&c) {
+    /// After every step it took part in: its course moves on; once the server runs
+    /// (after the start barrier, or at once for a replacement) its KV server starts
+    /// (a replacement copying its ranges) and the final barrier is entered, as
+    /// `psrs train` does.
+    pub fn after_step(&mut self) {
+        if !self.node.course() {
             return;
         }
         let po = Arc::clone(&self.node.po);

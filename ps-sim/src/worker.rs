@@ -8,7 +8,7 @@
 //! waits a real worker sleeps through are timers here). At the end it waits in the
 //! final barrier ([`NodeLink::course`]).
 
-use crate::process::{Changes, NodeLink, Stage};
+use crate::process::NodeLink;
 use crate::rng::SimRng;
 use crate::server::{PushKey, KV_APP};
 use bytes::Bytes;
@@ -21,6 +21,7 @@ use ps_apps::train::task_loop::{Next, TaskLoop, Trained};
 use ps_apps::train::worker::MASTER_PATIENCE;
 use ps_core::kv::worker::{KVWorker, KvRequest};
 use ps_core::kv::KVPairs;
+use ps_core::protocol::course::Stage;
 use std::sync::Arc;
 
 /// The dataset the simulated workers report (the simulated master holds its chunks
@@ -118,8 +119,8 @@ impl Worker {
     /// The phase, for reports.
     pub fn phase_name(&self) -> &'static str {
         match &self.phase {
-            _ if self.node.stage == Stage::Finalizing => "in the final barrier",
-            _ if self.node.stage == Stage::Done => "done",
+            _ if self.node.stage() == Stage::Finalizing => "in the final barrier",
+            _ if self.node.stage() == Stage::Done => "done",
             Phase::Before => "starting",
             Phase::After => "stopped",
             Phase::Running(_, Doing::Asking(_)) => "asking the master",
@@ -131,7 +132,7 @@ impl Worker {
 
     /// True once released from the final barrier.
     pub fn finished(&self) -> bool {
-        self.node.stage == Stage::Done
+        self.node.stage() == Stage::Done
     }
 
     /// The task loop starts (after the start barrier).
@@ -277,11 +278,11 @@ impl Worker {
         self.carry_out(next, now);
     }
 
-    /// What changed in its postoffice (after every step it took part in): the course
-    /// moves on (the task loop starts after the start barrier, or at once for a
-    /// replacement); an answer of the master or of the servers is taken in.
-    pub fn on_changes(&mut self, c: Changes, now: u64) {
-        if self.node.course(&c) {
+    /// After every step it took part in: its course moves on (the task loop starts
+    /// after the start barrier, or at once for a replacement); an answer of the
+    /// master or of the servers is taken in.
+    pub fn after_step(&mut self, now: u64) {
+        if self.node.course() {
             self.start(now);
         }
         self.answered(now);

@@ -8,7 +8,7 @@ use crate::config::SimConfig;
 use crate::events::Agenda;
 use crate::fault::Fault;
 use crate::net::Net;
-use crate::process::{self, Changes, NodeLink, ProcClock, Shape, SimClock};
+use crate::process::{self, NodeLink, ProcClock, Shape, SimClock};
 use crate::rng::SimRng;
 use crate::scheduler::Scheduler;
 use crate::server::{PushKey, Server};
@@ -366,8 +366,7 @@ impl World {
         let evicted = match &p.app {
             App::Sched(a) => {
                 let mut a = a.lock();
-                let c: Changes = a.node.changes();
-                a.on_changes(c);
+                a.after_step();
                 for _ in 0..std::mem::take(&mut a.declared) {
                     fx.declared.push((slot, self.acting_since[slot]));
                 }
@@ -375,8 +374,7 @@ impl World {
             }
             App::Server(a) => {
                 let mut a = a.lock();
-                let c = a.node.changes();
-                a.on_changes(c);
+                a.after_step();
                 if let Some(why) = a.failed.take() {
                     drop(a);
                     self.crash(slot, &format!("stopped: {why}"));
@@ -387,8 +385,7 @@ impl World {
             }
             App::Worker(a) => {
                 let mut a = a.lock();
-                let c = a.node.changes();
-                a.on_changes(c, pnow);
+                a.after_step(pnow);
                 fx.acked.append(&mut a.acked);
                 fx.counted.append(&mut a.counted);
                 if let Some(why) = a.failed.take() {

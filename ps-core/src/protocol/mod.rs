@@ -5,6 +5,7 @@
 
 pub mod barrier;
 pub mod barrier_ask;
+pub mod course;
 pub mod error;
 pub mod join_backoff;
 pub mod liveness;
