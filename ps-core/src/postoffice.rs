@@ -254,7 +254,8 @@ impl Postoffice {
     }
 
     /// Leaves the cluster: with `do_barrier`, waits until every live node finalizes
-    /// (the end of its course: [`Postoffice::finish_course`]), then stops the van and runs the exit callbacks (last registered first).
+    /// (the end of its course: [`Postoffice::finish_course`]), then stops the van and
+    /// runs the exit callbacks (last registered first).
     pub fn finalize(&self, do_barrier: bool) {
         self.finish_course(do_barrier);
         self.wait_course(Stage::Done);
