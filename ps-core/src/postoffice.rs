@@ -191,18 +191,18 @@ impl Postoffice {
         }
     }
 
-    /// Enters `group`'s barrier without waiting: the request goes to the scheduler;
-    /// None when there is nothing to wait for (a group of one, or the request could
-    /// not be sent). Then [`Postoffice::barrier_poll`] until it says released.
+    /// Enters `group`'s barrier without waiting: the request goes to the scheduler
+    /// (one that could not be sent is sent again at each poll); None when there is
+    /// nothing to wait for (a group of one). Then [`Postoffice::barrier_poll`] until
+    /// it says released.
     pub fn barrier_begin(&self, group: i32) -> Option<BarrierAsk<(u64, crate::failover::Epoch)>> {
         if self.node_ids(group).len() <= 1 {
             return None;
         }
         self.barrier_done.lock().insert(group, false);
-        let ask = BarrierAsk::new(group, self.barrier_scheduler());
+        let mut ask = BarrierAsk::new(group, self.barrier_scheduler());
         if !self.send_barrier_request(group) {
-            self.barrier_done.lock().remove(&group);
-            return None;
+            ask.unsent();
         }
         Some(ask)
     }
@@ -217,8 +217,10 @@ impl Postoffice {
             return true;
         }
         if ask.again(self.barrier_scheduler()) {
-            log::info!("another scheduler acts; repeating the barrier request for group {group}");
-            self.send_barrier_request(group);
+            log::info!("repeating the barrier request for group {group} (another scheduler acts, or it was not sent)");
+            if !self.send_barrier_request(group) {
+                ask.unsent();
+            }
         }
         false
     }

@@ -9,6 +9,8 @@
 pub struct BarrierAsk<S> {
     group: i32,
     asked: S,
+    /// The last request could not be sent (no link to the scheduler yet).
+    unsent: bool,
 }
 
 impl<S: PartialEq + Copy> BarrierAsk<S> {
@@ -17,7 +19,15 @@ impl<S: PartialEq + Copy> BarrierAsk<S> {
         BarrierAsk {
             group,
             asked: scheduler,
+            unsent: false,
         }
+    }
+
+    /// The request just made could not be sent: [`BarrierAsk::again`] asks for it
+    /// again (a node that passed a barrier it never asked for would leave the others
+    /// waiting for it there).
+    pub fn unsent(&mut self) {
+        self.unsent = true;
     }
 
     /// The barrier's group.
@@ -26,12 +36,14 @@ impl<S: PartialEq + Copy> BarrierAsk<S> {
     }
 
     /// The node follows `scheduler` now: true when the request must be made again
-    /// (of it), which it then counts as made.
+    /// (of it: another scheduler acts, or the last request was not sent), which it
+    /// then counts as made.
     pub fn again(&mut self, scheduler: S) -> bool {
-        if scheduler == self.asked {
+        if scheduler == self.asked && !self.unsent {
             return false;
         }
         self.asked = scheduler;
+        self.unsent = false;
         true
     }
 }
@@ -52,5 +64,15 @@ mod tests {
         // the first one won again: the same process as before, a new term
         assert!(b.again((11, 3)));
         assert!(!b.again((11, 3)));
+    }
+
+    #[test]
+    fn a_request_not_sent_is_made_again_until_it_is() {
+        let mut b = BarrierAsk::new(7, (11u64, 1u64));
+        b.unsent();
+        assert!(b.again((11, 1)), "the same scheduler, asked again");
+        b.unsent();
+        assert!(b.again((11, 1)));
+        assert!(!b.again((11, 1)), "sent at last: nothing more to ask");
     }
 }
