@@ -9,7 +9,7 @@
 pub struct BarrierAsk<S> {
     group: i32,
     asked: S,
-    /// The last request could not be sent (no link to the scheduler yet).
+    /// The last request could not be sent (its send failed).
     unsent: bool,
 }
 
