@@ -1,6 +1,7 @@
 //! The invariants, checked after every step:
 //! - at most one scheduler acts in any term, and once a term acted no older term acts
-//!   again (no two schedulers' acts overlap in time);
+//!   again (no two schedulers' acts overlap in time); after the heal, at most one new
+//!   term starts acting (leadership changes at most once);
 //! - every push a worker saw answered is in every serving copy of its key range, and
 //!   each copy's value is exactly the sum of the pushes it applied, each once;
 //! - the master's current pass holds each of its tasks exactly once (todo, pending,
@@ -40,6 +41,10 @@ pub struct Checker {
     timeout_ms: u64,
     /// Why the run went beyond the fault model the invariants assume, if it did.
     pub beyond: Option<String>,
+    /// When the faults ended and the network healed, once it did.
+    healed_at: Option<u64>,
+    /// Terms that first acted after the heal, with the slot that acted.
+    after_heal: Vec<(u64, usize)>,
 }
 
 fn fail<T>(at_ms: u64, what: String) -> Result<T, Violation> {
@@ -53,6 +58,11 @@ impl Checker {
             timeout_ms,
             ..Checker::default()
         }
+    }
+
+    /// The faults ended at `now`: the network healed and every process runs.
+    pub fn healed(&mut self, now: u64) {
+        self.healed_at = Some(now);
     }
 
     /// Takes what a step did.
@@ -71,6 +81,21 @@ impl Checker {
                 Some(_) => {}
                 None => {
                     self.owners.insert(act.term, (slot, inc));
+                    if self.healed_at.is_some() {
+                        // leadership changes at most once after the heal: a term
+                        // acting for the first time is a change
+                        self.after_heal.push((act.term, slot));
+                        if self.after_heal.len() > 1 {
+                            return fail(
+                                now,
+                                format!(
+                                    "leadership changed more than once after the heal at {} ms: (term, slot) {:?}",
+                                    self.healed_at.unwrap_or(0),
+                                    self.after_heal
+                                ),
+                            );
+                        }
+                    }
                 }
             }
             match self.newest {
@@ -325,5 +350,48 @@ impl Checker {
             }
         }
         Ok(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::world::Act;
+
+    fn acts(list: &[(usize, u64)]) -> Effects {
+        Effects {
+            acts: list
+                .iter()
+                .map(|&(slot, term)| {
+                    (
+                        slot,
+                        slot as u64 + 1,
+                        Act {
+                            term,
+                            what: "Heartbeat".into(),
+                        },
+                    )
+                })
+                .collect(),
+            ..Effects::default()
+        }
+    }
+
+    /// One new term after the heal is the one change allowed; a second is flapping.
+    /// Terms that acted before the heal do not count.
+    #[test]
+    fn leadership_changes_at_most_once_after_the_heal() {
+        let mut c = Checker::new(1000);
+        c.on_effects(acts(&[(0, 1), (1, 2)]), 100).unwrap();
+        c.healed(500);
+        c.on_effects(acts(&[(1, 2)]), 600).unwrap();
+        c.on_effects(acts(&[(0, 3)]), 700).unwrap();
+        c.on_effects(acts(&[(0, 3)]), 800).unwrap();
+        let v = c.on_effects(acts(&[(1, 4)]), 1900).unwrap_err();
+        assert!(
+            v.what.contains("leadership changed more than once after the heal"),
+            "{}",
+            v.what
+        );
     }
 }

@@ -10,21 +10,33 @@ pub struct Plant {
     /// Servers answer pushes before their replicas applied them.
     pub server: ServerBugs,
     /// Masters forget a pending task when they resume; the active scheduler keeps
-    /// no lease.
+    /// no lease; liveness counts silence from before acting; a task counts again
+    /// from another attempt.
     pub scheduler: SchedulerBugs,
 }
 
 impl Plant {
     /// Every `--plant` name.
-    pub const NAMES: [&'static str; 3] = ["no-lease", "early-ack", "forget-pending"];
+    pub const NAMES: [&'static str; 5] = [
+        "no-lease",
+        "early-ack",
+        "forget-pending",
+        "silence-before-acting",
+        "count-every-attempt",
+    ];
 
-    /// Parses a `--plant` name: `no-lease`, `early-ack`, `forget-pending`.
+    /// Parses a `--plant` name: `no-lease`, `early-ack`, `forget-pending` (the
+    /// simulator's own), `silence-before-acting`, `count-every-attempt` (switches in
+    /// the production code, [`ps_core::config::Planted`] and
+    /// [`ps_apps::master::MasterPlanted`]).
     pub fn parse(name: &str) -> Result<Plant, String> {
         let mut p = Plant::default();
         match name {
             "early-ack" => p.server.early_ack = true,
             "forget-pending" => p.scheduler.forget_pending = true,
             "no-lease" => p.scheduler.no_lease = true,
+            "silence-before-acting" => p.scheduler.silence_before_acting = true,
+            "count-every-attempt" => p.scheduler.count_every_attempt = true,
             other => return Err(format!("'{other}' is not a planted bug ({})", Plant::NAMES.join(", "))),
         }
         Ok(p)
@@ -145,6 +157,10 @@ impl Plant {
             Some("forget-pending")
         } else if self.scheduler.no_lease {
             Some("no-lease")
+        } else if self.scheduler.silence_before_acting {
+            Some("silence-before-acting")
+        } else if self.scheduler.count_every_attempt {
+            Some("count-every-attempt")
         } else {
             None
         }

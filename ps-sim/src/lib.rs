@@ -113,6 +113,7 @@ pub fn run_traced(cfg: &SimConfig, seed: u64, trace: bool) -> Outcome {
                 faults_over = true;
                 deadline = w.now + cfg.finish_ms;
                 faults::apply(&mut w, faults::Fault::End);
+                checker.healed(w.now);
             }
             continue;
         }

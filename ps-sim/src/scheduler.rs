@@ -12,7 +12,8 @@ use crate::process::NodeLink;
 use crate::transport::SimTransport;
 use crate::worker::DATASET;
 use ps_apps::master::{
-    decode_queues, encode_queues, Chunk, Master, MasterConfig, MemStore, ReplicatedStore, Store, StoreError,
+    decode_queues, encode_queues, Chunk, Master, MasterConfig, MasterPlanted, MemStore, ReplicatedStore, Store,
+    StoreError,
 };
 use ps_apps::recordio::ChunkIndex;
 use ps_apps::train::coordinator::{Coordinator, MASTER_APP, TICK_EVERY};
@@ -31,6 +32,12 @@ pub struct SchedulerBugs {
     /// The coordinator answers the workers straight through the transport, around
     /// the van's gate (no lease, no state on the standbys first).
     pub no_lease: bool,
+    /// The production code's planted bug ([`ps_core::config::Planted`]): liveness
+    /// counts silence from before the scheduler started acting.
+    pub silence_before_acting: bool,
+    /// The master's planted bug ([`ps_apps::master::MasterPlanted`]): a task's result
+    /// counts again from another attempt.
+    pub count_every_attempt: bool,
 }
 
 /// The replicated store, with the planted bug: one pending task forgotten on load.
@@ -84,6 +91,9 @@ impl Scheduler {
                 timeout_multiplier: 4.0,
                 timeout_floor_ms: 2_000,
                 max_retries: 3,
+                planted: MasterPlanted {
+                    count_every_attempt: bugs.count_every_attempt,
+                },
             },
             tasks,
             declared: 0,

@@ -215,7 +215,8 @@ impl World {
         let life = s.life;
         let role = s.role;
         let standby = role == Role::Scheduler && !(first && slot == 0);
-        let cfg = process::config(&shape, slot, role, standby);
+        let mut cfg = process::config(&shape, slot, role, standby);
+        cfg.planted.silence_before_acting = self.cfg.plant.scheduler.silence_before_acting;
         let clock = Arc::new(ProcClock::new(Arc::clone(&self.clock)));
         let (po, net) = process::postoffice(cfg, Arc::clone(&clock), inc);
         let link = NodeLink::new(Arc::clone(&po));

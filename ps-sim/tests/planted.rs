@@ -59,3 +59,18 @@ fn a_server_answering_before_its_replica_is_caught_losing_a_push() {
 fn a_queue_forgetting_a_pending_task_on_restart_is_caught() {
     found("forget-pending", &["task"]);
 }
+
+/// A scheduler that has just taken over, or got its lease back after a cut, counted
+/// the silence from before it acted: it declared dead the nodes it could not hear,
+/// which had just voted for it (a real partition evicted two live workers so).
+#[test]
+fn a_scheduler_counting_silence_from_before_it_acted_is_caught() {
+    found("silence-before-acting", &["declared nodes dead"]);
+}
+
+/// A master that counts a task's result from any attempt trains a task twice in a
+/// pass across a failover or a timeout (a real partition ended with 161 of 160).
+#[test]
+fn a_master_counting_a_task_from_two_attempts_is_caught() {
+    found("count-every-attempt", &["counted for two attempts"]);
+}

@@ -69,6 +69,7 @@ impl Master {
             timeout_multiplier,
             timeout_floor_ms: task_timeout_ms,
             max_retries,
+            planted: Default::default(),
         };
         let c = coordinator(py, cfg, work_dir, stats_addr, "python job")?;
         Ok(Master {

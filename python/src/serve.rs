@@ -45,6 +45,7 @@ pub fn serve<'py>(
                 timeout_multiplier: 4.0,
                 timeout_floor_ms: task_timeout_ms,
                 max_retries,
+                planted: Default::default(),
             };
             let c = coordinator(py, cfg, work_dir, stats_addr, "psrs.torch job")?;
             finalize(py)?;

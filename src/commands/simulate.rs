@@ -35,8 +35,10 @@ pub struct Args {
     passes: u64,
     /// Plant a bug the invariants must catch: no-lease (the coordinator answers
     /// around the van: no lease, no standby first), early-ack (a server answers a
-    /// push before its replica applied it) or forget-pending (a master resuming from
-    /// its state forgets a pending task).
+    /// push before its replica applied it), forget-pending (a master resuming from
+    /// its state forgets a pending task), silence-before-acting (a scheduler's
+    /// liveness counts silence from before it started acting) or count-every-attempt
+    /// (the master counts a task's result from any attempt).
     #[arg(long)]
     plant: Option<String>,
     /// Threads running seeds side by side (each run is one thread).

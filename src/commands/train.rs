@@ -259,6 +259,7 @@ pub fn run(a: Args) -> Result<(), super::error::CliError> {
                 timeout_multiplier: 4.0,
                 timeout_floor_ms: a.task_timeout_ms,
                 max_retries: a.max_retries,
+                planted: Default::default(),
             };
             let mut st = store(&a)?;
             if po.config().schedulers.len() > 1 {

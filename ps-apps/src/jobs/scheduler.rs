@@ -110,6 +110,7 @@ fn master_config(spec: &JobSpec) -> MasterConfig {
             timeout_multiplier: 4.0,
             timeout_floor_ms: t.task_timeout_ms,
             max_retries: t.max_retries,
+            planted: Default::default(),
         },
         JobSpec::Infer(i) => MasterConfig {
             // a directory's chunks are its files: a query is a batch of them
@@ -122,6 +123,7 @@ fn master_config(spec: &JobSpec) -> MasterConfig {
             timeout_multiplier: 4.0,
             timeout_floor_ms: i.task_timeout_ms,
             max_retries: i.max_retries,
+            planted: Default::default(),
         },
     }
 }

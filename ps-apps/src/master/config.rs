@@ -16,6 +16,21 @@ pub struct MasterConfig {
     pub timeout_floor_ms: u64,
     /// Timeouts (or failure reports) after which a task is given up and moved to failed.
     pub max_retries: u32,
+    /// Bugs planted on purpose by the simulator's tests (none otherwise; never
+    /// serialized).
+    #[serde(skip)]
+    pub planted: Planted,
+}
+
+/// The master's planted bugs: each brings back one wrong behaviour that real runs
+/// showed, so that the simulator's tests can prove a seed finds it. All off by
+/// default; no variable or flag turns one on.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Planted {
+    /// A result of a task already counted from another attempt counts again: results
+    /// not fenced by term and attempt, so a task handed out by two schedulers across a
+    /// failover, or handed out again after a timeout, is trained twice in a pass.
+    pub count_every_attempt: bool,
 }
 
 impl Default for MasterConfig {
@@ -26,6 +41,7 @@ impl Default for MasterConfig {
             timeout_multiplier: 4.0,
             timeout_floor_ms: 10_000,
             max_retries: 3,
+            planted: Planted::default(),
         }
     }
 }

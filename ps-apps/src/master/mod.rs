@@ -20,7 +20,7 @@ mod store_set;
 mod wire;
 
 pub use codec::{decode_queues, encode_queues};
-pub use config::MasterConfig;
+pub use config::{MasterConfig, Planted as MasterPlanted};
 pub use error::{MasterError, StoreError};
 pub use queues::{Attempt, Chunk, Counted, GivenUp, Reply, Task, TaskEntry, TaskQueues};
 pub use service::{index_dataset, Master};

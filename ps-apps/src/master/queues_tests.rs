@@ -23,6 +23,7 @@ fn cfg(epochs: u64) -> MasterConfig {
         timeout_multiplier: 2.0,
         timeout_floor_ms: 100,
         max_retries: 2,
+        planted: Default::default(),
     }
 }
 

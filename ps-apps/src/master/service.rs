@@ -189,7 +189,13 @@ impl Master {
         attempt: Attempt,
         now_ms: u64,
     ) -> Result<Counted, MasterError> {
-        self.change(|q, _| q.finish_attempt(worker, task, attempt, now_ms))
+        self.change(|q, c| {
+            let counted = q.finish_attempt(worker, task, attempt, now_ms);
+            if c.planted.count_every_attempt && counted == Counted::Not && q.done.iter().any(|e| e.task.id == task) {
+                return Counted::Now;
+            }
+            counted
+        })
     }
 
     /// Replaces the queues with the stored queues `bytes` (the state a scheduler

@@ -17,6 +17,7 @@ fn cfg(epochs: u64) -> MasterConfig {
         timeout_multiplier: 3.0,
         timeout_floor_ms: 1000,
         max_retries: 3,
+        planted: Default::default(),
     }
 }
 

@@ -3,6 +3,7 @@
 
 mod election;
 mod error;
+mod planted;
 mod security;
 mod shm;
 pub mod slurm;
@@ -10,6 +11,7 @@ pub mod slurm;
 pub use election::{parse_candidates, parse_election, ElectionMode};
 pub(crate) use error::err;
 pub use error::ConfigError;
+pub use planted::Planted;
 pub use security::{LimitError, Limits, Security};
 pub use shm::{ShmConfig, DEFAULT_MIN_BYTES, DEFAULT_REGION_MB, REGION_MB_RANGE};
 
@@ -94,6 +96,9 @@ pub struct Config {
     pub local_socket: bool,
     /// The cluster secret, encryption and resource limits (`PS_SECRET_FILE`, ...).
     pub security: Security,
+    /// Bugs planted on purpose by the simulator's tests (none here: never read from
+    /// the environment).
+    pub planted: Planted,
 }
 
 struct Vars<'a>(&'a HashMap<String, String>);
@@ -226,6 +231,7 @@ impl Config {
             },
             local_socket: v.parse::<i64>("PS_LOCAL_SOCKET", "0 or 1")?.unwrap_or(1) != 0,
             security: Security::from_vars(vars)?,
+            planted: Planted::default(),
         };
         cfg.validate()?;
         Ok(cfg)

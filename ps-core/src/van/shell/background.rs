@@ -100,6 +100,11 @@ impl Van {
             // does one that just took over or got its lease back, from heartbeats it
             // could not hear before
             if let Some(since) = self.fo.acting_since(now).filter(|_| self.fo.is_active_scheduler()) {
+                let since = if self.cfg.planted.silence_before_acting {
+                    0
+                } else {
+                    since
+                };
                 let actions = s.lock().tick(now, since);
                 self.execute(actions);
             }
