@@ -18,7 +18,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 mod course;
-use course::Asked;
+
+/// A barrier request in flight, with the scheduler it was made of: that scheduler's
+/// process incarnation and the epoch it acts under.
+pub type Asked = BarrierAsk<(u64, crate::failover::Epoch)>;
 
 /// How long a data message waits for its customer to register before it is dropped.
 /// Messages can legitimately arrive first: a peer released from the start barrier
@@ -153,8 +156,8 @@ impl Postoffice {
     pub fn start(&self, do_barrier: bool) -> Result<(), PostofficeError> {
         *self.course.lock() = Course::new(do_barrier);
         self.van.start(self.cfg.join_timeout)?;
-        let barrier = do_barrier && self.waits_at_start();
         self.wait_course(Stage::Running);
+        let barrier = self.course.lock().passed_start_barrier();
         if barrier && self.cfg.role == Role::Worker && self.van.is_pslite_id(SCHEDULER) {
             std::thread::sleep(PSLITE_SERVERS_GRACE);
         }
@@ -195,32 +198,30 @@ impl Postoffice {
     /// (one that could not be sent is sent again at each poll); None when there is
     /// nothing to wait for (a group of one). Then [`Postoffice::barrier_poll`] until
     /// it says released.
-    pub fn barrier_begin(&self, group: i32) -> Option<BarrierAsk<(u64, crate::failover::Epoch)>> {
+    pub fn barrier_begin(&self, group: i32) -> Option<Asked> {
         if self.node_ids(group).len() <= 1 {
             return None;
         }
         self.barrier_done.lock().insert(group, false);
         let mut ask = BarrierAsk::new(group, self.barrier_scheduler());
-        if !self.send_barrier_request(group) {
-            ask.unsent();
-        }
+        self.send_barrier_request(&mut ask);
         Some(ask)
     }
 
     /// True once the barrier `ask` waits at was released (it is left then). A
     /// scheduler that restarted, or that acts anew, lost the barrier counts: while
     /// waiting, the request is made again of the one acting now.
-    pub fn barrier_poll(&self, ask: &mut BarrierAsk<(u64, crate::failover::Epoch)>) -> bool {
+    pub fn barrier_poll(&self, ask: &mut Asked) -> bool {
         let group = ask.group();
         if self.barrier_done.lock().get(&group) != Some(&false) {
             self.barrier_done.lock().remove(&group);
             return true;
         }
         if ask.again(self.barrier_scheduler()) {
-            log::info!("repeating the barrier request for group {group} (another scheduler acts, or it was not sent)");
-            if !self.send_barrier_request(group) {
-                ask.unsent();
+            if ask.failed_sends() == 0 {
+                log::info!("repeating the barrier request for group {group}: another scheduler acts");
             }
+            self.send_barrier_request(ask);
         }
         false
     }
@@ -231,7 +232,11 @@ impl Postoffice {
         (self.van.scheduler_incarnation(), self.van.scheduler_epoch().0)
     }
 
-    fn send_barrier_request(&self, group: i32) -> bool {
+    /// Sends `ask`'s request and records whether it left: the first failure of a run
+    /// is logged as an error, the retries that follow (every poll) only at debug
+    /// level, so a scheduler that refuses connections for good does not fill the log.
+    fn send_barrier_request(&self, ask: &mut Asked) {
+        let group = ask.group();
         let m = Message {
             meta: Meta {
                 recver: SCHEDULER,
@@ -247,11 +252,11 @@ impl Postoffice {
             data: Vec::new(),
         };
         match self.van.send(m) {
-            Ok(_) => true,
-            Err(e) => {
-                log::error!("barrier request not sent: {e}");
-                false
+            Ok(_) => ask.sent(),
+            Err(e) if ask.unsent() == 1 => {
+                log::error!("barrier request for group {group} not sent (sent again at each poll until it is): {e}")
             }
+            Err(e) => log::debug!("barrier request for group {group} not sent again: {e}"),
         }
     }
 

@@ -3,14 +3,9 @@
 //! stepped without waiting (by a simulator), or waited through
 //! ([`Postoffice::start`], [`Postoffice::finalize`]).
 
-use super::Postoffice;
-use crate::failover::Epoch;
+use super::{Asked, Postoffice};
 use crate::node::ALL_GROUP;
-use crate::protocol::barrier_ask::BarrierAsk;
 use crate::protocol::course::{Gates, Stage};
-
-/// A barrier request in flight: the scheduler it was made of (process, epoch).
-pub(super) type Asked = BarrierAsk<(u64, Epoch)>;
 
 impl Gates for Postoffice {
     type Ask = Asked;

@@ -11,6 +11,8 @@ pub struct BarrierAsk<S> {
     asked: S,
     /// The last request could not be sent (its send failed).
     unsent: bool,
+    /// Sends that failed since the last one that went out.
+    failed: u32,
 }
 
 impl<S: PartialEq + Copy> BarrierAsk<S> {
@@ -20,14 +22,28 @@ impl<S: PartialEq + Copy> BarrierAsk<S> {
             group,
             asked: scheduler,
             unsent: false,
+            failed: 0,
         }
     }
 
     /// The request just made could not be sent: [`BarrierAsk::again`] asks for it
     /// again (a node that passed a barrier it never asked for would leave the others
     /// waiting for it there).
-    pub fn unsent(&mut self) {
+    /// Returns how many sends in a row failed now, this one included.
+    pub fn unsent(&mut self) -> u32 {
         self.unsent = true;
+        self.failed = self.failed.saturating_add(1);
+        self.failed
+    }
+
+    /// The request just made was sent: the run of failed sends ends.
+    pub fn sent(&mut self) {
+        self.failed = 0;
+    }
+
+    /// Sends that failed since the last one that went out (0: the last one went out).
+    pub fn failed_sends(&self) -> u32 {
+        self.failed
     }
 
     /// The barrier's group.
@@ -69,10 +85,16 @@ mod tests {
     #[test]
     fn a_request_not_sent_is_made_again_until_it_is() {
         let mut b = BarrierAsk::new(7, (11u64, 1u64));
-        b.unsent();
+        assert_eq!(b.unsent(), 1, "the first failure of a run");
         assert!(b.again((11, 1)), "the same scheduler, asked again");
-        b.unsent();
+        assert_eq!(b.unsent(), 2);
+        assert_eq!(b.failed_sends(), 2);
         assert!(b.again((11, 1)));
+        b.sent();
+        assert_eq!(b.failed_sends(), 0);
         assert!(!b.again((11, 1)), "sent at last: nothing more to ask");
+        // a later failure starts a new run
+        assert!(b.again((12, 2)));
+        assert_eq!(b.unsent(), 1);
     }
 }

@@ -44,6 +44,7 @@ pub struct Course<A> {
     stage: Stage,
     start_barrier: bool,
     ask: Option<A>,
+    passed_start: bool,
 }
 
 impl<A> Course<A> {
@@ -54,12 +55,19 @@ impl<A> Course<A> {
             stage: Stage::Joining,
             start_barrier,
             ask: None,
+            passed_start: false,
         }
     }
 
     /// Where the course is.
     pub fn stage(&self) -> Stage {
         self.stage
+    }
+
+    /// True once the course went through the start barrier (not when it was told
+    /// not to wait there, nor for a replacement, which skips it).
+    pub fn passed_start_barrier(&self) -> bool {
+        self.passed_start
     }
 
     /// Moves on as far as `g` allows now, without waiting. True at the one step that
@@ -83,6 +91,7 @@ impl<A> Course<A> {
                         return false;
                     }
                     self.stage = Stage::Running;
+                    self.passed_start = true;
                     return true;
                 }
                 Stage::Finalizing => {

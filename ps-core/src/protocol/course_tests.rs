@@ -43,9 +43,11 @@ fn joins_then_waits_at_the_start_barrier_then_runs_once() {
     assert!(!c.step(&n));
     assert_eq!((c.stage(), n.entered.get()), (Stage::Starting, 1));
     assert!(!c.step(&n), "not released yet");
+    assert!(!c.passed_start_barrier());
     n.releases.set(1);
     assert!(c.step(&n), "the application starts at the release");
     assert_eq!(c.stage(), Stage::Running);
+    assert!(c.passed_start_barrier());
     assert!(!c.step(&n), "and only once");
     assert_eq!(n.entered.get(), 1);
 }
@@ -61,6 +63,7 @@ fn a_replacement_or_a_course_without_start_barrier_runs_at_its_table() {
         n.table.set(true);
         assert!(c.step(&n));
         assert_eq!((c.stage(), n.entered.get()), (Stage::Running, 0));
+        assert!(!c.passed_start_barrier(), "it never waited there");
     }
 }
 
