@@ -36,7 +36,9 @@
 //! term at once, so that node follows it again. Why a node's answer is never lost with the active scheduler:
 //! it leaves only once every standby heard within the standby timeout holds the state
 //! it was decided on, and a standby that missed some (silent past that timeout) gets
-//! no vote from a node that saw newer state, until it caught up or, after
+//! no vote from a node that saw newer state (state numbers lead with the term they
+//! were made under, [`term_floor`]: the states an old active scheduler made unseen
+//! while cut off never outrank a newer term's), until it caught up or, after
 //! [`super::follower::STALE_VOTE_TIMEOUTS`] without any scheduler, the newer state is
 //! taken as lost with the scheduler that made it.
 
@@ -55,6 +57,14 @@ use std::collections::{BTreeMap, BTreeSet};
 /// named the new process first: their new process counts towards no lease or
 /// campaign until settled.
 type Unsettled = BTreeMap<i32, u64>;
+
+/// The lowest state number of `term`: state numbers are term-major (the term in
+/// the high 32 bits, the count of states within it in the low ones), so every state
+/// of a newer term outranks every state of an older one. (Terms past 2^32 - 1, which
+/// four billion elections would take, share the last floor.)
+pub fn term_floor(term: u64) -> u64 {
+    term.min(u64::from(u32::MAX)) << 32
+}
 
 /// The election's clock settings.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -741,8 +751,10 @@ impl Candidacy {
         self.outbox = Outbox::new(self.others(), self.timing.standby_live_ms(), now_ms);
         self.reports.clear();
         // nodes saw up to `seen_seq`: the states from here on are newer than anything
-        // any earlier active scheduler told them
-        self.seq = self.seq.max(self.seen_seq) + 1;
+        // any earlier active scheduler told them. The term leads the number (its high
+        // 32 bits), so no state made under an older term outranks them, however many
+        // an old active scheduler went on making while cut off, unseen
+        self.seq = (self.seq.max(self.seen_seq) + 1).max(term_floor(epoch.term));
         self.state_epoch = epoch;
         let mut out = vec![Out::TakeOver {
             epoch,

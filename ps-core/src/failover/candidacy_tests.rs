@@ -569,3 +569,64 @@ fn an_active_that_declared_a_majority_dead_is_elected_again_with_their_votes() {
     );
     assert!(a.may_act(1812));
 }
+
+/// State numbers order states across epochs: an active scheduler cut off with no
+/// lease goes on numbering states nobody gets (here 2 to 6), while the standby that
+/// took over numbers the states it commits from the votes' highest. The nodes saw the
+/// new active's committed state; once it is lost too, the old active's stale states
+/// must not outrank it by their higher count: the nodes vote for the standby holding
+/// what they saw, never for the old active, which lacks it.
+#[test]
+fn states_of_an_older_epoch_never_outrank_what_a_newer_one_committed() {
+    let (mut a, mut b, mut c) = trio();
+    for i in 0..5u8 {
+        a.replicate(None, Some(Bytes::from(vec![i])), 20 + u64::from(i))
+            .unwrap();
+    }
+    assert_eq!(a.seq(), 6);
+    // b takes over with the votes of the nodes (of three candidates; they last heard
+    // a at 31) and is followed
+    let mut ns: Vec<(i32, Follower)> = five()
+        .into_iter()
+        .map(|id| {
+            let mut f = Follower::new(0, 3, T.timeout_ms, 0);
+            f.on_message(e(1, 0), 1, 31, 31);
+            (id, f)
+        })
+        .collect();
+    let out = b.tick(1216);
+    let won = elect(&mut b, &out, &mut ns, 1216);
+    assert!(
+        matches!(won[0], Out::TakeOver { epoch, .. } if epoch == e(2, 1)),
+        "{won:?}"
+    );
+    // its first state reaches c (a is cut off); once a is silent past the standby
+    // timeout, that state is committed and the nodes see it
+    let syncs = sent(&b.replicate(None, Some(Bytes::from_static(b"b1")), 1300).unwrap());
+    let to_c = syncs.iter().find(|m| m.meta.recver == candidate_key(2)).unwrap();
+    for ack in sent(&c.on_peer(to_c, 1301)) {
+        b.on_peer(&ack, 1302);
+    }
+    assert_eq!(c.app().as_ref(), b"b1");
+    let committed = b.committed(2500);
+    assert_eq!(committed, b.seq(), "committed once a is silent");
+    for (_, f) in ns.iter_mut() {
+        f.on_message(b.epoch(), committed, 2500, 2500);
+    }
+    // b is lost: a, which never heard of term 2, runs again with its six states
+    a.tick(900);
+    let out = a.tick(3600);
+    assert!(a.pre.is_some(), "a asks for pre-votes");
+    let won = elect(&mut a, &out, &mut ns, 3600);
+    assert!(
+        !won.iter().any(|o| matches!(o, Out::TakeOver { .. })),
+        "the old active won with states of term 1 over term 2's committed state"
+    );
+    // c holds the committed state: it wins
+    let out = c.tick(3700);
+    let won = elect(&mut c, &out, &mut ns, 3700);
+    assert!(
+        matches!(won[0], Out::TakeOver { ref app, .. } if app.as_ref() == b"b1"),
+        "{won:?}"
+    );
+}
