@@ -17,12 +17,13 @@ pub struct Plant {
 
 impl Plant {
     /// Every `--plant` name.
-    pub const NAMES: [&'static str; 5] = [
+    pub const NAMES: [&'static str; 6] = [
         "no-lease",
         "early-ack",
         "forget-pending",
         "silence-before-acting",
         "count-every-attempt",
+        "no-pre-vote",
     ];
 
     /// Parses a `--plant` name: `no-lease`, `early-ack`, `forget-pending` (the
@@ -37,6 +38,7 @@ impl Plant {
             "no-lease" => p.scheduler.no_lease = true,
             "silence-before-acting" => p.scheduler.silence_before_acting = true,
             "count-every-attempt" => p.scheduler.count_every_attempt = true,
+            "no-pre-vote" => p.scheduler.no_pre_vote = true,
             other => return Err(format!("'{other}' is not a planted bug ({})", Plant::NAMES.join(", "))),
         }
         Ok(p)
@@ -161,6 +163,8 @@ impl Plant {
             Some("silence-before-acting")
         } else if self.scheduler.count_every_attempt {
             Some("count-every-attempt")
+        } else if self.scheduler.no_pre_vote {
+            Some("no-pre-vote")
         } else {
             None
         }

@@ -38,6 +38,9 @@ pub struct SchedulerBugs {
     /// The master's planted bug ([`ps_apps::master::MasterPlanted`]): a task's result
     /// counts again from another attempt.
     pub count_every_attempt: bool,
+    /// The election's planted bug ([`ps_core::config::Planted`]): campaigns without
+    /// pre-votes.
+    pub no_pre_vote: bool,
 }
 
 /// The replicated store, with the planted bug: one pending task forgotten on load.

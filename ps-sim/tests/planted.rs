@@ -74,3 +74,10 @@ fn a_scheduler_counting_silence_from_before_it_acted_is_caught() {
 fn a_master_counting_a_task_from_two_attempts_is_caught() {
     found("count-every-attempt", &["counted for two attempts"]);
 }
+
+/// Candidates campaigning without pre-votes: the one cut off with a minority raises
+/// its term meanwhile, and after the heal leadership changes more than once.
+#[test]
+fn elections_without_pre_votes_are_caught_changing_leadership_twice_after_a_heal() {
+    found("no-pre-vote", &["won after the heal"]);
+}

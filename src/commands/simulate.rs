@@ -37,8 +37,9 @@ pub struct Args {
     /// around the van: no lease, no standby first), early-ack (a server answers a
     /// push before its replica applied it), forget-pending (a master resuming from
     /// its state forgets a pending task), silence-before-acting (a scheduler's
-    /// liveness counts silence from before it started acting) or count-every-attempt
-    /// (the master counts a task's result from any attempt).
+    /// liveness counts silence from before it started acting), count-every-attempt
+    /// (the master counts a task's result from any attempt) or no-pre-vote
+    /// (candidates campaign without asking for pre-votes).
     #[arg(long)]
     plant: Option<String>,
     /// Threads running seeds side by side (each run is one thread).

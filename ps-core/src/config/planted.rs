@@ -11,4 +11,10 @@ pub struct Planted {
     /// taken over, or got its lease back after a cut, declares dead the nodes it could
     /// not hear, though they were alive (and had just voted for it).
     pub silence_before_acting: bool,
+    /// A scheduler candidate campaigns without asking for pre-votes first: one cut off
+    /// with a minority raises its term again and again, and at the heal the nodes that
+    /// hear that term leave the scheduler the majority had, which must win again
+    /// (leadership changes twice after a heal, as real partitions once showed by
+    /// another way: a winner the nodes did not hear from in time).
+    pub no_pre_vote: bool,
 }

@@ -47,6 +47,7 @@ use super::error::FailoverError;
 use super::lease::Lease;
 use super::outbox::Outbox;
 use super::terms::next_term;
+use crate::config::Planted;
 use crate::message::{Command, Message};
 use crate::node::{server_rank_to_id, worker_rank_to_id, Node};
 use crate::protocol::membership::Membership;
@@ -200,6 +201,8 @@ pub struct Candidacy {
     outbox: Outbox<Message>,
     next_beat_ms: u64,
     pre: Option<PreVote>,
+    /// Bugs planted by the simulator's tests (none otherwise).
+    pub(crate) planted: Planted,
 }
 
 impl Candidacy {
@@ -231,6 +234,7 @@ impl Candidacy {
             lease: Lease::new(voters.clone(), timing.lease_ms()),
             voters,
             grace_until_ms: 0,
+            planted: Planted::default(),
             acting: (!standby).then_some(epoch),
             acting_since_ms: now_ms,
             linked: BTreeMap::new(),
@@ -817,6 +821,9 @@ impl Candidacy {
             .is_some_and(|p| now_ms.saturating_sub(p.sent_ms) < self.timing.beat_ms.max(1))
         {
             return Vec::new();
+        }
+        if self.planted.no_pre_vote {
+            return self.campaign(now_ms);
         }
         let epoch = self.next_epoch();
         self.pre = Some(PreVote {

@@ -65,14 +65,18 @@ impl Failover {
         };
         let sched = (cfg.role == Role::Scheduler).then(|| {
             Mutex::new(match cfg.election {
-                ElectionMode::Embedded => SchedFailover::Embedded(Box::new(Candidacy::new(
-                    me,
-                    n,
-                    cfg.scheduler_standby,
-                    voters(cfg.num_servers, cfg.num_workers),
-                    Timing { timeout_ms, beat_ms },
-                    now_ms,
-                ))),
+                ElectionMode::Embedded => {
+                    let mut c = Candidacy::new(
+                        me,
+                        n,
+                        cfg.scheduler_standby,
+                        voters(cfg.num_servers, cfg.num_workers),
+                        Timing { timeout_ms, beat_ms },
+                        now_ms,
+                    );
+                    c.planted = cfg.planted;
+                    SchedFailover::Embedded(Box::new(c))
+                }
                 ElectionMode::Etcd { .. } => SchedFailover::Locked {
                     cand: LockCandidate::new(me, !cfg.scheduler_standby),
                     core: Bytes::new(),
