@@ -236,6 +236,10 @@ def configs(a):
 
 def drive(a):
     runs = configs(a)
+    if a.match:
+        runs = [(name, cmd) for name, cmd in runs if re.search(a.match, name)]
+        if not runs:
+            sys.exit(f"--match {a.match!r}: no configuration's name matches")
     rates = {name: [] for name, _ in runs}
     aucs = {name: [] for name, _ in runs}
     peaks = {name: {} for name, _ in runs}
@@ -313,6 +317,9 @@ def main():
                        help="the ablations' hot-row cache: rows per worker")
         q.add_argument("--hot-cache-staleness", type=int, default=4,
                        help="the ablations' hot-row cache: steps a cached row is served after its pull")
+        q.add_argument("--match", metavar="REGEX",
+                       help="run only the configurations whose name (as the table prints it) this regular "
+                            "expression finds, e.g. 'psrs (a)?sync 2s 2w(, hot-row cache)?$' with --ablations")
     r = sub.add_parser("run", help="one process of one configuration")
     r.add_argument("--system", choices=["psrs", "ddp", "single", "torchrec"], required=True)
     r.add_argument("--model", choices=["cnn", "ctr"], required=True)

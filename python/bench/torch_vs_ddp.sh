@@ -9,7 +9,7 @@
 # fbgemm-gpu-cpu and the torch they are built for (docs/benchmarks.md says how to make
 # it; without it the TorchRec row says why it did not run). Arguments go to
 # torch_vs_ddp.py (--rounds, --only cnn|ctr, --scale, --samples, --batch, --ablations,
-# --hot-cache-rows, --hot-cache-staleness).
+# --hot-cache-rows, --hot-cache-staleness, --match REGEX: only the configurations it names).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 python=${PYTHON:-$root/target/py-venv/bin/python}
