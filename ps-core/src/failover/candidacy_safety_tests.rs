@@ -301,3 +301,68 @@ fn an_active_holding_its_lease_runs_again_when_a_node_follows_a_newer_term() {
     assert_eq!((ns[0].f.epoch(), ns[0].f.heard_active()), (e(3, 0), 0));
     assert!(cs[0].may_act(1530));
 }
+
+/// What the stale-vote escape gives up (docs/operations.md states it): X (13) is
+/// declared dead and replaced by X' while the standby C is cut off; a majority of
+/// the settled nodes report the table naming X', so the active S counts X'. Then the
+/// network splits {S, X', a, b} | {C, X, c, d}. c and d saw newer state than C holds
+/// and refuse it, but only for [`STALE_VOTE_TIMEOUTS`]; after that c, d and X's old
+/// process elect C while S still holds its lease through X', a and b. Ignored: it
+/// fails on this code, which lets two schedulers act there.
+#[test]
+#[ignore = "fails: after the stale-vote escape a replaced node id can count on both sides of a long partition"]
+fn a_replaced_id_is_not_counted_twice_after_the_stale_vote_escape() {
+    use crate::failover::STALE_VOTE_TIMEOUTS;
+    let (s, c) = pair();
+    let mut cs = [s, c];
+    let mut m: Membership = bincode::deserialize(&table()).unwrap();
+    // a = 8, b = 9, c = 10, d = 11, X = 13 (its old process)
+    let mut ns = procs(&m, &[8, 9, 10, 11, 13]);
+    let x_old = m.get(13).unwrap().incarnation;
+    for n in ns.iter_mut() {
+        n.f.on_message(e(1, 0), 1, 50, 50);
+    }
+    // X's process is cut off from S alone; S declares it dead (state 2), which C takes
+    assert!(m.mark_dead(13).is_some());
+    let sync = sent(&cs[0].replicate(Some(core(&m)), None, 100).unwrap());
+    for ack in sent(&cs[1].on_peer(&sync[0], 101)) {
+        cs[0].on_peer(&ack, 102);
+    }
+    // C is cut off from S; past the standby timeout a new process takes X's id
+    // (state 3, which C never gets)
+    for t in (200..=1400).step_by(200) {
+        for n in ns.iter_mut().filter(|n| n.id != 13) {
+            beat(&mut cs, n, t);
+        }
+    }
+    assert!(matches!(m.add_node(newcomer()), Join::Replaced { ref node, .. } if node.id == 13));
+    cs[0].replicate(Some(core(&m)), None, 1400).unwrap();
+    ns.push(N {
+        id: 13,
+        inc: 999,
+        f: Follower::new(0, 2, T.timeout_ms, 1400),
+    });
+    // every node but X's old process hears S and reports state 3: X' settles
+    for t in (1500..=2000).step_by(100) {
+        for n in ns.iter_mut().filter(|n| n.inc != x_old) {
+            beat(&mut cs, n, t);
+        }
+    }
+    assert!(cs[0].counts(13, 999), "X' counts for S");
+    // the split: S goes on with X', a and b
+    let (mut s_side, mut c_side): (Vec<N>, Vec<N>) =
+        ns.into_iter().partition(|n| [8, 9].contains(&n.id) || n.inc == 999);
+    let escape = 2000 + (STALE_VOTE_TIMEOUTS + 1) * T.timeout_ms;
+    let mut t = 2100;
+    while t <= escape + 1000 {
+        for n in s_side.iter_mut() {
+            beat(&mut cs, n, t);
+        }
+        if t % 1000 == 0 {
+            let out = cs[1].tick(t);
+            campaign(&mut cs[1], &out, &mut c_side, t);
+        }
+        assert_one_acts(&[&cs[0], &cs[1]], t);
+        t += 100;
+    }
+}
