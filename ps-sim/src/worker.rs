@@ -194,7 +194,7 @@ impl Worker {
         if let Some(ts) = asked.ts.take() {
             self.client.forget(ts);
         }
-        let scheduler = self.node.po.van().scheduler_incarnation();
+        let scheduler = self.client.scheduler();
         match self.client.send(&asked.body) {
             Ok(ts) => {
                 asked.ts = Some(ts);
@@ -307,7 +307,7 @@ impl Worker {
                 let next = lp.paused();
                 self.carry_out(next, now);
             }
-            Doing::Asking(asked) => match asked.call.due(now, self.node.po.van().scheduler_incarnation()) {
+            Doing::Asking(asked) => match asked.call.due(now, self.client.scheduler()) {
                 Due::Wait => {}
                 Due::Again(why) => {
                     log::debug!("master: {why}; asking again");

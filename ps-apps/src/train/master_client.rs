@@ -6,7 +6,7 @@
 
 use super::coordinator::{decode, encode, MASTER_APP, MASTER_HEAD};
 use super::error::TrainError;
-use super::master_retry::{Again, Call, Due, ATTEMPT_MS};
+use super::master_retry::{ActingScheduler, Again, Call, Due, ATTEMPT_MS};
 use crate::master::{MasterRequest, MasterResponse};
 use bytes::Bytes;
 use parking_lot::Mutex;
@@ -80,6 +80,17 @@ impl MasterClient {
         })
     }
 
+    /// The scheduler acting now, as this node knows it: its process and the term its
+    /// last node table came under ([`ps_core::van::Van::scheduler_generation`]; what
+    /// decides whether a request waiting for its answer is sent again).
+    pub fn scheduler(&self) -> ActingScheduler {
+        let (incarnation, epoch) = self.po.van().scheduler_generation();
+        ActingScheduler {
+            incarnation,
+            term: epoch.term,
+        }
+    }
+
     /// Sends the encoded request `body` once; its timestamp, whose answer
     /// [`MasterClient::answer`] takes. Fails if it cannot be sent.
     pub fn send(&self, body: &Bytes) -> std::io::Result<i32> {
@@ -127,7 +138,7 @@ impl MasterClient {
         let mut warned: Option<(String, Instant)> = None;
         let mut why = String::from("no answer");
         loop {
-            let scheduler = van.scheduler_incarnation();
+            let scheduler = self.scheduler();
             let due = match self.send(&body) {
                 Ok(ts) => {
                     call.sent(van.now_ms(), scheduler);
@@ -141,7 +152,7 @@ impl MasterClient {
                     why = e.to_string();
                     loop {
                         std::thread::sleep(POLL);
-                        match call.due(van.now_ms(), van.scheduler_incarnation()) {
+                        match call.due(van.now_ms(), self.scheduler()) {
                             Due::Wait => {}
                             due => break due,
                         }
@@ -178,7 +189,7 @@ impl MasterClient {
             if self.app.customer().wait_request_timeout(ts, POLL) {
                 return Ok(self.answer(ts).unwrap_or_default());
             }
-            match call.due(van.now_ms(), van.scheduler_incarnation()) {
+            match call.due(van.now_ms(), self.scheduler()) {
                 Due::Wait => {}
                 due => {
                     self.forget(ts);

@@ -1,7 +1,8 @@
 //! When a request to the master is sent again, and when it is given up (pure; time in
-//! milliseconds): sent again as soon as the scheduler was replaced (its incarnation
-//! in the node table changed: the dead scheduler may have taken the request and never
-//! answered), after [`ATTEMPT_MS`] without an answer, or [`UNSENT_MS`] after it could
+//! milliseconds): sent again as soon as another scheduler acts (its incarnation in the
+//! node table changed: the dead scheduler may have taken the request and never
+//! answered), or the same one acts under a new term (it dropped the answers it held
+//! when it stopped acting), after [`ATTEMPT_MS`] without an answer, or [`UNSENT_MS`] after it could
 //! not be sent; given up when no answer came within the caller's patience. Sending
 //! again is safe: the master counts a finished task once, and a task still pending on
 //! a worker that asks again goes back to todo.
@@ -14,10 +15,22 @@ pub const ATTEMPT_MS: u64 = 5_000;
 /// How long a request that could not be sent waits before it is sent again (ms).
 pub const UNSENT_MS: u64 = 200;
 
+/// The scheduler a request went to, as far as its answer is concerned: its process
+/// (incarnation) and the term it acts under. An answer held by a scheduler that stops
+/// acting is dropped with its campaign, so a new term, even of the same process, is
+/// asked again as a new process is.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ActingScheduler {
+    /// The scheduler process's incarnation.
+    pub incarnation: u64,
+    /// The term it acts under (as the node follows it).
+    pub term: u64,
+}
+
 /// Why a request is sent again.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Again {
-    /// The scheduler it was sent to was replaced.
+    /// Another scheduler acts, or the same one under a new term.
     Replaced,
     /// No answer came for this many ms.
     Unanswered(u64),
@@ -28,32 +41,32 @@ pub enum Again {
 impl std::fmt::Display for Again {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Again::Replaced => write!(f, "the scheduler was replaced"),
+            Again::Replaced => write!(f, "another scheduler acts, or the same one under a new term"),
             Again::Unanswered(ms) => write!(f, "no answer within {ms} ms"),
             Again::Unsent => write!(f, "the request could not be sent"),
         }
     }
 }
 
-/// One sending of a request: when, and to which scheduler process.
+/// One sending of a request: when, and to which scheduler.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Attempt {
     sent_ms: u64,
-    scheduler: u64,
+    scheduler: ActingScheduler,
 }
 
 impl Attempt {
-    /// A request sent at `now_ms` while the scheduler's incarnation was `scheduler`.
-    pub fn new(now_ms: u64, scheduler: u64) -> Attempt {
+    /// A request sent at `now_ms` while `scheduler` acted.
+    pub fn new(now_ms: u64, scheduler: ActingScheduler) -> Attempt {
         Attempt {
             sent_ms: now_ms,
             scheduler,
         }
     }
 
-    /// At `now_ms`, with the scheduler's incarnation now `scheduler`: why the request
-    /// must be sent again, if it must.
-    pub fn again(&self, now_ms: u64, scheduler: u64) -> Option<Again> {
+    /// At `now_ms`, with `scheduler` acting now: why the request must be sent again,
+    /// if it must.
+    pub fn again(&self, now_ms: u64, scheduler: ActingScheduler) -> Option<Again> {
         let waited = now_ms.saturating_sub(self.sent_ms);
         if scheduler != self.scheduler {
             Some(Again::Replaced)
@@ -104,8 +117,8 @@ impl Call {
         }
     }
 
-    /// It went out at `now_ms` while the scheduler's incarnation was `scheduler`.
-    pub fn sent(&mut self, now_ms: u64, scheduler: u64) {
+    /// It went out at `now_ms` while `scheduler` acted.
+    pub fn sent(&mut self, now_ms: u64, scheduler: ActingScheduler) {
         self.last = Sending::Out(Attempt::new(now_ms, scheduler));
     }
 
@@ -114,8 +127,8 @@ impl Call {
         self.last = Sending::Unsent(now_ms);
     }
 
-    /// At `now_ms`, with the scheduler's incarnation now `scheduler`: what it does.
-    pub fn due(&self, now_ms: u64, scheduler: u64) -> Due {
+    /// At `now_ms`, with `scheduler` acting now: what it does.
+    pub fn due(&self, now_ms: u64, scheduler: ActingScheduler) -> Due {
         if now_ms.saturating_sub(self.started_ms) >= self.patience_ms {
             return Due::GiveUp;
         }
@@ -131,35 +144,42 @@ impl Call {
 mod tests {
     use super::*;
 
+    /// Scheduler process `incarnation` acting under `term`.
+    fn s(incarnation: u64, term: u64) -> ActingScheduler {
+        ActingScheduler { incarnation, term }
+    }
+
     #[test]
-    fn sent_again_when_the_scheduler_is_replaced() {
-        let a = Attempt::new(100, 7);
-        assert_eq!(a.again(150, 7), None);
-        assert_eq!(a.again(150, 9), Some(Again::Replaced));
+    fn sent_again_when_another_scheduler_or_a_new_term_acts() {
+        let a = Attempt::new(100, s(7, 1));
+        assert_eq!(a.again(150, s(7, 1)), None);
+        assert_eq!(a.again(150, s(9, 2)), Some(Again::Replaced));
+        // the same process acting again under a newer term dropped its held answers
+        assert_eq!(a.again(150, s(7, 3)), Some(Again::Replaced));
     }
 
     #[test]
     fn sent_again_after_the_attempt_time() {
-        let a = Attempt::new(100, 7);
-        assert_eq!(a.again(100 + ATTEMPT_MS - 1, 7), None);
-        assert_eq!(a.again(100 + ATTEMPT_MS, 7), Some(Again::Unanswered(ATTEMPT_MS)));
-        assert_eq!(a.again(0, 7), None, "a clock read before the sending waits");
+        let a = Attempt::new(100, s(7, 1));
+        assert_eq!(a.again(100 + ATTEMPT_MS - 1, s(7, 1)), None);
+        assert_eq!(a.again(100 + ATTEMPT_MS, s(7, 1)), Some(Again::Unanswered(ATTEMPT_MS)));
+        assert_eq!(a.again(0, s(7, 1)), None, "a clock read before the sending waits");
     }
 
     #[test]
     fn a_call_is_sent_again_as_its_attempt_says_and_given_up_after_its_patience() {
         let mut c = Call::new(0, 20_000);
-        c.sent(0, 7);
-        assert_eq!(c.due(100, 7), Due::Wait);
-        assert_eq!(c.due(100, 8), Due::Again(Again::Replaced));
-        assert_eq!(c.due(ATTEMPT_MS, 7), Due::Again(Again::Unanswered(ATTEMPT_MS)));
+        c.sent(0, s(7, 1));
+        assert_eq!(c.due(100, s(7, 1)), Due::Wait);
+        assert_eq!(c.due(100, s(8, 2)), Due::Again(Again::Replaced));
+        assert_eq!(c.due(ATTEMPT_MS, s(7, 1)), Due::Again(Again::Unanswered(ATTEMPT_MS)));
         c.unsent(6_000);
-        assert_eq!(c.due(6_000 + UNSENT_MS - 1, 7), Due::Wait);
-        assert_eq!(c.due(6_000 + UNSENT_MS, 7), Due::Again(Again::Unsent));
-        c.sent(19_000, 7);
-        assert_eq!(c.due(19_999, 7), Due::Wait);
+        assert_eq!(c.due(6_000 + UNSENT_MS - 1, s(7, 1)), Due::Wait);
+        assert_eq!(c.due(6_000 + UNSENT_MS, s(7, 1)), Due::Again(Again::Unsent));
+        c.sent(19_000, s(7, 1));
+        assert_eq!(c.due(19_999, s(7, 1)), Due::Wait);
         assert_eq!(
-            c.due(20_000, 7),
+            c.due(20_000, s(7, 1)),
             Due::GiveUp,
             "the patience counts from the first sending"
         );
