@@ -12,7 +12,8 @@
 # sigstop. Lengths (seconds the fault lasts; for flapping: the link is up a sixth
 # of it between its 10 cuts of 1 s): 3, 6 and 12 by default, and for sigstop also
 # 1.6 (twice the 0.8 s lease). A failed run's output is kept under
-# target/partition-suite/. Needs root, iproute2, nftables and Fashion-MNIST
+# target/partition-suite/ (every run's with PSRS_PARTITION_LOGS=1, which also prints
+# the processes' logs of a passing run). Needs root, iproute2, nftables and Fashion-MNIST
 # (scripts/install-deps.sh).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -73,7 +74,7 @@ for shape in $shapes; do
       if PSRS_PARTITION_SECS=$secs timeout 900 "$bin" --ignored --exact "${TEST[$shape]}" --nocapture >"$log" 2>&1; then
         pass=$((pass + 1))
         grep -h "^partition " "$log" | tee -a "$out"
-        rm -f "$log"
+        [ "${PSRS_PARTITION_LOGS:-0}" = 1 ] || rm -f "$log"
       else
         echo "partition $shape $secs s: run $i FAILED (output in $log)"
       fi

@@ -319,6 +319,10 @@ fn run(shape: Shape) {
         show(takeover),
         show(normal)
     );
+    if std::env::var("PSRS_PARTITION_LOGS").is_ok_and(|v| v == "1") {
+        // every process's log of a passing run too (a failing one prints them always)
+        println!("{}", c.dump());
+    }
 }
 
 #[test]
