@@ -9,9 +9,8 @@
 pub struct BarrierAsk<S> {
     group: i32,
     asked: S,
-    /// The last request could not be sent (its send failed).
-    unsent: bool,
-    /// Sends that failed since the last one that went out.
+    /// Sends that failed since the last one that went out (more than 0: the last
+    /// request was not sent).
     failed: u32,
 }
 
@@ -21,7 +20,6 @@ impl<S: PartialEq + Copy> BarrierAsk<S> {
         BarrierAsk {
             group,
             asked: scheduler,
-            unsent: false,
             failed: 0,
         }
     }
@@ -31,7 +29,6 @@ impl<S: PartialEq + Copy> BarrierAsk<S> {
     /// waiting for it there).
     /// Returns how many sends in a row failed now, this one included.
     pub fn unsent(&mut self) -> u32 {
-        self.unsent = true;
         self.failed = self.failed.saturating_add(1);
         self.failed
     }
@@ -52,14 +49,14 @@ impl<S: PartialEq + Copy> BarrierAsk<S> {
     }
 
     /// The node follows `scheduler` now: true when the request must be made again
-    /// (of it: another scheduler acts, or the last request was not sent), which it
-    /// then counts as made.
+    /// (of it: another scheduler acts, or the last request was not sent); the caller
+    /// then makes it and reports the send ([`BarrierAsk::sent`] or
+    /// [`BarrierAsk::unsent`]).
     pub fn again(&mut self, scheduler: S) -> bool {
-        if scheduler == self.asked && !self.unsent {
+        if scheduler == self.asked && self.failed == 0 {
             return false;
         }
         self.asked = scheduler;
-        self.unsent = false;
         true
     }
 }
