@@ -10,8 +10,9 @@ pub struct Plant {
     /// Servers answer pushes before their replicas applied them.
     pub server: ServerBugs,
     /// Masters forget a pending task when they resume; the active scheduler keeps
-    /// no lease; liveness counts silence from before acting; a task counts again
-    /// from another attempt.
+    /// no lease; and the production code's switches (liveness counts silence from
+    /// before acting, campaigns without pre-votes, a task counts again from another
+    /// attempt).
     pub scheduler: SchedulerBugs,
 }
 
@@ -27,8 +28,8 @@ impl Plant {
     ];
 
     /// Parses a `--plant` name: `no-lease`, `early-ack`, `forget-pending` (the
-    /// simulator's own), `silence-before-acting`, `count-every-attempt` (switches in
-    /// the production code, [`ps_core::config::Planted`] and
+    /// simulator's own), `silence-before-acting`, `count-every-attempt`, `no-pre-vote`
+    /// (switches in the production code, [`ps_core::config::Planted`] and
     /// [`ps_apps::master::MasterPlanted`]).
     pub fn parse(name: &str) -> Result<Plant, String> {
         let mut p = Plant::default();
@@ -36,9 +37,9 @@ impl Plant {
             "early-ack" => p.server.early_ack = true,
             "forget-pending" => p.scheduler.forget_pending = true,
             "no-lease" => p.scheduler.no_lease = true,
-            "silence-before-acting" => p.scheduler.silence_before_acting = true,
-            "count-every-attempt" => p.scheduler.count_every_attempt = true,
-            "no-pre-vote" => p.scheduler.no_pre_vote = true,
+            "silence-before-acting" => p.scheduler.node.silence_before_acting = true,
+            "count-every-attempt" => p.scheduler.master.count_every_attempt = true,
+            "no-pre-vote" => p.scheduler.node.no_pre_vote = true,
             other => return Err(format!("'{other}' is not a planted bug ({})", Plant::NAMES.join(", "))),
         }
         Ok(p)
@@ -159,11 +160,11 @@ impl Plant {
             Some("forget-pending")
         } else if self.scheduler.no_lease {
             Some("no-lease")
-        } else if self.scheduler.silence_before_acting {
+        } else if self.scheduler.node.silence_before_acting {
             Some("silence-before-acting")
-        } else if self.scheduler.count_every_attempt {
+        } else if self.scheduler.master.count_every_attempt {
             Some("count-every-attempt")
-        } else if self.scheduler.no_pre_vote {
+        } else if self.scheduler.node.no_pre_vote {
             Some("no-pre-vote")
         } else {
             None

@@ -32,15 +32,11 @@ pub struct SchedulerBugs {
     /// The coordinator answers the workers straight through the transport, around
     /// the van's gate (no lease, no state on the standbys first).
     pub no_lease: bool,
-    /// The production code's planted bug ([`ps_core::config::Planted`]): liveness
-    /// counts silence from before the scheduler started acting.
-    pub silence_before_acting: bool,
-    /// The master's planted bug ([`ps_apps::master::MasterPlanted`]): a task's result
-    /// counts again from another attempt.
-    pub count_every_attempt: bool,
-    /// The election's planted bug ([`ps_core::config::Planted`]): campaigns without
-    /// pre-votes.
-    pub no_pre_vote: bool,
+    /// The switches planted in the postoffice and van of every process (liveness,
+    /// election).
+    pub node: ps_core::config::Planted,
+    /// The switches planted in the master.
+    pub master: MasterPlanted,
 }
 
 /// The replicated store, with the planted bug: one pending task forgotten on load.
@@ -94,9 +90,7 @@ impl Scheduler {
                 timeout_multiplier: 4.0,
                 timeout_floor_ms: 2_000,
                 max_retries: 3,
-                planted: MasterPlanted {
-                    count_every_attempt: bugs.count_every_attempt,
-                },
+                planted: bugs.master,
             },
             tasks,
             declared: 0,

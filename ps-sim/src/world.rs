@@ -216,8 +216,7 @@ impl World {
         let role = s.role;
         let standby = role == Role::Scheduler && !(first && slot == 0);
         let mut cfg = process::config(&shape, slot, role, standby);
-        cfg.planted.silence_before_acting = self.cfg.plant.scheduler.silence_before_acting;
-        cfg.planted.no_pre_vote = self.cfg.plant.scheduler.no_pre_vote;
+        cfg.planted = self.cfg.plant.scheduler.node;
         let clock = Arc::new(ProcClock::new(Arc::clone(&self.clock)));
         let (po, net) = process::postoffice(cfg, Arc::clone(&clock), inc);
         let link = NodeLink::new(Arc::clone(&po));
