@@ -83,6 +83,9 @@ pub struct Control {
     pub lease_ms: u64,
     /// A `Vote`: the vote is granted.
     pub granted: bool,
+    /// Node heartbeats: the fingerprint of the node's view of the voters' processes
+    /// ([`crate::failover::view`]); 0 = none.
+    pub view: u64,
 }
 
 /// The message header.

@@ -24,11 +24,14 @@
 //! replacements in). A process that took a replaced one's id counts for nothing
 //! until no candidate can count the process it replaced any more: every other
 //! candidate acknowledged a state naming the new process, or a majority of the
-//! voters' settled processes reported seeing such a state (a node votes for no
-//! candidate holding less state than it saw, so a candidate still naming the old
-//! process finds no majority; this second way does not hold past
-//! [`super::follower::STALE_VOTE_TIMEOUTS`], when nodes vote for older state). The
-//! set of ids not settled yet travels with the state to the standbys. The epoch a
+//! voters' settled processes reported holding the table that names it (the
+//! fingerprint of their [`super::view`] in their heartbeats). A vote carries the
+//! voter's view, and a candidate counts no id in that campaign the view names another
+//! process for than its own table does: any majority a candidate gathers shares a
+//! node with that reporting majority, whose vote disputes the old process, however
+//! old the candidate's state and however long the partition (nodes do vote for older
+//! state after [`super::follower::STALE_VOTE_TIMEOUTS`]). The set of ids not settled
+//! yet travels with the state to the standbys. The epoch a
 //! node follows never goes back ([`super::Follower`]): once a majority voted for a
 //! newer term, the older scheduler can never hold its lease again. An active
 //! scheduler holding its lease that hears a node follow a newer term (bound to a
@@ -47,6 +50,7 @@ use super::error::FailoverError;
 use super::lease::Lease;
 use super::outbox::Outbox;
 use super::terms::next_term;
+use super::view::{fingerprint, View};
 use crate::config::Planted;
 use crate::message::{Command, Message};
 use crate::node::{server_rank_to_id, worker_rank_to_id, Node};
@@ -146,22 +150,41 @@ pub enum Out {
     },
 }
 
+/// The yeses a pre-vote or campaign gathered, and the ids it cannot count.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct Tally {
+    grants: BTreeSet<i32>,
+    /// Ids some voter's view names another process for than the table held does:
+    /// their process counts for nothing in this round (see the module docs).
+    disputed: BTreeSet<i32>,
+}
+
+impl Tally {
+    /// Takes an answer that carried `view` (and is a yes of voter `yes`, if any)
+    /// against the table's `roster`; returns how many yeses count.
+    fn take(&mut self, yes: Option<i32>, view: &View, roster: &BTreeMap<i32, u64>) -> usize {
+        for (id, inc) in view {
+            if roster.get(id) != Some(inc) {
+                self.disputed.insert(*id);
+            }
+        }
+        self.grants.extend(yes);
+        self.grants.difference(&self.disputed).count()
+    }
+}
+
 /// A pre-vote in flight: the nodes asked whether they would vote for `epoch`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct PreVote {
     epoch: Epoch,
     sent_ms: u64,
-    grants: BTreeSet<i32>,
+    tally: Tally,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Role {
     Standby,
-    Campaign {
-        epoch: Epoch,
-        sent_ms: u64,
-        grants: BTreeSet<i32>,
-    },
+    Campaign { epoch: Epoch, sent_ms: u64, tally: Tally },
     Active,
 }
 
@@ -195,8 +218,9 @@ pub struct Candidacy {
     roster: BTreeMap<i32, u64>,
     /// Ids whose new process does not count yet (see the module docs).
     unsettled: Unsettled,
-    /// The newest state each voter's process reported seeing (active only).
-    reports: BTreeMap<i32, u64>,
+    /// The fingerprint of the view each voter's process last reported (active
+    /// only).
+    views: BTreeMap<i32, u64>,
     lease_lost_ms: u64,
     outbox: Outbox<Message>,
     next_beat_ms: u64,
@@ -240,7 +264,7 @@ impl Candidacy {
             linked: BTreeMap::new(),
             roster: BTreeMap::new(),
             unsettled: Unsettled::new(),
-            reports: BTreeMap::new(),
+            views: BTreeMap::new(),
             lease_lost_ms: now_ms,
             outbox: Outbox::new((0..n).filter(|&i| i != me), timing.standby_live_ms(), now_ms),
             next_beat_ms: now_ms,
@@ -426,7 +450,7 @@ impl Candidacy {
                 for (id, inc) in &roster {
                     if self.roster.get(id) != Some(inc) {
                         self.unsettled.insert(*id, self.seq + 1);
-                        self.reports.remove(id);
+                        self.views.remove(id);
                     }
                 }
             }
@@ -498,16 +522,17 @@ impl Candidacy {
             return;
         }
         let all = self.outbox.acked_by_all();
-        let need = self.lease.need();
-        let reports = &self.reports;
         let pending: BTreeSet<i32> = self.unsettled.keys().copied().collect();
-        self.unsettled.retain(|_, since| {
-            let seen = reports
-                .iter()
-                .filter(|(id, s)| !pending.contains(id) && **s >= *since)
-                .count();
-            all < *since && seen < need
-        });
+        let mine = fingerprint(&self.roster);
+        let holding = self
+            .views
+            .iter()
+            .filter(|(id, v)| !pending.contains(id) && **v == mine)
+            .count();
+        if holding >= self.lease.need() {
+            self.unsettled.clear();
+        }
+        self.unsettled.retain(|_, since| all < *since);
     }
 
     fn peer_beat(&self, to: usize, ask: bool, now_ms: u64) -> Message {
@@ -631,11 +656,6 @@ impl Candidacy {
         now_ms: u64,
     ) -> Vec<Out> {
         self.seen_seq = self.seen_seq.max(seen_seq);
-        if self.is_active() && self.roster.get(&id) == Some(&incarnation) {
-            let r = self.reports.entry(id).or_insert(seen_seq);
-            *r = (*r).max(seen_seq);
-            self.settle();
-        }
         let out = if self.is_active() && self.may_act(now_ms) {
             // a node that voted in a campaign that has not won (cut off with a
             // minority, say) does not unseat an active scheduler a majority hears:
@@ -662,8 +682,19 @@ impl Candidacy {
         out
     }
 
+    /// Process `incarnation` of node `id` reports the [`fingerprint`] of its view
+    /// (with its heartbeats; 0: none): once a majority of the settled voters hold
+    /// this scheduler's table, the replacements in it count.
+    pub fn on_view(&mut self, id: i32, incarnation: u64, fingerprint: u64) {
+        if self.is_active() && fingerprint != 0 && self.roster.get(&id) == Some(&incarnation) {
+            self.views.insert(id, fingerprint);
+            self.settle();
+        }
+    }
+
     /// The answer of process `incarnation` of node `id` to this candidate's campaign
-    /// (`pre`: to its pre-vote).
+    /// (`pre`: to its pre-vote), carrying the voter's `view`: an id it names another
+    /// process for than this candidate's table counts for nothing in this round.
     #[allow(clippy::too_many_arguments)]
     pub fn on_vote(
         &mut self,
@@ -673,6 +704,7 @@ impl Candidacy {
         epoch: Epoch,
         seen_seq: u64,
         pre: bool,
+        view: &View,
         now_ms: u64,
     ) -> Vec<Out> {
         self.seen_seq = self.seen_seq.max(seen_seq);
@@ -684,29 +716,28 @@ impl Candidacy {
         } else {
             self.id_of(incarnation).unwrap_or(id)
         };
-        if granted && !self.counts(id, incarnation) {
-            // (a process the table does not name, or a replacement not settled yet)
-            return Vec::new();
-        }
+        // (a yes from a process the table does not name, or from a replacement not
+        // settled yet, counts for nothing; its view is news all the same)
+        let yes = (granted && self.counts(id, incarnation) && self.voters.contains(&id)).then_some(id);
         if pre && granted {
             // (a yes names the term asked for, which is no term anyone took)
-            return self.on_pre_grant(id, epoch, now_ms);
-        }
-        self.known_term = self.known_term.max(epoch.term);
-        if !granted {
-            // the node follows another scheduler: a newer one makes this one stand aside
-            return self.follow(epoch, None, now_ms);
+            return self.on_pre_grant(yes, epoch, view, now_ms);
         }
         let need = self.lease.need();
+        let roster = &self.roster;
         let won = match &mut self.role {
-            Role::Campaign { epoch: e, grants, .. } if granted && epoch == *e => {
-                if self.voters.contains(&id) {
-                    grants.insert(id);
-                }
-                grants.len() >= need
+            Role::Campaign { epoch: e, tally, .. } if !pre => {
+                let yes = yes.filter(|_| epoch == *e);
+                let counted = tally.take(yes, view, roster);
+                yes.is_some() && counted >= need
             }
             _ => false,
         };
+        if !granted {
+            self.known_term = self.known_term.max(epoch.term);
+            // the node follows another scheduler: a newer one makes this one stand aside
+            return self.follow(epoch, None, now_ms);
+        }
         if won {
             self.win(now_ms)
         } else {
@@ -714,17 +745,16 @@ impl Candidacy {
         }
     }
 
-    /// A node would vote for `epoch`: with a majority's word, the campaign starts
-    /// (if this candidate still has no active scheduler to follow).
-    fn on_pre_grant(&mut self, id: i32, epoch: Epoch, now_ms: u64) -> Vec<Out> {
+    /// A node would vote for `epoch` (`yes`: a voter whose yes counts), with its
+    /// `view`: with a majority's word, the campaign starts (if this candidate still
+    /// has no active scheduler to follow).
+    fn on_pre_grant(&mut self, yes: Option<i32>, epoch: Epoch, view: &View, now_ms: u64) -> Vec<Out> {
         let need = self.lease.need();
+        let roster = &self.roster;
         let Some(p) = self.pre.as_mut().filter(|p| p.epoch == epoch) else {
             return Vec::new();
         };
-        if self.voters.contains(&id) {
-            p.grants.insert(id);
-        }
-        if p.grants.len() < need {
+        if yes.is_none() || p.tally.take(yes, view, roster) < need {
             return Vec::new();
         }
         self.pre = None;
@@ -742,18 +772,18 @@ impl Candidacy {
     }
 
     fn win(&mut self, now_ms: u64) -> Vec<Out> {
-        let Role::Campaign { epoch, sent_ms, grants } = std::mem::replace(&mut self.role, Role::Active) else {
+        let Role::Campaign { epoch, sent_ms, tally } = std::mem::replace(&mut self.role, Role::Active) else {
             return Vec::new();
         };
         self.pre = None;
         self.epoch = epoch;
         self.lease.clear();
-        for g in grants {
+        for g in tally.grants.difference(&tally.disputed).copied() {
             // a node that voted takes no other scheduler before the timeout after this
             self.lease.on_echo(g, sent_ms);
         }
         self.outbox = Outbox::new(self.others(), self.timing.standby_live_ms(), now_ms);
-        self.reports.clear();
+        self.views.clear();
         // nodes saw up to `seen_seq`: the states from here on are newer than anything
         // any earlier active scheduler told them. The term leads the number (its high
         // 32 bits), so no state made under an older term outranks them, however many
@@ -829,7 +859,7 @@ impl Candidacy {
         self.pre = Some(PreVote {
             epoch,
             sent_ms: now_ms,
-            grants: BTreeSet::new(),
+            tally: Tally::default(),
         });
         self.ask(epoch, true, now_ms)
     }
@@ -885,7 +915,7 @@ impl Candidacy {
         self.role = Role::Campaign {
             epoch,
             sent_ms: now_ms,
-            grants: BTreeSet::new(),
+            tally: Tally::default(),
         };
         let mut out: Vec<Out> = self.acting_change(now_ms).into_iter().collect();
         out.extend(self.ask(epoch, false, now_ms));

@@ -177,13 +177,13 @@ pub(super) fn ballot(f: &mut Follower, m: &Message, now: u64) -> Ballot {
 
 /// Delivers `out`'s campaigns (pre-votes first, then the campaign they start) and
 /// their answers back to `c` at `now`: `vote` answers a message for the node process
-/// it reaches (its id, incarnation and [`ballot`]), or None where none does. Returns
-/// what the real votes made.
+/// it reaches (its id, incarnation, [`ballot`] and view of the voters' processes),
+/// or None where none does. Returns what the real votes made.
 pub(super) fn run_campaign(
     c: &mut Candidacy,
     out: &[Out],
     now: u64,
-    mut vote: impl FnMut(&Message) -> Option<(i32, u64, Ballot)>,
+    mut vote: impl FnMut(&Message) -> Option<(i32, u64, Ballot, View)>,
 ) -> Vec<Out> {
     let mut result = Vec::new();
     let mut queue: Vec<Message> = sent(out)
@@ -193,11 +193,11 @@ pub(super) fn run_campaign(
     while !queue.is_empty() {
         let mut next = Vec::new();
         for m in queue {
-            let Some((id, inc, b)) = vote(&m) else {
+            let Some((id, inc, b, view)) = vote(&m) else {
                 continue;
             };
             let pre = m.meta.request;
-            let outs = c.on_vote(id, inc, b.granted, b.epoch, b.seen_seq, pre, now);
+            let outs = c.on_vote(id, inc, b.granted, b.epoch, b.seen_seq, pre, &view, now);
             if pre {
                 // a pre-vote's majority starts the campaign: its messages go on
                 next.extend(
@@ -214,12 +214,13 @@ pub(super) fn run_campaign(
     result
 }
 
-/// Delivers `out`'s campaigns to `nodes` (each of its id's incarnation) at `now`;
-/// returns what the real votes made.
+/// Delivers `out`'s campaigns to `nodes` (each of its id's incarnation, holding the
+/// table of [`table`]) at `now`; returns what the real votes made.
 fn elect(c: &mut Candidacy, out: &[Out], nodes: &mut [(i32, Follower)], now: u64) -> Vec<Out> {
+    let view: View = five().into_iter().map(|id| (id, inc(id))).collect();
     run_campaign(c, out, now, |m| {
         let (id, f) = nodes.iter_mut().find(|(id, _)| *id == m.meta.recver)?;
-        Some((*id, inc(*id), ballot(f, m, now)))
+        Some((*id, inc(*id), ballot(f, m, now), view.clone()))
     })
 }
 

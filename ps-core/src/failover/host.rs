@@ -20,6 +20,9 @@ pub trait Host {
     fn send_stamped(&self, msg: Message) -> io::Result<usize>;
     /// Opens, or points anew, the van's link `key` to `host:port`.
     fn connect(&self, key: i32, host: &str, port: u16) -> io::Result<()>;
+    /// The process (incarnation) this node holds for node `id`, from the node tables
+    /// it took (None if it knows none).
+    fn holder(&self, id: i32) -> Option<u64>;
     /// The scheduler's node table, exported (None on a process that is no scheduler).
     fn export_core(&self) -> Option<Vec<u8>>;
     /// This scheduler takes over as the active one with the node table `core` (as

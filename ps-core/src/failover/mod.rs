@@ -54,6 +54,7 @@ pub mod outbox;
 pub mod shell;
 pub mod state;
 pub mod terms;
+pub mod view;
 
 pub use candidacy::{is_act, voters, Candidacy, Out, Timing};
 pub use epoch::{candidate_key, Epoch};
@@ -66,3 +67,4 @@ pub use locked::{Lock, LockCandidate, LockDecision};
 pub use outbox::Outbox;
 pub use shell::StateView;
 pub use state::Failover;
+pub use view::View;

@@ -12,6 +12,7 @@ use super::host::Host;
 use super::leased::lock_view;
 use super::locked::LockDecision;
 use super::state::{Failover, SchedFailover};
+use super::view::{self, fingerprint, View};
 use crate::message::{Command, Message};
 use crate::node::SCHEDULER;
 use bytes::Bytes;
@@ -42,6 +43,11 @@ pub struct StateView {
 impl Failover {
     fn multi(&self) -> bool {
         self.schedulers.len() > 1
+    }
+
+    /// This node's view of the voters' processes ([`super::view`]).
+    fn node_view(&self, host: &dyn Host) -> View {
+        view::view_of(&self.voters, |id| host.holder(id))
     }
 
     /// The epoch this process follows (its own while it is the active scheduler), and
@@ -129,8 +135,10 @@ impl Failover {
                 }
             },
             None if msg.meta.control.cmd == Command::Heartbeat => {
+                let view = fingerprint(&self.node_view(host));
                 let v = self.view.lock();
                 let c = &mut msg.meta.control;
+                c.view = view;
                 c.term = v.epoch().term;
                 c.candidate = v.epoch().candidate;
                 c.silence_ms = v.silence_ms(now);
@@ -211,7 +219,9 @@ impl Failover {
             } else {
                 self.view.lock().on_campaign(from, c.seq, c.lease_ms, now)
             };
-            let v = b.reply(c.origin as usize, pre);
+            let mut v = b.reply(c.origin as usize, pre);
+            // (the voter's view: the candidate counts no id it names another process for)
+            v.data = vec![view::encode(&self.node_view(host))];
             if b.granted && !pre {
                 log::warn!("voted for scheduler #{} as the active one at {from}", c.origin);
             }
@@ -266,10 +276,12 @@ impl Failover {
                     Command::Sync | Command::PeerBeat => cand.on_peer(msg, now),
                     Command::Vote => {
                         let m = &msg.meta;
-                        cand.on_vote(m.sender, m.incarnation, c.granted, from, c.seq, m.request, now)
+                        let view = view::decode(msg.data.first()).unwrap_or_default();
+                        cand.on_vote(m.sender, m.incarnation, c.granted, from, c.seq, m.request, &view, now)
                     }
                     Command::Heartbeat if heartbeat && self.multi() => {
                         let m = &msg.meta;
+                        cand.on_view(m.sender, m.incarnation, c.view);
                         cand.on_heartbeat(m.sender, m.incarnation, from, c.seq, c.lease_ms, now)
                     }
                     _ => Vec::new(),

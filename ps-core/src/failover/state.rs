@@ -11,6 +11,7 @@ use crate::config::{Config, ElectionMode};
 use crate::node::Role;
 use bytes::Bytes;
 use parking_lot::{Mutex, RwLock};
+use std::collections::BTreeSet;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
@@ -39,6 +40,8 @@ pub struct Failover {
     pub(super) view: Mutex<Follower>,
     /// The scheduler candidates (`PS_SCHEDULERS`).
     pub(super) schedulers: Vec<(String, u16)>,
+    /// The node ids that vote ([`super::voters`]).
+    pub(super) voters: BTreeSet<i32>,
     /// This process's index among them (a scheduler's own; for other roles, the one at
     /// the root address).
     pub(super) me: usize,
@@ -90,6 +93,7 @@ impl Failover {
             persist_order: Mutex::new(()),
             view: Mutex::new(Follower::new(me, n, timeout_ms, now_ms)),
             schedulers: cfg.schedulers.clone(),
+            voters: voters(cfg.num_servers, cfg.num_workers),
             me,
             is_scheduler: cfg.role == Role::Scheduler,
             beat_ms,

@@ -30,6 +30,10 @@ impl Host for Van {
         self.send_as_is(msg)
     }
 
+    fn holder(&self, id: i32) -> Option<u64> {
+        self.peers.read().holder(id)
+    }
+
     fn export_core(&self) -> Option<Vec<u8>> {
         self.sched.as_ref().map(|c| c.lock().export())
     }

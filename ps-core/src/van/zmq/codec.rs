@@ -98,6 +98,7 @@ fn pb_control(c: &Control) -> Option<PbControl> {
         lease_ms: some_if(c.lease_ms),
         granted: some_if(c.granted),
         psrs_nodes,
+        view: some_if(c.view),
     })
 }
 
@@ -212,6 +213,7 @@ fn control_of(c: PbControl, request: bool, from_psrs: bool) -> Result<Control, W
         silence_ms: c.silence_ms.unwrap_or(0),
         lease_ms: c.lease_ms.unwrap_or(0),
         granted: c.granted.unwrap_or(false),
+        view: c.view.unwrap_or(0),
     })
 }
 

@@ -184,6 +184,7 @@ fn every_control_command_round_trips() {
             silence_ms: 12,
             lease_ms: 1234,
             granted: true,
+            view: 0x5eed,
         };
         m.data = vec![Bytes::from_static(b"state")];
         assert_eq!(round_trip(&m), m, "{c:?}");

@@ -125,6 +125,9 @@ pub struct PbControl {
     /// psrs: the nodes of a psrs command (kept out of `node`, which ps-lite reads).
     #[prost(message, repeated, tag = "1010")]
     pub psrs_nodes: Vec<PbNode>,
+    /// psrs: the fingerprint of a node's view of the voters' processes.
+    #[prost(uint64, optional, tag = "1011")]
+    pub view: Option<u64>,
 }
 
 /// ps-lite's `PBMeta`: the header frame of every message.
