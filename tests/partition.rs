@@ -242,7 +242,10 @@ fn run(shape: Shape) {
     c.kill_all();
     let log = |p: usize| c.procs[p].stderr();
     let spells: Vec<Vec<Acting>> = [S0, S1].iter().map(|&s| logs::acting(&log(s), ended[s])).collect();
-    let fail = |why: String| -> ! { panic!("{what}: {why}\n{}", c.dump()) };
+    // PSRS_PARTITION_LOGS=1: every process's whole log, of a passing run too
+    let logs = std::env::var("PSRS_PARTITION_LOGS").is_ok_and(|v| v == "1");
+    let lines = if logs { usize::MAX } else { 60 };
+    let fail = |why: String| -> ! { panic!("{what}: {why}\n{}", c.dump_lines(lines)) };
     if let Some(o) = logs::overlap(&spells) {
         fail(format!("two schedulers acted at once: {o}"));
     }
@@ -319,9 +322,8 @@ fn run(shape: Shape) {
         show(takeover),
         show(normal)
     );
-    if std::env::var("PSRS_PARTITION_LOGS").is_ok_and(|v| v == "1") {
-        // every process's log of a passing run too (a failing one prints them always)
-        println!("{}", c.dump());
+    if logs {
+        println!("{}", c.dump_lines(lines));
     }
 }
 

@@ -347,8 +347,13 @@ impl Cluster {
         self.procs.iter().map(|p| p.stdout()).collect()
     }
 
-    /// Every process's output, for failure messages.
+    /// Every process's output (the last 60 lines of stderr), for failure messages.
     pub fn dump(&self) -> String {
+        self.dump_lines(60)
+    }
+
+    /// Every process's status, stdout and its last `n` lines of stderr.
+    pub fn dump_lines(&self, n: usize) -> String {
         let mut s = String::new();
         for p in &self.procs {
             s += &format!(
@@ -356,7 +361,7 @@ impl Cluster {
                 p.name,
                 p.status,
                 p.stdout(),
-                tail(&p.stderr(), 60)
+                tail(&p.stderr(), n)
             );
         }
         s

@@ -407,13 +407,21 @@ impl Candidacy {
         if !self.outbox.waiting() && seq <= self.committed(now_ms) && self.may_act(now_ms) {
             return Some(msg);
         }
-        self.outbox.hold(seq, msg);
+        self.outbox.hold(seq, now_ms, msg);
         None
     }
 
     fn release(&mut self, now_ms: u64) -> Vec<Out> {
         if !self.may_act(now_ms) {
             return Vec::new();
+        }
+        for p in self.outbox.give_up_on_slow(self.seq, now_ms) {
+            log::warn!(
+                "standby scheduler #{p} left a message waiting {} ms for its acknowledgement: \
+                 no message waits for it until it holds state {}",
+                self.timing.standby_live_ms(),
+                self.seq
+            );
         }
         let committed = self.committed(now_ms);
         self.outbox
