@@ -40,6 +40,11 @@ pub fn candidate_key(i: usize) -> i32 {
     -1_000_000 - i as i32
 }
 
+/// True when transport key `key` is a scheduler candidate's ([`candidate_key`]).
+pub fn is_candidate_key(key: i32) -> bool {
+    key <= candidate_key(0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -57,5 +62,7 @@ mod tests {
     fn candidate_keys_are_distinct_and_far_below_node_keys() {
         assert_ne!(candidate_key(0), candidate_key(1));
         assert!(candidate_key(15) < -65_537);
+        assert!(is_candidate_key(candidate_key(0)) && is_candidate_key(candidate_key(15)));
+        assert!(!is_candidate_key(-65_537) && !is_candidate_key(8));
     }
 }

@@ -57,7 +57,7 @@ pub mod terms;
 pub mod view;
 
 pub use candidacy::{is_act, voters, Candidacy, Out, Timing};
-pub use epoch::{candidate_key, Epoch};
+pub use epoch::{candidate_key, is_candidate_key, Epoch};
 pub use error::FailoverError;
 pub use follower::{Ballot, Follower, Heard, STALE_VOTE_TIMEOUTS};
 pub use host::Host;

@@ -107,6 +107,17 @@ pub trait Transport: Send + Sync {
     fn send_lazy(&self, peer: i32, frames: Vec<Bytes>) -> io::Result<usize> {
         self.send(peer, frames)
     }
+    /// Like [`Transport::send_nowait`], but never waits for the peer either: a message
+    /// to a link whose socket has not taken what was written before (or whose queue
+    /// is full) is dropped with [`io::ErrorKind::WouldBlock`], and what the socket
+    /// does not take at once is written in the background. For messages a later one
+    /// supersedes (the scheduler candidates' state stream and beats), whose sender
+    /// must not stall behind a peer that stopped taking bytes (a link that dropped
+    /// packets backs off its retransmissions for seconds after it heals).
+    /// Transports whose sends never wait for the peer send at once.
+    fn send_if_room(&self, peer: i32, frames: Vec<Bytes>) -> io::Result<usize> {
+        self.send_nowait(peer, frames)
+    }
     /// Writes what waits in `peer`'s queue; from a corking thread, before its next
     /// read. Nothing to do for transports without queues.
     fn flush_link(&self, _peer: i32) {}

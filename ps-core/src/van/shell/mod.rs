@@ -7,7 +7,7 @@ use super::stats::VanStats;
 use super::transport::{PeerKind, Transport};
 use super::zmq::ack::pslite_signature;
 use crate::config::Config;
-use crate::failover::{Epoch, Failover};
+use crate::failover::{is_candidate_key, Epoch, Failover};
 use crate::message::{Command, Message};
 use crate::node::{Node, Role, EMPTY_ID, SCHEDULER};
 use crate::protocol::peers::{Peers, TableVersion};
@@ -394,6 +394,10 @@ impl Van {
         let n = match pace {
             Pace::Lazy => self.transport.send_lazy(to, frames)?,
             Pace::Opened => self.transport.send(to, frames)?,
+            // the candidates' own messages (the state stream, beats, votes): a later
+            // one supersedes a dropped one, and no thread may wait for a candidate
+            // that stopped taking bytes (the active scheduler's master would stall)
+            Pace::Prompt | Pace::Resend if is_candidate_key(to) => self.transport.send_if_room(to, frames)?,
             Pace::Prompt | Pace::Resend => self.transport.send_nowait(to, frames)?,
         };
         self.stats.sent_msgs.fetch_add(1, Ordering::Relaxed);

@@ -171,6 +171,19 @@ impl Link {
         self.peer.lock()
     }
 
+    /// Writes `p`'s queue (see [`Peer::write_queued`]) as far as the socket takes it
+    /// without blocking, and hands the rest to the drain: the caller never waits.
+    pub(super) fn write_or_hand_over(&self, mut p: MutexGuard<'_, Peer>) -> io::Result<()> {
+        if p.write_queued(&self.guard)? {
+            return Ok(());
+        }
+        drop(p);
+        if let Some(me) = self.me.upgrade() {
+            self.drain.add(me);
+        }
+        Ok(())
+    }
+
     /// Writes `p`'s queue (see [`Peer::write_queued`]). What the socket does not take
     /// at once: any thread but a reader waits, without the link's lock, until the
     /// socket took it all (back-pressure on an application that outruns its peer). A

@@ -135,6 +135,17 @@ impl TcpTransport {
     /// message queues behind the first, up to a bound in bytes; past it the sender
     /// waits for the opening to end (back-pressure, as a full socket's).
     fn enqueue(&self, peer: i32, frames: Vec<Bytes>, lazy: bool, nowait: bool) -> io::Result<usize> {
+        self.enqueue_as(peer, frames, lazy, nowait, false)
+    }
+
+    /// [`TcpTransport::enqueue`]; `if_room`: see [`Transport::send_if_room`].
+    fn enqueue_as(&self, peer: i32, frames: Vec<Bytes>, lazy: bool, nowait: bool, if_room: bool) -> io::Result<usize> {
+        let backed_up = || {
+            io::Error::new(
+                io::ErrorKind::WouldBlock,
+                format!("the link to node {peer} is backed up: message dropped"),
+            )
+        };
         let link = self
             .peers
             .lock()
@@ -159,10 +170,20 @@ impl TcpTransport {
             if p.room_while_opening(len) {
                 return Ok(p.wait_for_opening(frames, len));
             }
+            if if_room {
+                return Err(backed_up());
+            }
             drop(p);
             cork::wake_now(); // waiting for the opening: nobody waits on this thread meanwhile
             std::thread::sleep(opening::LOOK_AGAIN);
             p = link.lock();
+        }
+        if if_room {
+            if p.pending() || p.queued_bytes >= cork::MAX_QUEUED_BYTES || p.queued_msgs >= cork::MAX_QUEUED_MSGS {
+                return Err(backed_up());
+            }
+            p.queue(&self.shm, frames);
+            return link.write_or_hand_over(p).map(|()| len);
         }
         p.queue(&self.shm, frames);
         let dyn_link: Arc<dyn cork::Flush> = link.clone();
@@ -286,6 +307,10 @@ impl Transport for TcpTransport {
 
     fn send_lazy(&self, peer: i32, frames: Vec<Bytes>) -> io::Result<usize> {
         self.enqueue(peer, frames, true, true)
+    }
+
+    fn send_if_room(&self, peer: i32, frames: Vec<Bytes>) -> io::Result<usize> {
+        self.enqueue_as(peer, frames, false, true, true)
     }
 
     fn flush_link(&self, peer: i32) {
@@ -421,6 +446,61 @@ mod tests {
             tx.send_nowait(2, vec![Bytes::from_static(b"y")]).err()
         });
         assert_eq!(failed.map(|e| e.kind()), Some(io::ErrorKind::ConnectionRefused));
+        tx.close();
+        rx.close();
+    }
+
+    /// A send that must not wait for the peer never does: to a peer that stopped
+    /// reading it is dropped (`WouldBlock`) once the socket holds bytes back; what was
+    /// taken arrives, in order, once the peer reads again, and sends go through again.
+    #[test]
+    fn sends_if_room_are_dropped_not_held_behind_a_peer_that_stopped_reading() {
+        let rx = TcpTransport::new().with_local_socket(false);
+        let port = rx.bind("127.0.0.1", 0).unwrap();
+        let (tx_frames, got) = crossbeam_channel::unbounded();
+        let gate = Arc::new(parking_lot::Mutex::new(()));
+        let closed = gate.lock();
+        let g = Arc::clone(&gate);
+        rx.start(Arc::new(move |f: Vec<Bytes>, _| {
+            let _open = g.lock();
+            tx_frames.send(f[0].clone()).unwrap();
+        }))
+        .unwrap();
+        let tx = Arc::new(TcpTransport::new().with_local_socket(false));
+        tx.connect(1, "127.0.0.1", port).unwrap();
+        let frame = |i: u8| Bytes::from(vec![i; 256 << 10]);
+        // the first message opens the connection; the reader stops at it
+        tx.send(1, vec![frame(0)]).unwrap();
+        let (done_tx, done) = crossbeam_channel::bounded(1);
+        let t = Arc::clone(&tx);
+        std::thread::spawn(move || {
+            let mut taken = Vec::new();
+            for i in 1..=250u8 {
+                match t.send_if_room(1, vec![frame(i)]) {
+                    Ok(_) => taken.push(i),
+                    Err(e) => {
+                        let _ = done_tx.send(Ok((taken, e.kind())));
+                        return;
+                    }
+                }
+            }
+            let _ = done_tx.send(Err(taken.len()));
+        });
+        let (taken, kind) = done
+            .recv_timeout(Duration::from_secs(30))
+            .expect("a send waited for the peer")
+            .unwrap_or_else(|n| panic!("{n} sends of 256 KB all taken by a peer that reads nothing"));
+        assert_eq!(kind, io::ErrorKind::WouldBlock);
+        drop(closed);
+        for i in std::iter::once(0).chain(taken) {
+            assert_eq!(got.recv_timeout(Duration::from_secs(10)).unwrap()[0], i);
+        }
+        let again = (0..500).any(|_| {
+            std::thread::sleep(Duration::from_millis(20));
+            tx.send_if_room(1, vec![frame(251)]).is_ok()
+        });
+        assert!(again, "the link never took sends again");
+        assert_eq!(got.recv_timeout(Duration::from_secs(10)).unwrap()[0], 251);
         tx.close();
         rx.close();
     }
