@@ -135,7 +135,12 @@ impl Failover {
                 }
             },
             None if msg.meta.control.cmd == Command::Heartbeat => {
-                let view = fingerprint(&self.node_view(host));
+                // (only candidates read it: none to compute for a single scheduler)
+                let view = if self.multi() {
+                    fingerprint(&self.node_view(host))
+                } else {
+                    0
+                };
                 let v = self.view.lock();
                 let c = &mut msg.meta.control;
                 c.view = view;

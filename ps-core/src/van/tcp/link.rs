@@ -82,6 +82,12 @@ impl Peer {
         self.queued_msgs += 1;
     }
 
+    /// True once the queue reached [`cork::MAX_QUEUED_BYTES`] or
+    /// [`cork::MAX_QUEUED_MSGS`].
+    pub(super) fn queue_full(&self) -> bool {
+        self.queued_bytes >= cork::MAX_QUEUED_BYTES || self.queued_msgs >= cork::MAX_QUEUED_MSGS
+    }
+
     /// True while written bytes wait for the socket.
     pub(super) fn pending(&self) -> bool {
         self.stream.as_ref().is_some_and(Wire::pending)

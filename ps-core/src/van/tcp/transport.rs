@@ -179,7 +179,7 @@ impl TcpTransport {
             p = link.lock();
         }
         if if_room {
-            if p.pending() || p.queued_bytes >= cork::MAX_QUEUED_BYTES || p.queued_msgs >= cork::MAX_QUEUED_MSGS {
+            if p.pending() || p.queue_full() {
                 return Err(backed_up());
             }
             p.queue(&self.shm, frames);
@@ -187,7 +187,7 @@ impl TcpTransport {
         }
         p.queue(&self.shm, frames);
         let dyn_link: Arc<dyn cork::Flush> = link.clone();
-        if p.queued_bytes < cork::MAX_QUEUED_BYTES && p.queued_msgs < cork::MAX_QUEUED_MSGS {
+        if !p.queue_full() {
             if cork::defer(&dyn_link) {
                 return Ok(len);
             }
