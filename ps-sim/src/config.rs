@@ -152,22 +152,23 @@ impl SimConfig {
 }
 
 impl Plant {
-    /// The `--plant` name of this plant, if any bug is planted.
+    /// The `--plant` name of this plant: the one name [`Plant::parse`] reads into it
+    /// (none when no bug, or several, are planted).
     pub fn name(&self) -> Option<&'static str> {
-        if self.server.early_ack {
-            Some("early-ack")
-        } else if self.scheduler.forget_pending {
-            Some("forget-pending")
-        } else if self.scheduler.no_lease {
-            Some("no-lease")
-        } else if self.scheduler.node.silence_before_acting {
-            Some("silence-before-acting")
-        } else if self.scheduler.master.count_every_attempt {
-            Some("count-every-attempt")
-        } else if self.scheduler.node.no_pre_vote {
-            Some("no-pre-vote")
-        } else {
-            None
+        Plant::NAMES.into_iter().find(|n| Plant::parse(n).as_ref() == Ok(self))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Plant;
+
+    #[test]
+    fn every_plant_name_reads_back_as_itself() {
+        for name in Plant::NAMES {
+            assert_eq!(Plant::parse(name).unwrap().name(), Some(name));
         }
+        assert_eq!(Plant::default().name(), None);
+        assert!(Plant::parse("no-such-bug").is_err());
     }
 }

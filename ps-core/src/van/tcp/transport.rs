@@ -103,6 +103,23 @@ impl TcpTransport {
     }
 }
 
+/// How a send treats a link that cannot take its message at once (one per
+/// [`Transport`] send method).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SendMode {
+    /// [`Transport::send`]: opens a missing connection on the calling thread and
+    /// waits for room.
+    Wait,
+    /// [`Transport::send_nowait`]: opens a missing connection in the background.
+    NoWait,
+    /// [`Transport::send_lazy`]: as `NoWait`, and a small queue waits for the link's
+    /// next flush.
+    Lazy,
+    /// [`Transport::send_if_room`]: as `NoWait`, but dropped rather than waiting
+    /// behind bytes the link holds back.
+    IfRoom,
+}
+
 impl TcpTransport {
     /// Records where `peer` is and what its certificate must show; the connection is
     /// opened by the first send (see `connect`).
@@ -126,20 +143,17 @@ impl TcpTransport {
 
     /// Queues a message on `peer`'s link and writes the queue unless the message may
     /// wait: a corking thread's (written before its next read, or after the message
-    /// being handled once the queue is full) or a `lazy` one (written by the link's
-    /// next flush or this thread's next wait, while the queue is small).
+    /// being handled once the queue is full) or a [`SendMode::Lazy`] one (written by the
+    /// link's next flush or this thread's next wait, while the queue is small).
     ///
-    /// A link without a connection opens it first: on this thread, or, for a send
-    /// that must not wait (`nowait`), in the background while the message waits in
-    /// the queue ([`super::opening`]). While a connection is being opened every
-    /// message queues behind the first, up to a bound in bytes; past it the sender
-    /// waits for the opening to end (back-pressure, as a full socket's).
-    fn enqueue(&self, peer: i32, frames: Vec<Bytes>, lazy: bool, nowait: bool) -> io::Result<usize> {
-        self.enqueue_as(peer, frames, lazy, nowait, false)
-    }
-
-    /// [`TcpTransport::enqueue`]; `if_room`: see [`Transport::send_if_room`].
-    fn enqueue_as(&self, peer: i32, frames: Vec<Bytes>, lazy: bool, nowait: bool, if_room: bool) -> io::Result<usize> {
+    /// A link without a connection opens it first: on this thread for a
+    /// [`SendMode::Wait`], otherwise in the background while the message waits in the
+    /// queue ([`super::opening`]). While a connection is being opened every message
+    /// queues behind the first, up to a bound in bytes; past it the sender waits for
+    /// the opening to end (back-pressure, as a full socket's), but for a
+    /// [`SendMode::IfRoom`], which is dropped (see [`Transport::send_if_room`]).
+    fn enqueue(&self, peer: i32, frames: Vec<Bytes>, mode: SendMode) -> io::Result<usize> {
+        let (lazy, nowait, if_room) = (mode == SendMode::Lazy, mode != SendMode::Wait, mode == SendMode::IfRoom);
         let backed_up = || {
             io::Error::new(
                 io::ErrorKind::WouldBlock,
@@ -298,19 +312,19 @@ impl Transport for TcpTransport {
     /// Queues the message behind any queued before it on this link, then writes the
     /// queue, unless the calling thread corks ([`cork`]) and the queue is still small.
     fn send(&self, peer: i32, frames: Vec<Bytes>) -> io::Result<usize> {
-        self.enqueue(peer, frames, false, false)
+        self.enqueue(peer, frames, SendMode::Wait)
     }
 
     fn send_nowait(&self, peer: i32, frames: Vec<Bytes>) -> io::Result<usize> {
-        self.enqueue(peer, frames, false, true)
+        self.enqueue(peer, frames, SendMode::NoWait)
     }
 
     fn send_lazy(&self, peer: i32, frames: Vec<Bytes>) -> io::Result<usize> {
-        self.enqueue(peer, frames, true, true)
+        self.enqueue(peer, frames, SendMode::Lazy)
     }
 
     fn send_if_room(&self, peer: i32, frames: Vec<Bytes>) -> io::Result<usize> {
-        self.enqueue_as(peer, frames, false, true, true)
+        self.enqueue(peer, frames, SendMode::IfRoom)
     }
 
     fn flush_link(&self, peer: i32) {
