@@ -17,9 +17,10 @@
 //! the cut-off side, which the scheduler it was cut off from may declare dead; at
 //! most one scheduler acting at any moment (from the schedulers' `acting ... since`
 //! and `not acting ... since` log lines), and at most one starting to act after the
-//! heal; and no node of the majority side declared dead. Each run prints one line with its figures: from the cut to the standby
-//! acting (when it takes over) and from the heal to the normal rate of finished
-//! tasks. `scripts/partition-suite.sh` runs the shapes many times.
+//! heal; no node of the majority side declared dead; and no error of either
+//! scheduler's coordinator (one that does not act leaves its master's queues alone).
+//! Each run prints one line with its figures: from the cut to the standby acting
+//! (when it takes over) and from the heal to the normal rate of finished tasks. `scripts/partition-suite.sh` runs the shapes many times.
 //!
 //! They need root (network namespaces, nftables), so they are `#[ignore]`d; CI (as
 //! root) runs them with `--ignored`, where failing to make namespaces fails.
@@ -301,6 +302,16 @@ fn run(shape: Shape) {
                     ));
                 }
             }
+        }
+    }
+    // no scheduler's coordinator failed: a ticker that ran while its scheduler did
+    // not act would time out the tasks it holds and have every save refused
+    for s in [S0, S1] {
+        if let Some(line) = log(s)
+            .lines()
+            .find(|l| l.contains("ERROR ps_apps::train::coordinator]"))
+        {
+            fail(format!("scheduler {s}'s coordinator failed: {line}"));
         }
     }
     let reports: String = [S0, S1].iter().map(|&s| c.procs[s].stdout()).collect();

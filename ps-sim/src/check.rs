@@ -4,6 +4,8 @@
 //!   term starts acting (leadership changes at most once);
 //! - every push a worker saw answered is in every serving copy of its key range, and
 //!   each copy's value is exactly the sum of the pushes it applied, each once;
+//! - a scheduler's master ticker never fails (one that is not active leaves its
+//!   queues alone);
 //! - the master's current pass holds each of its tasks exactly once (todo, pending,
 //!   done or failed): none lost, none twice;
 //! - after the faults stop, the job finishes with every task done once (or given up)
@@ -130,6 +132,11 @@ impl Checker {
                     )
                 }
             }
+        }
+        if let Some((slot, why)) = fx.tick_failures.first() {
+            // only the active scheduler times its tasks out: the queues of one that is
+            // not are the replicated state it may resume from, not its to change
+            return fail(now, format!("scheduler slot {slot}'s master ticker failed: {why}"));
         }
         for task in fx.counted {
             if !self.counted.insert(task) {

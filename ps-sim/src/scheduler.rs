@@ -64,6 +64,8 @@ pub struct Scheduler {
     /// Declarations of deaths since the world last looked (this scheduler's own
     /// liveness decided them).
     pub declared: usize,
+    /// Why the master's ticker failed, since the world last looked.
+    pub tick_failures: Vec<String>,
     next_tick: u64,
     bugs: SchedulerBugs,
     /// Its end of the network (the planted bug sends around the van).
@@ -94,6 +96,7 @@ impl Scheduler {
             },
             tasks,
             declared: 0,
+            tick_failures: Vec::new(),
             next_tick: 0,
             bugs,
             net,
@@ -190,8 +193,8 @@ impl Scheduler {
     pub fn tick(&mut self, now: u64) {
         if now >= self.next_tick {
             self.next_tick = now + TICK_EVERY.as_millis() as u64;
-            if let Some(c) = &self.coordinator {
-                c.tick();
+            if let Some(Err(e)) = self.coordinator.as_ref().map(Coordinator::tick) {
+                self.tick_failures.push(e.to_string());
             }
         }
     }

@@ -119,6 +119,8 @@ pub struct Effects {
     pub counted: Vec<u64>,
     /// Deaths a scheduler declared: (slot, since when it acted, if it did).
     pub declared: Vec<(usize, Option<u64>)>,
+    /// Failures of a scheduler's master ticker: (slot, why).
+    pub tick_failures: Vec<(usize, String)>,
     /// A fault that came due: the caller applies it before anything else runs.
     pub fault: Option<Fault>,
 }
@@ -370,6 +372,9 @@ impl World {
                 a.after_step();
                 for _ in 0..std::mem::take(&mut a.declared) {
                     fx.declared.push((slot, self.acting_since[slot]));
+                }
+                for why in std::mem::take(&mut a.tick_failures) {
+                    fx.tick_failures.push((slot, why));
                 }
                 false
             }

@@ -28,6 +28,12 @@ const FOUND: &[(u64, &str)] = &[
     // asked only the nodes alive in its table, and they refused it while they heard
     // its answers to their heartbeats
     (2414, "the job did not finish within 60 s after the faults stopped"),
+    // a scheduler that stepped down kept ticking its master: its pending tasks timed
+    // out, and each tick's save was refused (the lines repeated until it ended)
+    (
+        33,
+        "scheduler slot 0's master ticker failed: this scheduler is not active",
+    ),
 ];
 
 /// A cluster's shape: scheduler candidates, servers, workers, replicas.

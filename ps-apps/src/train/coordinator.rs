@@ -3,7 +3,7 @@
 
 use super::error::TrainError;
 use super::pacer::Pacer;
-use crate::master::{Counted, Master, MasterRequest, MasterResponse, QueueSnapshot, TaskReport};
+use crate::master::{Counted, Master, MasterError, MasterRequest, MasterResponse, QueueSnapshot, TaskReport};
 use crate::stats::{base_snapshot, Snapshot, StatsServer, TrainStat};
 use bincode::Options;
 use bytes::Bytes;
@@ -142,7 +142,9 @@ impl Coordinator {
                 .spawn(move || {
                     while !stop.load(Ordering::Relaxed) {
                         std::thread::sleep(TICK_EVERY);
-                        tick(&m, &clock);
+                        if let Err(e) = tick(&m, &clock) {
+                            log::error!("master: {e}");
+                        }
                     }
                 })
                 .map_err(|e| TrainError::Thread(e.to_string()))?,
@@ -174,9 +176,11 @@ impl Coordinator {
         Coordinator::serve(po, master, Duration::ZERO, true)
     }
 
-    /// The master's timeouts at the van's time (the ticker thread's step).
-    pub fn tick(&self) {
-        tick(&self.master, &self.clock);
+    /// The master's timeouts at the van's time (the ticker thread's step), while this
+    /// scheduler is the active one (nothing otherwise): the ids of the tasks timed
+    /// out, or why the master could not save them.
+    pub fn tick(&self) -> Result<Vec<u64>, MasterError> {
+        tick(&self.master, &self.clock)
     }
 
     /// The master, for inspection.
@@ -261,23 +265,39 @@ impl Coordinator {
     }
 }
 
-/// One step of the master's ticker.
-fn tick(m: &Mutex<Master>, clock: &Since) {
-    if let Err(e) = m.lock().tick(clock.now()) {
-        log::error!("master: {e}");
+/// One step of the master's ticker, on the active scheduler only: a standby's queues
+/// (or those of one that stepped down) are the active one's replicated state, which
+/// it times out itself; changing them would be refused by the store at every tick.
+fn tick(m: &Mutex<Master>, clock: &Since) -> Result<Vec<u64>, MasterError> {
+    if !clock.van.scheduler_epoch().1 {
+        return Ok(Vec::new());
     }
+    m.lock().tick(clock.now())
 }
 
 /// The coordinator's handling of request `req`: decoded, answered by the master as
 /// the active scheduler's ([`answer`]), progress taken in and reported, the final
-/// report printed once the job completes; the reply encoded.
+/// report printed once the job completes; the reply encoded. A scheduler that is not
+/// active leaves the master alone and answers with an error.
 fn answer_request(m: &Mutex<Master>, p: &Mutex<Progress>, po: &Postoffice, clock: &Since, req: &SimpleData) -> Bytes {
     let now = clock.now();
+    let (epoch, active) = po.van().scheduler_epoch();
     let reply = match decode::<MasterRequest>(&req.body) {
+        // a request that reached this scheduler before it heard it no longer acts (it
+        // was stopped, or cut off, with the request queued): the queues are the
+        // active one's to change; the reply is dropped by the van (an act of a
+        // candidate that is not active), and the worker asks the active one again
+        Ok(_) if !active => {
+            log::info!(
+                "request of {} not answered: {epoch} is the active scheduler",
+                req.sender
+            );
+            MasterResponse::Error(format!("this scheduler is not active ({epoch} is)"))
+        }
         Ok(r) => {
             let mut m = m.lock();
             let alive = !(id_role(req.sender) == Some(Role::Worker) && po.dead_nodes().contains(&req.sender));
-            let term = po.van().scheduler_epoch().0.term;
+            let term = epoch.term;
             let (out, counted) = answer(&mut m, req.sender, alive, term, r, now);
             let mut p = p.lock();
             if let Some(rep) = counted {
