@@ -17,10 +17,14 @@
 //! the cut-off side, which the scheduler it was cut off from may declare dead; at
 //! most one scheduler acting at any moment (from the schedulers' `acting ... since`
 //! and `not acting ... since` log lines), and at most one starting to act after the
-//! heal; no node of the majority side declared dead; and no error of either
-//! scheduler's coordinator (one that does not act leaves its master's queues alone).
-//! Each run prints one line with its figures: from the cut to the standby acting
-//! (when it takes over) and from the heal to the normal rate of finished tasks. `scripts/partition-suite.sh` runs the shapes many times.
+//! heal; no node of the majority side declared dead; every copy of a key range on a
+//! server that finished holding the same model (version and parameters, as each
+//! server reports them at its end); and no error of either scheduler's coordinator
+//! (one that does not act leaves its master's queues alone: its ticker has a save
+//! refused at most once, stepping down during a tick). Each run prints one line
+//! with its figures: from the cut to the standby acting (when it takes over) and
+//! from the heal to the normal rate of finished tasks. `scripts/partition-suite.sh`
+//! runs the shapes many times.
 //!
 //! They need root (network namespaces, nftables), so they are `#[ignore]`d; CI (as
 //! root) runs them with `--ignored`, where failing to make namespaces fails.
@@ -304,14 +308,41 @@ fn run(shape: Shape) {
             }
         }
     }
-    // no scheduler's coordinator failed: a ticker that ran while its scheduler did
-    // not act would time out the tasks it holds and have every save refused
+    // no scheduler's coordinator failed, and its ticker had a save refused at most
+    // once (stepping down between its check and the save): a ticker that ran while
+    // its scheduler did not act would time out the tasks it holds at every tick
     for s in [S0, S1] {
         if let Some(line) = log(s)
             .lines()
             .find(|l| l.contains("ERROR ps_apps::train::coordinator]"))
         {
             fail(format!("scheduler {s}'s coordinator failed: {line}"));
+        }
+        let refused = log(s).matches("stepped down while timing out tasks").count();
+        if refused > 1 {
+            fail(format!(
+                "scheduler {s}'s ticker had {refused} saves refused while it did not act"
+            ));
+        }
+    }
+    // every copy of a key range on a server that finished holds the same model
+    let mut copies: std::collections::BTreeMap<String, Vec<(usize, String)>> = Default::default();
+    for p in SERVERS.into_iter().filter(|&p| c.procs[p].status == Some(0)) {
+        for line in log(p).lines() {
+            let copy = line.split("psrs::commands::train] key range ").nth(1);
+            if let Some((range, copy)) = copy.and_then(|x| x.split_once(": ")) {
+                copies.entry(range.to_string()).or_default().push((p, copy.to_string()));
+            }
+        }
+    }
+    if copies.is_empty() {
+        fail("no server reported its key ranges' copies".into());
+    }
+    for (range, held) in &copies {
+        if held.iter().any(|(_, c)| *c != held[0].1) {
+            fail(format!(
+                "the copies of key range {range} differ: (process, copy) {held:?}"
+            ));
         }
     }
     let reports: String = [S0, S1].iter().map(|&s| c.procs[s].stdout()).collect();

@@ -305,8 +305,17 @@ pub fn run(a: Args) -> Result<(), super::error::CliError> {
                 checkpoint_every: a.checkpoint_every.max(1),
                 quorum: None,
             };
-            let _s = TrainServer::start(&po, KV_APP, &layout, &model.init(a.seed), opts)?;
+            let s = TrainServer::start(&po, KV_APP, &layout, &model.init(a.seed), opts)?;
             po.finalize(true);
+            // what every copy of a range must agree on once the job is over
+            for c in s.copies() {
+                log::info!(
+                    "key range {}: version {}, fingerprint {:08x}",
+                    c.range,
+                    c.version,
+                    c.fingerprint
+                );
+            }
         }
         Role::Worker => {
             let kv = KVWorker::<f32>::new(&po, KV_APP)?;

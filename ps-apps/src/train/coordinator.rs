@@ -142,8 +142,14 @@ impl Coordinator {
                 .spawn(move || {
                     while !stop.load(Ordering::Relaxed) {
                         std::thread::sleep(TICK_EVERY);
-                        if let Err(e) = tick(&m, &clock) {
-                            log::error!("master: {e}");
+                        match tick(&m, &clock) {
+                            // it stepped down between the check and the save (the
+                            // queues are unchanged): once, at the moment it stops acting
+                            Err(e) if !clock.van.scheduler_epoch().1 => {
+                                log::warn!("master: {e}: stepped down while timing out tasks")
+                            }
+                            Err(e) => log::error!("master: {e}"),
+                            Ok(_) => {}
                         }
                     }
                 })

@@ -11,11 +11,11 @@ use super::error::TrainError;
 use super::kv_exchange::{CMD_IDLE, STATUS_REJECTED};
 use super::layout::Layout;
 use super::server_state::{RangeState, State};
-use super::shard::{PushOutcome, Sgd, Shard};
+use super::shard::{PrimaryAnswer, PushOutcome, Sgd, Shard};
 use super::versions::Mode;
 use super::versions::Versioned;
 use parking_lot::Mutex;
-use ps_core::kv::replication::Holders;
+use ps_core::kv::replication::{dead_server_ranks, Holders};
 use ps_core::kv::{KVMeta, KVPairs, KVResponder, KVServer, KvError, SArray};
 use ps_core::node::id_role;
 use ps_core::{Postoffice, Role};
@@ -71,6 +71,23 @@ fn answer_pull(resp: &KVResponder, rs: &RangeState, meta: &KVMeta, keys: SArray<
         }
         Err(e) => log::warn!("bad pull from {}: {e}", meta.sender),
     }
+}
+
+/// The key ranges this server holds whose first live holder is another server: their
+/// copies here follow that primary.
+fn followed_ranges(po: &Postoffice, holders: &Holders, rank: usize) -> BTreeSet<usize> {
+    let dead = dead_server_ranks(&po.dead_nodes());
+    holders
+        .ranges_of(rank)
+        .into_iter()
+        .filter(|&r| holders.primary(r, &dead) != Some(rank))
+        .collect()
+}
+
+/// True if the copy of range `r` follows its primary's decisions: a sync shard (its
+/// versions depend on time) whose primary is another server.
+fn follows(rs: &RangeState, r: usize, followed: &BTreeSet<usize>) -> bool {
+    rs.shard.decides_by_time() && followed.contains(&r)
 }
 
 /// After an update of range `r`: answers its held pulls, and checkpoints it if it is
@@ -142,6 +159,8 @@ impl TrainServer {
         }));
         let epoch = Instant::now();
         let st = Arc::clone(&state);
+        // (weak: the postoffice holds this handle)
+        let po_h = Arc::downgrade(po);
         let o = opts.clone();
         let copy = Box::new(super::range_copy::ShardCopy(Arc::clone(&state)));
         let kv = KVServer::<f32>::with_copy(
@@ -149,6 +168,11 @@ impl TrainServer {
             app_id,
             Box::new(move |meta: &KVMeta, req: KVPairs<f32>, resp: &KVResponder| {
                 let now = epoch.elapsed().as_millis() as u64;
+                // (read before the state is locked: the postoffice's locks come first)
+                let followed = match (meta.cmd == CMD_IDLE, po_h.upgrade()) {
+                    (true, Some(po)) => followed_ranges(&po, &holders, rank),
+                    _ => BTreeSet::new(),
+                };
                 let mut guard = st.lock();
                 let st = &mut *guard;
                 if !meta.push {
@@ -156,9 +180,12 @@ impl TrainServer {
                 }
                 if meta.cmd == CMD_IDLE {
                     // every copy of every range this server holds hears it (a notice
-                    // is not forwarded; each holder is some range's primary)
+                    // is not forwarded; each holder is some range's primary); a copy
+                    // that follows its primary applies nothing on it
                     for (&r, rs) in st.ranges.iter_mut() {
-                        if rs.shard.set_idle(meta.sender, now) {
+                        if follows(rs, r, &followed) {
+                            rs.shard.rule.set_idle(meta.sender);
+                        } else if rs.shard.set_idle(meta.sender, now) {
                             after_apply(st.responder.as_ref(), rs, &o, r, rank);
                         }
                     }
@@ -179,13 +206,22 @@ impl TrainServer {
                     let begin = rs.shard.begin;
                     let offs: Vec<u64> = req.keys.iter().map(|k| k - begin).collect();
                     let full = offs.len() == rs.shard.len();
-                    let outcome = rs.shard.push(
-                        meta.sender,
-                        meta.version,
-                        if full { None } else { Some(&offs) },
-                        &req.vals,
-                        now,
-                    );
+                    let offs = if full { None } else { Some(&offs[..]) };
+                    let outcome = match meta.forwarded {
+                        // the primary applied it first: this copy does as it did
+                        Some(a) => rs.shard.follow(
+                            meta.sender,
+                            meta.version,
+                            offs,
+                            &req.vals,
+                            PrimaryAnswer {
+                                taken: a.status != STATUS_REJECTED,
+                                version: a.version,
+                            },
+                            now,
+                        ),
+                        None => rs.shard.push(meta.sender, meta.version, offs, &req.vals, now),
+                    };
                     let (status, applied) = match outcome {
                         Ok(PushOutcome::Accepted { applied }) => (0, applied),
                         Ok(PushOutcome::Rejected { .. }) => (STATUS_REJECTED, false),
@@ -226,6 +262,7 @@ impl TrainServer {
                         .collect();
                     let workers = po2.num_workers();
                     let now = epoch.elapsed().as_millis() as u64;
+                    let followed = followed_ranges(&po2, &holders, rank);
                     let mut guard = st.lock();
                     let st = &mut *guard;
                     for (&r, rs) in st.ranges.iter_mut() {
@@ -237,6 +274,11 @@ impl TrainServer {
                             };
                         }
                         rs.shard.rule.set_num_workers(workers);
+                        if follows(rs, r, &followed) {
+                            // its versions are applied when the primary's are
+                            rs.shard.rule.set_dead_workers(&dead);
+                            continue;
+                        }
                         let applied = rs.shard.set_dead_workers(&dead, now) | rs.shard.tick(now);
                         if applied {
                             after_apply(st.responder.as_ref(), rs, &opts, r, rank);
@@ -254,6 +296,30 @@ impl TrainServer {
         })
     }
 
+    /// Every key range this server holds (its own and those it backs up), in range
+    /// order, with its version and a fingerprint of its parameters, each as it stands
+    /// once the version it collects is applied ([`Shard::settled`]): once the pushes
+    /// stop, every copy of a range must show the same.
+    pub fn copies(&self) -> Vec<RangeCopy> {
+        self.state
+            .lock()
+            .ranges
+            .iter()
+            .map(|(&range, rs)| {
+                let shard = rs.shard.settled();
+                let mut h = crc32fast::Hasher::new();
+                for v in &shard.params {
+                    h.update(&v.to_le_bytes());
+                }
+                RangeCopy {
+                    range,
+                    version: shard.version(),
+                    fingerprint: h.finalize(),
+                }
+            })
+            .collect()
+    }
+
     /// The version of this server's own shard.
     pub fn version(&self) -> u64 {
         self.state
@@ -262,6 +328,18 @@ impl TrainServer {
             .get(&self.rank)
             .map_or(0, |rs| rs.shard.version())
     }
+}
+
+/// One copy of a key range a server holds: what the copies of one range must agree
+/// on once the pushes stop.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RangeCopy {
+    /// The key range (the rank of its primary server).
+    pub range: usize,
+    /// Its version: the updates applied.
+    pub version: u64,
+    /// CRC-32 of its parameters' little-endian bytes.
+    pub fingerprint: u32,
 }
 
 impl Drop for TrainServer {

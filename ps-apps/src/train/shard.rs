@@ -32,6 +32,15 @@ pub enum PushOutcome {
     },
 }
 
+/// What a range's primary answered a push it forwarded to the range's other copies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PrimaryAnswer {
+    /// It took the gradient.
+    pub taken: bool,
+    /// Its version after the push.
+    pub version: u64,
+}
+
 /// Why a push could not be taken at all.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum PushError {
@@ -95,26 +104,104 @@ impl Shard {
         vals: &[f32],
         now_ms: u64,
     ) -> Result<PushOutcome, PushError> {
-        match offsets {
-            Some(o) if o.len() != vals.len() => return Err(PushError::LengthMismatch),
-            Some(o) => {
-                if let Some(&bad) = o.iter().find(|&&k| k >= self.params.len() as u64) {
-                    return Err(PushError::KeyOutOfRange(bad + self.begin));
-                }
-            }
-            None if vals.len() != self.params.len() => return Err(PushError::LengthMismatch),
-            None => {}
-        }
+        self.check(offsets, vals)?;
         if let Admit::Rejected { current } = self.rule.admit(worker, version, now_ms) {
             return Ok(PushOutcome::Rejected { current });
         }
+        self.accumulate(offsets, vals);
+        Ok(PushOutcome::Accepted {
+            applied: self.maybe_apply(now_ms),
+        })
+    }
+
+    /// True on a sync shard: its versions depend on when gradients arrive (a timeout,
+    /// a worker dead or idle), so a copy of it must follow its primary's decisions
+    /// ([`Shard::follow`]) rather than make its own.
+    pub fn decides_by_time(&self) -> bool {
+        matches!(self.rule.mode, Mode::Sync { .. })
+    }
+
+    /// A push that the range's primary applied first, on a copy that follows it (a
+    /// backup), with what the primary answered. A sync copy does what the primary did: the versions
+    /// the primary applied since without a push (on timeout, a worker dead or idle)
+    /// are applied first with what was collected for them, then the gradient is taken
+    /// whatever this copy's rule says, and the version applied if the primary applied
+    /// it on this push. So every copy applies the same gradients to the same versions.
+    /// An async or bounded shard applies every push it takes at once, in the order
+    /// the copies share: it pushes as the primary did.
+    pub fn follow(
+        &mut self,
+        worker: i32,
+        version: u64,
+        offsets: Option<&[u64]>,
+        vals: &[f32],
+        primary: PrimaryAnswer,
+        now_ms: u64,
+    ) -> Result<PushOutcome, PushError> {
+        if !self.decides_by_time() {
+            return self.push(worker, version, offsets, vals, now_ms);
+        }
+        self.check(offsets, vals)?;
+        if !primary.taken {
+            self.rule.heard(worker);
+            return Ok(PushOutcome::Rejected {
+                current: self.version(),
+            });
+        }
+        while self.version() < version {
+            if !self.apply_now() {
+                log::warn!(
+                    "copy at key {}: the primary moved past version {} with no gradient here",
+                    self.begin,
+                    self.version() - 1
+                );
+            }
+        }
+        if self.version() > version {
+            log::warn!(
+                "copy at key {}: a gradient for version {version} the primary took, at version {}",
+                self.begin,
+                self.version()
+            );
+            return Ok(PushOutcome::Rejected {
+                current: self.version(),
+            });
+        }
+        self.rule.take(worker, now_ms);
+        self.accumulate(offsets, vals);
+        let applied = primary.version > self.version() && self.apply_now();
+        Ok(PushOutcome::Accepted { applied })
+    }
+
+    /// A copy of this shard with the version it is collecting applied (what it would
+    /// serve once that version is applied): how two copies of a range are compared.
+    pub fn settled(&self) -> Shard {
+        let mut s = self.clone();
+        if s.rule.collected() > 0 {
+            s.apply_now();
+        }
+        s
+    }
+
+    /// Checks that `offsets` (or the whole shard) match `vals` and lie in the shard.
+    fn check(&self, offsets: Option<&[u64]>, vals: &[f32]) -> Result<(), PushError> {
+        match offsets {
+            Some(o) if o.len() != vals.len() => Err(PushError::LengthMismatch),
+            Some(o) => match o.iter().find(|&&k| k >= self.params.len() as u64) {
+                Some(&bad) => Err(PushError::KeyOutOfRange(bad + self.begin)),
+                None => Ok(()),
+            },
+            None if vals.len() != self.params.len() => Err(PushError::LengthMismatch),
+            None => Ok(()),
+        }
+    }
+
+    /// Adds `vals` to the gradient accumulator.
+    fn accumulate(&mut self, offsets: Option<&[u64]>, vals: &[f32]) {
         match offsets {
             Some(o) => o.iter().zip(vals).for_each(|(&k, v)| self.accum[k as usize] += v),
             None => self.accum.iter_mut().zip(vals).for_each(|(a, v)| *a += v),
         }
-        Ok(PushOutcome::Accepted {
-            applied: self.maybe_apply(now_ms),
-        })
     }
 
     /// True if a pull that wants a version newer than `after` must wait

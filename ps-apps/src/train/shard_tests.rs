@@ -262,3 +262,72 @@ fn sync_follows_workers_joining_and_leaving() {
     s.push(9, 3, None, &g, 0).unwrap();
     assert!(s.pull_must_wait(Some(3)), "13 is still waited for");
 }
+
+/// A primary and a backup of one sync range: the primary takes pushes and applies
+/// versions on quorum and on timeout; the backup is forwarded each push with the
+/// primary's answer, later than the primary saw it, and runs its own ticker at other
+/// moments. Its copy must end as the primary's.
+#[test]
+fn a_backup_that_follows_its_primary_ends_equal_whatever_its_own_clock() {
+    let mut primary = sync(3, 100);
+    let mut backup = sync(3, 100);
+    let grad = |w: i32, step: u64| [w as f32 * 0.1, step as f32 * 0.01, 1.0];
+    let mut now = 0;
+    let mut step = 0;
+    for round in 0..40u64 {
+        // two or three workers push (the third late every fifth round: a timeout)
+        let workers: &[i32] = if round % 5 == 0 { &[9, 11] } else { &[9, 11, 13] };
+        let mut forwards = Vec::new();
+        for &w in workers {
+            step += 1;
+            let v = primary.version();
+            let g = grad(w, step);
+            let out = primary.push(w, v, None, &g, now).unwrap();
+            let answer = PrimaryAnswer {
+                taken: matches!(out, PushOutcome::Accepted { .. }),
+                version: primary.version(),
+            };
+            forwards.push((w, v, g, answer));
+            now += 7;
+        }
+        // a push for a version already applied: refused by the primary
+        let stale = primary.version().saturating_sub(1);
+        if round % 7 == 3 && stale < primary.version() {
+            let out = primary.push(13, stale, None, &[5.0, 5.0, 5.0], now).unwrap();
+            assert!(matches!(out, PushOutcome::Rejected { .. }));
+            let answer = PrimaryAnswer {
+                taken: false,
+                version: primary.version(),
+            };
+            forwards.push((13, stale, [5.0, 5.0, 5.0], answer));
+        }
+        // the primary's timeout applies a short version before the backup hears of it
+        now += 150;
+        primary.tick(now);
+        // the backup's own clock runs ahead: its ticker would apply what it holds
+        // before the forwards arrive, if it decided on its own
+        for (w, v, g, a) in forwards {
+            backup.follow(w, v, None, &g, a, now + 200).unwrap();
+        }
+    }
+    let (p, b) = (primary.settled(), backup.settled());
+    assert_eq!(p.version(), b.version());
+    assert_eq!(p.params, b.params);
+}
+
+#[test]
+fn a_backup_that_decided_by_its_own_push_and_tick_diverges() {
+    // what a backup did before it followed its primary: the same pushes, its own
+    // ticker first; a version the primary applied with three gradients is applied
+    // here with two, and the third is refused
+    let mut primary = sync(3, 100);
+    let mut backup = sync(3, 100);
+    for (w, t) in [(9, 0), (11, 10), (13, 90)] {
+        primary.push(w, 0, None, &[w as f32, 1.0, 1.0], t).unwrap();
+    }
+    backup.push(9, 0, None, &[9.0, 1.0, 1.0], 5).unwrap();
+    backup.push(11, 0, None, &[11.0, 1.0, 1.0], 15).unwrap();
+    backup.tick(105);
+    backup.push(13, 0, None, &[13.0, 1.0, 1.0], 110).unwrap();
+    assert_ne!(primary.settled().params, backup.settled().params);
+}

@@ -168,6 +168,25 @@ impl Versions {
         Admit::Accepted
     }
 
+    /// A copy that follows its range's primary takes `worker`'s gradient for the
+    /// current version because the primary took it, whatever its own rule would say;
+    /// it ends the worker's idle spell, as any push does.
+    pub fn take(&mut self, worker: i32, now_ms: u64) {
+        self.idle.remove(&worker);
+        self.contributors.insert(worker);
+        self.first_push_ms.get_or_insert(now_ms);
+    }
+
+    /// A push the primary refused still ends `worker`'s idle spell.
+    pub fn heard(&mut self, worker: i32) {
+        self.idle.remove(&worker);
+    }
+
+    /// Workers whose gradients the current version collected so far.
+    pub fn collected(&self) -> usize {
+        self.contributors.len()
+    }
+
     /// `Some(n)` if the gradients collected (from `n` workers) must be applied now: the
     /// caller applies their mean, then calls [`Versions::advance`].
     pub fn due(&self, now_ms: u64) -> Option<usize> {
@@ -228,6 +247,19 @@ pub trait Versioned {
         self.apply_collected(n);
         self.rule_mut().advance();
         true
+    }
+
+    /// Applies what the current version collected (the mean of its gradients, if
+    /// any) and starts the next one, whatever the rule says: a copy that follows its
+    /// primary does it when the primary did. False when nothing was collected (the
+    /// version number only moves on).
+    fn apply_now(&mut self) -> bool {
+        let n = self.rule_mut().collected();
+        if n > 0 {
+            self.apply_collected(n);
+        }
+        self.rule_mut().advance();
+        n > 0
     }
 
     /// Sets the workers declared dead ([`Versions::set_dead_workers`]); true if that

@@ -42,6 +42,11 @@ pub struct KVMeta {
     pub range: i32,
     /// The requesting worker process's incarnation.
     pub incarnation: u64,
+    /// On a push another holder of the range applied and forwarded here (replication):
+    /// what that holder answered the worker. A copy that follows the range's primary
+    /// takes its decisions from it (whether the push was taken, the version it moved
+    /// to); None on a worker's own request.
+    pub forwarded: Option<super::replication::Outcome>,
 }
 
 impl KVMeta {
@@ -56,6 +61,7 @@ impl KVMeta {
             version: m.version,
             range: m.range,
             incarnation: m.incarnation,
+            forwarded: None,
         }
     }
 }

@@ -206,6 +206,10 @@ impl<V: Pod + Send + Sync> Shared<V> {
             );
             return;
         };
+        let answered = Outcome {
+            status: answer.meta.status,
+            version: answer.meta.version,
+        };
         let others = self.holders.others(id.range as usize, self.me, &self.dead());
         let others = self.joiners.lock().targets(id.range as usize, self.me, others);
         if let Some(a) = self.acks.lock().add(id, others.iter().copied(), answer) {
@@ -215,6 +219,7 @@ impl<V: Pod + Send + Sync> Shared<V> {
             id,
             cmd: meta.cmd,
             version: meta.version,
+            answered,
         }
         .encode();
         for r in others {
@@ -320,6 +325,7 @@ impl<V: Pod + Send + Sync> Shared<V> {
             version: head.version,
             range: id.range,
             incarnation: id.incarnation,
+            forwarded: Some(head.answered),
         };
         self.apply(&meta, id, kvs);
         self.relay(msg, id.range);

@@ -20,6 +20,8 @@ pub struct ForwardHead {
     pub cmd: i32,
     /// The worker's version.
     pub version: u64,
+    /// What the holder that applied it first answered the worker.
+    pub answered: super::dedup::Outcome,
 }
 
 /// `head` as a frame (bincode).
@@ -80,6 +82,7 @@ mod tests {
             },
             cmd: 3,
             version: 11,
+            answered: crate::kv::replication::Outcome { status: 1, version: 12 },
         };
         assert_eq!(ForwardHead::decode(&[h.encode()]), Ok(h));
         assert_eq!(
