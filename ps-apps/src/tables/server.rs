@@ -15,12 +15,11 @@ use super::wire::{
     DUMP_END, DUMP_PAGE_ROWS, STATUS_NOT_YET, STATUS_REJECTED, STATUS_UNDECLARED,
 };
 use crate::train::checkpoint;
-use crate::train::shard::PushOutcome;
-use crate::train::versions::Versioned;
+use crate::train::versions::{PrimaryAnswer, PushOutcome, Versioned};
 use bincode::Options;
 use bytes::Bytes;
 use parking_lot::Mutex;
-use ps_core::kv::replication::{Holders, RangeCopy};
+use ps_core::kv::replication::{dead_server_ranks, Holders, RangeCopy};
 use ps_core::kv::{KVMeta, KVPairs, KVResponder, KVServer, KeyRange, KvError, SArray};
 use ps_core::node::id_role;
 use ps_core::{Postoffice, Role};
@@ -135,11 +134,19 @@ struct Ctx {
     opts: TableServerOptions,
     rank: usize,
     replicated: bool,
+    holders: Holders,
     po: Arc<Postoffice>,
     epoch: Instant,
 }
 
 impl Ctx {
+    /// The ranges this server holds whose primary is another server: a sync copy of
+    /// them follows that primary's decisions.
+    fn followed(&self) -> BTreeSet<usize> {
+        self.holders
+            .followed(self.rank, &dead_server_ranks(&self.po.dead_nodes()))
+    }
+
     fn handle(&self, st: &mut State, meta: &KVMeta, req: KVPairs<f32>, resp: &KVResponder) {
         let now = self.epoch.elapsed().as_millis() as u64;
         if !meta.push {
@@ -147,9 +154,14 @@ impl Ctx {
         }
         if meta.cmd == CMD_IDLE {
             // every copy of every range this server holds hears it (a notice is not
-            // forwarded; each holder is some range's primary)
+            // forwarded; each holder is some range's primary); a copy that follows its
+            // primary applies nothing on it
+            let followed = self.followed();
             for (&r, rs) in st.ranges.iter_mut() {
-                if rs.shard.as_mut().is_some_and(|s| s.set_idle(meta.sender, now)) {
+                let Some(shard) = rs.shard.as_mut() else { continue };
+                if shard.decides_by_time() && followed.contains(&r) {
+                    shard.rule.set_idle(meta.sender);
+                } else if shard.set_idle(meta.sender, now) {
                     after_apply(st.responder.as_ref(), &self.space, rs, &self.opts, r, self.rank);
                 }
             }
@@ -176,15 +188,29 @@ impl Ctx {
                     status(resp, meta, STATUS_UNDECLARED, 0);
                     return;
                 };
-                let out = shard.push(
-                    &self.space,
-                    meta.sender,
-                    meta.version,
-                    &req.keys,
-                    &req.lens,
-                    &req.vals,
-                    now,
-                );
+                let out = match meta.forwarded {
+                    // the primary applied it first: this copy does as it did
+                    Some(a) => shard.follow(
+                        &self.space,
+                        meta.sender,
+                        meta.version,
+                        (&req.keys, &req.lens, &req.vals),
+                        PrimaryAnswer {
+                            taken: a.status == 0,
+                            version: a.version,
+                        },
+                        now,
+                    ),
+                    None => shard.push(
+                        &self.space,
+                        meta.sender,
+                        meta.version,
+                        &req.keys,
+                        &req.lens,
+                        &req.vals,
+                        now,
+                    ),
+                };
                 match out {
                     Ok(PushOutcome::Accepted { applied }) => {
                         status(resp, meta, 0, shard.version());
@@ -296,9 +322,15 @@ impl Ctx {
             .collect();
         let workers = self.po.num_workers();
         let now = self.epoch.elapsed().as_millis() as u64;
+        let followed = self.followed();
         for (&r, rs) in st.ranges.iter_mut() {
             let Some(shard) = rs.shard.as_mut() else { continue };
             shard.rule.set_num_workers(workers);
+            if shard.decides_by_time() && followed.contains(&r) {
+                // its versions are applied when the primary's are
+                shard.rule.set_dead_workers(&dead);
+                continue;
+            }
             let applied = shard.set_dead_workers(&dead, now) | shard.tick(now);
             if applied {
                 after_apply(st.responder.as_ref(), &self.space, rs, &self.opts, r, self.rank);
@@ -341,6 +373,7 @@ impl TableServer {
             opts,
             rank,
             replicated: holders.replicas() > 0,
+            holders,
             po: Arc::clone(po),
             epoch: Instant::now(),
         });

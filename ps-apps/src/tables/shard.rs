@@ -10,8 +10,7 @@ use super::keys::{KeyOf, KeySpace};
 use super::sparse::{RowPage, SparseTable};
 use super::spec::ModelSpec;
 use crate::train::layout::Layout;
-use crate::train::shard::PushOutcome;
-use crate::train::versions::{Admit, Versioned, Versions};
+use crate::train::versions::{Admit, PrimaryAnswer, PushOutcome, Versioned, Versions};
 use serde::{Deserialize, Serialize};
 
 /// The dense block of one range and its optimizer state.
@@ -181,6 +180,42 @@ impl TableShard {
         if let Admit::Rejected { current } = self.rule.admit(worker, version, now_ms) {
             return Ok(PushOutcome::Rejected { current });
         }
+        self.accumulate(parts);
+        Ok(PushOutcome::Accepted {
+            applied: self.maybe_apply(now_ms),
+        })
+    }
+
+    /// A push that the range's primary applied first, on a copy that follows it (a
+    /// backup), with what the primary answered: a sync shard does what the primary
+    /// did ([`Versioned::follow_primary`]); an async or bounded one applies every
+    /// push it takes at once, in the order the copies share, so it pushes as the
+    /// primary did. A push that does not fit is [`TablesError::Misfit`], as for
+    /// [`TableShard::push`].
+    pub fn follow(
+        &mut self,
+        space: &KeySpace,
+        worker: i32,
+        version: u64,
+        (keys, lens, vals): (&[u64], &[i32], &[f32]),
+        primary: PrimaryAnswer,
+        now_ms: u64,
+    ) -> Result<PushOutcome, TablesError> {
+        if !self.decides_by_time() {
+            return self.push(space, worker, version, keys, lens, vals, now_ms);
+        }
+        let parts = self.check(space, keys, lens, vals)?;
+        Ok(self.follow_primary(worker, version, primary, now_ms, |s| s.accumulate(parts)))
+    }
+
+    /// True on a sync shard: a copy of it follows its primary's decisions
+    /// ([`TableShard::follow`]) rather than make its own.
+    pub fn decides_by_time(&self) -> bool {
+        matches!(self.rule.mode, crate::train::versions::Mode::Sync { .. })
+    }
+
+    /// Adds a checked push's gradients to what the current version collects.
+    fn accumulate(&mut self, parts: Parts<'_>) {
         if let Some(g) = parts.dense {
             self.dense.accum.iter_mut().zip(g).for_each(|(a, g)| *a += g);
             self.dense_pending = true;
@@ -196,9 +231,6 @@ impl TableShard {
                 t.add_pending(id, g);
             }
         }
-        Ok(PushOutcome::Accepted {
-            applied: self.maybe_apply(now_ms),
-        })
     }
 
     /// The stored rows of table `table` from slot `from` on (at most `max`): their

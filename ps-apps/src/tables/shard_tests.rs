@@ -239,3 +239,48 @@ fn fp16_tables_take_and_answer_rows_as_float16_pairs_and_dump_their_rows() {
     assert_eq!(all, [5, 9]);
     assert!(s.dump(3, 0, 1).is_err(), "no table 3");
 }
+
+#[test]
+fn a_backup_follows_its_primarys_versions_rows_included() {
+    let mode = Mode::Sync {
+        grads_per_version: 2,
+        timeout_ms: 100,
+    };
+    let (mut primary, ks) = shard(mode, 0);
+    let (mut backup, _) = shard(mode, 0);
+    let row = ks.row_key(0, row_on(&ks, 0, 0));
+    let keys = [ks.dense_key(0), row];
+    let mut now = 0;
+    for round in 0..12u64 {
+        // one worker only every third round: the primary applies it on its timeout
+        let workers: &[i32] = if round % 3 == 0 { &[9] } else { &[9, 11] };
+        let mut forwards = Vec::new();
+        for &w in workers {
+            let v = primary.version();
+            let mut vals = vec![w as f32 * 0.1; 5];
+            vals.extend([round as f32 * 0.01 + 0.5; 4]);
+            let out = primary.push(&ks, w, v, &keys, &[5, 4], &vals, now).unwrap();
+            let answer = PrimaryAnswer {
+                taken: matches!(out, PushOutcome::Accepted { .. }),
+                version: primary.version(),
+            };
+            forwards.push((w, v, vals, answer));
+            now += 5;
+        }
+        now += 150;
+        primary.tick(now);
+        // the backup hears of them later, its own clock past any timeout
+        for (w, v, vals, a) in forwards {
+            backup.follow(&ks, w, v, (&keys, &[5, 4], &vals), a, now + 500).unwrap();
+        }
+    }
+    // the primary applied the last version on its tick; the backup at the next push,
+    // which did not come: its pending version settles the same
+    assert!(backup.version() + 1 >= primary.version());
+    while backup.rule.collected() > 0 || backup.version() < primary.version() {
+        backup.apply_now();
+    }
+    assert_eq!(backup.version(), primary.version());
+    assert_eq!(backup.dense(), primary.dense());
+    assert_eq!(backup.rows(&ks, &[row]).unwrap(), primary.rows(&ks, &[row]).unwrap());
+}

@@ -76,12 +76,7 @@ fn answer_pull(resp: &KVResponder, rs: &RangeState, meta: &KVMeta, keys: SArray<
 /// The key ranges this server holds whose first live holder is another server: their
 /// copies here follow that primary.
 fn followed_ranges(po: &Postoffice, holders: &Holders, rank: usize) -> BTreeSet<usize> {
-    let dead = dead_server_ranks(&po.dead_nodes());
-    holders
-        .ranges_of(rank)
-        .into_iter()
-        .filter(|&r| holders.primary(r, &dead) != Some(rank))
-        .collect()
+    holders.followed(rank, &dead_server_ranks(&po.dead_nodes()))
 }
 
 /// True if the copy of range `r` follows its primary's decisions: a sync shard (its
@@ -215,7 +210,7 @@ impl TrainServer {
                             offs,
                             &req.vals,
                             PrimaryAnswer {
-                                taken: a.status != STATUS_REJECTED,
+                                taken: a.status == 0,
                                 version: a.version,
                             },
                             now,

@@ -4,6 +4,7 @@
 //! clock: time comes in as milliseconds, so the rules are unit-tested exactly.
 
 use super::versions::{Admit, Mode, Versioned, Versions};
+pub use super::versions::{PrimaryAnswer, PushOutcome};
 use serde::{Deserialize, Serialize};
 
 /// SGD with optional momentum, applied to a shard.
@@ -15,30 +16,6 @@ pub struct Sgd {
     pub momentum: f32,
     /// L2 weight decay.
     pub weight_decay: f32,
-}
-
-/// What happened to a push.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PushOutcome {
-    /// Taken; `applied` if it completed an update (the version moved).
-    Accepted {
-        /// The version moved because of this push.
-        applied: bool,
-    },
-    /// Computed on the wrong version; the shard is at `current`.
-    Rejected {
-        /// The shard's version.
-        current: u64,
-    },
-}
-
-/// What a range's primary answered a push it forwarded to the range's other copies.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct PrimaryAnswer {
-    /// It took the gradient.
-    pub taken: bool,
-    /// Its version after the push.
-    pub version: u64,
 }
 
 /// Why a push could not be taken at all.
@@ -122,13 +99,10 @@ impl Shard {
     }
 
     /// A push that the range's primary applied first, on a copy that follows it (a
-    /// backup), with what the primary answered. A sync copy does what the primary did: the versions
-    /// the primary applied since without a push (on timeout, a worker dead or idle)
-    /// are applied first with what was collected for them, then the gradient is taken
-    /// whatever this copy's rule says, and the version applied if the primary applied
-    /// it on this push. So every copy applies the same gradients to the same versions.
-    /// An async or bounded shard applies every push it takes at once, in the order
-    /// the copies share: it pushes as the primary did.
+    /// backup), with what the primary answered: a sync shard does what the primary
+    /// did ([`Versioned::follow_primary`]); an async or bounded one applies every
+    /// push it takes at once, in the order the copies share, so it pushes as the
+    /// primary did.
     pub fn follow(
         &mut self,
         worker: i32,
@@ -142,35 +116,7 @@ impl Shard {
             return self.push(worker, version, offsets, vals, now_ms);
         }
         self.check(offsets, vals)?;
-        if !primary.taken {
-            self.rule.heard(worker);
-            return Ok(PushOutcome::Rejected {
-                current: self.version(),
-            });
-        }
-        while self.version() < version {
-            if !self.apply_now() {
-                log::warn!(
-                    "copy at key {}: the primary moved past version {} with no gradient here",
-                    self.begin,
-                    self.version() - 1
-                );
-            }
-        }
-        if self.version() > version {
-            log::warn!(
-                "copy at key {}: a gradient for version {version} the primary took, at version {}",
-                self.begin,
-                self.version()
-            );
-            return Ok(PushOutcome::Rejected {
-                current: self.version(),
-            });
-        }
-        self.rule.take(worker, now_ms);
-        self.accumulate(offsets, vals);
-        let applied = primary.version > self.version() && self.apply_now();
-        Ok(PushOutcome::Accepted { applied })
+        Ok(self.follow_primary(worker, version, primary, now_ms, |s| s.accumulate(offsets, vals)))
     }
 
     /// A copy of this shard with the version it is collecting applied (what it would

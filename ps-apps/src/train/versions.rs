@@ -56,6 +56,30 @@ pub enum Admit {
     },
 }
 
+/// What a range's primary answered a push it forwarded to the range's other copies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PrimaryAnswer {
+    /// It took the gradient.
+    pub taken: bool,
+    /// Its version after the push.
+    pub version: u64,
+}
+
+/// What happened to a push.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PushOutcome {
+    /// Taken; `applied` if it completed an update (the version moved).
+    Accepted {
+        /// The version moved because of this push.
+        applied: bool,
+    },
+    /// Computed on the wrong version; the shard is at `current`.
+    Rejected {
+        /// The shard's version.
+        current: u64,
+    },
+}
+
 /// A shard's version number and the rule that moves it.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Versions {
@@ -260,6 +284,46 @@ pub trait Versioned {
         }
         self.rule_mut().advance();
         n > 0
+    }
+
+    /// A sync push that the range's primary applied first, on a copy that follows it
+    /// (a backup), with what the primary answered; `take` adds the (checked) gradient
+    /// to what this copy collects. The copy does what the primary did: the versions
+    /// the primary applied since without a push (on timeout, a worker dead or idle)
+    /// are applied first with what was collected for them, then the gradient is taken
+    /// whatever this copy's rule says, and the version applied if the primary applied
+    /// it on this push. So every copy applies the same gradients to the same versions.
+    fn follow_primary(
+        &mut self,
+        worker: i32,
+        version: u64,
+        primary: PrimaryAnswer,
+        now_ms: u64,
+        take: impl FnOnce(&mut Self),
+    ) -> PushOutcome {
+        if !primary.taken {
+            self.rule_mut().heard(worker);
+            return PushOutcome::Rejected {
+                current: self.rule_mut().version,
+            };
+        }
+        while self.rule_mut().version < version {
+            if !self.apply_now() {
+                log::warn!(
+                    "a copy: the primary moved past version {} with no gradient here",
+                    self.rule_mut().version - 1
+                );
+            }
+        }
+        let current = self.rule_mut().version;
+        if current > version {
+            log::warn!("a copy: a gradient for version {version} the primary took, at version {current}");
+            return PushOutcome::Rejected { current };
+        }
+        self.rule_mut().take(worker, now_ms);
+        take(self);
+        let applied = primary.version > current && self.apply_now();
+        PushOutcome::Accepted { applied }
     }
 
     /// Sets the workers declared dead ([`Versions::set_dead_workers`]); true if that

@@ -56,6 +56,15 @@ impl Holders {
         self.holders(range).into_iter().find(|r| !dead.contains(r))
     }
 
+    /// The ranges server `rank` holds whose first live holder (with the servers in
+    /// `dead` dead) is another server: its copies of them follow that primary.
+    pub fn followed(&self, rank: usize, dead: &BTreeSet<usize>) -> BTreeSet<usize> {
+        self.ranges_of(rank)
+            .into_iter()
+            .filter(|&r| self.primary(r, dead) != Some(rank))
+            .collect()
+    }
+
     /// The live holders of `range` other than `me`: where `me` forwards a push.
     pub fn others(&self, range: usize, me: usize, dead: &BTreeSet<usize>) -> Vec<usize> {
         self.live_holders(range, dead)
@@ -97,6 +106,16 @@ mod tests {
                 assert!(c.holds(r, h));
             }
         }
+    }
+
+    #[test]
+    fn a_server_follows_the_ranges_whose_primary_is_another_live_server() {
+        let c = Holders::new(3, 1);
+        // server 1 holds ranges 1 (its own) and 0 (server 0's)
+        assert_eq!(c.followed(1, &set(&[])), set(&[0]));
+        // server 0 dead: server 1 is range 0's primary now
+        assert_eq!(c.followed(1, &set(&[0])), set(&[]));
+        assert_eq!(Holders::new(3, 0).followed(1, &set(&[])), set(&[]));
     }
 
     #[test]

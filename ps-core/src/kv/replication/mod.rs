@@ -8,9 +8,12 @@
 //! once. Each push carries a [`RequestId`] that every replica remembers for a window,
 //! so a push the worker sends again after a failover is applied once anywhere.
 //!
-//! Each push is forwarded as the worker sent it (not an aggregate): the sum and SGD
-//! handles apply pushes one by one anyway, and a forwarded push can be acknowledged
-//! on its own, which is what exactly-once needs.
+//! Each push is forwarded as the worker sent it (not an aggregate), with what the
+//! forwarding holder answered the worker ([`KVMeta::forwarded`](crate::kv::KVMeta)):
+//! the sum and SGD handles apply pushes one by one anyway, a forwarded push can be
+//! acknowledged on its own, which is what exactly-once needs, and a handle whose
+//! decisions depend on time (sync SGD's version timeouts) takes them from the answer
+//! instead of its own clock.
 //!
 //! A replacement server copies its ranges from live replicas and rejoins ([`catchup`];
 //! the application's state travels through [`RangeCopy`]).
