@@ -142,9 +142,8 @@ struct Ctx {
 impl Ctx {
     /// The ranges this server holds whose primary is another server: a sync copy of
     /// them follows that primary's decisions.
-    fn followed(&self) -> BTreeSet<usize> {
-        self.holders
-            .followed(self.rank, &dead_server_ranks(&self.po.dead_nodes()))
+    fn followed(&self, dead_nodes: &BTreeSet<i32>) -> BTreeSet<usize> {
+        self.holders.followed(self.rank, &dead_server_ranks(dead_nodes))
     }
 
     fn handle(&self, st: &mut State, meta: &KVMeta, req: KVPairs<f32>, resp: &KVResponder) {
@@ -156,10 +155,10 @@ impl Ctx {
             // every copy of every range this server holds hears it (a notice is not
             // forwarded; each holder is some range's primary); a copy that follows its
             // primary applies nothing on it
-            let followed = self.followed();
+            let followed = self.followed(&self.po.dead_nodes());
             for (&r, rs) in st.ranges.iter_mut() {
                 let Some(shard) = rs.shard.as_mut() else { continue };
-                if shard.decides_by_time() && followed.contains(&r) {
+                if shard.rule.decides_by_time() && followed.contains(&r) {
                     shard.rule.set_idle(meta.sender);
                 } else if shard.set_idle(meta.sender, now) {
                     after_apply(st.responder.as_ref(), &self.space, rs, &self.opts, r, self.rank);
@@ -314,19 +313,18 @@ impl Ctx {
 
     /// The ticker's pass over every range.
     fn tick(&self, st: &mut State) {
-        let dead: BTreeSet<i32> = self
-            .po
-            .dead_nodes()
+        let dead_nodes = self.po.dead_nodes();
+        let followed = self.followed(&dead_nodes);
+        let dead: BTreeSet<i32> = dead_nodes
             .into_iter()
             .filter(|&id| id_role(id) == Some(Role::Worker))
             .collect();
         let workers = self.po.num_workers();
         let now = self.epoch.elapsed().as_millis() as u64;
-        let followed = self.followed();
         for (&r, rs) in st.ranges.iter_mut() {
             let Some(shard) = rs.shard.as_mut() else { continue };
             shard.rule.set_num_workers(workers);
-            if shard.decides_by_time() && followed.contains(&r) {
+            if shard.rule.decides_by_time() && followed.contains(&r) {
                 // its versions are applied when the primary's are
                 shard.rule.set_dead_workers(&dead);
                 continue;

@@ -201,17 +201,11 @@ impl TableShard {
         primary: PrimaryAnswer,
         now_ms: u64,
     ) -> Result<PushOutcome, TablesError> {
-        if !self.decides_by_time() {
+        if !self.rule.decides_by_time() {
             return self.push(space, worker, version, keys, lens, vals, now_ms);
         }
         let parts = self.check(space, keys, lens, vals)?;
         Ok(self.follow_primary(worker, version, primary, now_ms, |s| s.accumulate(parts)))
-    }
-
-    /// True on a sync shard: a copy of it follows its primary's decisions
-    /// ([`TableShard::follow`]) rather than make its own.
-    pub fn decides_by_time(&self) -> bool {
-        matches!(self.rule.mode, crate::train::versions::Mode::Sync { .. })
     }
 
     /// Adds a checked push's gradients to what the current version collects.

@@ -75,14 +75,14 @@ fn answer_pull(resp: &KVResponder, rs: &RangeState, meta: &KVMeta, keys: SArray<
 
 /// The key ranges this server holds whose first live holder is another server: their
 /// copies here follow that primary.
-fn followed_ranges(po: &Postoffice, holders: &Holders, rank: usize) -> BTreeSet<usize> {
-    holders.followed(rank, &dead_server_ranks(&po.dead_nodes()))
+fn followed_ranges(dead_nodes: &BTreeSet<i32>, holders: &Holders, rank: usize) -> BTreeSet<usize> {
+    holders.followed(rank, &dead_server_ranks(dead_nodes))
 }
 
 /// True if the copy of range `r` follows its primary's decisions: a sync shard (its
 /// versions depend on time) whose primary is another server.
 fn follows(rs: &RangeState, r: usize, followed: &BTreeSet<usize>) -> bool {
-    rs.shard.decides_by_time() && followed.contains(&r)
+    rs.shard.rule.decides_by_time() && followed.contains(&r)
 }
 
 /// After an update of range `r`: answers its held pulls, and checkpoints it if it is
@@ -165,7 +165,7 @@ impl TrainServer {
                 let now = epoch.elapsed().as_millis() as u64;
                 // (read before the state is locked: the postoffice's locks come first)
                 let followed = match (meta.cmd == CMD_IDLE, po_h.upgrade()) {
-                    (true, Some(po)) => followed_ranges(&po, &holders, rank),
+                    (true, Some(po)) => followed_ranges(&po.dead_nodes(), &holders, rank),
                     _ => BTreeSet::new(),
                 };
                 let mut guard = st.lock();
@@ -250,14 +250,14 @@ impl TrainServer {
             .spawn(move || {
                 while !s2.load(Ordering::Relaxed) {
                     std::thread::sleep(Duration::from_millis(10));
-                    let dead: BTreeSet<i32> = po2
-                        .dead_nodes()
+                    let dead_nodes = po2.dead_nodes();
+                    let followed = followed_ranges(&dead_nodes, &holders, rank);
+                    let dead: BTreeSet<i32> = dead_nodes
                         .into_iter()
                         .filter(|&id| id_role(id) == Some(Role::Worker))
                         .collect();
                     let workers = po2.num_workers();
                     let now = epoch.elapsed().as_millis() as u64;
-                    let followed = followed_ranges(&po2, &holders, rank);
                     let mut guard = st.lock();
                     let st = &mut *guard;
                     for (&r, rs) in st.ranges.iter_mut() {

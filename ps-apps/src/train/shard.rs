@@ -91,13 +91,6 @@ impl Shard {
         })
     }
 
-    /// True on a sync shard: its versions depend on when gradients arrive (a timeout,
-    /// a worker dead or idle), so a copy of it must follow its primary's decisions
-    /// ([`Shard::follow`]) rather than make its own.
-    pub fn decides_by_time(&self) -> bool {
-        matches!(self.rule.mode, Mode::Sync { .. })
-    }
-
     /// A push that the range's primary applied first, on a copy that follows it (a
     /// backup), with what the primary answered: a sync shard does what the primary
     /// did ([`Versioned::follow_primary`]); an async or bounded one applies every
@@ -112,7 +105,7 @@ impl Shard {
         primary: PrimaryAnswer,
         now_ms: u64,
     ) -> Result<PushOutcome, PushError> {
-        if !self.decides_by_time() {
+        if !self.rule.decides_by_time() {
             return self.push(worker, version, offsets, vals, now_ms);
         }
         self.check(offsets, vals)?;

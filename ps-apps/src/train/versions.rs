@@ -206,6 +206,14 @@ impl Versions {
         self.idle.remove(&worker);
     }
 
+    /// True under sync SGD: a version is applied when enough gradients arrived or on
+    /// a timeout, which depends on when they arrive, so a copy of the shard must
+    /// follow its primary's decisions ([`Versioned::follow_primary`]) rather than make
+    /// its own.
+    pub fn decides_by_time(&self) -> bool {
+        matches!(self.mode, Mode::Sync { .. })
+    }
+
     /// Workers whose gradients the current version collected so far.
     pub fn collected(&self) -> usize {
         self.contributors.len()
