@@ -158,7 +158,7 @@ impl Ctx {
             let followed = self.followed(&self.po.dead_nodes());
             for (&r, rs) in st.ranges.iter_mut() {
                 let Some(shard) = rs.shard.as_mut() else { continue };
-                if shard.rule.decides_by_time() && followed.contains(&r) {
+                if shard.rule.follows_primary(followed.contains(&r)) {
                     shard.rule.set_idle(meta.sender);
                 } else if shard.set_idle(meta.sender, now) {
                     after_apply(st.responder.as_ref(), &self.space, rs, &self.opts, r, self.rank);
@@ -324,7 +324,7 @@ impl Ctx {
         for (&r, rs) in st.ranges.iter_mut() {
             let Some(shard) = rs.shard.as_mut() else { continue };
             shard.rule.set_num_workers(workers);
-            if shard.rule.decides_by_time() && followed.contains(&r) {
+            if shard.rule.follows_primary(followed.contains(&r)) {
                 // its versions are applied when the primary's are
                 shard.rule.set_dead_workers(&dead);
                 continue;

@@ -79,12 +79,6 @@ fn followed_ranges(dead_nodes: &BTreeSet<i32>, holders: &Holders, rank: usize) -
     holders.followed(rank, &dead_server_ranks(dead_nodes))
 }
 
-/// True if the copy of range `r` follows its primary's decisions: a sync shard (its
-/// versions depend on time) whose primary is another server.
-fn follows(rs: &RangeState, r: usize, followed: &BTreeSet<usize>) -> bool {
-    rs.shard.rule.decides_by_time() && followed.contains(&r)
-}
-
 /// After an update of range `r`: answers its held pulls, and checkpoints it if it is
 /// this server's own range and a checkpoint is due.
 fn after_apply(resp: Option<&KVResponder>, rs: &mut RangeState, opts: &ServerOptions, r: usize, rank: usize) {
@@ -178,7 +172,7 @@ impl TrainServer {
                     // is not forwarded; each holder is some range's primary); a copy
                     // that follows its primary applies nothing on it
                     for (&r, rs) in st.ranges.iter_mut() {
-                        if follows(rs, r, &followed) {
+                        if rs.shard.rule.follows_primary(followed.contains(&r)) {
                             rs.shard.rule.set_idle(meta.sender);
                         } else if rs.shard.set_idle(meta.sender, now) {
                             after_apply(st.responder.as_ref(), rs, &o, r, rank);
@@ -269,7 +263,7 @@ impl TrainServer {
                             };
                         }
                         rs.shard.rule.set_num_workers(workers);
-                        if follows(rs, r, &followed) {
+                        if rs.shard.rule.follows_primary(followed.contains(&r)) {
                             // its versions are applied when the primary's are
                             rs.shard.rule.set_dead_workers(&dead);
                             continue;

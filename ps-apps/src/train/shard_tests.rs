@@ -331,3 +331,17 @@ fn a_backup_that_decided_by_its_own_push_and_tick_diverges() {
     backup.push(13, 0, None, &[13.0, 1.0, 1.0], 110).unwrap();
     assert_ne!(primary.settled().params, backup.settled().params);
 }
+
+#[test]
+fn only_a_sync_copy_whose_primary_is_elsewhere_follows_it() {
+    let s = sync(2, 100);
+    assert!(s.rule.follows_primary(true));
+    assert!(!s.rule.follows_primary(false), "the primary decides for itself");
+    for mode in [Mode::Async, Mode::Bounded { staleness: 1 }] {
+        let a = Shard::new(0, vec![0.0], mode, SGD, 2);
+        assert!(
+            !a.rule.follows_primary(true),
+            "{mode:?}: any copy applies each push at once"
+        );
+    }
+}

@@ -214,6 +214,14 @@ impl Versions {
         matches!(self.mode, Mode::Sync { .. })
     }
 
+    /// True if a copy under this rule applies versions only when its range's primary
+    /// did: when another server is that primary (`primary_elsewhere`, as
+    /// `Holders::followed` names the ranges) and the rule decides by time. Such a copy
+    /// leaves idle notices, dead workers and timeouts to the primary.
+    pub fn follows_primary(&self, primary_elsewhere: bool) -> bool {
+        primary_elsewhere && self.decides_by_time()
+    }
+
     /// Workers whose gradients the current version collected so far.
     pub fn collected(&self) -> usize {
         self.contributors.len()
