@@ -39,12 +39,18 @@ fn saves_under_the_lock_and_a_new_master_takes_over() {
 
     // a second master cannot get the lock while the first holds it
     let e = store(&etcd, Duration::from_secs(1)).err().expect("lock is held");
-    assert!(e.0.contains("another master holds"), "{e}");
+    assert!(
+        matches!(&e, StoreError::Failed(m) if m.contains("another master holds")),
+        "{e}"
+    );
 
     // the first loses its lease: it can no longer write; a new master resumes
     a.revoke().unwrap();
     let e = a.save(b"queues v2").unwrap_err();
-    assert!(e.0.contains("no longer holds the master lock"), "{e}");
+    assert!(
+        matches!(&e, StoreError::SteppedDown(m) if m.contains("no longer holds the master lock")),
+        "{e}"
+    );
     let mut b = store(&etcd, Duration::from_secs(10)).unwrap();
     assert_eq!(b.load().unwrap().as_deref(), Some(&b"queues v1"[..]));
     b.save(b"queues v3").unwrap();
@@ -62,7 +68,7 @@ fn unreachable_etcd_is_a_clear_error() {
     )
     .err()
     .expect("nothing listens there");
-    assert!(e.0.starts_with("etcd:"), "{e}");
+    assert!(matches!(&e, StoreError::Failed(m) if m.starts_with("etcd:")), "{e}");
 }
 
 /// A store whose etcd stops answering (SIGSTOP) is still dropped within a bound: the

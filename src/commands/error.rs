@@ -368,7 +368,7 @@ mod tests {
         );
         assert_eq!(CliError::from(BenchError::WrongSize { got: 1, want: 2 }).exit_code(), 1);
         assert_eq!(
-            CliError::from(StoreError("etcd: get: unavailable".into())).exit_code(),
+            CliError::from(StoreError::Failed("etcd: get: unavailable".into())).exit_code(),
             1
         );
         let missing = ps_apps::recordio::index(std::path::Path::new("/nonexistent/psrs/x.rio")).unwrap_err();

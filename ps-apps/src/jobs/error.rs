@@ -154,7 +154,9 @@ mod tests {
     #[test]
     fn a_masters_error_maps_by_its_kind() {
         use crate::master::{MasterError, StoreError};
-        let store = JobsError::from(MasterError::Store(StoreError("cannot write /x: disk full".into())));
+        let store = JobsError::from(MasterError::Store(StoreError::Failed(
+            "cannot write /x: disk full".into(),
+        )));
         assert_eq!(
             (store.http_status(), store.to_string().as_str()),
             (500, "cannot write /x: disk full")

@@ -28,7 +28,7 @@ pub struct EtcdStore {
 
 /// etcd (or the runtime talking to it) failed at `what`.
 fn err(what: &str, e: impl std::fmt::Display) -> StoreError {
-    StoreError(format!("etcd: {what}: {e}"))
+    StoreError::Failed(format!("etcd: {what}: {e}"))
 }
 
 impl EtcdStore {
@@ -63,7 +63,7 @@ impl EtcdStore {
                 tokio::time::timeout(lock_wait, client.lock(lock, Some(LockOptions::new().with_lease(lease)))).await
             })
             .map_err(|_| {
-                StoreError(format!(
+                StoreError::Failed(format!(
                     "etcd: another master holds {lock}; gave up after {lock_wait:?}"
                 ))
             })?
@@ -110,7 +110,7 @@ impl EtcdStore {
         if resp.succeeded() {
             Ok(())
         } else {
-            Err(StoreError(
+            Err(StoreError::SteppedDown(
                 "etcd: this master no longer holds the master lock (its lease expired); not saved".into(),
             ))
         }

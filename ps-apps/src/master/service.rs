@@ -297,7 +297,7 @@ impl Master {
             }),
         };
         result.unwrap_or_else(|e| {
-            log::error!("master: {e}");
+            e.log(&format!("answering node {worker}"));
             MasterResponse::Error(e.to_string())
         })
     }

@@ -31,11 +31,12 @@ impl Store for FileStore {
         match std::fs::read(&self.path) {
             Ok(b) => Ok(Some(b)),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(StoreError(format!("cannot read {}: {e}", self.path.display()))),
+            Err(e) => Err(StoreError::Failed(format!("cannot read {}: {e}", self.path.display()))),
         }
     }
     fn save(&mut self, state: &[u8]) -> Result<(), StoreError> {
-        write_atomic(&self.path, state).map_err(|e| StoreError(format!("cannot write {}: {e}", self.path.display())))
+        write_atomic(&self.path, state)
+            .map_err(|e| StoreError::Failed(format!("cannot write {}: {e}", self.path.display())))
     }
 }
 
@@ -54,7 +55,7 @@ impl Store for MemStore {
     }
     fn save(&mut self, state: &[u8]) -> Result<(), StoreError> {
         if *self.fail.lock() {
-            return Err(StoreError("the store is unavailable".into()));
+            return Err(StoreError::Failed("the store is unavailable".into()));
         }
         *self.data.lock() = Some(state.to_vec());
         Ok(())

@@ -76,7 +76,7 @@ impl Store for Named {
         let all = {
             let mut e = self.set.entries.lock();
             e.insert(self.name.clone(), state.to_vec());
-            bincode::serialize(&*e).map_err(|e| StoreError(e.to_string()))?
+            bincode::serialize(&*e).map_err(|e| StoreError::Failed(e.to_string()))?
         };
         (self.set.replicate)(Bytes::from(all))?;
         self.inner.save(state)
@@ -138,10 +138,17 @@ mod tests {
 
     #[test]
     fn a_failed_replication_fails_the_save_and_keeps_nothing_locally() {
-        let set = ReplicatedSet::new(None, Arc::new(|_| Err(StoreError("not active".into())))).unwrap();
+        let epoch = ps_core::failover::Epoch { term: 2, candidate: 1 };
+        let refuse = move |_| Err(StoreError::from(ps_core::failover::FailoverError::NotActive(epoch)));
+        let set = ReplicatedSet::new(None, Arc::new(refuse)).unwrap();
         let local = MemStore::default();
         let mut s = set.open("jobs", Box::new(local.clone()));
-        assert!(s.save(b"x").unwrap_err().0.contains("not active"));
+        let e = s.save(b"x").unwrap_err();
+        assert!(matches!(e, StoreError::SteppedDown(_)), "{e:?}");
+        assert!(e.to_string().contains("not active"), "{e}");
         assert_eq!(*local.data.lock(), None);
+        let set = ReplicatedSet::new(None, Arc::new(|_| Err(StoreError::Failed("no standby link".into())))).unwrap();
+        let e = set.open("jobs", Box::new(MemStore::default())).save(b"x").unwrap_err();
+        assert_eq!(e, StoreError::Failed("no standby link".into()));
     }
 }

@@ -142,14 +142,11 @@ impl Coordinator {
                 .spawn(move || {
                     while !stop.load(Ordering::Relaxed) {
                         std::thread::sleep(TICK_EVERY);
-                        match tick(&m, &clock) {
-                            // it stepped down between the check and the save (the
-                            // queues are unchanged): once, at the moment it stops acting
-                            Err(e) if !clock.van.scheduler_epoch().1 => {
-                                log::warn!("master: {e}: stepped down while timing out tasks")
-                            }
-                            Err(e) => log::error!("master: {e}"),
-                            Ok(_) => {}
+                        // a save refused because it stepped down between the check
+                        // and the save (the queues are unchanged) is logged as such:
+                        // once, at the moment it stops acting
+                        if let Err(e) = tick(&m, &clock) {
+                            e.log("timing out tasks")
                         }
                     }
                 })
@@ -350,7 +347,7 @@ pub fn answer(
 ) -> (MasterResponse, Option<TaskReport>) {
     m.set_term(term);
     if let Err(e) = m.sender_liveness(sender, alive) {
-        log::error!("master: {e}");
+        e.log(&format!("taking in the liveness of node {sender}"));
     }
     match req {
         MasterRequest::Finish { task, attempt, report } => match m.finish_attempt(sender, task, attempt, now_ms) {
@@ -359,7 +356,7 @@ pub fn answer(
                 report.filter(|_| c == Counted::Now),
             ),
             Err(e) => {
-                log::error!("master: {e}");
+                e.log(&format!("counting the result of node {sender}"));
                 (MasterResponse::Error(e.to_string()), None)
             }
         },
