@@ -406,7 +406,7 @@ impl JobScheduler {
     pub fn tick(&mut self, now_ms: u64) {
         for (num, a) in self.active.iter_mut() {
             if let Err(e) = a.master.tick(now_ms) {
-                log::error!("job j{num}: {e}");
+                e.log(&format!("timing out the tasks of job j{num}"));
             }
         }
         if now_ms >= self.last_alloc_ms + self.cfg.realloc_every_ms {
@@ -462,7 +462,7 @@ impl JobScheduler {
             a.cost.forget(id);
             match a.master.worker_dead(id) {
                 Ok(n) => log::warn!("worker {id} is dead: {n} task(s) of job j{num} requeued"),
-                Err(e) => log::error!("job j{num}: cannot requeue the tasks of dead worker {id}: {e}"),
+                Err(e) => e.log(&format!("requeueing job j{num}'s tasks of dead worker {id}")),
             }
             if a.finalizer == Some(id) {
                 a.finalizer = None;

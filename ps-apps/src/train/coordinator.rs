@@ -251,7 +251,7 @@ impl Coordinator {
                         log::info!("worker {id} left: {n} of its tasks requeued")
                     }
                     Ok(n) => log::warn!("worker {id} is dead: {n} of its tasks requeued"),
-                    Err(e) => log::error!("cannot requeue the tasks of dead worker {id}: {e}"),
+                    Err(e) => e.log(&format!("requeueing the tasks of dead worker {id}")),
                 }
             }
         });
