@@ -52,7 +52,7 @@ impl JobScheduler {
             JobsRequest::Evaluated { job, pass, accuracy } => self.evaluated(sender, job, pass, accuracy, now_ms),
         };
         out.unwrap_or_else(|e| {
-            log::error!("jobs: request from {sender}: {e}");
+            e.log(&format!("answering node {sender}"));
             JobsResponse::Error(e.to_string())
         })
     }

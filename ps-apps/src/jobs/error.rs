@@ -59,6 +59,11 @@ pub enum JobsError {
     /// (500).
     #[error("{0}")]
     Internal(String),
+    /// This scheduler stepped down while saving: another one acts now and the save
+    /// was refused (see [`crate::master::StoreError::SteppedDown`]); nothing changed
+    /// here, and the request belongs to the active scheduler (503).
+    #[error("{0}")]
+    SteppedDown(String),
     /// Training, the scheduler's answers, or reading a task failed (see
     /// [`TrainError`]'s kinds; 500).
     #[error(transparent)]
@@ -75,10 +80,15 @@ pub enum JobsError {
 }
 
 /// A master's error as the jobs API answers it: the dataset or the job's options are
-/// the request's fault (400), a store or codec failure the scheduler's (500).
+/// the request's fault (400), a save refused because this scheduler stepped down is
+/// [`JobsError::SteppedDown`] (503), any other store or codec failure the scheduler's
+/// (500).
 impl From<crate::master::MasterError> for JobsError {
     fn from(e: crate::master::MasterError) -> JobsError {
         use crate::master::MasterError as M;
+        if e.stepped_down() {
+            return JobsError::SteppedDown(e.to_string());
+        }
         match e {
             M::Dataset(_) | M::Config(_) => JobsError::BadRequest(e.to_string()),
             M::Corrupt(_) | M::Store(_) => JobsError::Internal(e.to_string()),
@@ -95,6 +105,16 @@ impl From<crate::model::ModelError> for JobsError {
 }
 
 impl JobsError {
+    /// Logs this error met while `doing` (e.g. "answering worker 9"): a step down
+    /// ([`JobsError::SteppedDown`]) as a warning, since the active scheduler carries
+    /// on, anything else as an error.
+    pub fn log(&self, doing: &str) {
+        match self {
+            JobsError::SteppedDown(_) => log::warn!("jobs: {self}: stepped down while {doing}"),
+            _ => log::error!("jobs: {self} (while {doing})"),
+        }
+    }
+
     /// The HTTP status of this kind of error.
     pub fn http_status(&self) -> u16 {
         match self {
@@ -102,6 +122,7 @@ impl JobsError {
             JobsError::Forbidden(_) => 403,
             JobsError::NoSuchJob(_) | JobsError::UnknownJob(_) => 404,
             JobsError::Ended { .. } | JobsError::Final { .. } => 409,
+            JobsError::SteppedDown(_) => 503,
             JobsError::BadData(_)
             | JobsError::Timeout(_)
             | JobsError::Corrupt(_)
@@ -162,6 +183,15 @@ mod tests {
             (500, "cannot write /x: disk full")
         );
         assert_eq!(JobsError::from(MasterError::Config("bad".into())).http_status(), 400);
+        // a save refused to a scheduler that stepped down is not the scheduler's failure
+        let refused = JobsError::from(MasterError::Store(StoreError::SteppedDown(
+            "this scheduler is not active (term 2 is)".into(),
+        )));
+        assert!(matches!(refused, JobsError::SteppedDown(_)), "{refused:?}");
+        assert_eq!(
+            (refused.http_status(), refused.to_string().as_str()),
+            (503, "this scheduler is not active (term 2 is)")
+        );
         let missing = crate::recordio::index(std::path::Path::new("/nonexistent/psrs/x.rio")).unwrap_err();
         assert_eq!(JobsError::from(MasterError::Dataset(missing)).http_status(), 400);
     }
