@@ -152,6 +152,25 @@ def run_ddp(a, report, rank, port):
     dist.destroy_process_group()
 
 
+def run_alone(a, report, rank, port):
+    """One of --procs processes that train the DDP rank's model and step alone: no
+    process group, nothing communicated, each its own table and MLPs on its own
+    batches. The sum of their rates is DDP's arithmetic without its allreduce: the
+    rate DDP would reach were its communication free. Their models are not one
+    model, so no AUC."""
+    import torch
+    from torch import nn
+
+    torch.set_num_threads(1)
+    torch.manual_seed(1)
+    cards, planted = setup(a)
+    batches = make_batches(planted, rank, a.samples, a.batch)
+    emb = nn.Embedding(sum(cards), DIM, sparse=True)
+    nn.init.normal_(emb.weight, 0.0, INIT_STD)
+    model = dlrm(emb, cards, a)
+    report("alone", train(batches, torch_step(model, emb, model), a.warmup), role="rank")
+
+
 def torch_step(model, emb, inner):
     """One training step of the torch baselines: Adagrad on the embedding's rows, Adam
     on `inner`'s other parameters (the MLPs), the loss of `model` (`inner` or its DDP

@@ -17,7 +17,10 @@ and every process's peak memory by role (python/bench/torch_vs_ddp.sh runs this)
     table-wise (its planner offers no row-wise sharding on CPU), FBGEMM's fused
     Adagrad (run with $TORCHREC_PYTHON: fbgemm-gpu-cpu is built for one torch
     release, which need not be the one psrs's venv has);
-  - one process alone (every core's torch threads, both workers' samples);
+  - one process (every core's torch threads, both workers' samples);
+  - 2 processes alone: each trains the DDP rank's model on its own batches with
+    nothing communicated (no process group): DDP's arithmetic without its allreduce,
+    the rate DDP would reach were its communication free;
   - footnote: DDP with a dense nn.Embedding (the whole table's gradient allreduced
     every step), --dense-steps steps only;
   - with --ablations: psrs async without overlap and prefetch, psrs async and sync
@@ -33,7 +36,10 @@ Every process trains on data already in memory, drawn before the clock starts (t
 figures are the training step's), one torch thread per worker process. A run's
 samples/s is the sum over its workers of the samples trained after --warmup steps
 divided by the time they took; its AUC is rank 0's on 100 000 test rows after all
-samples were trained (the planted model's own AUC beside it).
+samples were trained (the planted model's own AUC beside it). Each configuration's
+line says the share of the machine's CPU time the hypervisor stole while it ran
+(/proc/stat's steal): on a virtual machine, cores shared with other machines slow
+most what waits on another core (an allreduce, a round trip, torch's own threads).
 
     python python/bench/torch_vs_ddp.py [--rounds 3] [--only cnn|ctr] [--scale 0.01]
 """
@@ -153,6 +159,8 @@ def run_ctr(a):
         cs.run_single(a, report)
     elif a.system == "ddp":
         spawn(lambda rank, a, port: cs.run_ddp(a, report, rank, port), a)
+    elif a.system == "alone":
+        spawn(lambda rank, a, port: cs.run_alone(a, report, rank, port), a)
     else:
         spawn(lambda rank, a, port: cs.run_torchrec(a, report, rank, port), a)
 
@@ -172,6 +180,25 @@ def _entry(rank, fn, a, port):
 
 
 # ---------------------------------------------------------------- the driver
+
+
+def cpu_times():
+    """The machine's CPU time so far (/proc/stat's first line: user, nice, system,
+    idle, iowait, irq, softirq, steal), or None where there is no /proc/stat."""
+    try:
+        with open("/proc/stat") as f:
+            return [int(x) for x in f.readline().split()[1:9]]
+    except (OSError, ValueError):
+        return None
+
+
+def steal_share(before, after):
+    """The share of the CPU time between two cpu_times() that the hypervisor gave
+    other machines (steal): a virtual machine's cores are not all its own."""
+    if before is None or after is None:
+        return None
+    d = [b - a for a, b in zip(before, after)]
+    return d[7] / max(sum(d), 1)
 
 
 def measure(cmd, timeout):
@@ -226,6 +253,8 @@ def configs(a):
         rec = os.environ.get("TORCHREC_PYTHON", str(ROOT / "target" / "py-venv-torchrec" / "bin" / "python"))
         out.append(("ctr torchrec 2p, table-wise", [rec, *me[1:], "--system", "torchrec", *common]))
         out.append(("ctr one process", [*me, "--system", "single", *common]))
+        out.append(("ctr 2 processes alone, nothing communicated",
+                    [*me, "--system", "alone", *common]))
     if a.only in (None, "ctr") and a.dense_steps > 0:
         dense = ["--model", "ctr", "--scale", str(a.scale), "--samples", str(a.batch * (a.dense_steps + 1)),
                  "--batch", str(a.batch), "--warmup", "1", "--bottom", a.bottom, "--top", a.top]
@@ -244,6 +273,7 @@ def drive(a):
     aucs = {name: [] for name, _ in runs}
     peaks = {name: {} for name, _ in runs}
     served = {name: [] for name, _ in runs}  # the share of the rows a hot-row cache served
+    steal = {name: [] for name, _ in runs}  # the share of the CPU time stolen meanwhile
     failed = {}
     best = []
     for rnd in range(a.rounds):
@@ -251,8 +281,11 @@ def drive(a):
         for name, cmd in order:
             if name in failed:
                 continue
-            started = time.monotonic()
+            started, cpu = time.monotonic(), cpu_times()
             got, err = measure(cmd, a.timeout)
+            stolen = steal_share(cpu, cpu_times())
+            if stolen is not None:
+                steal[name].append(stolen)
             if err is not None:
                 failed[name] = err
                 print(f"round {rnd + 1}: {name}: failed: {err}", flush=True)
@@ -271,14 +304,16 @@ def drive(a):
             if hits + pulls:
                 served[name].append(hits / (hits + pulls))
             shown = f", test AUC {final[0]['auc']:.4f}" if final else ""
-            print(f"round {rnd + 1}: {name}: {total:.0f} samples/s{shown} ({time.monotonic() - started:.0f} s)",
-                  flush=True)
+            stole = f", {100 * stolen:.0f}% of the CPU stolen" if stolen is not None else ""
+            print(f"round {rnd + 1}: {name}: {total:.0f} samples/s{shown} ({time.monotonic() - started:.0f} s"
+                  f"{stole})", flush=True)
     print(f"\nmedians over {a.rounds} rounds (samples/s, all workers); test AUC after every sample (median); "
           "peak memory per process (MiB, max over the rounds)")
     if best:
         print(f"planted model's test AUC (the best reachable): {statistics.median(best):.4f}")
-    print("| configuration | samples/s (median) | rounds | test AUC | peak MiB per process, by role |")
-    print("|---|---|---|---|---|")
+    print("| configuration | samples/s (median) | rounds | test AUC | peak MiB per process, by role "
+          "| CPU stolen by the host, per round |")
+    print("|---|---|---|---|---|---|")
     for name, _ in runs:
         if name in failed:
             print(f"| {name} | not run | | | {failed[name]} |")
@@ -286,7 +321,9 @@ def drive(a):
         r = rates[name]
         auc = f"{statistics.median(aucs[name]):.4f}" if aucs[name] else "-"
         roles = ", ".join(f"{role} {max(v):.0f}" for role, v in sorted(peaks[name].items()))
-        print(f"| {name} | {statistics.median(r):.0f} | {' '.join(f'{x:.0f}' for x in r)} | {auc} | {roles} |")
+        stole = " ".join(f"{100 * x:.0f}%" for x in steal[name]) or "-"
+        print(f"| {name} | {statistics.median(r):.0f} | {' '.join(f'{x:.0f}' for x in r)} | {auc} | {roles} "
+              f"| {stole} |")
     for name, _ in runs:
         if served[name]:
             print(f"{name}: the cache served {100 * statistics.median(served[name]):.1f}% of the rows looked up "
@@ -321,7 +358,7 @@ def main():
                        help="run only the configurations whose name (as the table prints it) this regular "
                             "expression finds, e.g. 'psrs (a)?sync 2s 2w(, hot-row cache)?$' with --ablations")
     r = sub.add_parser("run", help="one process of one configuration")
-    r.add_argument("--system", choices=["psrs", "ddp", "single", "torchrec"], required=True)
+    r.add_argument("--system", choices=["psrs", "ddp", "single", "torchrec", "alone"], required=True)
     r.add_argument("--model", choices=["cnn", "ctr"], required=True)
     r.add_argument("--mode", default="async")
     r.add_argument("--procs", type=int, default=2)

@@ -196,9 +196,11 @@ impl From<JobsError> for CliError {
             | JobsError::Ended { .. }
             | JobsError::Final { .. }
             | JobsError::BadData(_) => CliError::BadInput(e.to_string()),
-            JobsError::Timeout(_) | JobsError::Corrupt(_) | JobsError::Io(_) | JobsError::Internal(_) => {
-                CliError::Failed(e.to_string())
-            }
+            JobsError::Timeout(_)
+            | JobsError::Corrupt(_)
+            | JobsError::Io(_)
+            | JobsError::Internal(_)
+            | JobsError::SteppedDown(_) => CliError::Failed(e.to_string()),
         }
     }
 }
