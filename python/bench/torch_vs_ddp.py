@@ -316,7 +316,7 @@ def drive(a):
     print("|---|---|---|---|---|---|")
     for name, _ in runs:
         if name in failed:
-            print(f"| {name} | not run | | | {failed[name]} |")
+            print(f"| {name} | not run | | | {failed[name]} | |")
             continue
         r = rates[name]
         auc = f"{statistics.median(aucs[name]):.4f}" if aucs[name] else "-"
