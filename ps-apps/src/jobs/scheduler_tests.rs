@@ -36,9 +36,8 @@ fn dataset(dir: &Path, n: usize) -> String {
     p.display().to_string()
 }
 
-/// The tests' scheduler settings: outputs in `dir`, local fair time, `servers` servers.
-fn config(dir: &Path, servers: usize) -> SchedulerConfig {
-    SchedulerConfig {
+pub(super) fn sched(dir: &Path, stores: &Stores, servers: usize) -> JobScheduler {
+    let cfg = SchedulerConfig {
         outputs_dir: dir.to_path_buf(),
         paths: Default::default(),
         mode: FairMode::Local,
@@ -46,11 +45,8 @@ fn config(dir: &Path, servers: usize) -> SchedulerConfig {
         num_servers: servers,
         hysteresis_ws: 2.0,
         cost_tau_ms: 20_000,
-    }
-}
-
-pub(super) fn sched(dir: &Path, stores: &Stores, servers: usize) -> JobScheduler {
-    JobScheduler::new(config(dir, servers), factory(stores), 0).unwrap()
+    };
+    JobScheduler::new(cfg, factory(stores), 0).unwrap()
 }
 
 /// A worker asks for work, its runner holding no model, knowing the list of jobs to warm.
@@ -307,47 +303,17 @@ fn a_tables_refusal_is_a_conflict_and_a_failed_save_an_internal_error() {
     assert!(text.contains("the store is unavailable"), "{text}");
 }
 
-/// A store that refuses saves as a scheduler that stepped down would (another one
-/// acts) once `down` is set.
-#[derive(Clone)]
-struct SteppingDown {
-    inner: MemStore,
-    down: Arc<Mutex<bool>>,
-}
-
-impl Store for SteppingDown {
-    fn load(&mut self) -> Result<Option<Vec<u8>>, crate::master::StoreError> {
-        self.inner.load()
-    }
-    fn save(&mut self, state: &[u8]) -> Result<(), crate::master::StoreError> {
-        if *self.down.lock() {
-            return Err(crate::master::StoreError::SteppedDown(
-                "this scheduler is not active (term 2 is)".into(),
-            ));
-        }
-        self.inner.save(state)
-    }
-}
-
 /// A submission whose save the store refuses because the scheduler stepped down is
 /// answered 503 (the active scheduler takes it), not 500, and leaves no job behind.
 #[test]
 fn a_submission_refused_by_a_step_down_is_unavailable_and_changes_nothing() {
     let d = tempfile::tempdir().unwrap();
+    let stores = Stores::default();
     let data = dataset(d.path(), 8);
-    let (stores, down) = (Stores::default(), Arc::new(Mutex::new(false)));
-    let (st, dn) = (Arc::clone(&stores), Arc::clone(&down));
-    let factory: StoreFactory = Box::new(move |name| {
-        let inner = st.lock().entry(name.to_string()).or_default().clone();
-        Box::new(SteppingDown {
-            inner,
-            down: Arc::clone(&dn),
-        }) as Box<dyn Store>
-    });
-    let mut s = JobScheduler::new(config(d.path(), 1), factory, 0).unwrap();
+    let mut s = sched(d.path(), &stores, 1);
     let (c, _, text) = route(&mut s, "POST", "/jobs", &infer_body(d.path(), &data), 5).unwrap();
     assert_eq!(c, 201, "{text}");
-    *down.lock() = true;
+    *stores.lock().get("jobs").unwrap().stepped_down.lock() = true;
     let (c, _, text) = route(&mut s, "POST", "/jobs", &infer_body(d.path(), &data), 8).unwrap();
     assert_eq!(c, 503, "{text}");
     assert!(text.contains("not active"), "{text}");

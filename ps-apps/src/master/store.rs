@@ -40,13 +40,17 @@ impl Store for FileStore {
     }
 }
 
-/// An in-memory store for tests; clones share the content. `fail` makes saves fail.
+/// An in-memory store for tests; clones share the content. `fail` makes saves fail,
+/// `stepped_down` makes them refused as to a scheduler that no longer acts.
 #[derive(Clone, Default)]
 pub struct MemStore {
     /// The saved state.
     pub data: Arc<Mutex<Option<Vec<u8>>>>,
-    /// When true, saves fail.
+    /// When true, saves fail ([`StoreError::Failed`]).
     pub fail: Arc<Mutex<bool>>,
+    /// When true, saves are refused as another scheduler acts now
+    /// ([`StoreError::SteppedDown`]).
+    pub stepped_down: Arc<Mutex<bool>>,
 }
 
 impl Store for MemStore {
@@ -56,6 +60,11 @@ impl Store for MemStore {
     fn save(&mut self, state: &[u8]) -> Result<(), StoreError> {
         if *self.fail.lock() {
             return Err(StoreError::Failed("the store is unavailable".into()));
+        }
+        if *self.stepped_down.lock() {
+            return Err(StoreError::SteppedDown(
+                "this scheduler is not active (term 2 is)".into(),
+            ));
         }
         *self.data.lock() = Some(state.to_vec());
         Ok(())
