@@ -75,6 +75,17 @@ def dlrm(emb, cards, a):
     return DLRM(emb, cards, DIM, sizes(a.bottom), sizes(a.top))
 
 
+def torch_dlrm(cards, a, sparse=True):
+    """The torch baselines' model: every field's rows in one nn.Embedding (values
+    normal(0, INIT_STD); a sparse gradient unless ``sparse`` is False) inside the
+    DLRM. Returns (the embedding, the model)."""
+    from torch import nn
+
+    emb = nn.Embedding(sum(cards), DIM, sparse=sparse)
+    nn.init.normal_(emb.weight, 0.0, INIT_STD)
+    return emb, dlrm(emb, cards, a)
+
+
 def loss_of(model, b):
     import torch
     import torch.nn.functional as F
@@ -126,7 +137,6 @@ def run_ddp(a, report, rank, port):
     --dense-grad: DDP allreduces the whole table's gradient every step)."""
     import torch
     import torch.distributed as dist
-    from torch import nn
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
@@ -135,9 +145,7 @@ def run_ddp(a, report, rank, port):
     torch.manual_seed(1)
     cards, planted = setup(a)
     batches = make_batches(planted, rank, a.samples, a.batch)
-    emb = nn.Embedding(sum(cards), DIM, sparse=not a.dense_grad)
-    nn.init.normal_(emb.weight, 0.0, INIT_STD)
-    inner = dlrm(emb, cards, a)
+    emb, inner = torch_dlrm(cards, a, sparse=not a.dense_grad)
     # a dense table's gradient shares DDP's buckets (one 2.2 GB copy fewer per rank)
     model = DDP(inner, gradient_as_bucket_view=a.dense_grad)
     step = torch_step(model, emb, inner)
@@ -159,15 +167,12 @@ def run_alone(a, report, rank, port):
     rate DDP would reach were its communication free. Their models are not one
     model, so no AUC."""
     import torch
-    from torch import nn
 
     torch.set_num_threads(1)
     torch.manual_seed(1)
     cards, planted = setup(a)
     batches = make_batches(planted, rank, a.samples, a.batch)
-    emb = nn.Embedding(sum(cards), DIM, sparse=True)
-    nn.init.normal_(emb.weight, 0.0, INIT_STD)
-    model = dlrm(emb, cards, a)
+    emb, model = torch_dlrm(cards, a)
     report("alone", train(batches, torch_step(model, emb, model), a.warmup), role="rank")
 
 
@@ -192,14 +197,11 @@ def torch_step(model, emb, inner):
 def run_single(a, report):
     """One process, every core's torch threads, the workers' samples all together."""
     import torch
-    from torch import nn
 
     torch.manual_seed(1)
     cards, planted = setup(a)
     batches = make_batches(planted, 0, a.samples * a.procs, a.batch * a.procs)
-    emb = nn.Embedding(sum(cards), DIM, sparse=True)
-    nn.init.normal_(emb.weight, 0.0, INIT_STD)
-    model = dlrm(emb, cards, a)
+    emb, model = torch_dlrm(cards, a)
     step = torch_step(model, emb, model)
 
     rate = train(batches, step, a.warmup)
