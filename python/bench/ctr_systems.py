@@ -8,6 +8,7 @@ after the warm-up steps, its peak memory and role, and worker 0 (rank 0) the tes
 after every sample was trained, beside the planted model's (the best reachable).
 """
 
+import itertools
 import os
 import sys
 import time
@@ -174,6 +175,32 @@ def run_alone(a, report, rank, port):
     batches = make_batches(planted, rank, a.samples, a.batch)
     emb, model = torch_dlrm(cards, a)
     report("alone", train(batches, torch_step(model, emb, model), a.warmup), role="rank")
+
+
+def run_bound(a, report, rank, port):
+    """One of --procs processes that run only what no system can leave out of a step:
+    the MLPs' and the dot interaction's forward and backward, on the batch's counts and
+    embeddings already in memory (no lookup, no optimizer, nothing communicated). The
+    sum of their rates bounds every configuration's on this machine with this model."""
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+
+    torch.set_num_threads(1)
+    torch.manual_seed(1)
+    cards, planted = setup(a)
+    batches = make_batches(planted, rank, a.samples, a.batch)
+    model = dlrm(nn.Identity(), cards, a)
+    looked_up = [torch.randn(a.batch, len(cards), DIM) * INIT_STD for _ in range(32)]
+    steps = itertools.count()
+
+    def step(b, _):
+        ints, _, y = b
+        e = looked_up[next(steps) % len(looked_up)][:len(y)].detach().requires_grad_(True)
+        model.zero_grad()
+        F.binary_cross_entropy_with_logits(model.interact(model.bottom(torch.log1p(ints)), e), y).backward()
+
+    report("bound", train(batches, step, a.warmup), role="rank")
 
 
 def torch_step(model, emb, inner):

@@ -21,6 +21,9 @@ and every process's peak memory by role (python/bench/torch_vs_ddp.sh runs this)
   - 2 processes alone: each trains the DDP rank's model on its own batches with
     nothing communicated (no process group): DDP's arithmetic without its allreduce,
     the rate DDP would reach were its communication free;
+  - 2 processes that run only the MLPs' and the interaction's forward and backward
+    on embeddings already in memory (no lookup, no optimizer, nothing communicated):
+    a bound on every configuration's rate with this model on this machine;
   - footnote: DDP with a dense nn.Embedding (the whole table's gradient allreduced
     every step), --dense-steps steps only;
   - with --ablations: psrs async without overlap and prefetch, psrs async and sync
@@ -161,6 +164,8 @@ def run_ctr(a):
         spawn(lambda rank, a, port: cs.run_ddp(a, report, rank, port), a)
     elif a.system == "alone":
         spawn(lambda rank, a, port: cs.run_alone(a, report, rank, port), a)
+    elif a.system == "bound":
+        spawn(lambda rank, a, port: cs.run_bound(a, report, rank, port), a)
     else:
         spawn(lambda rank, a, port: cs.run_torchrec(a, report, rank, port), a)
 
@@ -255,6 +260,8 @@ def configs(a):
         out.append(("ctr one process", [*me, "--system", "single", *common]))
         out.append(("ctr 2 processes alone, nothing communicated",
                     [*me, "--system", "alone", *common]))
+        out.append(("ctr 2 processes, the MLPs' forward and backward only",
+                    [*me, "--system", "bound", *common]))
     if a.only in (None, "ctr") and a.dense_steps > 0:
         dense = ["--model", "ctr", "--scale", str(a.scale), "--samples", str(a.batch * (a.dense_steps + 1)),
                  "--batch", str(a.batch), "--warmup", "1", "--bottom", a.bottom, "--top", a.top]
@@ -358,7 +365,7 @@ def main():
                        help="run only the configurations whose name (as the table prints it) this regular "
                             "expression finds, e.g. 'psrs (a)?sync 2s 2w(, hot-row cache)?$' with --ablations")
     r = sub.add_parser("run", help="one process of one configuration")
-    r.add_argument("--system", choices=["psrs", "ddp", "single", "torchrec", "alone"], required=True)
+    r.add_argument("--system", choices=["psrs", "ddp", "single", "torchrec", "alone", "bound"], required=True)
     r.add_argument("--model", choices=["cnn", "ctr"], required=True)
     r.add_argument("--mode", default="async")
     r.add_argument("--procs", type=int, default=2)
