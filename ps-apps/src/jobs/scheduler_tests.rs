@@ -279,17 +279,24 @@ fn http_api_statuses_and_reasons() {
     );
 }
 
-/// The status follows the kind of the error that came out of the table or the
-/// store, not its words: the table's refusal to change an ended job is a conflict, a
-/// store that cannot save is the scheduler's failure.
-#[test]
-fn a_tables_refusal_is_a_conflict_and_a_failed_save_an_internal_error() {
+/// A scheduler (one server) whose store holds one inference job, j1, submitted
+/// through the HTTP API at time 5: the temporary directory, the stores, the dataset.
+fn one_job_submitted() -> (tempfile::TempDir, Stores, String, JobScheduler) {
     let d = tempfile::tempdir().unwrap();
     let stores = Stores::default();
     let data = dataset(d.path(), 8);
     let mut s = sched(d.path(), &stores, 1);
     let (c, _, text) = route(&mut s, "POST", "/jobs", &infer_body(d.path(), &data), 5).unwrap();
     assert_eq!(c, 201, "{text}");
+    (d, stores, data, s)
+}
+
+/// The status follows the kind of the error that came out of the table or the
+/// store, not its words: the table's refusal to change an ended job is a conflict, a
+/// store that cannot save is the scheduler's failure.
+#[test]
+fn a_tables_refusal_is_a_conflict_and_a_failed_save_an_internal_error() {
+    let (d, stores, data, mut s) = one_job_submitted();
     s.cancel(1, 6).unwrap();
     let e = s.change(|t| t.finish(1, None, 7)).unwrap_err();
     assert!(matches!(e, super::error::JobsError::Final { num: 1, .. }), "{e}");
@@ -307,12 +314,7 @@ fn a_tables_refusal_is_a_conflict_and_a_failed_save_an_internal_error() {
 /// answered 503 (the active scheduler takes it), not 500, and leaves no job behind.
 #[test]
 fn a_submission_refused_by_a_step_down_is_unavailable_and_changes_nothing() {
-    let d = tempfile::tempdir().unwrap();
-    let stores = Stores::default();
-    let data = dataset(d.path(), 8);
-    let mut s = sched(d.path(), &stores, 1);
-    let (c, _, text) = route(&mut s, "POST", "/jobs", &infer_body(d.path(), &data), 5).unwrap();
-    assert_eq!(c, 201, "{text}");
+    let (d, stores, data, mut s) = one_job_submitted();
     *stores.lock().get("jobs").unwrap().stepped_down.lock() = true;
     let (c, _, text) = route(&mut s, "POST", "/jobs", &infer_body(d.path(), &data), 8).unwrap();
     assert_eq!(c, 503, "{text}");
