@@ -29,6 +29,17 @@ def setup(a):
     return cards, Planted(cards)
 
 
+def rank_setup(a, rank):
+    """A worker or rank process's start: one torch thread, torch's seed 1, and the
+    run's cardinalities, planted model and this rank's batches."""
+    import torch
+
+    torch.set_num_threads(1)
+    torch.manual_seed(1)
+    cards, planted = setup(a)
+    return cards, planted, make_batches(planted, rank, a.samples, a.batch)
+
+
 def make_batches(planted, rank, samples, batch):
     """This rank's batches: (counts float32 (b, 13), categories int32 (b, 26), labels
     float32 (b,)), drawn before training (not timed)."""
@@ -103,11 +114,8 @@ def run_psrs(a, report):
         return
     import torch
 
-    torch.set_num_threads(1)
-    torch.manual_seed(1)
-    cards, planted = setup(a)
     rank = pt.rank()
-    batches = make_batches(planted, rank, a.samples, a.batch)
+    cards, planted, batches = rank_setup(a, rank)
     emb = pt.Embedding(max(sum(cards), a.table_rows), DIM, optimizer="adagrad", lr=EMB_LR, init_std=INIT_STD,
                        fp16_wire=a.fp16, hot_cache_rows=a.hot_cache_rows, hot_cache_staleness=a.hot_cache_staleness)
     model = dlrm(emb, cards, a)
@@ -136,16 +144,12 @@ def run_psrs(a, report):
 def run_ddp(a, report, rank, port):
     """One DDP rank (gloo): the table as nn.Embedding(sparse=True) (or dense with
     --dense-grad: DDP allreduces the whole table's gradient every step)."""
-    import torch
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("gloo", rank=rank, world_size=a.procs)
-    torch.set_num_threads(1)
-    torch.manual_seed(1)
-    cards, planted = setup(a)
-    batches = make_batches(planted, rank, a.samples, a.batch)
+    cards, planted, batches = rank_setup(a, rank)
     emb, inner = torch_dlrm(cards, a, sparse=not a.dense_grad)
     # a dense table's gradient shares DDP's buckets (one 2.2 GB copy fewer per rank)
     model = DDP(inner, gradient_as_bucket_view=a.dense_grad)
@@ -167,12 +171,7 @@ def run_alone(a, report, rank, port):
     batches. The sum of their rates is DDP's arithmetic without its allreduce: the
     rate DDP would reach were its communication free. Their models are not one
     model, so no AUC."""
-    import torch
-
-    torch.set_num_threads(1)
-    torch.manual_seed(1)
-    cards, planted = setup(a)
-    batches = make_batches(planted, rank, a.samples, a.batch)
+    cards, planted, batches = rank_setup(a, rank)
     emb, model = torch_dlrm(cards, a)
     report("alone", train(batches, torch_step(model, emb, model), a.warmup), role="rank")
 
@@ -186,10 +185,7 @@ def run_bound(a, report, rank, port):
     import torch.nn.functional as F
     from torch import nn
 
-    torch.set_num_threads(1)
-    torch.manual_seed(1)
-    cards, planted = setup(a)
-    batches = make_batches(planted, rank, a.samples, a.batch)
+    cards, planted, batches = rank_setup(a, rank)
     model = dlrm(nn.Identity(), cards, a)
     looked_up = [torch.randn(a.batch, len(cards), DIM) * INIT_STD for _ in range(32)]
     steps = itertools.count()
@@ -258,10 +254,7 @@ def run_torchrec(a, report, rank, port):
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
                       WORLD_SIZE=str(a.procs), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(a.procs))
     dist.init_process_group("gloo", rank=rank, world_size=a.procs)
-    torch.set_num_threads(1)
-    torch.manual_seed(1)
-    cards, planted = setup(a)
-    batches = make_batches(planted, rank, a.samples, a.batch)
+    cards, planted, batches = rank_setup(a, rank)
     names = [f"c{f}" for f in range(len(cards))]
     tables = [EmbeddingBagConfig(name=f"t{f}", embedding_dim=DIM, num_embeddings=n, feature_names=[names[f]],
                                  init_fn=lambda w: nn.init.normal_(w, 0.0, INIT_STD))

@@ -160,14 +160,10 @@ def run_ctr(a):
         cs.run_psrs(a, report)
     elif a.system == "single":
         cs.run_single(a, report)
-    elif a.system == "ddp":
-        spawn(lambda rank, a, port: cs.run_ddp(a, report, rank, port), a)
-    elif a.system == "alone":
-        spawn(lambda rank, a, port: cs.run_alone(a, report, rank, port), a)
-    elif a.system == "bound":
-        spawn(lambda rank, a, port: cs.run_bound(a, report, rank, port), a)
-    else:
-        spawn(lambda rank, a, port: cs.run_torchrec(a, report, rank, port), a)
+    else:  # one process per rank
+        run = {"ddp": cs.run_ddp, "alone": cs.run_alone, "bound": cs.run_bound, "torchrec": cs.run_torchrec}
+        fn = run[a.system]
+        spawn(lambda rank, a, port: fn(a, report, rank, port), a)
 
 
 def spawn(fn, a):
