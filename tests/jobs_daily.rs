@@ -58,6 +58,29 @@ fn figures_are_true(j: &Value, retries: u64) {
     );
 }
 
+/// How long a stopped worker must hold the job's passes still to be judged holding a
+/// task: a pass takes ~0.15 s on an idle machine; the worker's heartbeats stop with
+/// it, and it must not be declared dead (heartbeat timeout 5 s) while stopped.
+const STOPPED: Duration = Duration::from_secs(2);
+
+/// Whether job `id`'s passes stay still for [`STOPPED`] (a worker just stopped holds
+/// a task of the pass) rather than move on (it holds none).
+fn holds_the_pass_back(api: &common::jobs::Api, c: &Cluster, id: &str) -> bool {
+    let passes = || {
+        api.status(id)["passes_done"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("passes_done\n{}", c.dump()))
+    };
+    let (at, start) = (passes(), Instant::now());
+    while start.elapsed() < STOPPED {
+        if passes() > at {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    true
+}
+
 #[test]
 fn three_jobs_on_four_workers_time_nothing_out_and_log_no_warning() {
     let dir = tempfile::tempdir().unwrap();
@@ -107,9 +130,13 @@ fn three_jobs_on_four_workers_time_nothing_out_and_log_no_warning() {
 
     // a worker dies holding a task of a running job. A worker between two tasks (it
     // reported one and has not asked for the next, or it evaluates a pass) holds none,
-    // so workers are killed one after another until a killed one held a task (at most
-    // three of the four). The job (300 passes, ~20 s on an idle machine) is still
-    // running when each death is known, 5 s after its kill.
+    // so each victim is first stopped (SIGSTOP): passes run one after another, so a
+    // stopped worker holding a task of the pass holds the pass back, and one holding
+    // none does not. A victim the job's passes move past goes on (SIGCONT) and is
+    // tried again later; one they wait for is killed. The scheduler's log then says
+    // whether it held a task; at most three of the four workers are killed. The job
+    // (300 passes, ~20 s on an idle machine) is still running when each death is
+    // known, 5 s after its stop (its heartbeats stop with it).
     let last = api.submit(&train_args(train, test, "softmax", "300"));
     api.until(&c, LIMIT, &last, "progress", |j| j["progress"].as_f64().unwrap() > 0.02);
     let deaths = |c: &Cluster| -> Vec<u64> {
@@ -120,12 +147,26 @@ fn three_jobs_on_four_workers_time_nothing_out_and_log_no_warning() {
             .collect()
     };
     let mut requeued = None;
-    for victim in [5, 4, 3] {
-        // scheduler, server, workers 2..=5
+    let (mut victims, mut stops) = (vec![3, 4, 5], 0); // scheduler, server, workers 2..=5
+    while let Some(&victim) = victims.last() {
+        stops += 1;
+        assert!(
+            stops <= 60,
+            "no stopped worker held the job's pass back in {stops} tries\n{}",
+            c.dump()
+        );
+        c.signal(victim, "STOP");
+        let silent = Instant::now();
+        if !holds_the_pass_back(&api, &c, &last) {
+            c.signal(victim, "CONT");
+            victims.rotate_right(1);
+            std::thread::sleep(Duration::from_millis(100));
+            continue;
+        }
+        victims.pop();
         let pid = c.procs[victim].pid();
         let before = deaths(&c).len();
         c.kill(victim);
-        let killed = Instant::now();
         c.wait_until("the dead worker's death known", |c| deaths(c).len() > before);
         assert!(
             api.status(&last)["state"] != "done",
@@ -133,7 +174,7 @@ fn three_jobs_on_four_workers_time_nothing_out_and_log_no_warning() {
             c.dump()
         );
         if deaths(&c)[before] > 0 {
-            requeued = Some((pid, killed.elapsed().as_secs_f64()));
+            requeued = Some((pid, silent.elapsed().as_secs_f64()));
             break;
         }
     }
@@ -145,5 +186,8 @@ fn three_jobs_on_four_workers_time_nothing_out_and_log_no_warning() {
     // if it held one when it died
     let held: u64 = deaths(&c).iter().sum();
     figures_are_true(&j, held);
-    println!("figure: worker (pid {pid}) kill -9 to its task requeued (heartbeat timeout 5 s): {requeued_s:.2} s");
+    println!(
+        "figure: worker (pid {pid}) silent (stopped, then killed) to its task requeued (heartbeat timeout 5 s): {requeued_s:.2} s; {stops} stop(s), {} kill(s)",
+        deaths(&c).len()
+    );
 }
