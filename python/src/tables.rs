@@ -124,6 +124,9 @@ pub struct Tables {
     space: KeySpace,
     /// A step in flight (`step(..., wait=False)`).
     in_flight: Mutex<Option<JoinHandle<StepDone>>>,
+    /// The buffer the last step in flight pulled into, kept for the next one (a
+    /// fresh one per step cost an allocation and its pages every step).
+    staging: Mutex<Vec<f32>>,
     /// A signal's exception raised while a call waited without the GIL.
     signal: Arc<Mutex<Option<PyErr>>>,
     /// Per table: its cache of hot rows, if one was set (`set_hot_cache`). Never held
@@ -167,6 +170,7 @@ impl Tables {
         let g = self.inner.lock();
         // Safety: the array is alive (held by `g`) and its caller (this thread) holds it
         unsafe { g.values.slice() }.copy_from_slice(&staged);
+        *self.staging.lock() = staged;
         Ok(Some(outcome.accepted))
     }
 
@@ -364,6 +368,7 @@ impl Tables {
             reader,
             space,
             in_flight: Mutex::new(None),
+            staging: Mutex::new(Vec::new()),
             signal,
             caches: no_caches(n_tables),
         })
@@ -550,8 +555,12 @@ impl Tables {
             let g = self.inner.lock();
             let rows = row_grads(&parts);
             let kvs = g.client.step_request(dense, &rows).map_err(to_py)?;
+            let mut staged = std::mem::take(&mut *self.staging.lock());
             // Safety: the array is alive (held by `g`) and its caller (this thread) holds it
-            (kvs, unsafe { g.values.slice() }.to_vec())
+            let vals = unsafe { g.values.slice() };
+            staged.clear();
+            staged.extend_from_slice(vals);
+            (kvs, staged)
         };
         let inner = Arc::clone(&self.inner);
         let handle = std::thread::Builder::new()

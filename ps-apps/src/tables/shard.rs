@@ -211,7 +211,13 @@ impl TableShard {
     /// Adds a checked push's gradients to what the current version collects.
     fn accumulate(&mut self, parts: Parts<'_>) {
         if let Some(g) = parts.dense {
-            self.dense.accum.iter_mut().zip(g).for_each(|(a, g)| *a += g);
+            // the first gradient of a version is copied, not added to zeros: the sum
+            // is not cleared after it is applied
+            if self.dense_pending {
+                self.dense.accum.iter_mut().zip(g).for_each(|(a, g)| *a += g);
+            } else {
+                self.dense.accum.copy_from_slice(g);
+            }
             self.dense_pending = true;
         }
         let mut row = Vec::new();
@@ -278,6 +284,9 @@ impl TableShard {
                 )));
             }
             let d = t.dim();
+            if of.is_none() {
+                out.reserve_exact(keys.len() * d);
+            }
             if *of.get_or_insert(table) != table {
                 return Err(misfit("one lookup takes rows of one table".into()));
             }
@@ -301,7 +310,6 @@ impl Versioned for TableShard {
             self.spec
                 .dense_optimizer
                 .apply(&mut d.values, &d.accum, scale, &mut d.state, &mut d.steps);
-            d.accum.fill(0.0);
             self.dense_pending = false;
         }
         for t in &mut self.tables {
